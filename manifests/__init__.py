@@ -1,0 +1,1 @@
+"""manifests part of mpstream."""

@@ -1,0 +1,68 @@
+"""The `mpstream` command. Each part owns its subcommand; they are imported only when used,
+so `mpstream encode` does not pay for the server's or the emulator's imports."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+
+import click
+from rich.console import Console
+
+from mpstream import __version__
+from mpstream.errors import UserError
+
+# command name -> "module:attribute" of a click command or group
+SUBCOMMANDS = {
+    "encode": "mpstream.encoder.cli:encode",
+    "netem": "mpstream.netem.cli:netem",
+    "serve": "mpstream.server.cli:serve",
+    "play": "mpstream.player.cli:play",
+    "run": "mpstream.runner.cli:run",
+    "report": "mpstream.runner.cli:report",
+    "demo": "mpstream.runner.cli:demo",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        # Only the parts that are present in this tree are listed.
+        return sorted(
+            name
+            for name, target in SUBCOMMANDS.items()
+            if importlib.util.find_spec(target.split(":")[0]) is not None
+        )
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = SUBCOMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        return getattr(importlib.import_module(module_name), attr)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="mpstream")
+def cli() -> None:
+    """HLS/DASH over Multipath TCP: encode a ladder, emulate paths, serve, play, compare."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        cli.main(args=argv, prog_name="mpstream", standalone_mode=False)
+    except UserError as exc:
+        Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        Console(stderr=True).print("interrupted")
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""netem part of mpstream."""

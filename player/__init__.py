@@ -1,0 +1,1 @@
+"""player part of mpstream."""

@@ -1,0 +1,1 @@
+"""runner part of mpstream."""
