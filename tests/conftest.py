@@ -15,5 +15,7 @@ def pytest_collection_modifyitems(config, items):
         parts = Path(str(item.fspath)).parts
         kind = next((k for k in _KINDS if k in parts), None)
         if kind is None:
-            raise pytest.UsageError(f"{item.nodeid}: tests live under tests/unit, tests/integration or tests/e2e")
+            raise pytest.UsageError(
+                f"{item.nodeid}: tests live under tests/unit, tests/integration or tests/e2e"
+            )
         item.add_marker(getattr(pytest.mark, kind))
