@@ -23,7 +23,21 @@ $(VENV_STAMP): pyproject.toml
 build: emulator player-bundle
 
 # --- compiled link emulator (netem/) ---
-emulator:
+LINKEM_DIR := netem/linkem
+LINKEM_CFLAGS := -O2 -g -Wall -Wextra -Werror -std=gnu11
+LINKEM_HDRS := $(wildcard $(LINKEM_DIR)/*.h)
+LINKEM_LIB := $(LINKEM_DIR)/link.c $(LINKEM_DIR)/config.c $(LINKEM_DIR)/json.c
+
+emulator: build/mpstream-linkem
+
+build/mpstream-linkem: $(LINKEM_LIB) $(LINKEM_DIR)/main.c $(LINKEM_HDRS)
+	@mkdir -p build
+	gcc $(LINKEM_CFLAGS) -o $@ $(LINKEM_LIB) $(LINKEM_DIR)/main.c -lm
+
+# The link model's unit tests run against a fake clock (tests/unit/test_netem_linkem_model.py).
+build/linkem-test: $(LINKEM_LIB) $(LINKEM_DIR)/test_link.c $(LINKEM_HDRS)
+	@mkdir -p build
+	gcc $(LINKEM_CFLAGS) -o $@ $(LINKEM_LIB) $(LINKEM_DIR)/test_link.c -lm
 
 # --- web player bundle (player/) ---
 player-bundle:

@@ -1,0 +1,410 @@
+/* mpstream-linkem: moves packets between two TUN devices, each direction through its own link
+ * model (link.h). Single-threaded: one epoll over the two TUN fds, an absolute CLOCK_MONOTONIC
+ * timerfd armed at the model's next deadline, and a signalfd.
+ *
+ *   tun_a --read--> [a_to_b link] --write--> tun_b
+ *   tun_a <--write-- [b_to_a link] <--read-- tun_b
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/if_tun.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+
+#define PROG "mpstream-linkem"
+#define EXIT_RUNTIME 1
+#define EXIT_CONFIG 2
+/* Packets read from one TUN per wake-up, so that the timer is never starved. */
+#define READ_BATCH 64
+#define MAX_PACKET 65536
+
+struct output {
+    int fd;
+    uint64_t write_errors;
+};
+
+struct emulator {
+    struct config cfg;
+    int tun[N_DIRS];                     /* [0] = tun_a, [1] = tun_b */
+    struct link link[N_DIRS];            /* [0] reads tun_a, writes tun_b; [1] the reverse */
+    struct output out[N_DIRS];
+    struct link_params configured[N_DIRS];  /* current settings before queue defaults */
+    int timer_fd, signal_fd, epoll_fd;
+    uint64_t armed;                      /* deadline the timer is set to, UINT64_MAX = none */
+    uint64_t t_start;
+    uint64_t event_epoch;                /* t = 0 of the event clock */
+    size_t next_event;
+    uint64_t events_applied;
+};
+
+static const char *const DIR_NAME[N_DIRS] = {"a_to_b", "b_to_a"};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, PROG ": ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(EXIT_RUNTIME);
+}
+
+static void deliver(void *ctx, struct packet *pkt, uint64_t now)
+{
+    (void)now;
+    struct output *out = ctx;
+    /* A TUN write hands the packet to the kernel's receive path; it does not block. */
+    if (write(out->fd, pkt->data, pkt->len) != (ssize_t)pkt->len)
+        out->write_errors++;
+    free(pkt);
+}
+
+static int open_tun(const char *field, const char *name)
+{
+    if (if_nametoindex(name) == 0)
+        die("%s: no device \"%s\" in this network namespace (create it first: "
+            "ip tuntap add dev %s mode tun)", field, name, name);
+    int fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        die("cannot open /dev/net/tun: %s", strerror(errno));
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
+    memcpy(ifr.ifr_name, name, strlen(name) + 1);
+    if (ioctl(fd, TUNSETIFF, &ifr) < 0)
+        die("%s: cannot attach to \"%s\" (%s): it must be a TUN device (mode tun, not "
+            "multi_queue) that no other process holds", field, name, strerror(errno));
+    return fd;
+}
+
+static double rtt_ms(const struct link_params *c)
+{
+    return c[DIR_A_TO_B].delay_ms + c[DIR_B_TO_A].delay_ms;
+}
+
+static struct link_params resolved(const struct emulator *em, int d)
+{
+    return link_params_resolve(&em->configured[d], rtt_ms(em->configured));
+}
+
+static void apply_event(struct emulator *em, const struct event *ev, uint64_t t)
+{
+    for (int d = 0; d < N_DIRS; d++)
+        if (ev->dirs & (1u << d))
+            link_patch_apply(&ev->set, &em->configured[d]);
+    /* A changed delay changes the round trip, hence both directions' default queues. */
+    for (int d = 0; d < N_DIRS; d++) {
+        struct link_params p = resolved(em, d);
+        link_set_params(&em->link[d], &p, t);
+    }
+    em->events_applied++;
+}
+
+static void run_due_events(struct emulator *em, uint64_t now)
+{
+    while (em->next_event < em->cfg.n_events) {
+        const struct event *ev = &em->cfg.events[em->next_event];
+        uint64_t t = em->event_epoch + (uint64_t)(ev->at_s * (double)NS_PER_S);
+        if (t > now)
+            break;
+        apply_event(em, ev, t);
+        em->next_event++;
+    }
+}
+
+/* SIGUSR1: the experiment starts now. Links return to their configured state, traces to
+ * their first opportunity, and events replay from t = 0. */
+static void restart_event_clock(struct emulator *em, uint64_t now)
+{
+    em->event_epoch = now;
+    em->next_event = 0;
+    for (int d = 0; d < N_DIRS; d++) {
+        em->configured[d] = em->cfg.link[d];
+        struct link_params p = resolved(em, d);
+        link_set_params(&em->link[d], &p, now);
+        link_restart_trace(&em->link[d], now);
+    }
+    run_due_events(em, now);
+}
+
+static uint64_t next_deadline(const struct emulator *em)
+{
+    uint64_t d = UINT64_MAX;
+    for (int i = 0; i < N_DIRS; i++) {
+        uint64_t l = link_next_deadline(&em->link[i]);
+        if (l < d)
+            d = l;
+    }
+    if (em->next_event < em->cfg.n_events) {
+        const struct event *ev = &em->cfg.events[em->next_event];
+        uint64_t t = em->event_epoch + (uint64_t)(ev->at_s * (double)NS_PER_S);
+        if (t < d)
+            d = t;
+    }
+    return d;
+}
+
+static void arm_timer(struct emulator *em)
+{
+    uint64_t d = next_deadline(em);
+    if (d == em->armed)
+        return;
+    struct itimerspec its;
+    memset(&its, 0, sizeof its);
+    if (d != UINT64_MAX) {
+        if (d == 0)
+            d = 1;  /* all-zero it_value would disarm */
+        its.it_value.tv_sec = (time_t)(d / NS_PER_S);
+        its.it_value.tv_nsec = (long)(d % NS_PER_S);
+    }
+    if (timerfd_settime(em->timer_fd, TFD_TIMER_ABSTIME, &its, NULL) < 0)
+        die("timerfd_settime: %s", strerror(errno));
+    em->armed = d;
+}
+
+static void read_tun(struct emulator *em, int d)
+{
+    static unsigned char buf[MAX_PACKET];
+    for (int i = 0; i < READ_BATCH; i++) {
+        ssize_t n = read(em->tun[d], buf, sizeof buf);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EINTR)
+                return;
+            die("read %s: %s", em->cfg.tun[d], strerror(errno));
+        }
+        if (n == 0)
+            return;
+        link_enqueue(&em->link[d], packet_new(buf, (uint32_t)n), now_ns());
+    }
+}
+
+static void write_link_stats(FILE *f, const struct emulator *em, int d)
+{
+    const struct link_stats *s = &em->link[d].st;
+    const struct link *l = &em->link[d];
+    fprintf(f,
+            "  \"%s\": {\"packets_in\": %llu, \"bytes_in\": %llu, "
+            "\"packets_out\": %llu, \"bytes_out\": %llu,\n"
+            "    \"dropped_queue_packets\": %llu, \"dropped_queue_bytes\": %llu, "
+            "\"dropped_loss_packets\": %llu, \"dropped_loss_bytes\": %llu,\n"
+            "    \"dropped_down_packets\": %llu, \"dropped_down_bytes\": %llu, "
+            "\"write_errors\": %llu,\n"
+            "    \"max_queue_bytes\": %llu, \"max_queue_packets\": %llu, "
+            "\"queue_limit_bytes\": %lld, \"queue_limit_packets\": %lld,\n"
+            "    \"held_at_exit_packets\": %llu}",
+            DIR_NAME[d], (unsigned long long)s->packets_in, (unsigned long long)s->bytes_in,
+            (unsigned long long)s->packets_out, (unsigned long long)s->bytes_out,
+            (unsigned long long)s->dropped_queue_packets,
+            (unsigned long long)s->dropped_queue_bytes,
+            (unsigned long long)s->dropped_loss_packets,
+            (unsigned long long)s->dropped_loss_bytes,
+            (unsigned long long)s->dropped_down_packets,
+            (unsigned long long)s->dropped_down_bytes,
+            (unsigned long long)em->out[d].write_errors,
+            (unsigned long long)s->max_queue_bytes, (unsigned long long)s->max_queue_packets,
+            (long long)l->p.queue_bytes, (long long)l->p.queue_packets,
+            (unsigned long long)(s->packets_in - s->packets_out - s->dropped_queue_packets -
+                                 s->dropped_loss_packets - s->dropped_down_packets));
+}
+
+static void write_stats(const struct emulator *em)
+{
+    const char *path = em->cfg.stats_path;
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, PROG ": stats_path: cannot write %s: %s\n", tmp, strerror(errno));
+        return;
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    fprintf(f, "{\n");
+    for (int d = 0; d < N_DIRS; d++) {
+        write_link_stats(f, em, d);
+        fprintf(f, ",\n");
+    }
+    fprintf(f,
+            "  \"elapsed_s\": %.6f, \"cpu_user_s\": %.6f, \"cpu_system_s\": %.6f, "
+            "\"events_applied\": %llu\n}\n",
+            (double)(now_ns() - em->t_start) / (double)NS_PER_S,
+            (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6,
+            (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6,
+            (unsigned long long)em->events_applied);
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        fprintf(stderr, PROG ": stats_path: cannot write %s: %s\n", path, strerror(errno));
+}
+
+static void print_resolved(const struct emulator *em)
+{
+    printf("{\"tun_a\": \"%s\", \"tun_b\": \"%s\", \"seed\": %llu, \"events\": %zu",
+           em->cfg.tun[0], em->cfg.tun[1], (unsigned long long)em->cfg.seed, em->cfg.n_events);
+    for (int d = 0; d < N_DIRS; d++) {
+        struct link_params p = resolved(em, d);
+        printf(", \"%s\": {\"rate_bps\": %llu, \"trace_mean_bps\": %llu, \"delay_ms\": %g, "
+               "\"jitter_ms\": %g, \"loss\": %g, \"queue_bytes\": %lld, "
+               "\"queue_packets\": %lld, \"down\": %s}",
+               DIR_NAME[d], (unsigned long long)p.rate_bps,
+               (unsigned long long)(p.trace ? trace_mean_bps(p.trace) : 0), p.delay_ms,
+               p.jitter_ms, p.loss, (long long)p.queue_bytes, (long long)p.queue_packets,
+               p.down ? "true" : "false");
+    }
+    printf("}\n");
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: " PROG " --config FILE.json [--check]\n"
+            "Moves packets between two existing TUN devices through an emulated link per\n"
+            "direction (rate or Mahimahi trace, drop-tail queue, loss, delay, jitter, events).\n"
+            "  --check   validate the config, print it with defaults filled in, and exit\n"
+            "Prints \"ready\" once attached. SIGUSR1 restarts the event clock; SIGTERM or\n"
+            "SIGINT exits, writing stats to stats_path. Exit 2: bad config; 1: runtime error.\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *config_path = NULL;
+    int check_only = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+            config_path = argv[++i];
+        else if (strcmp(argv[i], "--check") == 0)
+            check_only = 1;
+        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            return EXIT_CONFIG;
+        }
+    }
+    if (!config_path) {
+        usage(stderr);
+        return EXIT_CONFIG;
+    }
+
+    static struct emulator em;
+    char err[1024];
+    if (config_load(config_path, &em.cfg, err, sizeof err) < 0) {
+        fprintf(stderr, PROG ": config %s: %s\n", config_path, err);
+        return EXIT_CONFIG;
+    }
+    for (int d = 0; d < N_DIRS; d++)
+        em.configured[d] = em.cfg.link[d];
+    if (check_only) {
+        print_resolved(&em);
+        config_free(&em.cfg);
+        return 0;
+    }
+
+    /* Signals arrive through the signalfd only. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
+    sigaddset(&sigs, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    /* Timer expiries are the schedule: ask for no slack (the default is 50 us). */
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+
+    em.tun[0] = open_tun("tun_a", em.cfg.tun[0]);
+    em.tun[1] = open_tun("tun_b", em.cfg.tun[1]);
+    em.signal_fd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
+    em.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    em.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (em.signal_fd < 0 || em.timer_fd < 0 || em.epoll_fd < 0)
+        die("cannot set up the event loop: %s", strerror(errno));
+    int fds[] = {em.tun[0], em.tun[1], em.timer_fd, em.signal_fd};
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
+        if (epoll_ctl(em.epoll_fd, EPOLL_CTL_ADD, fds[i], &ev) < 0)
+            die("epoll_ctl: %s", strerror(errno));
+    }
+
+    em.t_start = em.event_epoch = now_ns();
+    em.armed = UINT64_MAX;
+    for (int d = 0; d < N_DIRS; d++) {
+        em.out[d].fd = em.tun[1 - d];
+        struct link_params p = resolved(&em, d);
+        link_init(&em.link[d], &p, em.cfg.seed ^ (0xA5A5A5A5ULL * (uint64_t)(d + 1)),
+                  em.t_start, deliver, &em.out[d]);
+    }
+    run_due_events(&em, em.t_start);
+    arm_timer(&em);
+    printf("ready\n");
+    fflush(stdout);
+
+    int running = 1;
+    while (running) {
+        struct epoll_event evs[8];
+        int n = epoll_wait(em.epoll_fd, evs, 8, -1);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            die("epoll_wait: %s", strerror(errno));
+        }
+        for (int i = 0; i < n; i++) {
+            int fd = evs[i].data.fd;
+            if (fd == em.signal_fd) {
+                struct signalfd_siginfo si;
+                while (read(em.signal_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+                    if (si.ssi_signo == SIGUSR1)
+                        restart_event_clock(&em, now_ns());
+                    else
+                        running = 0;
+                }
+            } else if (fd == em.timer_fd) {
+                uint64_t expirations;
+                if (read(em.timer_fd, &expirations, sizeof expirations) < 0 && errno != EAGAIN)
+                    die("read timerfd: %s", strerror(errno));
+                em.armed = UINT64_MAX;  /* it fired: re-arm even for the same deadline */
+            }
+        }
+        uint64_t now = now_ns();
+        run_due_events(&em, now);
+        for (int i = 0; i < n; i++)
+            for (int d = 0; d < N_DIRS; d++)
+                if (evs[i].data.fd == em.tun[d])
+                    read_tun(&em, d);
+        now = now_ns();
+        for (int d = 0; d < N_DIRS; d++)
+            link_advance(&em.link[d], now);
+        arm_timer(&em);
+    }
+
+    if (em.cfg.stats_path)
+        write_stats(&em);
+    for (int d = 0; d < N_DIRS; d++) {
+        link_free(&em.link[d]);
+        close(em.tun[d]);
+    }
+    config_free(&em.cfg);
+    return 0;
+}
