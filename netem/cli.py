@@ -1,0 +1,212 @@
+"""`mpstream netem ...`: bring emulated multi-path topologies up and down, run commands on their
+hosts, and measure that they behave as configured."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from mpstream.errors import UserError
+
+console = Console()
+
+
+def _terminate_as_interrupt() -> None:
+    """SIGTERM and SIGHUP unwind like Ctrl-C, so that `with Topology.up(...)` tears down."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
+
+
+def _overrides(values: tuple[str, ...]) -> dict[str, Any]:
+    from mpstream.netem.profile import parse_override
+
+    return dict(parse_override(v) for v in values)
+
+
+set_option = click.option(
+    "--set", "overrides", multiple=True, metavar="KEY=VALUE",
+    help="Change a profile field, e.g. --set 'paths.*.queue_bytes=1MB' --set paths.1.loss=0.05",
+)
+
+
+@click.group()
+def netem() -> None:
+    """Emulated multi-path networks in namespaces: up, down, clean, list, exec, check."""
+
+
+@netem.command()
+@click.argument("profile")
+@click.option("--name", default="mps", show_default=True, help="Topology name (namespaces "
+              "are mps-NAME-client, mps-NAME-link, mps-NAME-server).")
+@set_option
+@click.option("--foreground", is_flag=True,
+              help="Stay in the foreground and tear the topology down on Ctrl-C.")
+@click.option("--start-events/--no-start-events", default=True, show_default=True,
+              help="Start the profile's event clock (path failures etc.) once the topology is up.")
+def up(profile: str, name: str, overrides: tuple[str, ...], foreground: bool,
+       start_events: bool) -> None:
+    """Build the topology of PROFILE (a preset name or a TOML file) and leave it running."""
+    from mpstream.netem.profile import load_profile
+    from mpstream.netem.topology import Topology
+
+    _terminate_as_interrupt()
+    prof = load_profile(profile, _overrides(overrides))
+    topo = Topology.up(prof, name)
+    try:
+        if start_events:
+            topo.start_events()
+        _print_topology(topo)
+        if not foreground:
+            console.print(f"left running; run commands with `mpstream netem exec {name} client "
+                          f"-- CMD`, remove with `mpstream netem down {name}`")
+            return
+        console.print("up; Ctrl-C tears it down", highlight=False)
+        print("ready", flush=True)  # a line scripts can wait for
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        foreground = True
+    finally:
+        if foreground:
+            topo.down()
+            console.print(f"topology {name} removed")
+
+
+def _print_topology(topo: Any) -> None:
+    table = Table(title=f"topology {topo.name} ({topo.profile.name}, {topo.profile.mode}, "
+                        f"cc {topo.profile.cc})")
+    for column in ("path", "client interface", "client address", "uplink", "downlink"):
+        table.add_column(column)
+    for path in topo.paths:
+        table.add_row(f"{path.index} {path.name}", path.client_ifname, path.client_addr,
+                      topo.profile.link(path.index, "uplink").describe(),
+                      topo.profile.link(path.index, "downlink").describe())
+    console.print(table)
+    console.print(f"client namespace {topo.client_ns} · server namespace {topo.server_ns} "
+                  f"({topo.server_addr}) · links in {topo.link_ns}"
+                  + ("" if topo.emulated else " · links NOT emulated"), highlight=False)
+
+
+def _only_topology() -> str:
+    from mpstream.netem.topology import live_topologies
+
+    live = [t["name"] for t in live_topologies()]
+    if len(live) == 1:
+        return live[0]
+    if not live:
+        raise UserError("no topology is up (see `mpstream netem list`)")
+    raise UserError(f"several topologies are up ({', '.join(live)}): name one, "
+                    "or use `mpstream netem clean` to remove them all")
+
+
+@netem.command()
+@click.argument("name", required=False)
+def down(name: str | None) -> None:
+    """Remove topology NAME (the only one up, when NAME is left out)."""
+    from mpstream.netem import teardown
+    from mpstream.netem.system import require_root
+    from mpstream.netem.topology import read_state
+
+    require_root()
+    name = name or _only_topology()
+    if read_state(name) is None and not teardown.topology_namespaces(name):
+        raise UserError(f"no topology named {name!r} is up (see `mpstream netem list`)")
+    teardown.remove_topology(name)
+    console.print(f"topology {name} removed")
+
+
+@netem.command()
+@click.argument("pattern", default="*")
+def clean(pattern: str) -> None:
+    """Remove every topology (or those whose name matches PATTERN, shell-style): namespaces,
+    interfaces, processes in them, emulators and state, also after a crash."""
+    from mpstream.netem.system import require_root
+    from mpstream.netem.teardown import clean_all
+
+    require_root()
+    removed = clean_all(pattern)
+    console.print(f"removed {len(removed)} topolog{'y' if len(removed) == 1 else 'ies'}"
+                  + (f": {', '.join(removed)}" if removed else ""))
+
+
+@netem.command(name="list")
+def list_() -> None:
+    """Show the preset profiles and the topologies that are up."""
+    from mpstream.netem.profile import load_profile, preset_names
+    from mpstream.netem.topology import live_topologies
+
+    presets = Table(title="presets (netem/profiles/)")
+    for column in ("name", "mode", "paths (downlink)", "description"):
+        presets.add_column(column)
+    for name in preset_names():
+        prof = load_profile(name)
+        links = "; ".join(prof.link(i, "downlink").describe() for i in range(len(prof.paths)))
+        presets.add_row(name, prof.mode, links, prof.description)
+    console.print(presets)
+    live = live_topologies()
+    if not live:
+        console.print("no topology is up")
+        return
+    table = Table(title="topologies up")
+    for column in ("name", "profile", "namespaces", "state"):
+        table.add_column(column)
+    for topo in live:
+        table.add_row(topo["name"], str(topo.get("profile")), " ".join(topo["namespaces"]),
+                      "up" if topo["complete"] else "incomplete: `netem down` it")
+    console.print(table)
+
+
+@netem.command(name="exec", context_settings={"ignore_unknown_options": True})
+@click.argument("name")
+@click.argument("host", type=click.Choice(["client", "server", "link"]))
+@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option("--mptcp", is_flag=True, help="Run under `mptcpize run` (in mptcp mode).")
+def exec_(name: str, host: str, argv: tuple[str, ...], mptcp: bool) -> None:
+    """Run a command on HOST of topology NAME: `mpstream netem exec t1 client -- curl ...`."""
+    from mpstream.netem.system import require_root
+    from mpstream.netem.topology import Topology
+
+    require_root()
+    command = Topology.attach(name).command(host, list(argv), mptcp=mptcp)
+    sys.stdout.flush()
+    os.execvp(command[0], command)
+
+
+@netem.command()
+@click.argument("profile")
+@click.option("--name", default=None, help="Topology name (default: chk<pid>).")
+@set_option
+@click.option("--duration", default=3.0, show_default=True,
+              help="Seconds of each throughput run (one more second is measured and dropped).")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON too.")
+def check(profile: str, name: str | None, overrides: tuple[str, ...], duration: float,
+          as_json: bool) -> None:
+    """Build PROFILE, measure RTT and loss per path (ping), throughput per path (iperf3 TCP
+    pinned to the path) and the MPTCP aggregate, compare with the profile, tear down. Exits 1
+    when a figure is outside its tolerance."""
+    import json
+
+    from mpstream.netem.check import print_report, run_check
+    from mpstream.netem.profile import load_profile
+
+    _terminate_as_interrupt()
+    prof = load_profile(profile, _overrides(overrides))
+    report = run_check(prof, name=name or f"chk{os.getpid()}", duration_s=duration)
+    print_report(report, console)
+    if as_json:
+        with contextlib.suppress(BrokenPipeError):
+            print(json.dumps(report.as_dict(), indent=2))
+    if not report.ok:
+        raise SystemExit(1)

@@ -1,0 +1,492 @@
+"""Path-emulation profiles: what the user asks the emulated network to be.
+
+A profile is a TOML file (a preset in netem/profiles/ or any file). Each path has a link model
+that applies to both directions unless `uplink` / `downlink` tables override single fields:
+
+    mode = "mptcp"            # or "tcp": single-path TCP over `tcp_path`
+    cc = "cubic"
+    [[paths]]
+    name = "wifi"
+    rate = "25mbit"           # bit/s as a number, or a string with a unit, or "unlimited"
+    delay_ms = 5.0            # one way
+    queue_bytes = "375KB"
+    [paths.downlink]
+    trace = "TMobile-LTE-short.down"   # Mahimahi packet-delivery trace, replaces the rate
+    [[events]]
+    at_s = 20
+    path = 0                  # index or name
+    action = "down"           # down | up | change (change takes a `set` table)
+
+Every validation error names the field (e.g. `paths.1.loss`) and the rule it broke.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from mpstream.errors import UserError
+from mpstream.paths import TRACES_DIR
+
+PRESETS_DIR = Path(__file__).parent / "profiles"
+# Packets the trace format delivers per opportunity (see the traces' README).
+TRACE_PACKET_BYTES = 1500
+
+_RATE_UNITS = {
+    "": 1, "bit": 1, "bps": 1,
+    "k": 1e3, "kbit": 1e3, "kbps": 1e3,
+    "m": 1e6, "mbit": 1e6, "mbps": 1e6,
+    "g": 1e9, "gbit": 1e9, "gbps": 1e9,
+}
+_SIZE_UNITS = {
+    "": 1, "b": 1, "byte": 1, "bytes": 1,
+    "k": 1000, "kb": 1000, "kib": 1024,
+    "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
+}
+_QUANTITY = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)(?:/s)?\s*$", re.I)
+
+
+def _quantity(value: Any, units: dict[str, float], field: str, examples: str) -> float:
+    """A number, or a number with one of `units` ("25mbit", "375KB"); never negative."""
+    if isinstance(value, bool):
+        raise ValueError(f"{field} must be a number or a string like {examples}")
+    if isinstance(value, int | float):
+        amount = float(value)
+    else:
+        match = _QUANTITY.match(str(value))
+        unit = match.group(2).lower() if match else None
+        if match is None or unit not in units:
+            if str(value).strip().startswith("-"):
+                raise ValueError(f"{field} must not be negative (got {value!r})")
+            raise ValueError(f"{field} {value!r} is not understood: write e.g. {examples}")
+        amount = float(match.group(1)) * units[unit]
+    if amount < 0:
+        raise ValueError(f"{field} must not be negative (got {value!r})")
+    return amount
+
+
+def parse_rate(value: Any) -> int | None:
+    """Bit/s from 25000000, 25e6, "25mbit", "25 Mbit/s", "1.5M"; "unlimited" gives None."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == "unlimited"):
+        return None
+    bits = _quantity(value, _RATE_UNITS, "rate", "25000000, '25mbit', '500kbit', 'unlimited'")
+    if bits == 0:
+        raise ValueError("rate must be above 0 (use an event with action 'down' for a dead link)")
+    return int(bits)
+
+
+def parse_size(value: Any, field: str) -> int | None:
+    """Bytes from 375000, "375KB", "1MB", "64KiB"."""
+    if value is None:
+        return None
+    size = _quantity(value, _SIZE_UNITS, field, "375000, '375KB', '1MB'")
+    if size == 0:
+        raise ValueError(f"{field} must be above 0 (got {value!r}); leave it out for no limit")
+    return int(size)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LinkFields(_Strict):
+    """Link-model fields as written in a profile; every field optional (overrides merge)."""
+
+    rate: int | None = None
+    trace: str | None = None
+    delay_ms: float | None = None
+    jitter_ms: float | None = None
+    loss: float | None = None
+    queue_bytes: int | None = None
+    queue_packets: int | None = None
+
+    @field_validator("rate", mode="before")
+    @classmethod
+    def _rate(cls, value: Any) -> int | None:
+        return parse_rate(value)
+
+    @field_validator("queue_bytes", mode="before")
+    @classmethod
+    def _queue_bytes(cls, value: Any) -> int | None:
+        return parse_size(value, "queue_bytes")
+
+    @field_validator("queue_packets")
+    @classmethod
+    def _queue_packets(cls, value: int | None) -> int | None:
+        if value is not None and value <= 0:
+            raise ValueError(
+                f"queue_packets must be above 0 (got {value}); leave it out for no limit"
+            )
+        return value
+
+    @field_validator("delay_ms", "jitter_ms")
+    @classmethod
+    def _not_negative(cls, value: float | None, info: Any) -> float | None:
+        if value is not None and value < 0:
+            raise ValueError(f"{info.field_name} must not be negative (got {value})")
+        return value
+
+    @field_validator("loss")
+    @classmethod
+    def _fraction(cls, value: float | None) -> float | None:
+        if value is not None and not 0 <= value <= 1:
+            raise ValueError(
+                f"loss is a fraction from 0 to 1 (got {value}); write 0.1 for 10%"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _one_queue_limit(self) -> LinkFields:
+        if self.queue_bytes is not None and self.queue_packets is not None:
+            raise ValueError("set queue_bytes or queue_packets, not both")
+        return self
+
+
+class Link(BaseModel):
+    """One direction of one link, fully resolved: what the emulator is told."""
+
+    model_config = ConfigDict(frozen=True)
+
+    rate_bps: int | None = None
+    trace: Path | None = None
+    delay_ms: float = 0.0
+    jitter_ms: float = 0.0
+    loss: float = 0.0
+    queue_bytes: int | None = None
+    queue_packets: int | None = None
+
+    def emulator_config(self) -> dict[str, Any]:
+        return {
+            "rate_bps": None if self.trace else self.rate_bps,
+            "trace": str(self.trace) if self.trace else None,
+            "delay_ms": self.delay_ms,
+            "jitter_ms": self.jitter_ms,
+            "loss": self.loss,
+            "queue_bytes": self.queue_bytes,
+            "queue_packets": self.queue_packets,
+            "down": False,
+        }
+
+    @property
+    def shaped(self) -> bool:
+        return self.rate_bps is not None or self.trace is not None
+
+    def describe(self) -> str:
+        parts = []
+        if self.trace:
+            parts.append(f"trace {self.trace.name}")
+        elif self.rate_bps:
+            parts.append(f"{self.rate_bps / 1e6:g} Mbit/s")
+        else:
+            parts.append("unlimited")
+        parts.append(f"{self.delay_ms:g} ms")
+        if self.jitter_ms:
+            parts.append(f"±{self.jitter_ms:g} ms")
+        if self.loss:
+            parts.append(f"loss {self.loss:.1%}")
+        if self.queue_bytes:
+            parts.append(f"queue {self.queue_bytes / 1000:g} KB")
+        elif self.queue_packets:
+            parts.append(f"queue {self.queue_packets} pkt")
+        return ", ".join(parts)
+
+
+class LinkSpec(LinkFields):
+    """A link with both directions: shared fields plus per-direction overrides."""
+
+    uplink: LinkFields | None = None  # client -> server
+    downlink: LinkFields | None = None  # server -> client
+
+
+class PathSpec(LinkSpec):
+    name: str | None = None
+    backup: bool = False  # MPTCP endpoint flagged backup (used only when the others fail)
+
+
+class EventSpec(_Strict):
+    at_s: float = Field(ge=0)
+    path: int | str
+    action: Literal["down", "up", "change"]
+    dir: Literal["both", "uplink", "downlink"] = "both"
+    set: LinkFields | None = None
+
+    @model_validator(mode="after")
+    def _set_only_for_change(self) -> EventSpec:
+        if self.action == "change" and self.set is None:
+            raise ValueError("action 'change' needs a `set` table of link fields to change")
+        if self.action != "change" and self.set is not None:
+            raise ValueError(f"action {self.action!r} takes no `set` table (use action 'change')")
+        return self
+
+
+class MptcpSpec(_Strict):
+    # Only the in-kernel path manager creates subflows on its own from endpoints; the
+    # userspace one needs a daemon driving it, which a profile cannot describe.
+    path_manager: Literal["kernel"] = "kernel"
+    scheduler: str = "default"
+    subflows: int | None = Field(default=None, ge=0, le=8)  # limit; default: one per extra path
+    add_addr_accepted: int | None = Field(default=None, ge=0, le=8)
+    fullmesh: bool = False
+    checksum: bool = False
+
+
+class Profile(_Strict):
+    name: str = "custom"
+    description: str = ""
+    mode: Literal["mptcp", "tcp"] = "mptcp"
+    tcp_path: int = Field(default=0, ge=0)
+    cc: str = Field(default="cubic", pattern=r"^[a-z0-9_]+$")
+    seed: int = 1
+    mptcp: MptcpSpec = MptcpSpec()
+    paths: list[PathSpec] = Field(min_length=1, max_length=8)
+    server_link: LinkSpec | None = None  # shared link between router and server (e.g. NP03)
+    events: list[EventSpec] = []
+    source: Path | None = None  # where the profile was read from (for trace lookup)
+
+    @model_validator(mode="after")
+    def _references(self) -> Profile:
+        if self.tcp_path >= len(self.paths):
+            raise ValueError(
+                f"tcp_path: no path {self.tcp_path} "
+                f"(the profile has paths 0..{len(self.paths) - 1})"
+            )
+        names = [p.name for p in self.paths if p.name]
+        if len(set(names)) != len(names):
+            raise ValueError("paths: path names must be distinct")
+        for number, event in enumerate(self.events):
+            try:
+                self.path_index(event.path)
+            except KeyError as exc:
+                raise ValueError(f"events.{number}.path: {exc.args[0]}") from None
+        if self.mode == "mptcp" and all(p.backup for p in self.paths):
+            raise ValueError("paths: at least one path must not be a backup path")
+        for number, path in enumerate(self.paths):
+            for direction in ("uplink", "downlink"):
+                self._resolve_trace(path, direction, f"paths.{number}")
+        if self.server_link:
+            for direction in ("uplink", "downlink"):
+                self._resolve_trace(self.server_link, direction, "server_link")
+        return self
+
+    def path_index(self, ref: int | str) -> int:
+        if isinstance(ref, int):
+            if 0 <= ref < len(self.paths):
+                return ref
+            raise KeyError(f"no path {ref} (the profile has paths 0..{len(self.paths) - 1})")
+        for index, path in enumerate(self.paths):
+            if path.name == ref:
+                return index
+        known = ", ".join(p.name for p in self.paths if p.name) or "none"
+        raise KeyError(f"no path named {ref!r} (named paths: {known})")
+
+    @property
+    def primary_path(self) -> int:
+        """The path the first (or only) subflow takes."""
+        if self.mode == "tcp":
+            return self.tcp_path
+        return next(i for i, p in enumerate(self.paths) if not p.backup)
+
+    def path_label(self, index: int) -> str:
+        return self.paths[index].name or f"path{index}"
+
+    def link(self, index: int, direction: Literal["uplink", "downlink"]) -> Link:
+        return self._link(self.paths[index], direction, f"paths.{index}")
+
+    def server_link_model(self, direction: Literal["uplink", "downlink"]) -> Link | None:
+        if self.server_link is None:
+            return None
+        return self._link(self.server_link, direction, "server_link")
+
+    def rtt_ms(self, index: int) -> float:
+        """Configured base round-trip time over path `index` (delays only)."""
+        total = self.link(index, "uplink").delay_ms + self.link(index, "downlink").delay_ms
+        for direction in ("uplink", "downlink"):
+            server = self.server_link_model(direction)
+            if server:
+                total += server.delay_ms
+        return total
+
+    def emulator_events(self, index: int) -> list[dict[str, Any]]:
+        """Events of path `index`, in the emulator's config vocabulary."""
+        out = []
+        for event in self.events:
+            if self.path_index(event.path) != index:
+                continue
+            direction = {"both": "both", "uplink": "a_to_b", "downlink": "b_to_a"}[event.dir]
+            if event.action == "change":
+                change = self._link_changes(event.set)
+            else:
+                change = {"down": event.action == "down"}
+            out.append({"at_s": event.at_s, "dir": direction, "set": change})
+        return sorted(out, key=lambda e: e["at_s"])
+
+    def _link_changes(self, fields: LinkFields) -> dict[str, Any]:
+        changes: dict[str, Any] = {}
+        for key, value in fields.model_dump(exclude_unset=True).items():
+            if key == "rate":
+                changes["rate_bps"] = value
+                changes.setdefault("trace", None)
+            elif key == "trace":
+                changes["trace"] = str(self._find_trace(value, None))
+            else:
+                changes[key] = value
+        return changes
+
+    def _link(self, spec: LinkSpec, direction: str, where: str) -> Link:
+        merged = {k: v for k, v in spec.model_dump(exclude={"uplink", "downlink", "name", "backup"},
+                                                    exclude_unset=True).items()}
+        override = getattr(spec, direction)
+        if override is not None:
+            own = override.model_dump(exclude_unset=True)
+            # A direction's own rate replaces an inherited trace and the other way round.
+            if "rate" in own:
+                merged.pop("trace", None)
+            if "trace" in own:
+                merged.pop("rate", None)
+            if "queue_bytes" in own:
+                merged.pop("queue_packets", None)
+            if "queue_packets" in own:
+                merged.pop("queue_bytes", None)
+            merged.update(own)
+        trace = self._resolve_trace(spec, direction, where)
+        return Link(
+            rate_bps=merged.get("rate"),
+            trace=trace,
+            delay_ms=merged.get("delay_ms") or 0.0,
+            jitter_ms=merged.get("jitter_ms") or 0.0,
+            loss=merged.get("loss") or 0.0,
+            queue_bytes=merged.get("queue_bytes"),
+            queue_packets=merged.get("queue_packets"),
+        )
+
+    def _resolve_trace(self, spec: LinkSpec, direction: str, where: str) -> Path | None:
+        override = getattr(spec, direction)
+        if override is not None and "trace" in override.model_fields_set:
+            if override.trace is None:
+                return None
+            return self._find_trace(override.trace, None, f"{where}.{direction}.trace")
+        if override is not None and "rate" in override.model_fields_set:
+            return None
+        if spec.trace is None:
+            return None
+        # A path-level trace "X" means X.up for the uplink and X.down for the downlink when
+        # those files exist (the Mahimahi naming), X itself otherwise.
+        suffix = "up" if direction == "uplink" else "down"
+        return self._find_trace(spec.trace, suffix, f"{where}.trace")
+
+    def _find_trace(self, name: str, suffix: str | None, where: str = "trace") -> Path:
+        bases = [TRACES_DIR]
+        if self.source is not None:
+            bases.insert(0, self.source.parent)
+        candidates: list[Path] = []
+        for base in bases:
+            plain = Path(name) if Path(name).is_absolute() else base / name
+            if suffix:
+                candidates.append(plain.with_name(f"{plain.name}.{suffix}"))
+            candidates.append(plain)
+        for candidate in candidates:
+            if candidate.is_file():
+                return candidate.resolve()
+        looked = ", ".join(str(b) for b in bases)
+        raise ValueError(f"{where}: trace file {name!r} not found (looked in {looked})")
+
+
+def _format_validation_error(exc: ValidationError, origin: str) -> str:
+    lines = []
+    for error in exc.errors():
+        loc = ".".join(str(part) for part in error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            message = "unknown key (check its spelling)"
+        if error["type"] == "missing":
+            message = "required field is missing"
+        # A message that already starts with its own field name carries the location itself.
+        lines.append(message if not loc or message.startswith(loc.split(".")[0] + ".") else
+                     f"{loc}: {message}")
+    return f"profile {origin} is invalid: " + "; ".join(lines)
+
+
+def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Set dotted keys in raw profile data: {"paths.*.queue_bytes": "1MB", "paths.1.loss": 0.1}."""
+    for dotted, value in overrides.items():
+        _set_dotted(data, dotted.split("."), value, dotted)
+    return data
+
+
+def _set_dotted(node: Any, keys: list[str], value: Any, dotted: str) -> None:
+    key, rest = keys[0], keys[1:]
+    if isinstance(node, list):
+        if key == "*":
+            targets = list(range(len(node)))
+        elif key.isdigit() and int(key) < len(node):
+            targets = [int(key)]
+        else:
+            raise UserError(f"override {dotted!r}: no list item {key!r} (there are {len(node)})")
+        for index in targets:
+            if rest:
+                _set_dotted(node[index], rest, value, dotted)
+            else:
+                node[index] = value
+        return
+    if not isinstance(node, dict):
+        raise UserError(f"override {dotted!r}: {key!r} is inside a value that is not a table")
+    if rest:
+        _set_dotted(node.setdefault(key, {}), rest, value, dotted)
+    else:
+        node[key] = value
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in PRESETS_DIR.glob("*.toml"))
+
+
+def profile_from_dict(data: dict[str, Any], *, name: str = "custom",
+                      source: Path | None = None) -> Profile:
+    data = dict(data)
+    data.setdefault("name", name)
+    if source is not None:
+        data["source"] = source
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(_format_validation_error(exc, str(source or name))) from None
+
+
+def load_profile(ref: str | Path | Profile, overrides: dict[str, Any] | None = None) -> Profile:
+    """A preset name (see `preset_names()`) or a TOML file path -> a validated Profile."""
+    if isinstance(ref, Profile):
+        if not overrides:
+            return ref
+        data = ref.model_dump(exclude_unset=True, exclude={"source"})
+        return profile_from_dict(apply_overrides(data, overrides), name=ref.name, source=ref.source)
+    path = Path(ref)
+    if not path.suffix and (PRESETS_DIR / f"{ref}.toml").is_file():
+        path = PRESETS_DIR / f"{ref}.toml"
+    if not path.is_file():
+        raise UserError(
+            f"profile {str(ref)!r} is neither a preset nor a file; presets: "
+            + ", ".join(preset_names())
+        )
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"profile {path} is not valid TOML: {exc}") from None
+    if overrides:
+        apply_overrides(data, overrides)
+    return profile_from_dict(data, name=path.stem, source=path.resolve())
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """`key=value` from the command line; the value is read as TOML when it parses as TOML."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise UserError(f"--set {text!r}: write KEY=VALUE, e.g. paths.*.queue_bytes=1MB")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key.strip(), value

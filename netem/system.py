@@ -1,0 +1,101 @@
+"""Running `ip`, `sysctl` and friends, and the prerequisites checks that turn a missing root or
+kernel feature into one clear sentence instead of a traceback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from mpstream.errors import UserError
+
+PROC_SYS = Path("/proc/sys")
+
+
+class CommandFailed(UserError):
+    """A system command the topology needs failed; the message carries its stderr."""
+
+
+def sh(argv: Sequence[str], *, input: str | None = None, check: bool = True,
+       timeout: float = 30) -> subprocess.CompletedProcess:
+    proc = subprocess.run(list(argv), input=input, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        detail = (proc.stderr or proc.stdout).strip()
+        raise CommandFailed(f"`{' '.join(argv)}` failed (exit {proc.returncode}): {detail}")
+    return proc
+
+
+def ip_batch(netns: str, lines: Sequence[str]) -> None:
+    """Several `ip` commands in one namespace, one process: fast and all-or-error."""
+    if lines:
+        sh(["ip", "-n", netns, "-batch", "-"], input="\n".join(lines) + "\n")
+
+
+def sysctl(netns: str, settings: dict[str, str | int]) -> None:
+    argv = ["ip", "netns", "exec", netns, "sysctl", "-q", "-w"]
+    argv += [f"{key}={value}" for key, value in settings.items()]
+    sh(argv)
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise UserError(
+            "path emulation needs root (it creates network namespaces, interfaces and MPTCP "
+            "endpoints): run the command as root, e.g. with sudo"
+        )
+
+
+def require_tools(*tools: str) -> None:
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        raise UserError(
+            f"missing programs: {', '.join(missing)}; install the Debian packages listed in "
+            "scripts/system-packages.txt (`make system`)"
+        )
+
+
+def require_mptcp(proc_sys: Path = PROC_SYS) -> None:
+    """The running kernel must have upstream MPTCP (5.6+ with CONFIG_MPTCP)."""
+    if not (proc_sys / "net" / "mptcp" / "enabled").exists():
+        raise UserError(
+            "this kernel has no Multipath TCP support (/proc/sys/net/mptcp is missing): use a "
+            "Linux kernel 5.6 or later built with CONFIG_MPTCP=y, or a profile with mode = \"tcp\" "
+            "on a machine that has it"
+        )
+
+
+def available_values(key: str, proc_sys: Path = PROC_SYS) -> list[str]:
+    """Space-separated lists such as net.ipv4.tcp_available_congestion_control."""
+    path = proc_sys / key.replace(".", "/")
+    return path.read_text().split() if path.exists() else []
+
+
+def require_cc(cc: str, proc_sys: Path = PROC_SYS) -> None:
+    """The congestion control must exist, and be allowed: a namespace other than the
+    initial one may only pick from net.ipv4.tcp_allowed_congestion_control, so it is added
+    there (a permission list of the host, widened, never narrowed)."""
+    available = available_values("net.ipv4.tcp_available_congestion_control", proc_sys)
+    # Not yet loaded modules (tcp_bbr) are loadable by name.
+    if cc not in available and shutil.which("modprobe"):
+        sh(["modprobe", f"tcp_{cc}"], check=False)
+        available = available_values("net.ipv4.tcp_available_congestion_control", proc_sys)
+    if cc not in available:
+        raise UserError(
+            f"cc: congestion control {cc!r} is not available in this kernel; available: "
+            f"{', '.join(available) or 'none listed'}"
+        )
+    allowed = available_values("net.ipv4.tcp_allowed_congestion_control", proc_sys)
+    if cc not in allowed:
+        (proc_sys / "net/ipv4/tcp_allowed_congestion_control").write_text(
+            " ".join([*allowed, cc]) + "\n")
+
+
+def require_scheduler(name: str, proc_sys: Path = PROC_SYS) -> None:
+    available = available_values("net.mptcp.available_schedulers", proc_sys)
+    if available and name not in available:
+        raise UserError(
+            f"mptcp.scheduler: scheduler {name!r} is not available in this kernel; "
+            f"available: {', '.join(available)}"
+        )

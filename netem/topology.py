@@ -1,0 +1,474 @@
+"""A multi-path topology in network namespaces.
+
+    client ns (mps-N-client)        link ns (mps-N-link)                 server ns (mps-N-server)
+    p0 10.1.0.2 ──veth── c0 ─► ta0 ═[emulator 0]═ tb0 ─┐
+    p1 10.1.1.2 ──veth── c1 ─► ta1 ═[emulator 1]═ tb1 ─┼─ s0 ──veth── eth0 10.2.0.2
+                                                        └ (optional shared server link: tsa ═ tsb)
+
+Each path's emulator (build/mpstream-linkem) sits between two TUN devices in the link
+namespace: policy routing sends what arrives from client interface c<i> into ta<i> and what
+arrives from the server for 10.1.<i>.0/24 into tb<i>; the emulator moves packets between the
+two, each direction through its own link model. Nothing is created in the root namespace and no
+namespace has a route off the machine: the only routes are to the topology's own subnets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from mpstream.netem import teardown
+from mpstream.netem.profile import Link, Profile, load_profile
+from mpstream.netem.system import (
+    ip_batch,
+    require_cc,
+    require_mptcp,
+    require_root,
+    require_scheduler,
+    require_tools,
+    sh,
+    sysctl,
+)
+from mpstream.netem.teardown import STATE_DIR, netns_name
+
+from mpstream.errors import UserError
+
+SERVER_ADDR = "10.2.0.2"
+SERVER_SUBNET = "10.2.0.0/24"
+CLIENT_SUBNETS = "10.1.0.0/16"
+NAME_RULE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_]{0,31}$")
+READY_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class PathInfo:
+    index: int
+    name: str
+    client_addr: str  # the client's address on this path (bind to it to pin traffic here)
+    client_ifname: str  # interface in the client namespace
+    router_addr: str  # next hop from the client over this path
+
+
+def _path_info(profile: Profile, index: int) -> PathInfo:
+    return PathInfo(index=index, name=profile.path_label(index), client_addr=f"10.1.{index}.2",
+                    client_ifname=f"p{index}", router_addr=f"10.1.{index}.1")
+
+
+class Topology:
+    """A running topology. Build it with `Topology.up(profile, name)`; use it as a context
+    manager so that it is always torn down, or call `down()`."""
+
+    def __init__(self, profile: Profile, name: str, *, emulated: bool,
+                 emulator_pids: Sequence[int] = (), owner_pid: int | None = None):
+        self.profile = profile
+        self.name = name
+        self.emulated = emulated
+        self.emulator_pids = list(emulator_pids)
+        self.owner_pid = owner_pid if owner_pid is not None else os.getpid()
+        self.client_ns = netns_name(name, "client")
+        self.server_ns = netns_name(name, "server")
+        self.link_ns = netns_name(name, "link")
+        self.server_addr = SERVER_ADDR
+        self.paths = [_path_info(profile, i) for i in range(len(profile.paths))]
+        self.state_dir = STATE_DIR / name
+        self._down = False
+
+    # ---- life cycle -------------------------------------------------------------------------
+
+    @classmethod
+    def up(cls, profile: Profile | str | Path, name: str = "mps", *,
+           emulate: bool = True) -> Topology:
+        """Builds the namespaces, links, routes, MPTCP configuration and emulators.
+
+        `emulate=False` gives plain, unshaped links (to tell the emulator's effect apart).
+        A failure or Ctrl-C part-way tears down what was made.
+        """
+        profile = load_profile(profile)
+        check_prerequisites(profile)
+        if not NAME_RULE.match(name):
+            raise UserError(
+                f"topology name {name!r}: use 1 to 32 letters, digits or underscores, "
+                "starting with a letter or digit"
+            )
+        if teardown.topology_namespaces(name) or (STATE_DIR / f"{name}.json").exists():
+            raise UserError(
+                f"a topology named {name!r} already exists: remove it with "
+                f"`mpstream netem down {name}` or choose another --name"
+            )
+        if emulate and not teardown.EMULATOR.exists():
+            raise UserError(
+                f"the link emulator is not built ({teardown.EMULATOR} is missing): "
+                "run `make emulator`"
+            )
+        topo = cls(profile, name, emulated=emulate)
+        try:
+            topo._build()
+        except BaseException:
+            # Ctrl-C or an error half-way: nothing may stay behind.
+            topo.down()
+            raise
+        return topo
+
+    @classmethod
+    def attach(cls, name: str) -> Topology:
+        """A handle on a topology built earlier (e.g. by `mpstream netem up`)."""
+        state = read_state(name)
+        if state is None:
+            if teardown.topology_namespaces(name):
+                raise UserError(
+                    f"topology {name!r} has namespaces but no state file (its tool was killed "
+                    f"while building it): remove it with `mpstream netem down {name}`"
+                )
+            raise UserError(f"no topology named {name!r} is up (see `mpstream netem list`)")
+        profile = Profile.model_validate(state["profile"])
+        return cls(profile, name, emulated=state["emulated"],
+                   emulator_pids=state["emulator_pids"], owner_pid=state["owner_pid"])
+
+    def down(self) -> dict[str, Any]:
+        """Stops every process in the namespaces, removes them; returns the emulators' stats
+        (per path, per direction) when they wrote some."""
+        if self._down:
+            return {}
+        self._down = True
+        teardown.remove_namespaces(teardown.topology_namespaces(self.name))
+        teardown.stop_pids(teardown.orphan_emulator_pids(self.name))
+        stats = self._read_stats()
+        teardown.remove_state(self.name)
+        return stats
+
+    def __enter__(self) -> Topology:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    # ---- running programs on the hosts ------------------------------------------------------
+
+    @property
+    def mptcp(self) -> bool:
+        return self.profile.mode == "mptcp"
+
+    def netns(self, host: str) -> str:
+        try:
+            return {"client": self.client_ns, "server": self.server_ns, "link": self.link_ns}[host]
+        except KeyError:
+            raise UserError(f"host {host!r}: choose client, server or link") from None
+
+    def command(self, host: str, argv: Sequence[str], *, mptcp: bool = False) -> list[str]:
+        """argv run inside `host`'s namespace; `mptcp=True` wraps it in `mptcpize run` when
+        the profile's mode is mptcp (and not in tcp mode, where programs stay plain TCP)."""
+        wrapped = list(argv)
+        if mptcp and self.mptcp:
+            wrapped = ["mptcpize", "run", *wrapped]
+        return ["ip", "netns", "exec", self.netns(host), *wrapped]
+
+    def run(self, host: str, argv: Sequence[str], *, mptcp: bool = False,
+            **kw: Any) -> subprocess.CompletedProcess:
+        return subprocess.run(self.command(host, argv, mptcp=mptcp), **kw)
+
+    def popen(self, host: str, argv: Sequence[str], *, mptcp: bool = False,
+              **kw: Any) -> subprocess.Popen:
+        return subprocess.Popen(self.command(host, argv, mptcp=mptcp), **kw)
+
+    def path_bytes(self) -> list[dict[str, int]]:
+        """Kernel byte counters of each client path interface (rx = towards the client)."""
+        out = sh(["ip", "-n", self.client_ns, "-s", "-j", "link", "show"]).stdout
+        by_name = {link["ifname"]: link.get("stats64", link.get("stats", {}))
+                   for link in json.loads(out)}
+        result = []
+        for path in self.paths:
+            stats = by_name[path.client_ifname]
+            result.append({"rx_bytes": int(stats["rx"]["bytes"]),
+                           "tx_bytes": int(stats["tx"]["bytes"])})
+        return result
+
+    def start_events(self) -> None:
+        """Makes now the t=0 of the profile's timed events (path failures, changes)."""
+        if not self.emulated:
+            if self.profile.events:
+                raise UserError("timed events need the link emulator (run `make emulator`)")
+            return
+        for pid in self.emulator_pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGUSR1)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "profile": self.profile.name,
+            "mode": self.profile.mode,
+            "client_ns": self.client_ns,
+            "server_ns": self.server_ns,
+            "link_ns": self.link_ns,
+            "server_addr": self.server_addr,
+            "paths": [asdict(p) for p in self.paths],
+            "emulated": self.emulated,
+        }
+
+    # ---- building ---------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._write_state()
+        for ns in (self.client_ns, self.link_ns, self.server_ns):
+            sh(["ip", "netns", "add", ns])
+        self._configure_sysctls()
+        self._create_links()
+        self._configure_client()
+        self._configure_server()
+        if self.emulated:
+            self._create_emulated_links()
+            self._start_emulators()
+        else:
+            self._route_plain()
+        self._write_state()
+        self._verify_paths()
+
+    def _configure_sysctls(self) -> None:
+        p = self.profile
+        common = {
+            # No IPv6 chatter (router solicitations) in the path byte counters.
+            "net.ipv6.conf.all.disable_ipv6": 1,
+            "net.ipv6.conf.default.disable_ipv6": 1,
+        }
+        host = {
+            **common,
+            "net.mptcp.enabled": 1,
+            "net.mptcp.path_manager": p.mptcp.path_manager,
+            "net.mptcp.scheduler": p.mptcp.scheduler,
+            "net.mptcp.checksum_enabled": int(p.mptcp.checksum),
+            "net.ipv4.tcp_congestion_control": p.cc,
+            # Each connection starts from scratch, not from metrics cached by an earlier trial.
+            "net.ipv4.tcp_no_metrics_save": 1,
+        }
+        if not Path("/proc/sys/net/mptcp/path_manager").exists():
+            host.pop("net.mptcp.path_manager")  # kernels before 6.15: pm_type 0 is the default
+        sysctl(self.client_ns, host)
+        sysctl(self.server_ns, host)
+        sysctl(self.link_ns, {
+            **common,
+            "net.ipv4.ip_forward": 1,
+            # Packets come back out of the emulator on a TUN device that is not the route
+            # back to their source: reverse-path filtering would drop them.
+            "net.ipv4.conf.all.rp_filter": 0,
+            "net.ipv4.conf.default.rp_filter": 0,
+        })
+
+    def _create_links(self) -> None:
+        lines = ["link set lo up", "link add s0 type veth peer name eth0 netns " + self.server_ns,
+                 "addr add 10.2.0.1/24 dev s0", "link set s0 up"]
+        for path in self.paths:
+            i = path.index
+            lines += [f"link add c{i} type veth peer name {path.client_ifname} "
+                      f"netns {self.client_ns}",
+                      f"addr add {path.router_addr}/24 dev c{i}", f"link set c{i} up"]
+        ip_batch(self.link_ns, lines)
+
+    def _configure_client(self) -> None:
+        p = self.profile
+        lines = ["link set lo up"]
+        for path in self.paths:
+            i = path.index
+            table = 100 + i
+            lines += [
+                f"addr add {path.client_addr}/24 dev {path.client_ifname}",
+                f"link set {path.client_ifname} up",
+                # Traffic from this path's address leaves by this path (pins subflows, -B binds).
+                f"route add {SERVER_SUBNET} via {path.router_addr} dev {path.client_ifname} "
+                f"table {table}",
+                f"rule add from {path.client_addr} lookup {table} pref {table}",
+            ]
+        primary = self.paths[p.primary_path]
+        lines.append(f"route add {SERVER_SUBNET} via {primary.router_addr} "
+                     f"dev {primary.client_ifname}")
+        extra = [path for path in self.paths if path.index != p.primary_path]
+        if p.mode == "mptcp":
+            subflows = p.mptcp.subflows if p.mptcp.subflows is not None else len(extra)
+            accepted = p.mptcp.add_addr_accepted if p.mptcp.add_addr_accepted is not None \
+                else len(extra)
+            lines.append(f"mptcp limits set subflow {subflows} add_addr_accepted {accepted}")
+            for path in extra:
+                flags = ["subflow"]
+                if p.paths[path.index].backup:
+                    flags.append("backup")
+                if p.mptcp.fullmesh:
+                    flags.append("fullmesh")
+                lines.append(f"mptcp endpoint add {path.client_addr} dev {path.client_ifname} "
+                             f"id {path.index + 1} {' '.join(flags)}")
+        else:
+            lines.append("mptcp limits set subflow 0 add_addr_accepted 0")
+        ip_batch(self.client_ns, lines)
+
+    def _configure_server(self) -> None:
+        p = self.profile
+        subflows = max(len(self.paths) - 1, p.mptcp.subflows or 0) if p.mode == "mptcp" else 0
+        ip_batch(self.server_ns, [
+            "link set lo up",
+            f"addr add {SERVER_ADDR}/24 dev eth0",
+            "link set eth0 up",
+            f"route add {CLIENT_SUBNETS} via 10.2.0.1 dev eth0",
+            f"mptcp limits set subflow {subflows} add_addr_accepted 0",
+        ])
+
+    def _route_plain(self) -> None:
+        """Without the emulator the link namespace simply forwards (connected routes)."""
+
+    def _create_emulated_links(self) -> None:
+        server_link = self.profile.server_link is not None
+        # Downlink packets for a path enter its emulator from the server side; with a shared
+        # server link they first pass that link's emulator and come out of tsa.
+        downlink_iif = "tsa" if server_link else "s0"
+        lines = []
+        for path in self.paths:
+            i = path.index
+            lines += [
+                f"tuntap add dev ta{i} mode tun", f"tuntap add dev tb{i} mode tun",
+                f"link set ta{i} up", f"link set tb{i} up",
+                f"route add default dev ta{i} table {100 + i}",
+                f"rule add iif c{i} lookup {100 + i} pref {100 + i}",
+                f"route add default dev tb{i} table {200 + i}",
+                f"rule add iif {downlink_iif} to 10.1.{i}.0/24 lookup {200 + i} pref {200 + i}",
+            ]
+            if server_link:
+                lines.append(f"rule add iif tb{i} lookup 300 pref {300 + i}")
+        if server_link:
+            lines += [
+                "tuntap add dev tsa mode tun", "tuntap add dev tsb mode tun",
+                "link set tsa up", "link set tsb up",
+                "route add default dev tsa table 300",
+                "route add default dev tsb table 301",
+                "rule add iif s0 lookup 301 pref 399",
+            ]
+        ip_batch(self.link_ns, lines)
+
+    def _emulator_configs(self) -> list[tuple[str, dict[str, Any]]]:
+        p = self.profile
+        configs = []
+        for path in self.paths:
+            i = path.index
+            configs.append((f"path{i}", {
+                "tun_a": f"ta{i}", "tun_b": f"tb{i}", "seed": p.seed + i,
+                "a_to_b": p.link(i, "uplink").emulator_config(),
+                "b_to_a": p.link(i, "downlink").emulator_config(),
+                "events": p.emulator_events(i),
+            }))
+        up, down = p.server_link_model("uplink"), p.server_link_model("downlink")
+        if up is not None and down is not None:
+            configs.append(("server", {
+                "tun_a": "tsa", "tun_b": "tsb", "seed": p.seed + 100,
+                "a_to_b": up.emulator_config(), "b_to_a": down.emulator_config(), "events": [],
+            }))
+        return configs
+
+    def _start_emulators(self) -> None:
+        started = []
+        for label, config in self._emulator_configs():
+            config["stats_path"] = str(self.state_dir / f"{label}.stats.json")
+            config_path = self.state_dir / f"{label}.json"
+            config_path.write_text(json.dumps(config, indent=2))
+            out = (self.state_dir / f"{label}.out").open("wb")
+            err = (self.state_dir / f"{label}.log").open("wb")
+            # A session of its own: the emulators outlive `mpstream netem up` and do not get
+            # the terminal's Ctrl-C (teardown stops them, in order).
+            proc = subprocess.Popen(
+                ["ip", "netns", "exec", self.link_ns, str(teardown.EMULATOR),
+                 "--config", str(config_path)],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
+            out.close()
+            err.close()
+            self.emulator_pids.append(proc.pid)
+            started.append((label, proc))
+        self._write_state()
+        for label, proc in started:
+            self._wait_ready(label, proc)
+
+    def _wait_ready(self, label: str, proc: subprocess.Popen) -> None:
+        out = self.state_dir / f"{label}.out"
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if b"ready" in out.read_bytes():
+                return
+            if proc.poll() is not None:
+                log = (self.state_dir / f"{label}.log").read_text(errors="replace").strip()
+                raise UserError(f"the link emulator for {label} exited with {proc.returncode}: "
+                                f"{log or '(no message)'}")
+            time.sleep(0.01)
+        raise UserError(f"the link emulator for {label} did not report ready within "
+                        f"{READY_TIMEOUT_S:g} s (log: {self.state_dir / (label + '.log')})")
+
+    def _verify_paths(self) -> None:
+        """Fails early when a path does not carry packets (unless it starts failed)."""
+        starts_down = {self.profile.path_index(e.path) for e in self.profile.events
+                       if e.action == "down" and e.at_s == 0}
+        for path in self.paths:
+            if path.index in starts_down:
+                continue
+            # With -w, -c counts replies: the first reply ends the probe; lossy profiles
+            # drop some on purpose.
+            probe = self.run("client", ["ping", "-n", "-q", "-c", "1", "-i", "0.05", "-w", "5",
+                                        "-I", path.client_addr, self.server_addr],
+                             capture_output=True, text=True)
+            if probe.returncode != 0:
+                raise UserError(
+                    f"path {path.index} ({path.name}) carries no packets after setup: "
+                    f"{(probe.stdout + probe.stderr).strip()}")
+
+    # ---- state ------------------------------------------------------------------------------
+
+    def _write_state(self) -> None:
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        state = {**self.describe(), "owner_pid": self.owner_pid,
+                 "emulator_pids": self.emulator_pids, "created": time.time(),
+                 "profile": self.profile.model_dump(mode="json")}
+        tmp = STATE_DIR / f".{self.name}.json.tmp"
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(STATE_DIR / f"{self.name}.json")
+
+    def _read_stats(self) -> dict[str, Any]:
+        stats = {}
+        for path in sorted(self.state_dir.glob("*.stats.json")):
+            with contextlib.suppress(OSError, ValueError):
+                stats[path.name.removesuffix(".stats.json")] = json.loads(path.read_text())
+        return stats
+
+
+def read_state(name: str) -> dict[str, Any] | None:
+    path = STATE_DIR / f"{name}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def live_topologies() -> list[dict[str, Any]]:
+    """Recorded topologies plus namespaces without a record (a killed build)."""
+    found = []
+    names = sorted(set(teardown.topology_names()) | set(teardown.recorded_names()))
+    for name in names:
+        state = read_state(name) or {"name": name, "profile": None}
+        namespaces = teardown.topology_namespaces(name)
+        if isinstance(state.get("profile"), dict):
+            state = {**state, "profile": state["profile"].get("name")}
+        found.append({**state, "namespaces": namespaces,
+                      "complete": bool(read_state(name)) and len(namespaces) == 3})
+    return found
+
+
+def check_prerequisites(profile: Profile) -> None:
+    require_root()
+    require_tools("ip", "sysctl", "ping")
+    require_mptcp()
+    require_cc(profile.cc)
+    require_scheduler(profile.mptcp.scheduler)
+
+
+__all__ = ["Link", "PathInfo", "Topology", "check_prerequisites", "live_topologies"]
