@@ -1,0 +1,72 @@
+"""`mpstream run`, `mpstream report`, `mpstream demo`."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from mpstream.paths import REPO_ROOT
+
+RESULTS_DIR = REPO_ROOT / "results"
+
+
+@click.command()
+@click.argument("scenario")
+@click.option("--trials", type=click.IntRange(1, 1000), default=None,
+              help="Trials per condition (default: the scenario's).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Run folder (default: results/<scenario>-<UTC time>). Give an existing run "
+                   "folder to resume it.")
+@click.option("--retry-failed", is_flag=True, help="On resume, run failed trials again too.")
+@click.option("--report/--no-report", "make_report", default=True,
+              help="Write the report when the run ends (default: yes).")
+def run(scenario: str, trials: int | None, out_dir: Path | None, retry_failed: bool,
+        make_report: bool) -> None:
+    """Run SCENARIO (a name in runner/scenarios/ or a TOML file): every condition, player and
+    trial, in interleaved order, keeping each trial's raw data."""
+    from mpstream.runner.run import run_scenario
+    from mpstream.runner.scenario import SCENARIOS_DIR, load_scenario
+
+    sc = load_scenario(scenario)
+    path = Path(scenario) if Path(scenario).is_file() else SCENARIOS_DIR / f"{scenario}.toml"
+    if out_dir is None:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        out_dir = RESULTS_DIR / f"{sc.name}-{stamp}"
+    console = Console()
+    run_scenario(sc, out_dir, trials=trials, scenario_path=path, retry_failed=retry_failed,
+                 console=console)
+    if make_report:
+        _report(out_dir, None, console)
+
+
+def _report(run_dir: Path, out: Path | None, console: Console):
+    from mpstream.runner.report import build_report
+    from mpstream.runner.table import print_tables
+
+    rep = build_report(run_dir, out)
+    print_tables(rep, console)
+    console.print(f"report: {rep.html}")
+    return rep
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where to write the report (default: RUN_DIR/report).")
+def report(run_dir: Path, out: Path | None) -> None:
+    """Write the HTML report, CSV files and PNG figures of a run folder, and print its tables."""
+    _report(run_dir, out, Console())
+
+
+@click.command()
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Run folder (default: results/demo-<UTC time>).")
+def demo(out_dir: Path | None) -> None:
+    """Encode the sample, play it over balanced MPTCP, unbalanced MPTCP and single-path TCP,
+    and print the comparison (a short version of the thesis bandwidth experiment)."""
+    from mpstream.runner.demo import run_demo
+
+    run_demo(out_dir, Console())

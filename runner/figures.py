@@ -1,0 +1,115 @@
+"""The report's PNG figures (matplotlib, headless Agg backend)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display here; must precede pyplot
+import matplotlib.pyplot as plt
+import numpy as np
+from mpstream.runner.stats import summarize
+
+DPI = 110
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def segment_rates(path: Path, groups: list[str], seg: dict[str, dict[int, list[float]]]) -> Path:
+    """Per-segment download rate by segment index, mean over trials with its 95% CI band
+    (as the thesis's figure 22)."""
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for g in groups:
+        by_idx = seg.get(g)
+        if not by_idx:
+            continue
+        idx = sorted(by_idx)
+        sums = [summarize(by_idx[i]) for i in idx]
+        mean = np.array([s.mean for s in sums])
+        ax.plot(idx, mean, marker="o", ms=3, label=g)
+        lo = np.array([s.ci_low if not math.isnan(s.ci_low) else s.mean for s in sums])
+        hi = np.array([s.ci_high if not math.isnan(s.ci_high) else s.mean for s in sums])
+        ax.fill_between(idx, lo, hi, alpha=0.2)
+    ax.set_xlabel("segment index")
+    ax.set_ylabel("download rate (Mbit/s)")
+    ax.set_title("Per-segment download rate (mean over trials, 95% CI)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return _save(fig, path)
+
+
+def _mean_series(trials: list[dict[int, dict[int, float]]], p: int) -> tuple[list[int], list]:
+    """Mean over trials of a per-second series of path p; a trial with no entry in a second
+    counts as zero there (it was sampled but nothing happened)."""
+    bins = sorted({b for t in trials for b in t.get(p, {})})
+    if not bins:
+        return [], []
+    xs = list(range(bins[0], bins[-1] + 1))
+    return xs, [sum(t.get(p, {}).get(b, 0.0) for t in trials) / len(trials) for b in xs]
+
+
+def per_path_over_time(path: Path, groups: list[str], series: dict[str, list[dict]],
+                       n_paths: int, *, ylabel: str, title: str) -> Path:
+    """One panel per condition, one line per path (as the thesis's figure 21)."""
+    fig, axes = plt.subplots(len(groups), 1, figsize=(9, 2.4 * len(groups)), sharex=True,
+                             squeeze=False)
+    for ax, g in zip(axes[:, 0], groups, strict=True):
+        trials = series.get(g, [])
+        for p in range(n_paths):
+            xs, ys = _mean_series(trials, p) if trials else ([], [])
+            if xs:
+                ax.plot(xs, ys, label=f"path {p}")
+        ax.set_title(g, fontsize=10)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="upper right")
+    axes[-1, 0].set_xlabel("time since trial start (s)")
+    fig.suptitle(title)
+    return _save(fig, path)
+
+
+def path_share(path: Path, groups: list[str], series: dict[str, list[dict]], n_paths: int) -> Path:
+    """Share of received bytes per path over time: bytes of every trial pooled per second."""
+    fig, axes = plt.subplots(len(groups), 1, figsize=(9, 2.2 * len(groups)), sharex=True,
+                             squeeze=False)
+    for ax, g in zip(axes[:, 0], groups, strict=True):
+        trials = series.get(g, [])
+        bins = sorted({b for t in trials for p in t for b in t[p]})
+        if bins:
+            xs = list(range(bins[0], bins[-1] + 1))
+            per_path = np.array([[sum(t.get(p, {}).get(b, 0.0) for t in trials) for b in xs]
+                                 for p in range(n_paths)])
+            total = per_path.sum(axis=0)
+            share = np.divide(per_path, total, out=np.zeros_like(per_path), where=total > 0)
+            ax.stackplot(xs, share, labels=[f"path {p}" for p in range(n_paths)], alpha=0.8)
+        ax.set_ylim(0, 1)
+        ax.set_title(g, fontsize=10)
+        ax.set_ylabel("share of bytes", fontsize=8)
+        ax.legend(fontsize=8, loc="upper right")
+    axes[-1, 0].set_xlabel("time since trial start (s)")
+    fig.suptitle("Share of received bytes per path")
+    return _save(fig, path)
+
+
+def metric_bars(path: Path, groups: list[str], summaries: dict, metrics: list[str],
+                label: Callable[[str], tuple[str, str]]) -> Path:
+    """Mean per condition with 95% CI error bars, one panel per metric."""
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics), 3.6), squeeze=False)
+    for ax, m in zip(axes[0], metrics, strict=True):
+        sums = [summaries[g][m] for g in groups]
+        means = [0.0 if math.isnan(s.mean) else s.mean for s in sums]
+        err = [0.0 if math.isnan(s.half_width) else s.half_width for s in sums]
+        ax.bar(range(len(groups)), means, yerr=err, capsize=4, color="C0")
+        ax.set_xticks(range(len(groups)), groups, rotation=30, ha="right", fontsize=8)
+        name, unit = label(m)
+        ax.set_title(f"{name}" + (f" ({unit})" if unit else ""), fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    return _save(fig, path)

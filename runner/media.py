@@ -1,0 +1,59 @@
+"""The media a video scenario plays: an existing tree, or one encoded once and cached.
+
+Encoded trees are cached under media/cache/<hash of the encoding request>/, so a second run of
+the same scenario (or a resumed one) does not encode again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from mpstream.runner.scenario import MediaSpec
+
+from mpstream.errors import UserError
+from mpstream.paths import REPO_ROOT
+
+CACHE_DIR = REPO_ROOT / "media" / "cache"
+
+
+def _ladder_ref(ladder: str, base_dir: Path) -> str:
+    local = base_dir / ladder
+    return str(local.resolve()) if local.is_file() else ladder
+
+
+def cache_key(spec: MediaSpec, base_dir: Path) -> str:
+    ladder = _ladder_ref(spec.ladder, base_dir)
+    ladder_text = Path(ladder).read_text() if Path(ladder).is_file() else ladder
+    request = {
+        "source": spec.source,
+        "ladder": ladder_text,
+        "segment_duration": spec.segment_duration,
+        "duration": spec.duration,
+    }
+    return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def prepare_media(spec: MediaSpec, base_dir: Path, *, progress: bool = True,
+                  cache_dir: Path = CACHE_DIR) -> Path:
+    if spec.dir is not None:
+        media = spec.dir if spec.dir.is_absolute() else (base_dir / spec.dir)
+        if not (media / "media.json").is_file():
+            raise UserError(f"media.dir {media} is not a media tree (no media.json); make one "
+                            "with `mpstream encode` or give media.source instead")
+        return media.resolve()
+    out = cache_dir / cache_key(spec, base_dir)
+    if (out / "media.json").is_file():
+        return out
+    from mpstream.encoder.pipeline import encode_media
+
+    encode_media(
+        spec.source,
+        _ladder_ref(spec.ladder, base_dir),
+        spec.segment_duration,
+        spec.duration,
+        out,
+        progress=progress,
+    )
+    return out

@@ -1,0 +1,370 @@
+"""`mpstream report RUN_DIR`: tables, CSV files, PNG figures and one self-contained HTML page,
+all computed from the trial folders' raw data (see layout.py)."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from jinja2 import Environment, select_autoescape
+from mpstream.runner import figures
+from mpstream.runner.layout import RUN_JSON, TrialRecord, load_trials, read_json
+from mpstream.runner.metrics import (
+    binned_by_path,
+    n_paths_of,
+    segment_rates,
+    trial_metrics,
+)
+from mpstream.runner.reference import THESIS, condition_text, published
+from mpstream.runner.sampler import read_samples
+from mpstream.runner.stats import Summary, summarize
+
+from mpstream.errors import UserError
+
+# Shown in this order, with these names and units; per-path metrics are added per path.
+METRIC_LABELS = {
+    "startup_delay_ms": ("startup delay", "ms"),
+    "stall_count": ("stalls", "count"),
+    "stall_ms": ("stall time", "ms"),
+    "longest_stall_ms": ("longest stall", "ms"),
+    "rebuffer_ratio": ("rebuffer ratio", ""),
+    "mean_bitrate_mbps": ("time-weighted bitrate", "Mbit/s"),
+    "switches": ("quality switches", "count"),
+    "segments": ("video segments", "count"),
+    "download_rate_mbps": ("per-segment download rate", "Mbit/s"),
+    "download_share": ("download rate / sum of path rates", ""),
+    "throughput_mbps": ("iperf3 throughput", "Mbit/s"),
+    "throughput_share": ("throughput / sum of path rates", ""),
+    "iperf_retransmits": ("iperf3 retransmits", "count"),
+    "retrans_per_s": ("retransmissions", "packets/s"),
+}
+PATH_METRICS = {
+    "bytes_share": ("share of bytes", ""),
+    "mbytes": ("bytes received", "MB"),
+    "retrans_per_s": ("retransmissions", "packets/s"),
+    "rtt_ms": ("sender's smoothed RTT", "ms"),
+}
+
+
+@dataclass
+class Report:
+    run_dir: Path
+    out_dir: Path
+    html: Path
+    groups: list[str]
+    per_trial: dict[str, list[dict]]  # group -> [{"key":..., metric: value}]
+    summaries: dict[str, dict[str, Summary]]  # group -> metric -> Summary
+    reference_rows: list[dict]
+    failed: list[dict]
+    metric_order: list[str] = field(default_factory=list)
+    pngs: list[Path] = field(default_factory=list)
+
+
+def group_of(rec: TrialRecord, several_players: bool) -> str:
+    player = rec.meta.get("player")
+    return f"{rec.condition}/{player}" if several_players and player else rec.condition
+
+
+def metric_label(metric: str) -> tuple[str, str]:
+    if metric in METRIC_LABELS:
+        return METRIC_LABELS[metric]
+    if metric.startswith("path") and "_" in metric:
+        head, rest = metric.split("_", 1)
+        name, unit = PATH_METRICS.get(rest, (rest, ""))
+        return f"{name}, path {head[4:]}", unit
+    return metric, ""
+
+
+def build_report(run_dir: Path, out_dir: Path | None = None) -> Report:
+    run_dir = Path(run_dir)
+    run = read_json(run_dir / RUN_JSON)
+    if run is None:
+        raise UserError(f"{run_dir} is not a run folder (no {RUN_JSON}); give the --out folder "
+                        "of `mpstream run`")
+    records = load_trials(run_dir)
+    if not records:
+        raise UserError(f"{run_dir}: no finished trials yet; run `mpstream run` first")
+    out_dir = Path(out_dir) if out_dir else run_dir / "report"
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    several = len({r.meta.get("player") for r in records}) > 1
+    n_paths = n_paths_of(records)
+    planned = [c["label"] for c in run.get("conditions", [])]
+    groups: list[str] = []
+    per_trial: dict[str, list[dict]] = defaultdict(list)
+    failed = []
+    for rec in records:
+        g = group_of(rec, several)
+        if g not in groups:
+            groups.append(g)
+        if not rec.ok:
+            failed.append({"key": rec.key, "group": g, "reason": rec.meta.get("reason", "")})
+            continue
+        per_trial[g].append({"key": rec.key, **trial_metrics(rec, n_paths)})
+    groups.sort(key=lambda g: (planned.index(g.split("/")[0]) if g.split("/")[0] in planned
+                               else len(planned), g))
+
+    metric_order = _metric_order(per_trial)
+    summaries = {
+        g: {m: summarize([t.get(m, math.nan) for t in per_trial.get(g, [])]) for m in metric_order}
+        for g in groups
+    }
+    ref_by_group = _reference_keys(run, records, several)
+    reference_rows = _reference_rows(groups, summaries, ref_by_group)
+
+    report = Report(run_dir, out_dir, out_dir / "report.html", groups, dict(per_trial),
+                    summaries, reference_rows, failed, metric_order)
+    _write_csvs(report, records, several, n_paths)
+    report.pngs = _write_figures(report, records, several, n_paths)
+    _write_html(report, run)
+    return report
+
+
+def _metric_order(per_trial: dict[str, list[dict]]) -> list[str]:
+    present = {k for rows in per_trial.values() for row in rows for k in row if k != "key"}
+    order = [m for m in METRIC_LABELS if m in present]
+    order += sorted(m for m in present if m not in METRIC_LABELS)
+    # Drop metrics that no trial could give (all NaN).
+    return [m for m in order if any(
+        not _isnan(row.get(m)) for rows in per_trial.values() for row in rows)]
+
+
+def _isnan(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _reference_keys(run: dict, records: list[TrialRecord], several: bool) -> dict[str, str]:
+    out = {}
+    for rec in records:
+        ref = rec.meta["condition"].get("reference")
+        if ref:
+            out[group_of(rec, several)] = ref
+    return out
+
+
+def _reference_rows(groups, summaries, ref_by_group) -> list[dict]:
+    rows = []
+    for g in groups:
+        key = ref_by_group.get(g)
+        for pub in published(key):
+            s = summaries[g].get(pub.metric, summarize([]))
+            rows.append({
+                "condition": g,
+                "published_condition": condition_text(key),
+                "metric": pub.metric,
+                "label": metric_label(pub.metric)[0],
+                "unit": pub.unit,
+                "published": pub.value,
+                "published_how": pub.how,
+                "ours_n": s.n,
+                "ours_mean": s.mean,
+                "ours_sd": s.sd,
+                "ours_ci_low": s.ci_low,
+                "ours_ci_high": s.ci_high,
+            })
+    return rows
+
+
+# --- CSV ---------------------------------------------------------------------------------
+
+
+def _write_csvs(report: Report, records: list[TrialRecord], several: bool, n_paths: int) -> None:
+    out = report.out_dir
+    with (out / "trials.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["condition", "trial", "status", "reason", *report.metric_order])
+        for rec in records:
+            g = group_of(rec, several)
+            row = next((t for t in report.per_trial.get(g, []) if t["key"] == rec.key), {})
+            w.writerow([g, rec.key, rec.meta.get("status"), rec.meta.get("reason", ""),
+                        *[_fmt(row.get(m)) for m in report.metric_order]])
+    with (out / "conditions.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["condition", "metric", "unit", "n", "mean", "sd", "ci95_low", "ci95_high"])
+        for g in report.groups:
+            for m in report.metric_order:
+                s = report.summaries[g][m]
+                w.writerow([g, m, metric_label(m)[1], s.n, _fmt(s.mean), _fmt(s.sd),
+                            _fmt(s.ci_low), _fmt(s.ci_high)])
+    with (out / "reference.csv").open("w", newline="") as fh:
+        cols = ["condition", "published_condition", "metric", "unit", "published",
+                "published_how", "ours_n", "ours_mean", "ours_sd", "ours_ci_low", "ours_ci_high"]
+        w = csv.DictWriter(fh, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        for r in report.reference_rows:
+            w.writerow({k: _fmt(v) if isinstance(v, float) else v for k, v in r.items()})
+    with (out / "segments.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["condition", "trial", "segment_index", "download_rate_bps"])
+        for rec in records:
+            if rec.ok:
+                for idx, rate in segment_rates(rec.events):
+                    w.writerow([group_of(rec, several), rec.key, idx, f"{rate:.0f}"])
+    with (out / "paths_per_second.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["condition", "trial", "second", "path", "bytes_received", "retransmissions"])
+        for rec in records:
+            if not rec.ok:
+                continue
+            recv, retr = _path_series(rec)
+            for p in range(n_paths):
+                for b in sorted(set(recv.get(p, {})) | set(retr.get(p, {}))):
+                    w.writerow([group_of(rec, several), rec.key, b, p,
+                                int(recv.get(p, {}).get(b, 0)), int(retr.get(p, {}).get(b, 0))])
+
+
+def _path_series(rec: TrialRecord):
+    """Per 1-s bin and path: bytes delivered to the receiver, retransmissions by the sender."""
+    sender_is_server = rec.meta.get("sender", "server") == "server"
+    client = read_samples(rec.samples_client) if rec.samples_client.is_file() else []
+    sender_file = rec.samples_server if sender_is_server else rec.samples_client
+    sender = read_samples(sender_file) if sender_file.is_file() else []
+    recv = binned_by_path(client, "bytes_received" if sender_is_server else "bytes_acked")
+    return recv, binned_by_path(sender, "retrans_total")
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return "" if math.isnan(v) else f"{v:.10g}"
+    return str(v)
+
+
+# --- figures -----------------------------------------------------------------------------
+
+
+def _write_figures(report: Report, records, several: bool, n_paths: int) -> list[Path]:
+    ok = [r for r in records if r.ok]
+    seg: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    recv_series: dict[str, list[dict]] = defaultdict(list)
+    retr_series: dict[str, list[dict]] = defaultdict(list)
+    for rec in ok:
+        g = group_of(rec, several)
+        for idx, rate in segment_rates(rec.events):
+            seg[g][idx].append(rate / 1e6)
+        recv, retr = _path_series(rec)
+        recv_series[g].append(recv)
+        retr_series[g].append(retr)
+    made = []
+    groups = report.groups
+    if any(seg.values()):
+        made.append(figures.segment_rates(report.out_dir / "segment-download-rate.png",
+                                          groups, seg))
+    if n_paths and any(retr_series.values()):
+        made.append(figures.per_path_over_time(
+            report.out_dir / "retransmissions-per-path.png", groups, retr_series, n_paths,
+            ylabel="retransmissions per second", title="Retransmissions per second per path"))
+    if n_paths and any(recv_series.values()):
+        made.append(figures.path_share(report.out_dir / "path-share.png", groups, recv_series,
+                                       n_paths))
+    bars = [m for m in ("startup_delay_ms", "stall_ms", "mean_bitrate_mbps", "download_rate_mbps",
+                        "throughput_mbps", "retrans_per_s") if m in report.metric_order]
+    if bars:
+        made.append(figures.metric_bars(report.out_dir / "metrics.png", groups,
+                                        report.summaries, bars, metric_label))
+    return made
+
+
+# --- HTML --------------------------------------------------------------------------------
+
+_TEMPLATE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>mpstream report: {{ name }}</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:2em;max-width:80em;color:#222}
+table{border-collapse:collapse;margin:1em 0;font-size:.9em}
+th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right}
+th:first-child,td:first-child{text-align:left}
+th{background:#f3f3f3} .note{color:#555;font-size:.9em} img{max-width:100%}
+.failed{color:#a00}
+</style></head><body>
+<h1>mpstream report: {{ name }}</h1>
+<p class="note">{{ description }}<br>Run folder: <code>{{ run_dir }}</code>. Generated {{ now }}.
+{{ n_ok }} trials succeeded, {{ failed|length }} failed. Values are mean ± sd over trials with
+the 95% confidence interval (Student's t) in brackets; n is the number of trials that gave the
+figure.</p>
+<h2>Per condition</h2>
+<table><tr><th>metric</th><th>unit</th>{% for g in groups %}<th>{{ g }}</th>{% endfor %}</tr>
+{% for m in metrics %}<tr><td>{{ label(m)[0] }}</td><td>{{ label(m)[1] }}</td>
+{% for g in groups %}{% set s = summaries[g][m] %}<td>{{ cell(s) }}</td>{% endfor %}</tr>
+{% endfor %}</table>
+{% if reference_rows %}
+<h2>Beside the published figures</h2>
+<p class="note">{{ thesis }}: Linux MPTCP v0.92 (out of tree), OLIA, VLC, tc netem. Here: upstream
+MPTCP of today's kernel, per-subflow congestion control, a browser player, our own link
+emulator. Startup delay there is VLC's "initial buffering"; here it is play request to first
+rendered frame, which includes the manifest and first segment downloads.</p>
+<table><tr><th>condition</th><th>published condition</th><th>metric</th><th>unit</th>
+<th>published</th><th>ours</th><th>n</th><th>how it was measured there</th></tr>
+{% for r in reference_rows %}<tr><td>{{ r.condition }}</td><td>{{ r.published_condition }}</td>
+<td>{{ r.label }}</td><td>{{ r.unit }}</td><td>{{ num(r.published) }}</td>
+<td>{{ ours(r) }}</td><td>{{ r.ours_n }}</td><td>{{ r.published_how }}</td></tr>
+{% endfor %}</table>{% endif %}
+<h2>Figures</h2>
+{% for name, data in images %}<figure><img alt="{{ name }}" src="data:image/png;base64,{{ data }}">
+<figcaption class="note">{{ name }}</figcaption></figure>{% endfor %}
+{% if failed %}<h2>Failed trials</h2><table><tr><th>trial</th><th>condition</th><th>reason</th></tr>
+{% for f in failed %}<tr class="failed"><td>{{ f.key }}</td><td>{{ f.group }}</td>
+<td style="text-align:left">{{ f.reason }}</td></tr>{% endfor %}</table>{% endif %}
+<h2>Trials</h2>
+<table><tr><th>trial</th><th>condition</th>{% for m in metrics %}<th>{{ label(m)[0] }}</th>
+{% endfor %}</tr>{% for g in groups %}{% for t in per_trial.get(g, []) %}<tr><td>{{ t.key }}</td>
+<td>{{ g }}</td>{% for m in metrics %}<td>{{ num(t.get(m)) }}</td>{% endfor %}</tr>{% endfor %}
+{% endfor %}</table>
+<p class="note">CSV files beside this page: trials.csv, conditions.csv, reference.csv,
+segments.csv, paths_per_second.csv. Raw data per trial: {{ run_dir }}/trials/.</p>
+</body></html>
+"""
+
+
+def num(v) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if isinstance(v, float):
+        if v != 0 and abs(v) < 1:
+            return f"{v:.3f}"
+        return f"{v:.1f}" if abs(v) < 1000 else f"{v:.0f}"
+    return str(v)
+
+
+def cell(s: Summary) -> str:
+    if s.n == 0:
+        return "–"
+    if s.n == 1:
+        return f"{num(s.mean)} (n=1)"
+    return f"{num(s.mean)} ± {num(s.sd)} [{num(s.ci_low)}, {num(s.ci_high)}] (n={s.n})"
+
+
+def _ours(r: dict) -> str:
+    return cell(Summary(r["ours_n"], r["ours_mean"], r["ours_sd"], r["ours_ci_low"],
+                        r["ours_ci_high"]))
+
+
+def _write_html(report: Report, run: dict) -> None:
+    env = Environment(autoescape=select_autoescape(default=True, default_for_string=True))
+    images = [(p.name, base64.b64encode(p.read_bytes()).decode()) for p in report.pngs]
+    html = env.from_string(_TEMPLATE).render(
+        name=run.get("scenario", report.run_dir.name),
+        description=run.get("description", ""),
+        run_dir=str(report.run_dir),
+        now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        n_ok=sum(len(v) for v in report.per_trial.values()),
+        failed=report.failed,
+        groups=report.groups,
+        metrics=report.metric_order,
+        summaries=report.summaries,
+        per_trial=report.per_trial,
+        reference_rows=report.reference_rows,
+        images=images,
+        thesis=THESIS,
+        label=metric_label,
+        cell=cell,
+        num=num,
+        ours=_ours,
+    )
+    report.html.write_text(html)

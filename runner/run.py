@@ -1,0 +1,311 @@
+"""`mpstream run`: every condition × player × trial of a scenario, raw data kept per trial.
+
+One trial = a fresh topology (namespaces, emulated paths) built from the condition's profile, the
+kernel samplers on both ends, then either the server stack and one headless player session
+(video) or one iperf3 transfer (iperf); everything is torn down before the next trial. A trial
+that fails is recorded with its reason and the run goes on; a trial folder without trial.json
+(the run was interrupted there) is done again on resume.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from mpstream.runner.layout import (
+    RUN_JSON,
+    TRIAL_JSON,
+    finished_keys,
+    read_json,
+    trial_dir,
+    write_json,
+)
+from mpstream.runner.media import prepare_media
+from mpstream.runner.sampler import SubflowSampler
+from mpstream.runner.scenario import Scenario, Trial, build_profile, expand_trials
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from mpstream.errors import UserError
+
+MANIFESTS = {"dashjs": "/media/dash/manifest.mpd", "hlsjs": "/media/hls/master.m3u8"}
+TRACE_PACKET_BITS = 1500 * 8
+# Seconds a trial may take beyond its play duration (startup of servers and browser, teardown).
+TRIAL_SLACK_S = 120
+
+
+def trace_rate_bps(trace: Path) -> float:
+    """Mean capacity of a Mahimahi trace: 1500-byte opportunities over the trace's length."""
+    stamps = [int(x) for x in Path(trace).read_text().split()]
+    if not stamps or stamps[-1] <= 0:
+        return 0.0
+    return len(stamps) * TRACE_PACKET_BITS / (stamps[-1] / 1000.0)
+
+
+def paths_in_use(profile) -> list[int]:
+    if profile.mode == "tcp":
+        return [profile.tcp_path]
+    return [i for i, p in enumerate(profile.paths) if not p.backup] or [0]
+
+
+def link_rate_bps(profile, index: int, direction: str) -> float | None:
+    link = profile.link(index, direction)
+    if link.trace is not None:
+        return trace_rate_bps(link.trace)
+    return float(link.rate_bps) if link.rate_bps else None
+
+
+def capacity_bps(profile, direction: str = "downlink") -> float | None:
+    """Sum of the nominal rates of the paths the transport may use (None if one is unlimited).
+
+    With a shared server link, the sum is capped by that link's rate.
+    """
+    total = 0.0
+    for i in paths_in_use(profile):
+        rate = link_rate_bps(profile, i, direction)
+        if rate is None:
+            return None
+        total += rate
+    shared = profile.server_link_model(direction)
+    if shared is not None and shared.rate_bps:
+        total = min(total, float(shared.rate_bps))
+    return total
+
+
+def session_id_for(run_id: str, trial: Trial) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", f"{run_id}-{trial.key}")[:64]
+
+
+class TrialFailed(Exception):
+    pass
+
+
+def _fetch_session(topo, stack, session_id: str) -> dict:
+    """The session with its events, from the collector, asked from inside the server namespace
+    (the collector listens on the topology's server address, unreachable from outside)."""
+    url = f"{stack.api_url}/sessions/{session_id}"
+    proc = topo.run("server", ["curl", "-sf", "--max-time", "30", url], capture_output=True,
+                    text=True, check=False)
+    if proc.returncode != 0:
+        raise TrialFailed(f"collector did not return session {session_id}: curl exit "
+                          f"{proc.returncode} {proc.stderr.strip()[:200]}")
+    return json.loads(proc.stdout)
+
+
+def _run_video(topo, trial: Trial, scenario: Scenario, media_dir: Path, tdir: Path,
+               transport: str, session_id: str, start_samplers) -> dict[str, Any]:
+    from mpstream.player.session import play_session
+    from mpstream.server.stack import ServerStack
+
+    with ServerStack(media_dir, netns=topo.server_ns, host=topo.server_addr,
+                     workdir=tdir / "server", mptcp=transport == "mptcp") as stack:
+        with start_samplers():
+            topo.start_events()
+            result = play_session(
+                topo, stack, player=trial.player, manifest_path=MANIFESTS[trial.player],
+                transport=transport, duration_s=scenario.duration_s, session_id=session_id,
+                scenario=scenario.name, trial=trial.round,
+                screenshot=tdir / "last-frame.png",
+            )
+        write_json(tdir / "summary.json", result)
+        session = _fetch_session(topo, stack, session_id)
+        write_json(tdir / "events.json", session.pop("events", []))
+        write_json(tdir / "session.json", session)
+        if Path(stack.access_log).is_file():
+            shutil.copyfile(stack.access_log, tdir / "access.log")
+    return result
+
+
+def _run_iperf(topo, scenario: Scenario, tdir: Path, transport: str, start_samplers) -> dict:
+    wrap = ["mptcpize", "run"] if transport == "mptcp" else []
+    port = "5201"
+    server = topo.popen("server", [*wrap, "iperf3", "-s", "-1", "-p", port],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        time.sleep(0.5)  # iperf3 prints nothing when listening; give it time to bind
+        with start_samplers():
+            topo.start_events()
+            proc = topo.run("client", [*wrap, "iperf3", "-c", topo.server_addr, "-p", port,
+                                       "-t", f"{scenario.duration_s:g}", "-R", "-J"],
+                            capture_output=True, text=True, check=False,
+                            timeout=scenario.duration_s + TRIAL_SLACK_S)
+        (tdir / "iperf.json").write_text(proc.stdout)
+        if proc.returncode != 0:
+            raise TrialFailed(f"iperf3 exit {proc.returncode}: {proc.stderr.strip()[:300]}")
+        return json.loads(proc.stdout)
+    finally:
+        if server.poll() is None:
+            server.terminate()
+            try:
+                server.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+
+
+def run_trial(scenario: Scenario, trial: Trial, *, run_id: str, run_dir: Path,
+              media_dir: Path | None, topo_name: str) -> dict:
+    """Runs one trial and writes its folder; returns its trial.json content."""
+    from mpstream.netem.topology import Topology
+
+    tdir = trial_dir(run_dir, trial.key)
+    if tdir.exists():
+        shutil.rmtree(tdir)  # an interrupted attempt: start clean
+    tdir.mkdir(parents=True)
+    meta: dict[str, Any] = {
+        "key": trial.key,
+        "round": trial.round,
+        "order": trial.order,
+        "kind": scenario.kind,
+        "condition": trial.condition.model_dump(mode="json"),
+        "player": trial.player,
+        "started_at": datetime.now(UTC).isoformat(),
+        "status": "failed",
+        "reason": "",
+        # Both kinds send the bulk data from the server (iperf3 runs reversed, -R), so the
+        # emulated downlink is the bottleneck, as for video.
+        "sender": "server",
+    }
+    t_start = time.monotonic()
+    try:
+        profile = build_profile(scenario, trial.condition)
+        transport = profile.mode
+        meta.update(
+            transport=transport,
+            capacity_bps=capacity_bps(profile, "downlink"),
+            paths=[{"index": i, "name": profile.path_label(i)} for i in range(len(profile.paths))],
+            paths_in_use=paths_in_use(profile),
+        )
+        write_json(tdir / "profile.json", profile.model_dump(mode="json"))
+        session_id = session_id_for(run_id, trial)
+        meta["session_id"] = session_id if scenario.kind == "video" else None
+        with Topology.up(profile, name=topo_name) as topo:
+            addr_to_path = {str(p.client_addr): p.index for p in topo.paths}
+            meta["paths"] = [{"index": p.index, "name": profile.path_label(p.index),
+                              "client_addr": str(p.client_addr)} for p in topo.paths]
+
+            def start_samplers():
+                return _Samplers(topo, tdir, addr_to_path.get)
+
+            if scenario.kind == "video":
+                result = _run_video(topo, trial, scenario, media_dir, tdir, transport,
+                                    session_id, start_samplers)
+                if result.get("errors"):
+                    meta["player_errors"] = result["errors"]
+            else:
+                _run_iperf(topo, scenario, tdir, transport, start_samplers)
+            try:
+                meta["path_bytes"] = topo.path_bytes()
+            except Exception as exc:  # a counter we lack is no reason to lose the trial
+                meta["path_bytes_error"] = str(exc)
+        meta["status"] = "ok"
+    except KeyboardInterrupt:
+        raise  # no trial.json: the resumed run does this trial again
+    except UserError as exc:
+        meta["reason"] = str(exc)
+    except Exception as exc:
+        meta["reason"] = f"{type(exc).__name__}: {exc}"
+        (tdir / "error.txt").write_text(traceback.format_exc())
+    meta["finished_at"] = datetime.now(UTC).isoformat()
+    meta["elapsed_s"] = round(time.monotonic() - t_start, 2)
+    write_json(tdir / TRIAL_JSON, meta)
+    return meta
+
+
+class _Samplers:
+    """Both ends' kernel samplers, sharing one time origin (the events' t=0)."""
+
+    def __init__(self, topo, tdir: Path, path_of):
+        t0 = time.monotonic()
+        self.samplers = [
+            SubflowSampler(topo.client_ns, "client", tdir / "samples-client.csv", path_of, t0=t0),
+            SubflowSampler(topo.server_ns, "server", tdir / "samples-server.csv", path_of, t0=t0),
+        ]
+
+    def __enter__(self):
+        for s in self.samplers:
+            s.start()
+        return self
+
+    def __exit__(self, *exc):
+        for s in self.samplers:
+            s.stop()
+
+
+def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
+              trials: int) -> dict:
+    return {
+        "scenario": scenario.name,
+        "description": scenario.description,
+        "kind": scenario.kind,
+        "scenario_file": str(scenario_path) if scenario_path else None,
+        "trials": trials,
+        "seed": scenario.seed,
+        "duration_s": scenario.duration_s,
+        "players": scenario.players,
+        "conditions": [c.model_dump(mode="json") for c in scenario.all_conditions()],
+        "plan": [t.key for t in plan],
+    }
+
+
+def run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None = None,
+                 scenario_path: Path | None = None, retry_failed: bool = False,
+                 console: Console | None = None, progress: bool = True) -> dict[str, str]:
+    """Runs (or resumes) the scenario into out_dir; returns key -> status of every trial."""
+    console = console or Console()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    n = trials if trials is not None else scenario.trials
+    plan = expand_trials(scenario, n)
+    previous = read_json(out_dir / RUN_JSON)
+    if previous and previous.get("scenario") != scenario.name:
+        raise UserError(f"{out_dir} holds a run of scenario {previous.get('scenario')!r}, not "
+                        f"{scenario.name!r}; give another --out folder")
+    write_json(out_dir / RUN_JSON, _run_json(scenario, scenario_path, plan, n))
+    if scenario_path and Path(scenario_path).is_file():
+        shutil.copyfile(scenario_path, out_dir / "scenario.toml")
+    run_id = out_dir.resolve().name
+
+    done = finished_keys(out_dir)
+    todo = [t for t in plan
+            if t.key not in done or (retry_failed and done[t.key] == "failed")]
+    if len(todo) < len(plan):
+        console.print(f"resuming: {len(plan) - len(todo)} of {len(plan)} trials already done")
+    media_dir = None
+    if scenario.kind == "video" and todo:
+        console.print("preparing media …")
+        media_dir = prepare_media(scenario.media, scenario.base_dir, progress=progress)
+        console.print(f"media: {media_dir}")
+
+    statuses = dict(done)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn())
+    with Progress(*columns, console=console, disable=not progress) as bar:
+        task = bar.add_task("trials", total=len(plan), completed=len(plan) - len(todo))
+        for i, trial in enumerate(todo):
+            bar.update(task, description=f"{trial.key}")
+            meta = run_trial(scenario, trial, run_id=run_id, run_dir=out_dir,
+                             media_dir=media_dir, topo_name=f"r{i % 100}")
+            statuses[trial.key] = meta["status"]
+            if meta["status"] != "ok":
+                console.print(f"[red]trial {trial.key} failed:[/] {meta['reason'][:300]}",
+                              highlight=False)
+            bar.advance(task)
+    failed = sum(1 for s in statuses.values() if s != "ok")
+    console.print(f"{len(statuses)} trials in {out_dir}: {len(statuses) - failed} ok, "
+                  f"{failed} failed")
+    return statuses

@@ -1,0 +1,231 @@
+"""Per-subflow kernel samples: every TCP socket (MPTCP subflows are TCP sockets) of a network
+namespace, read with `ss -tinHe` every 100 ms and written as CSV rows.
+
+The runner samples both ends: the client namespace (bytes received per path: who carried the
+video) and the server namespace (the sender's retransmissions, RTT and congestion window: the
+download direction's congestion control lives at the server). The path of a socket is found from
+its client-side address: the local address in the client namespace, the peer in the server's.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+FIELDS = (
+    "t_s",
+    "host",
+    "path",
+    "local",
+    "peer",
+    "state",
+    "mptcp",
+    "token",
+    "bytes_sent",
+    "bytes_acked",
+    "bytes_received",
+    "bytes_retrans",
+    "retrans_total",
+    "rtt_ms",
+    "cwnd",
+    "cc",
+)
+
+_STATES = {
+    "ESTAB",
+    "SYN-SENT",
+    "SYN-RECV",
+    "FIN-WAIT-1",
+    "FIN-WAIT-2",
+    "TIME-WAIT",
+    "CLOSE-WAIT",
+    "LAST-ACK",
+    "CLOSING",
+    "CLOSED",
+    "UNCONN",
+}
+_INT_FIELDS = {
+    "bytes_sent": "bytes_sent",
+    "bytes_acked": "bytes_acked",
+    "bytes_received": "bytes_received",
+    "bytes_retrans": "bytes_retrans",
+    "cwnd": "cwnd",
+}
+_CCS = ("cubic", "bbr", "reno", "bic", "vegas", "westwood", "htcp", "dctcp")
+
+
+def split_host_port(endpoint: str) -> tuple[str, int]:
+    """'10.0.1.2:443' / '[::ffff:10.0.1.2]:443' / '10.0.1.2%eth0:443' -> ('10.0.1.2', 443)."""
+    host, _, port = endpoint.rpartition(":")
+    host = host.strip("[]").split("%", 1)[0]
+    if host.startswith("::ffff:"):
+        host = host[len("::ffff:") :]
+    return host, int(port) if port.isdigit() else 0
+
+
+def parse_ss(text: str) -> list[dict]:
+    """Parses `ss -tinHe` output (header-less, state column present) into one dict a socket."""
+    sockets: list[dict] = []
+    current: dict | None = None
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if not line[0].isspace():
+            cols = line.split()
+            if len(cols) >= 5 and cols[0] in _STATES:
+                current = {"state": cols[0], "local": cols[3], "peer": cols[4]}
+                sockets.append(current)
+                # `-e` puts uid/ino/sk on this line; nothing there we need.
+                continue
+            current = None
+            continue
+        if current is not None:
+            _parse_info(line, current)
+    return sockets
+
+
+def _parse_info(line: str, sock: dict) -> None:
+    tokens = line.split()
+    for tok in tokens:
+        if tok in _CCS:
+            sock.setdefault("cc", tok)
+        key, sep, value = tok.partition(":")
+        if not sep:
+            continue
+        if key in _INT_FIELDS and value.isdigit():
+            sock[_INT_FIELDS[key]] = int(value)
+        elif key == "rtt":
+            m = re.match(r"([\d.]+)/", value)
+            if m:
+                sock["rtt_ms"] = float(m.group(1))
+        elif key == "retrans":
+            # retrans:<currently unacknowledged retransmits>/<total retransmits>
+            _, _, total = value.partition("/")
+            if total.isdigit():
+                sock["retrans_total"] = int(total)
+        elif key == "token":
+            sock["token"] = value
+    if "tcp-ulp-mptcp" in tokens:
+        sock["mptcp"] = 1
+
+
+def socket_rows(
+    sockets: list[dict], *, t_s: float, host: str, path_of: Callable[[str], int | None]
+) -> list[dict]:
+    rows = []
+    for s in sockets:
+        local_ip, _ = split_host_port(s["local"])
+        peer_ip, _ = split_host_port(s["peer"])
+        client_ip = local_ip if host == "client" else peer_ip
+        row = {k: s.get(k, "") for k in FIELDS}
+        row.update(
+            t_s=f"{t_s:.3f}",
+            host=host,
+            path=_blank_none(path_of(client_ip)),
+            mptcp=s.get("mptcp", 0),
+            retrans_total=s.get("retrans_total", 0),
+            bytes_retrans=s.get("bytes_retrans", 0),
+        )
+        rows.append(row)
+    return rows
+
+
+def _blank_none(v: int | None) -> int | str:
+    return "" if v is None else v
+
+
+class SubflowSampler:
+    """Samples one namespace's TCP sockets every `interval_s` into a CSV file, in a thread.
+
+    `path_of(client_ip)` names the path index of a client address (None: not on a test path,
+    e.g. loopback). Time `t_s` counts from `t0` (time.monotonic()), shared by both samplers of a
+    trial so their rows line up.
+    """
+
+    def __init__(
+        self,
+        netns: str | None,
+        host: str,
+        out: Path,
+        path_of: Callable[[str], int | None],
+        *,
+        t0: float | None = None,
+        interval_s: float = 0.1,
+    ):
+        self.netns, self.host, self.out, self.path_of = netns, host, Path(out), path_of
+        self.t0 = time.monotonic() if t0 is None else t0
+        self.interval_s = interval_s
+        self.samples = 0
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _argv(self) -> list[str]:
+        ss = ["ss", "-tinHe"]
+        return ["ip", "netns", "exec", self.netns, *ss] if self.netns else ss
+
+    def sample_once(self) -> list[dict]:
+        t = time.monotonic() - self.t0
+        proc = subprocess.run(self._argv(), capture_output=True, text=True, timeout=5)
+        if proc.returncode != 0:
+            self.errors.append(proc.stderr.strip()[:200])
+            return []
+        return socket_rows(parse_ss(proc.stdout), t_s=t, host=self.host, path_of=self.path_of)
+
+    def _loop(self) -> None:
+        with self.out.open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=FIELDS)
+            writer.writeheader()
+            next_at = time.monotonic()
+            while not self._stop.is_set():
+                try:
+                    writer.writerows(self.sample_once())
+                    self.samples += 1
+                except (subprocess.TimeoutExpired, OSError) as exc:
+                    self.errors.append(str(exc)[:200])
+                # A fixed grid, not interval after each sample: ss's own run time is not drift.
+                next_at += self.interval_s
+                delay = next_at - time.monotonic()
+                if delay < 0:
+                    next_at = time.monotonic()
+                    delay = 0
+                self._stop.wait(delay)
+            fh.flush()
+
+    def start(self) -> SubflowSampler:
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self._thread = threading.Thread(target=self._loop, name=f"sampler-{self.host}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> SubflowSampler:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def read_samples(path: Path) -> list[dict]:
+    """Rows of a samples CSV with numbers as numbers (empty path -> None)."""
+    out = []
+    with Path(path).open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            rec: dict = dict(row)
+            rec["t_s"] = float(row["t_s"])
+            rec["path"] = int(row["path"]) if row["path"] not in ("", None) else None
+            for k in ("bytes_sent", "bytes_acked", "bytes_received", "bytes_retrans",
+                      "retrans_total", "cwnd", "mptcp"):
+                rec[k] = int(row[k]) if row.get(k) not in ("", None) else 0
+            rec["rtt_ms"] = float(row["rtt_ms"]) if row.get("rtt_ms") not in ("", None) else None
+            out.append(rec)
+    return out

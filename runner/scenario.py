@@ -1,0 +1,240 @@
+"""Scenario files: what to compare, how often, on which media.
+
+A scenario is a TOML file (runner/scenarios/NAME.toml, or any path). It names the media (an
+existing media tree, or how to encode one), the conditions to compare (a netem profile each,
+optionally with field overrides, and the transport), the players, the number of trials, the
+play (or transfer) duration and the seed that fixes the run order. `expand_trials` turns it into
+the list of trials in the order they run: round by round, each round a seeded shuffle of every
+condition × player, so that slow drift of the machine does not favour one condition.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from mpstream.errors import UserError
+
+SCENARIOS_DIR = Path(__file__).resolve().parent / "scenarios"
+
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
+
+Player = Literal["dashjs", "hlsjs"]
+Transport = Literal["mptcp", "tcp"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MediaSpec(_Strict):
+    """Either `dir` (a media tree made earlier by `mpstream encode`) or how to encode one."""
+
+    dir: Path | None = None
+    source: str | None = Field(None, description="sample, synthetic or a video file")
+    ladder: str = "tiny"
+    segment_duration: float = Field(4.0, gt=0, le=30)
+    duration: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _one_of_dir_or_source(self) -> MediaSpec:
+        if (self.dir is None) == (self.source is None):
+            raise ValueError("give exactly one of `dir` (an encoded media tree) or `source`")
+        return self
+
+
+class Condition(_Strict):
+    """One network condition: a netem profile, optionally changed by `set`, and a transport."""
+
+    label: str
+    profile: str
+    # None: the profile's own mode (mptcp profiles run MPTCP, tcp profiles single-path TCP).
+    transport: Transport | None = None
+    # Overrides applied to the profile's raw data before it is loaded: dotted keys, `*` walks
+    # every element of a list, e.g. {"cc" = "bbr", "paths.*.queue" = 375000}.
+    set: dict[str, Any] = Field(default_factory=dict)
+    # Key of this condition's published figures in mpstream.runner.reference (e.g.
+    # "thesis/bandwidth/balanced"); none when the studies have no such condition.
+    reference: str | None = None
+
+    @field_validator("label")
+    @classmethod
+    def _label_is_a_name(cls, v: str) -> str:
+        if not _LABEL.match(v):
+            raise ValueError(
+                "must be 1-64 characters of letters, digits, '_', '.', '+' or '-' "
+                "(it names folders and table rows)"
+            )
+        return v
+
+
+class Sweep(_Strict):
+    """Shorthand for many conditions: every combination of the listed override values."""
+
+    profile: str
+    transport: Transport | None = None
+    values: dict[str, list[Any]]
+
+    @field_validator("values")
+    @classmethod
+    def _non_empty(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        if not v or any(not vals for vals in v.values()):
+            raise ValueError("every swept key needs at least one value")
+        return v
+
+    def conditions(self) -> list[Condition]:
+        keys = list(self.values)
+        out = []
+        for combo in itertools.product(*(self.values[k] for k in keys)):
+            out.append(
+                Condition(
+                    label="-".join(_short(v) for v in combo),
+                    profile=self.profile,
+                    transport=self.transport,
+                    set=dict(zip(keys, combo, strict=True)),
+                )
+            )
+        return out
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, int) and not isinstance(v, bool) and v >= 1000 and v % 1000 == 0:
+        return f"{v // 1000}k"
+    return str(v)
+
+
+class Scenario(_Strict):
+    name: str
+    description: str = ""
+    # video: a player plays the media; iperf: a bulk iperf3 transfer (no media, no player).
+    kind: Literal["video", "iperf"] = "video"
+    media: MediaSpec | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    sweep: Sweep | None = None
+    players: list[Player] = Field(default_factory=lambda: ["dashjs"])
+    # For hls.js the HLS master playlist is played; for dash.js the MPD.
+    trials: int = Field(3, ge=1, le=1000)
+    duration_s: float = Field(60.0, gt=0, le=3600)
+    seed: int = 1
+    # Where the scenario file was read from; relative profile paths resolve against it.
+    base_dir: Path = Field(default=SCENARIOS_DIR, exclude=True)
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_name(cls, v: str) -> str:
+        if not _LABEL.match(v):
+            raise ValueError("must be 1-64 characters of letters, digits, '_', '.', '+' or '-'")
+        return v
+
+    @field_validator("players")
+    @classmethod
+    def _players_unique(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("name at least one player (dashjs or hlsjs)")
+        if len(set(v)) != len(v):
+            raise ValueError("a player is listed twice")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Scenario:
+        conds = self.all_conditions()
+        if not conds:
+            raise ValueError("no conditions: give [[conditions]] entries or a [sweep]")
+        labels = [c.label for c in conds]
+        dup = {x for x in labels if labels.count(x) > 1}
+        if dup:
+            raise ValueError(f"condition labels must be unique; repeated: {', '.join(sorted(dup))}")
+        if self.kind == "video" and self.media is None:
+            raise ValueError("a video scenario needs a [media] table (dir, or source and ladder)")
+        return self
+
+    def all_conditions(self) -> list[Condition]:
+        return list(self.conditions) + (self.sweep.conditions() if self.sweep else [])
+
+
+def resolve_profile(name: str, base_dir: Path) -> str | Path:
+    """A file next to the scenario wins over a netem preset of the same name."""
+    local = base_dir / name
+    return local.resolve() if local.is_file() else name
+
+
+def build_profile(scenario: Scenario, cond: Condition):
+    """The condition's netem Profile: the preset or file, the condition's `set` overrides, and
+    mode "tcp" when the condition asks for single-path TCP."""
+    from mpstream.netem.profile import load_profile
+
+    overrides = dict(cond.set)
+    if cond.transport == "tcp":
+        overrides["mode"] = "tcp"
+    return load_profile(resolve_profile(cond.profile, scenario.base_dir), overrides or None)
+
+
+class Trial(_Strict):
+    """One run of one condition with one player; `key` names its folder."""
+
+    round: int
+    condition: Condition
+    player: Player | None
+    order: int
+
+    @property
+    def key(self) -> str:
+        who = f"-{self.player}" if self.player else ""
+        return f"r{self.round:02d}-{self.condition.label}{who}"
+
+
+def expand_trials(scenario: Scenario, trials: int | None = None) -> list[Trial]:
+    n = trials if trials is not None else scenario.trials
+    players: list[Player | None] = list(scenario.players) if scenario.kind == "video" else [None]
+    cells = [(c, p) for c in scenario.all_conditions() for p in players]
+    out: list[Trial] = []
+    for r in range(n):
+        # Each round is shuffled with its own seed, so adding trials never reorders earlier rounds.
+        order = list(cells)
+        random.Random(f"{scenario.seed}/{r}").shuffle(order)
+        for cond, player in order:
+            out.append(Trial(round=r, condition=cond, player=player, order=len(out)))
+    return out
+
+
+def load_scenario(ref: str | Path) -> Scenario:
+    """Loads a scenario by name (runner/scenarios/NAME.toml) or path; errors name the field."""
+    path = Path(ref)
+    if not path.is_file():
+        named = SCENARIOS_DIR / f"{ref}.toml"
+        if not named.is_file():
+            shipped = ", ".join(sorted(p.stem for p in SCENARIOS_DIR.glob("*.toml")))
+            raise UserError(f"no scenario {str(ref)!r}: not a file, and not one of: {shipped}")
+        path = named
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: not valid TOML: {exc}") from None
+    return parse_scenario(raw, base_dir=path.resolve().parent, origin=str(path))
+
+
+def parse_scenario(raw: dict[str, Any], *, base_dir: Path, origin: str = "scenario") -> Scenario:
+    try:
+        scenario = Scenario.model_validate({**raw, "base_dir": base_dir})
+    except ValidationError as exc:
+        raise UserError(f"{origin}: invalid scenario: {_describe(exc)}") from None
+    for cond in scenario.all_conditions():
+        try:
+            build_profile(scenario, cond)  # a bad profile is an error now, not mid-run
+        except UserError as exc:
+            raise UserError(f"{origin}: condition {cond.label!r}: {exc}") from None
+    return scenario
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        parts.append(f"{where}: {err['msg']}")
+    return "; ".join(parts)

@@ -1,0 +1,43 @@
+"""The report's tables in the terminal (rich)."""
+
+from __future__ import annotations
+
+from mpstream.runner.report import Report, cell, metric_label, num
+from mpstream.runner.stats import Summary
+from rich.console import Console
+from rich.table import Table
+
+# The terminal shows the headline metrics; the HTML and CSV files have all of them.
+HEADLINE = (
+    "startup_delay_ms", "stall_count", "stall_ms", "longest_stall_ms", "rebuffer_ratio",
+    "mean_bitrate_mbps", "switches", "download_rate_mbps", "download_share", "throughput_mbps",
+    "throughput_share", "retrans_per_s", "path0_bytes_share", "path0_rtt_ms", "path1_rtt_ms",
+)
+
+
+def print_tables(rep: Report, console: Console) -> None:
+    t = Table(title=f"per condition (mean ± sd [95% CI], n trials) — {rep.run_dir.name}")
+    t.add_column("metric")
+    for g in rep.groups:
+        t.add_column(g, justify="right")
+    for m in rep.metric_order:
+        if m not in HEADLINE:
+            continue
+        name, unit = metric_label(m)
+        t.add_row(f"{name}" + (f" ({unit})" if unit else ""),
+                  *[cell(rep.summaries[g][m]) for g in rep.groups])
+    console.print(t)
+    if rep.reference_rows:
+        r = Table(title="beside the published figures")
+        for c in ("condition", "published condition", "metric", "published", "ours"):
+            r.add_column(c, justify="left" if c in ("condition", "metric") else "right")
+        for row in rep.reference_rows:
+            ours = cell(Summary(row["ours_n"], row["ours_mean"], row["ours_sd"],
+                                row["ours_ci_low"], row["ours_ci_high"]))
+            r.add_row(row["condition"], row["published_condition"],
+                      f"{row['label']} ({row['unit']})", num(float(row["published"])), ours)
+        console.print(r)
+    if rep.failed:
+        console.print(f"[red]{len(rep.failed)} failed trials[/]: "
+                      + "; ".join(f"{f['key']}: {f['reason'][:120]}" for f in rep.failed),
+                      highlight=False)

@@ -1,0 +1,225 @@
+"""The report from raw trial folders built here by computation: its numbers must equal what the
+raw data says, computed independently in the test."""
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+from mpstream.runner.layout import write_json
+from mpstream.runner.report import build_report
+from mpstream.runner.sampler import FIELDS
+from mpstream.runner.stats import summarize
+
+T_975_DF2 = 4.302652729911275  # Student's t, 97.5% quantile, 2 degrees of freedom
+SEG_BYTES = 6_000_000
+CAPACITY = 30e6
+
+
+def seg_durations_s(cond: str, k: int) -> list[float]:
+    base = 2.0 if cond == "balanced" else 4.0
+    return [base + 0.1 * k + 0.05 * i for i in range(6)]
+
+
+def make_events(cond: str, k: int) -> list[dict]:
+    ev = [{"seq": 0, "t_ms": 10, "type": "startup",
+           "data": {"startup_delay_ms": 400.0 + 100 * k + (300 if cond == "single" else 0)}}]
+    t = 1000.0
+    for i, d in enumerate(seg_durations_s(cond, k)):
+        ev.append({"seq": len(ev), "t_ms": t, "type": "segment", "data": {
+            "url": f"/media/v/{i}.m4s", "kind": "video", "bitrate": 8e6, "bytes": SEG_BYTES,
+            "t_request": t, "t_first_byte": t + 20, "t_done": t + d * 1000, "index": i + 1,
+            "duration_s": 6.0}})
+        # audio segments must not count as video segments
+        ev.append({"seq": len(ev), "t_ms": t, "type": "segment", "data": {
+            "url": f"/media/a/{i}.m4s", "kind": "audio", "bitrate": 1.28e5, "bytes": 100_000,
+            "t_request": t, "t_first_byte": t + 1, "t_done": t + 5, "index": i + 1,
+            "duration_s": 6.0}})
+        t += d * 1000 + 500
+    for s in range(k):  # trial k stalls k times, 1000 ms + 250 ms × s each
+        ev.append({"seq": len(ev), "t_ms": t, "type": "stall_start", "data": {"position": 10.0}})
+        ev.append({"seq": len(ev), "t_ms": t + 1000, "type": "stall_end",
+                   "data": {"position": 10.0, "duration_ms": 1000.0 + 250 * s}})
+    ev.append({"seq": len(ev), "t_ms": t, "type": "quality_switch", "data": {}})
+    return ev
+
+
+def write_samples(path: Path, host: str, rates: dict[int, float], retrans_per_s: dict[int, int]):
+    """Two sockets (one per path), sampled every 0.1 s for 10 s."""
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=FIELDS)
+        w.writeheader()
+        for step in range(101):
+            t = step / 10
+            for p in (0, 1):
+                w.writerow({k: "" for k in FIELDS} | {
+                    "t_s": f"{t:.3f}", "host": host, "path": p, "local": f"10.0.{p}.2:4000{p}",
+                    "peer": "10.9.0.1:8080", "state": "ESTAB", "mptcp": 1, "token": "x",
+                    "bytes_sent": 0, "bytes_acked": 0,
+                    "bytes_received": int(rates.get(p, 0) * t), "bytes_retrans": 0,
+                    "retrans_total": int(retrans_per_s.get(p, 0) * t), "rtt_ms": 10 + p,
+                    "cwnd": 10, "cc": "cubic"})
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("run")
+    conds = [{"label": "balanced", "profile": "x", "reference": "thesis/bandwidth/balanced",
+              "transport": None, "set": {}},
+             {"label": "single", "profile": "y", "reference": "thesis/bandwidth/single",
+              "transport": "tcp", "set": {}}]
+    write_json(run / "run.json", {"scenario": "unit", "description": "d", "conditions": conds})
+    order = 0
+    for k in range(3):
+        for cond in conds:
+            key = f"r{k:02d}-{cond['label']}-dashjs"
+            d = run / "trials" / key
+            d.mkdir(parents=True)
+            meta = {"key": key, "round": k, "order": order, "kind": "video", "condition": cond,
+                    "player": "dashjs", "status": "ok", "capacity_bps": CAPACITY,
+                    "sender": "server", "paths": [{"index": 0}, {"index": 1}]}
+            order += 1
+            write_json(d / "trial.json", meta)
+            write_json(d / "events.json", make_events(cond["label"], k))
+            write_json(d / "summary.json", {"played_s": 60.0, "mean_bitrate_bps": 4e6 + k * 1e6})
+            write_samples(d / "samples-client.csv", "client", {0: 3e6, 1: 1e6}, {})
+            write_samples(d / "samples-server.csv", "server", {}, {0: 2, 1: 1 + k})
+    bad = run / "trials" / "r03-single-dashjs"
+    bad.mkdir()
+    write_json(bad / "trial.json", {"key": bad.name, "order": 99, "condition": conds[1],
+                                    "player": "dashjs", "status": "failed",
+                                    "reason": "nginx did not start"})
+    (run / "trials" / "r04-single-dashjs").mkdir()  # interrupted: no trial.json, not counted
+    return run
+
+
+@pytest.fixture(scope="module")
+def report(run_dir):
+    return build_report(run_dir)
+
+
+def conditions_csv(run_dir) -> dict[tuple[str, str], dict]:
+    with (run_dir / "report" / "conditions.csv").open() as fh:
+        return {(r["condition"], r["metric"]): r for r in csv.DictReader(fh)}
+
+
+def expected_rate_mbps(cond: str, k: int) -> float:
+    rates = [SEG_BYTES * 8 / d for d in seg_durations_s(cond, k)]
+    return sum(rates) / len(rates) / 1e6
+
+
+def test_download_rate_mean_sd_and_ci_match_the_raw_segments(run_dir, report):
+    rows = conditions_csv(run_dir)
+    for cond in ("balanced", "single"):
+        per_trial = [expected_rate_mbps(cond, k) for k in range(3)]
+        mean = sum(per_trial) / 3
+        sd = math.sqrt(sum((x - mean) ** 2 for x in per_trial) / 2)
+        half = T_975_DF2 * sd / math.sqrt(3)
+        r = rows[(cond, "download_rate_mbps")]
+        assert int(r["n"]) == 3
+        assert float(r["mean"]) == pytest.approx(mean, rel=1e-5)
+        assert float(r["sd"]) == pytest.approx(sd, rel=1e-5)
+        assert float(r["ci95_low"]) == pytest.approx(mean - half, rel=1e-5)
+        assert float(r["ci95_high"]) == pytest.approx(mean + half, rel=1e-5)
+        share = rows[(cond, "download_share")]
+        assert float(share["mean"]) == pytest.approx(mean * 1e6 / CAPACITY, rel=1e-5)
+
+
+def test_qoe_metrics_match_the_events(run_dir, report):
+    rows = conditions_csv(run_dir)
+    # startup: 400, 500, 600 ms (balanced)
+    assert float(rows[("balanced", "startup_delay_ms")]["mean"]) == pytest.approx(500)
+    assert float(rows[("single", "startup_delay_ms")]["mean"]) == pytest.approx(800)
+    # trial k stalls k times: 0, 1, 2 stalls; stall time 0, 1000, 1000 + 1250
+    assert float(rows[("balanced", "stall_count")]["mean"]) == pytest.approx(1.0)
+    assert float(rows[("balanced", "stall_ms")]["mean"]) == pytest.approx((1000 + 2250) / 3)
+    assert float(rows[("balanced", "longest_stall_ms")]["mean"]) == pytest.approx(
+        (0 + 1000 + 1250) / 3)
+    ratios = [s / (s + 60_000) for s in (0, 1000, 2250)]
+    assert float(rows[("balanced", "rebuffer_ratio")]["mean"]) == pytest.approx(
+        sum(ratios) / 3, rel=1e-5)
+    assert float(rows[("balanced", "mean_bitrate_mbps")]["mean"]) == pytest.approx(5.0)
+    assert float(rows[("balanced", "switches")]["mean"]) == pytest.approx(1.0)
+    assert float(rows[("balanced", "segments")]["mean"]) == pytest.approx(6.0)
+
+
+def test_kernel_metrics_match_the_samples(run_dir, report):
+    rows = conditions_csv(run_dir)
+    # client: path 0 receives 3 MB/s, path 1 1 MB/s -> 75% / 25%
+    assert float(rows[("balanced", "path0_bytes_share")]["mean"]) == pytest.approx(0.75, rel=1e-3)
+    assert float(rows[("balanced", "path1_bytes_share")]["mean"]) == pytest.approx(0.25, rel=1e-3)
+    # server: path 0 retransmits 2/s; path 1 1, 2, 3 /s over trials
+    assert float(rows[("single", "path0_retrans_per_s")]["mean"]) == pytest.approx(2.0, rel=1e-3)
+    assert float(rows[("single", "path1_retrans_per_s")]["mean"]) == pytest.approx(2.0, rel=1e-3)
+    assert float(rows[("single", "path1_retrans_per_s")]["sd"]) == pytest.approx(1.0, rel=1e-3)
+    assert float(rows[("single", "retrans_per_s")]["mean"]) == pytest.approx(4.0, rel=1e-3)
+    assert float(rows[("single", "path1_rtt_ms")]["mean"]) == pytest.approx(11.0)
+
+
+def test_per_second_series_and_segments_csv(run_dir, report):
+    with (run_dir / "report" / "paths_per_second.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    r0 = [r for r in rows if r["trial"] == "r00-balanced-dashjs" and r["path"] == "0"]
+    # bins 0..9 carry 3 MB each (the sample at t=10.0 opens bin 10 with 0.1 s worth)
+    assert sum(int(r["bytes_received"]) for r in r0) == 30_000_000
+    assert all(abs(int(r["bytes_received"]) - 3_000_000) <= 1 for r in r0 if r["second"] != "10"
+               and r["second"] != "0")
+    with (run_dir / "report" / "segments.csv").open() as fh:
+        segs = list(csv.DictReader(fh))
+    mine = [s for s in segs if s["trial"] == "r01-single-dashjs"]
+    assert [int(s["segment_index"]) for s in mine] == [1, 2, 3, 4, 5, 6]
+    d = seg_durations_s("single", 1)
+    assert [float(s["download_rate_bps"]) for s in mine] == pytest.approx(
+        [SEG_BYTES * 8 / x for x in d], abs=1)
+
+
+def test_reference_table_sets_published_beside_ours(run_dir, report):
+    with (run_dir / "report" / "reference.csv").open() as fh:
+        ref = {(r["condition"], r["metric"]): r for r in csv.DictReader(fh)}
+    bal = ref[("balanced", "download_rate_mbps")]
+    assert float(bal["published"]) == pytest.approx(17.6)
+    assert float(bal["ours_mean"]) == pytest.approx(
+        sum(expected_rate_mbps("balanced", k) for k in range(3)) / 3, rel=1e-5)
+    assert float(ref[("single", "download_share")]["published"]) == pytest.approx(8.6 / 30)
+
+
+def test_failed_trials_are_listed_not_counted(run_dir, report):
+    assert [f["key"] for f in report.failed] == ["r03-single-dashjs"]
+    assert len(report.per_trial["single"]) == 3
+    with (run_dir / "report" / "trials.csv").open() as fh:
+        trials = list(csv.DictReader(fh))
+    assert len(trials) == 7
+    assert next(t for t in trials if t["trial"] == "r03-single-dashjs")["reason"] == \
+        "nginx did not start"
+
+
+def test_html_is_self_contained_with_every_figure(run_dir, report):
+    html = report.html.read_text()
+    pngs = sorted(p.name for p in (run_dir / "report").glob("*.png"))
+    assert pngs == ["metrics.png", "path-share.png", "retransmissions-per-path.png",
+                    "segment-download-rate.png"]
+    for p in pngs:
+        assert (run_dir / "report" / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert html.count("data:image/png;base64,") == len(pngs)
+    assert "src=\"http" not in html and "<script" not in html
+    assert "nginx did not start" in html and "17.6" in html
+
+
+def test_summarize_edge_cases():
+    assert summarize([]).n == 0 and math.isnan(summarize([]).mean)
+    one = summarize([3.0, float("nan")])
+    assert one.n == 1 and one.mean == 3.0 and math.isnan(one.sd) and math.isnan(one.ci_low)
+    s = summarize([1.0, 2.0, 3.0])
+    assert s.half_width == pytest.approx(T_975_DF2 * 1.0 / math.sqrt(3))
+
+
+def test_report_of_a_folder_that_is_not_a_run_says_so(tmp_path):
+    from mpstream.errors import UserError
+
+    with pytest.raises(UserError, match="not a run folder"):
+        build_report(tmp_path)
+    write_json(tmp_path / "run.json", {"scenario": "x"})
+    with pytest.raises(UserError, match="no finished trials"):
+        build_report(tmp_path)
+    assert json.loads((tmp_path / "run.json").read_text())["scenario"] == "x"

@@ -1,0 +1,59 @@
+"""Parsing of `ss -tinHe` output into per-subflow rows (the real ss runs in the integration test
+tests/integration/test_runner_sampler.py)."""
+
+import csv
+
+from mpstream.runner.sampler import FIELDS, parse_ss, read_samples, socket_rows, split_host_port
+
+SS = (
+    "ESTAB 0      131072          10.0.1.2:40082          10.9.0.1:8080 "
+    "ino:0 sk:1c cgroup:/ <->\n"
+    "\t bbr wscale:10,10 rto:204 rtt:12.5/0.004 mss:1448 pmtu:1500 rcvmss:536 advmss:1448 "
+    "cwnd:12 ssthresh:19 bytes_sent:2742878168 bytes_retrans:65459 bytes_acked:2742681638 "
+    "segs_out:62564 segs_in:21698 data_segs_out:62562 bbr:(bw:35717997160bps,mrtt:0.004,"
+    "pacing_gain:1.25,cwnd_gain:2) send 139697066667bps lastrcv:1000 unacked:3 retrans:0/7 "
+    "dsack_dups:1 tcp-ulp-mptcp flags:Mmec token:0000(id:0)/3906f9d0(id:0) seq:b2 sfseq:1\n"
+    "ESTAB 0      0      [::ffff:10.0.2.2]:41000  [::ffff:10.9.0.1]:8080 ino:5 sk:1d <->\n"
+    "\t cubic wscale:7,7 rto:204 rtt:30.25/2 ato:40 mss:1448 cwnd:10 bytes_sent:164 "
+    "bytes_acked:165 bytes_received:4000 segs_out:7\n"
+    "TIME-WAIT 0 0 127.0.0.1:5000 127.0.0.1:6000 timer:(timewait,59sec,0)\n"
+)
+
+
+def test_parse_ss_reads_counters_rtt_cwnd_and_mptcp_marks():
+    socks = parse_ss(SS)
+    assert len(socks) == 3
+    a, b, c = socks
+    assert a["state"] == "ESTAB" and a["local"] == "10.0.1.2:40082"
+    assert a["bytes_sent"] == 2742878168 and a["bytes_acked"] == 2742681638
+    assert a["bytes_retrans"] == 65459 and a["retrans_total"] == 7
+    assert a["rtt_ms"] == 12.5 and a["cwnd"] == 12 and a["cc"] == "bbr"
+    assert a["mptcp"] == 1 and a["token"].startswith("0000(id:0)/3906f9d0")
+    assert "bytes_received" not in a
+    assert b["bytes_received"] == 4000 and b["rtt_ms"] == 30.25 and "mptcp" not in b
+    assert c["state"] == "TIME-WAIT" and "rtt_ms" not in c
+
+
+def test_split_host_port_handles_mapped_v6_and_scope():
+    assert split_host_port("[::ffff:10.0.2.2]:41000") == ("10.0.2.2", 41000)
+    assert split_host_port("10.0.1.2%veth0:80") == ("10.0.1.2", 80)
+    assert split_host_port("[fe80::1]:22") == ("fe80::1", 22)
+
+
+def test_rows_name_the_path_from_the_client_side_address(tmp_path):
+    paths = {"10.0.1.2": 0, "10.0.2.2": 1}.get
+    client = socket_rows(parse_ss(SS), t_s=1.25, host="client", path_of=paths)
+    assert [r["path"] for r in client] == [0, 1, ""]
+    # In the server namespace the client address is the peer.
+    swapped = SS.replace("10.0.1.2:40082          10.9.0.1:8080",
+                         "10.9.0.1:8080          10.0.1.2:40082")
+    server = socket_rows(parse_ss(swapped), t_s=1.25, host="server", path_of=paths)
+    assert server[0]["path"] == 0
+    out = tmp_path / "s.csv"
+    with out.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=FIELDS)
+        w.writeheader()
+        w.writerows(client)
+    back = read_samples(out)
+    assert back[0]["t_s"] == 1.25 and back[0]["retrans_total"] == 7 and back[0]["path"] == 0
+    assert back[2]["path"] is None and back[2]["rtt_ms"] is None

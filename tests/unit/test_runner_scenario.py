@@ -1,0 +1,137 @@
+"""Scenario files: validation errors that name the field, shipped scenarios, trial order."""
+
+from pathlib import Path
+
+import pytest
+from mpstream.runner.scenario import (
+    SCENARIOS_DIR,
+    build_profile,
+    expand_trials,
+    load_scenario,
+    parse_scenario,
+)
+
+from mpstream.errors import UserError
+
+PROFILE = """
+mode = "mptcp"
+cc = "cubic"
+[[paths]]
+rate = "10mbit"
+delay_ms = 5.0
+[[paths]]
+rate = "5mbit"
+delay_ms = 10.0
+"""
+
+
+def _raw(**over):
+    raw = {
+        "name": "t",
+        "trials": 3,
+        "seed": 4,
+        "media": {"source": "synthetic", "ladder": "tiny", "segment_duration": 2},
+        "conditions": [
+            {"label": "a", "profile": "p.toml"},
+            {"label": "b", "profile": "p.toml", "transport": "tcp"},
+        ],
+    }
+    raw.update(over)
+    return raw
+
+
+@pytest.fixture
+def base(tmp_path: Path) -> Path:
+    (tmp_path / "p.toml").write_text(PROFILE)
+    return tmp_path
+
+
+def test_every_shipped_scenario_loads_and_builds_its_profiles():
+    names = sorted(p.stem for p in SCENARIOS_DIR.glob("*.toml"))
+    assert {"thesis-latency", "thesis-loss", "thesis-bandwidth", "path-failure",
+            "wifi-cellular", "mpcc-buffer-sweep"} <= set(names)
+    for name in names:
+        sc = load_scenario(name)
+        for cond in sc.all_conditions():
+            profile = build_profile(sc, cond)
+            assert profile.mode == (cond.transport or profile.mode)
+
+
+def test_thesis_single_path_is_tcp_and_mptcp_conditions_are_not(base):
+    sc = load_scenario("thesis-bandwidth")
+    modes = {c.label: build_profile(sc, c).mode for c in sc.all_conditions()}
+    assert modes == {"balanced": "mptcp", "unbalanced": "mptcp", "single": "tcp"}
+
+
+def test_path_failure_has_a_down_event_on_the_first_path():
+    sc = load_scenario("path-failure")
+    for cond in sc.all_conditions():
+        events = build_profile(sc, cond).emulator_events(0)
+        assert any(e["set"] == {"down": True} and e["at_s"] == 20.0 for e in events)
+
+
+def test_sweep_expands_to_every_combination_with_overrides_applied():
+    sc = load_scenario("mpcc-buffer-sweep")
+    conds = sc.all_conditions()
+    assert len(conds) == 12
+    c = next(c for c in conds if c.label == "550k-bbr")
+    profile = build_profile(sc, c)
+    assert profile.cc == "bbr"
+    assert [profile.link(i, "downlink").queue_bytes for i in range(2)] == [550000, 550000]
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"trials": 0}, "trials"),
+        ({"players": ["vlc"]}, "players.0"),
+        ({"duration_s": -1}, "duration_s"),
+        ({"media": {"source": "sample", "dir": "x"}}, "media"),
+        ({"conditions": [{"label": "a b", "profile": "p.toml"}]}, "conditions.0.label"),
+        ({"conditions": [{"label": "a", "profile": "p.toml", "transport": "udp"}]},
+         "conditions.0.transport"),
+        ({"conditions": [{"label": "a", "profile": "p.toml"}] * 2}, "repeated: a"),
+        ({"conditions": []}, "no conditions"),
+        ({"colour": "red"}, "colour"),
+    ],
+)
+def test_bad_input_names_the_field(base, change, field):
+    with pytest.raises(UserError) as err:
+        parse_scenario(_raw(**change), base_dir=base)
+    assert field in str(err.value)
+
+
+def test_unknown_profile_and_bad_override_are_caught_at_load(base):
+    with pytest.raises(UserError, match=r"'b'.*nope"):
+        parse_scenario(_raw(conditions=[{"label": "b", "profile": "nope"}]), base_dir=base)
+    with pytest.raises(UserError, match="loss"):
+        parse_scenario(
+            _raw(conditions=[{"label": "a", "profile": "p.toml", "set": {"paths.*.loss": 3}}]),
+            base_dir=base,
+        )
+
+
+def test_unknown_scenario_lists_the_shipped_ones():
+    with pytest.raises(UserError, match="thesis-bandwidth"):
+        load_scenario("no-such-scenario")
+
+
+def test_trials_interleave_conditions_reproducibly(base):
+    sc = parse_scenario(_raw(players=["dashjs", "hlsjs"]), base_dir=base)
+    trials = expand_trials(sc)
+    assert len(trials) == 2 * 2 * 3
+    assert len({t.key for t in trials}) == len(trials)
+    # Every round holds each cell once, and rounds follow one another.
+    for r in range(3):
+        cells = [(t.condition.label, t.player) for t in trials if t.round == r]
+        assert sorted(cells) == sorted((c, p) for c in "ab" for p in ("dashjs", "hlsjs"))
+    assert [t.round for t in trials] == sorted(t.round for t in trials)
+    # Same seed, same order; more trials keep the earlier rounds' order.
+    assert [t.key for t in expand_trials(sc)] == [t.key for t in trials]
+    assert [t.key for t in expand_trials(sc, 5)][:12] == [t.key for t in trials]
+    # The order is shuffled, not the listing order, in at least one round.
+    listing = [("a", "dashjs"), ("a", "hlsjs"), ("b", "dashjs"), ("b", "hlsjs")]
+    rounds = [[(t.condition.label, t.player) for t in trials if t.round == r] for r in range(3)]
+    assert any(r != listing for r in rounds)
+    other = parse_scenario(_raw(players=["dashjs", "hlsjs"], seed=5), base_dir=base)
+    assert [t.key for t in expand_trials(other, 8)] != [t.key for t in expand_trials(sc, 8)]
