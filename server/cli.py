@@ -1,0 +1,114 @@
+"""`mpstream serve`: nginx (MPTCP) + the QoE collector until Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+from urllib.parse import urlencode
+
+import click
+from mpstream.server.stack import ServerStack
+from rich.console import Console
+
+from mpstream.errors import UserError
+from mpstream.paths import BUILD_DIR, REPO_ROOT
+
+DEFAULT_MEDIA = REPO_ROOT / "media" / "demo"
+
+
+def _namespace_address(netns: str) -> str:
+    done = subprocess.run(
+        ["ip", "-n", netns, "-j", "-4", "addr", "show", "scope", "global"],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise UserError(
+            f"network namespace {netns!r} does not exist ({done.stderr.strip()}): "
+            "start a topology with `mpstream netem up PROFILE` and pass its server namespace."
+        )
+    for link in json.loads(done.stdout or "[]"):
+        for addr in link.get("addr_info", []):
+            return addr["local"]
+    raise UserError(f"network namespace {netns!r} has no IPv4 address to serve on.")
+
+
+def player_urls(stack: ServerStack, media: Path) -> list[str]:
+    out = []
+    for rel, player in (("hls/master.m3u8", "hlsjs"), ("dash/manifest.mpd", "dashjs")):
+        if (media / rel).is_file():
+            query = urlencode({"src": f"/media/{rel}", "player": player})
+            out.append(f"{stack.player_url}?{query}")
+    return out
+
+
+class _Stop(Exception):
+    pass
+
+
+def _raise_stop(signum: int, _frame: object) -> None:
+    raise _Stop(signal.Signals(signum).name)
+
+
+@click.command()
+@click.option(
+    "--media", type=click.Path(path_type=Path), default=DEFAULT_MEDIA, show_default=True,
+    help="Media tree made by `mpstream encode` (served under /media/).",
+)
+@click.option("--netns", help="Run inside this network namespace (a topology's server side).")
+@click.option("--host", help="Address to listen on [default: 127.0.0.1, or the namespace's].")
+@click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
+@click.option(
+    "--database-url", envvar="DATABASE_URL",
+    help="SQLAlchemy URL of the QoE database [default: $DATABASE_URL, else SQLite under results/].",
+)
+@click.option("--tcp", "plain_tcp", is_flag=True, help="Serve plain TCP instead of MPTCP.")
+def serve(
+    media: Path, netns: str | None, host: str | None, port: int, database_url: str | None,
+    plain_tcp: bool,
+) -> None:
+    """Serve media, the player and the QoE collector; prints the URLs; Ctrl-C stops both."""
+    console = Console()
+    if not media.is_dir():
+        raise UserError(
+            f"media directory {media} does not exist: make one with `mpstream encode sample "
+            f"--out {media}` (or `make demo`), or pass --media DIR."
+        )
+    if host is None:
+        host = _namespace_address(netns) if netns else "127.0.0.1"
+    if database_url is None:
+        from mpstream.server.app import DEFAULT_SQLITE
+
+        DEFAULT_SQLITE.parent.mkdir(parents=True, exist_ok=True)
+        database_url = f"sqlite:///{DEFAULT_SQLITE}"
+    previous = signal.signal(signal.SIGTERM, _raise_stop)
+    try:
+        with ServerStack(
+            media.resolve(), netns=netns, host=host, port=port, database_url=database_url,
+            mptcp=not plain_tcp, workdir=BUILD_DIR / "serve" / str(port),
+        ) as stack:
+            for url in player_urls(stack, media):
+                console.print(f"player     {url}", highlight=False, soft_wrap=True)
+            console.print(f"dashboard  {stack.dashboard_url}", highlight=False)
+            console.print(f"API        {stack.api_url}", highlight=False)
+            console.print(
+                f"transport  {stack.mptcp_method if not plain_tcp else 'tcp'}"
+                f"{f' in namespace {netns}' if netns else ''} · database {database_url}",
+                highlight=False,
+            )
+            console.print("ready; Ctrl-C stops nginx and the collector", highlight=False)
+            while True:
+                for name, proc in (("nginx", stack.nginx), ("collector", stack.collector)):
+                    if proc is not None and proc.poll() is not None:
+                        raise UserError(
+                            f"{name} exited unexpectedly (code {proc.returncode}); "
+                            f"see the logs in {stack.workdir}/logs."
+                        )
+                time.sleep(0.5)
+    except (KeyboardInterrupt, _Stop):
+        console.print("stopped nginx and the collector", highlight=False)
+    finally:
+        signal.signal(signal.SIGTERM, previous)

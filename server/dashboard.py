@@ -1,0 +1,79 @@
+"""The dashboard: server-rendered pages over the same storage as the API. A sessions table,
+and per session a timeline (buffer level, bitrate, per-segment download rate, stall intervals)
+drawn by uPlot, which is installed from npm into server/web/ and served from there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from flask import Blueprint, abort, render_template, send_from_directory
+from mpstream.server import storage, summary
+from mpstream.server.api import _SESSION_ID, engine, session_filters, summaries_for
+
+WEB = Path(__file__).parent / "web"
+UPLOT_DIST = WEB / "node_modules" / "uplot" / "dist"
+VENDOR_FILES = {"uPlot.iife.min.js", "uPlot.min.css"}
+
+dashboard = Blueprint(
+    "dashboard",
+    __name__,
+    template_folder=str(WEB / "templates"),
+    static_folder=str(WEB / "static"),
+    static_url_path="/static",
+)
+
+
+@dashboard.get("/")
+def index() -> Any:
+    filters = session_filters()
+    return render_template("sessions.html", summaries=summaries_for(filters), filters=filters)
+
+
+def timeline(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the charts draw, times in seconds since the first event."""
+    t0 = min((ev["t_ms"] for ev in events), default=0.0)
+
+    def sec(t_ms: float) -> float:
+        return round((t_ms - t0) / 1000, 3)
+
+    buffer = [[sec(e["t_ms"]), e["data"]["level_s"]] for e in events if e["type"] == "buffer"]
+    bitrate: list[list[float]] = []
+    for e in events:
+        if e["type"] == "startup" and not bitrate:
+            bitrate.append([sec(e["t_ms"]), e["data"]["bitrate"]])
+        elif e["type"] == "quality_switch":
+            bitrate.append([sec(e["t_ms"]), e["data"]["to_bitrate"]])
+    rates = []
+    for e in events:
+        if e["type"] == "segment" and e["data"]["kind"] != "init":
+            rate = summary.segment_rate_bps(e["data"])
+            if rate is not None:
+                rates.append([sec(e["data"]["t_done"]), rate])
+    stalls = [[sec(s), sec(t)] for s, t in summary.stall_intervals(events)]
+    end = max((sec(e["t_ms"]) for e in events), default=0.0)
+    return {"buffer": buffer, "bitrate": bitrate, "rates": rates, "stalls": stalls, "end": end}
+
+
+@dashboard.get("/sessions/<session_id>")
+def session_page(session_id: str) -> Any:
+    if not _SESSION_ID.fullmatch(session_id):
+        abort(404)
+    found = storage.get_session(engine(), session_id)
+    if found is None:
+        abort(404)
+    evs = storage.get_events(engine(), [session_id])[session_id]
+    return render_template(
+        "session.html",
+        session=found,
+        summary=summary.summarize(found, evs),
+        timeline=timeline(evs),
+        event_count=len(evs),
+    )
+
+
+@dashboard.get("/vendor/<name>")
+def vendor(name: str) -> Any:
+    if name not in VENDOR_FILES or not (UPLOT_DIST / name).is_file():
+        abort(404)
+    return send_from_directory(UPLOT_DIST, name, max_age=86400)

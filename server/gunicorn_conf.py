@@ -1,0 +1,33 @@
+"""gunicorn settings of the QoE collector (`gunicorn -c server/gunicorn_conf.py ...`).
+
+Everything a run varies comes from the environment, so the same file serves the test suite,
+`mpstream serve` and the container:
+  MPSTREAM_COLLECTOR_BIND     where to listen (default 127.0.0.1:8081; ServerStack: a unix socket)
+  MPSTREAM_COLLECTOR_WORKERS  worker processes (default: sized to the machine, see below)
+  MPSTREAM_COLLECTOR_PIDFILE  where the master writes its pid (for `kill -HUP`)
+Graceful restart: SIGHUP starts fresh workers (re-reading the app) and retires the old ones
+after their requests finish; the listening socket stays open.
+"""
+
+import multiprocessing
+import os
+
+bind = os.environ.get("MPSTREAM_COLLECTOR_BIND", "127.0.0.1:8081").split(",")
+# Sync workers block on the database; 2 per core plus one keeps a core busy while another
+# worker waits for a commit. Capped: SQLite has one writer at a time anyway.
+workers = int(
+    os.environ.get("MPSTREAM_COLLECTOR_WORKERS") or min(2 * multiprocessing.cpu_count() + 1, 9)
+)
+worker_class = "sync"
+timeout = 30
+graceful_timeout = 10
+keepalive = 5
+# Fresh workers import the app themselves, so a HUP picks up new code.
+preload_app = False
+pidfile = os.environ.get("MPSTREAM_COLLECTOR_PIDFILE") or None
+# The socket file must be reachable by nginx's unprivileged workers.
+umask = 0o000
+accesslog = None  # nginx logs every request
+errorlog = "-"
+loglevel = os.environ.get("MPSTREAM_COLLECTOR_LOGLEVEL", "warning")
+proc_name = "mpstream-collector"

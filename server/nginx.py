@@ -1,0 +1,148 @@
+"""nginx for one run: a configuration rendered from nginx.conf.j2 into a work directory of its
+own (pid, temp dirs, logs), never the system's /etc/nginx or /var/lib/nginx."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import jinja2
+
+from mpstream.errors import UserError
+from mpstream.paths import REPO_ROOT
+
+TEMPLATE = Path(__file__).parent / "nginx.conf.j2"
+PLAYER_DIST = REPO_ROOT / "player" / "dist"
+WORKER_USER = "www-data"
+
+
+def nginx_binary() -> str:
+    found = shutil.which("nginx") or (
+        "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
+    )
+    if found is None:
+        raise UserError(
+            "nginx is not installed: run `make setup` (it installs nginx-light), then try again."
+        )
+    return found
+
+
+@cache
+def supports_multipath_listen() -> bool:
+    """Whether this nginx accepts `listen ... multipath` (added after 1.22); probed by `nginx -t`
+    on a throwaway configuration, which parses but binds nothing."""
+    with tempfile.TemporaryDirectory(prefix="mps-nginx-probe-") as tmp:
+        conf = Path(tmp) / "probe.conf"
+        conf.write_text(
+            f"pid {tmp}/p.pid; error_log stderr; events {{}}\n"
+            f"http {{ access_log off; client_body_temp_path {tmp}; proxy_temp_path {tmp};\n"
+            f" fastcgi_temp_path {tmp}; uwsgi_temp_path {tmp}; scgi_temp_path {tmp};\n"
+            " server { listen 127.0.0.1:9 multipath; } }\n"
+        )
+        done = subprocess.run(
+            [nginx_binary(), "-t", "-q", "-p", tmp, "-c", str(conf), "-e", "stderr"],
+            capture_output=True,
+            text=True,
+        )
+    return done.returncode == 0
+
+
+def _world_readable(path: Path) -> bool:
+    """Can an unprivileged user reach and read `path` (o+x on every parent, o+r on it)?"""
+    path = path.resolve()
+    if not path.exists():
+        return True
+    if not path.stat().st_mode & 0o004:
+        return False
+    return all(p.stat().st_mode & 0o001 for p in path.parents)
+
+
+def worker_user(served: list[Path]) -> str | None:
+    """Workers drop to www-data when it can read what they serve; otherwise (e.g. a media tree
+    in a private temp dir) they run as the owner of those files. None when not root."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam(WORKER_USER)
+    except KeyError:
+        return "root"
+    if all(_world_readable(p) for p in served):
+        return f"{WORKER_USER} {WORKER_USER}"
+    owner = pwd.getpwuid(served[0].resolve().stat().st_uid).pw_name
+    return owner
+
+
+@dataclass(frozen=True)
+class NginxConfig:
+    workdir: Path
+    media_root: Path
+    listen: str  # "host:port"
+    collector_socket: Path
+    multipath: bool = False
+    player_root: Path = PLAYER_DIST
+    api_rate: int = 5000  # requests/s per client address; bursts of beacons are fine
+    api_burst: int = 10000
+    body_limit: str = "2m"  # the collector's own 1 MiB limit answers with a JSON 413
+    worker_processes: str = "auto"
+
+    @property
+    def access_log(self) -> Path:
+        return self.workdir / "logs" / "access.jsonl"
+
+    @property
+    def path(self) -> Path:
+        return self.workdir / "nginx.conf"
+
+    def render(self) -> str:
+        env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(str(TEMPLATE.parent)),
+            undefined=jinja2.StrictUndefined,
+            keep_trailing_newline=True,
+        )
+        user = worker_user([self.media_root, self.player_root])
+        return env.get_template(TEMPLATE.name).render(
+            workdir=self.workdir,
+            user=user,
+            worker_processes=self.worker_processes,
+            access_log=self.access_log,
+            media_root=self.media_root.resolve(),
+            player_root=self.player_root.resolve(),
+            listen=self.listen,
+            multipath=self.multipath,
+            collector_socket=self.collector_socket,
+            api_rate=self.api_rate,
+            api_burst=self.api_burst,
+            body_limit=self.body_limit,
+        )
+
+    def write(self) -> Path:
+        """Lay out the work directory and write the configuration; checks it with `nginx -t`."""
+        for sub in ("logs", "tmp/body", "tmp/proxy", "tmp/fastcgi", "tmp/uwsgi", "tmp/scgi"):
+            (self.workdir / sub).mkdir(parents=True, exist_ok=True)
+        # Workers (maybe www-data) write request bodies under tmp/.
+        self.workdir.chmod(0o755)
+        user = worker_user([self.media_root, self.player_root])
+        if user:
+            entry = pwd.getpwnam(user.split()[0])
+            for sub in ("tmp", "tmp/body", "tmp/proxy", "tmp/fastcgi", "tmp/uwsgi", "tmp/scgi"):
+                os.chown(self.workdir / sub, entry.pw_uid, entry.pw_gid)
+        self.path.write_text(self.render())
+        done = subprocess.run(self.argv("-t", "-q"), capture_output=True, text=True)
+        if done.returncode != 0:
+            raise UserError(f"the generated nginx configuration is invalid: {done.stderr.strip()}")
+        return self.path
+
+    def argv(self, *extra: str) -> list[str]:
+        return [
+            nginx_binary(),
+            "-p", str(self.workdir),
+            "-c", str(self.path),
+            "-e", str(self.workdir / "logs" / "error.log"),
+            *extra,
+        ]  # fmt: skip

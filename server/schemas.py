@@ -1,0 +1,276 @@
+"""The QoE vocabulary as strict pydantic models (docs/qoe-events.md is the prose of this file).
+
+Strict means: no type coercion ("5" is not an int, 1.5 is not an int, 1 is not a bool), every
+field required unless the doc says null is allowed, unknown fields rejected, numbers finite and
+in range, strings bounded and free of NUL and lone surrogates (neither SQLite's UTF-8 nor
+PostgreSQL's text can hold them, so letting them through would turn bad input into a 5xx).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+)
+
+MAX_EVENTS_PER_BATCH = 500
+MAX_BODY_BYTES = 1024 * 1024
+SESSION_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+# Bounds that keep every number representable in a 64-bit column and in a JS double.
+MAX_INT = 2**53
+MAX_SEQ = 2**31 - 1
+MAX_MS = 1e12
+
+
+def _storable_text(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError("must be valid Unicode (no lone surrogates)") from exc
+    return value
+
+
+def _iso8601(value: str) -> str:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError("must be an ISO 8601 date and time, e.g. 2026-01-31T12:00:00Z") from None
+    return parsed.isoformat()
+
+
+IsoDateTime = Annotated[
+    str,
+    StringConstraints(min_length=10, max_length=64),
+    AfterValidator(_iso8601),
+    WithJsonSchema({"type": "string", "format": "date-time", "maxLength": 64}),
+]
+
+
+def Text(max_length: int, min_length: int = 0) -> Any:
+    return Annotated[
+        str,
+        StringConstraints(min_length=min_length, max_length=max_length),
+        AfterValidator(_storable_text),
+    ]
+
+
+SessionId = Annotated[str, StringConstraints(pattern=SESSION_ID_PATTERN)]
+Url = Text(2048, 1)
+Codec = Text(100)
+Ms = Annotated[float, Field(ge=0, le=MAX_MS)]
+Seconds = Annotated[float, Field(ge=0, le=MAX_MS / 1000)]
+Count = Annotated[int, Field(ge=0, le=MAX_INT)]
+Bitrate = Annotated[float, Field(ge=0, le=1e12)]
+Pixels = Annotated[int, Field(ge=0, le=100_000)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, frozen=True)
+
+
+class SessionIn(Strict):
+    id: SessionId
+    player: Literal["hlsjs", "dashjs"]
+    player_version: Text(100, 1)
+    protocol: Literal["hls", "dash"]
+    manifest: Url
+    scenario: Text(200) | None
+    trial: Annotated[int, Field(ge=0, le=MAX_SEQ)] | None
+    transport: Literal["mptcp", "tcp", "unknown"]
+    user_agent: Text(500)
+    started_at: IsoDateTime
+
+
+# --- event data, one model per type ---
+
+
+class ManifestData(Strict):
+    url: Url
+    t_request: Ms
+    t_done: Ms
+    bytes: Count
+
+
+class StartupData(Strict):
+    startup_delay_ms: Ms
+    manifest_ms: Ms
+    first_segment_ms: Ms
+    decode_ms: Ms
+    codec: Codec
+    width: Pixels
+    height: Pixels
+    bitrate: Bitrate
+
+
+class SegmentData(Strict):
+    url: Url
+    kind: Literal["video", "audio", "init", "muxed"]
+    bitrate: Bitrate
+    bytes: Count
+    t_request: Ms
+    t_first_byte: Ms
+    t_done: Ms
+    index: Count | None
+    duration_s: Seconds | None
+
+
+class StallStartData(Strict):
+    position: Seconds
+
+
+class StallEndData(Strict):
+    position: Seconds
+    duration_ms: Ms
+
+
+class QualitySwitchData(Strict):
+    # null when the player reports its first choice of rendition (not counted as a switch)
+    from_bitrate: Bitrate | None
+    to_bitrate: Bitrate
+    width: Pixels
+    height: Pixels
+    codec: Codec
+
+
+class BufferData(Strict):
+    level_s: Seconds
+    position: Seconds
+
+
+class PlaybackData(Strict):
+    position: Seconds
+    dropped_frames: Count
+    total_frames: Count
+
+
+class ErrorData(Strict):
+    message: Text(2000)
+    fatal: bool
+    code: Text(200) | None
+
+
+class EndData(Strict):
+    reason: Literal["ended", "duration", "error", "closed"]
+    position: Seconds
+
+
+EVENT_DATA: dict[str, type[Strict]] = {
+    "manifest": ManifestData,
+    "startup": StartupData,
+    "segment": SegmentData,
+    "stall_start": StallStartData,
+    "stall_end": StallEndData,
+    "quality_switch": QualitySwitchData,
+    "buffer": BufferData,
+    "playback": PlaybackData,
+    "error": ErrorData,
+    "end": EndData,
+}
+
+
+def _event_model(type_name: str, data_model: type[Strict]) -> type[Strict]:
+    class Event(Strict):
+        seq: Annotated[int, Field(ge=0, le=MAX_SEQ)]
+        t_ms: Ms
+        type: Literal[type_name]  # type: ignore[valid-type]
+        data: data_model  # type: ignore[valid-type]
+
+    name = "".join(part.capitalize() for part in type_name.split("_")) + "Event"
+    Event.__name__ = Event.__qualname__ = name
+    return Event
+
+
+EVENT_MODELS = {name: _event_model(name, model) for name, model in EVENT_DATA.items()}
+# The union the OpenAPI document describes; parse_batch dispatches on `type` itself so that an
+# unknown type gets its own clear message.
+AnyEvent = Annotated[Union[tuple(EVENT_MODELS.values())], Field(discriminator="type")]  # noqa: UP007
+
+
+class ValidationProblem(Exception):
+    """Bad input: `field` is a dotted path into the body, `message` says which rule broke."""
+
+    def __init__(self, field: str, message: str, status: int = 422):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+        self.status = status
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += ("." if path else "") + str(part)
+    return path or "body"
+
+
+def _first_problem(exc: ValidationError, prefix: tuple[Any, ...] = ()) -> ValidationProblem:
+    err = exc.errors(include_url=False)[0]
+    loc = prefix + tuple(err["loc"])
+    if err["type"] == "extra_forbidden":
+        return ValidationProblem(_field_path(loc), "unknown field")
+    if err["type"] == "missing":
+        return ValidationProblem(_field_path(loc), "required field is missing")
+    return ValidationProblem(_field_path(loc), err["msg"])
+
+
+_SESSION = TypeAdapter(SessionIn)
+
+
+def parse_session(body: Any) -> SessionIn:
+    if not isinstance(body, dict):
+        raise ValidationProblem("body", "must be a JSON object")
+    try:
+        return _SESSION.validate_python(body)
+    except ValidationError as exc:
+        raise _first_problem(exc) from None
+
+
+def parse_batch(body: Any) -> list[Strict]:
+    """Validate an events batch; the first problem found is raised, naming its field."""
+    if not isinstance(body, dict):
+        raise ValidationProblem("body", "must be a JSON object with an `events` list")
+    extra = sorted(set(body) - {"events"})
+    if extra:
+        raise ValidationProblem(extra[0], "unknown field")
+    events = body.get("events")
+    if events is None:
+        raise ValidationProblem("events", "required field is missing")
+    if not isinstance(events, list):
+        raise ValidationProblem("events", "must be a list")
+    if len(events) > MAX_EVENTS_PER_BATCH:
+        raise ValidationProblem("events", f"at most {MAX_EVENTS_PER_BATCH} events per batch")
+    parsed: list[Strict] = []
+    seen: set[int] = set()
+    for i, raw in enumerate(events):
+        if not isinstance(raw, dict):
+            raise ValidationProblem(f"events[{i}]", "must be a JSON object")
+        type_name = raw.get("type")
+        model = EVENT_MODELS.get(type_name) if isinstance(type_name, str) else None
+        if model is None:
+            allowed = ", ".join(EVENT_MODELS)
+            raise ValidationProblem(
+                f"events[{i}].type", f"unknown event type {type_name!r}; expected one of {allowed}"
+            )
+        try:
+            event = model.model_validate(raw)
+        except ValidationError as exc:
+            raise _first_problem(exc, ("events", i)) from None
+        if event.seq in seen:
+            raise ValidationProblem(f"events[{i}].seq", f"seq {event.seq} is twice in the batch")
+        seen.add(event.seq)
+        parsed.append(event)
+    return parsed

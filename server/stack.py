@@ -1,0 +1,287 @@
+"""ServerStack: nginx (over MPTCP) in front of the QoE collector (Flask under gunicorn), on the
+host or inside a topology's server namespace, up for the duration of a `with` block.
+
+    with ServerStack(media_dir, netns=topo.server_ns, host=topo.server_addr) as stack:
+        stack.base_url, stack.api_url, stack.access_log, stack.database_url
+
+nginx listens on host:port over MPTCP (`listen ... multipath` where nginx has it, otherwise
+nginx runs under `mptcpize run`); gunicorn listens on a unix socket in the work directory,
+which nginx reaches whatever network namespace it is in. Both are stopped on exit, also after
+an error or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+import requests
+from mpstream.server import process, storage
+from mpstream.server.app import ensure_schema
+from mpstream.server.nginx import NginxConfig, supports_multipath_listen
+
+from mpstream.errors import UserError
+
+GUNICORN_CONF = Path(__file__).parent / "gunicorn_conf.py"
+APP_SPEC = "mpstream.server.app:create_app()"
+START_TIMEOUT_S = 30.0
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path: Path, timeout: float = 2.0):
+        super().__init__("localhost", timeout=timeout)
+        self._path = str(path)
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self._path)
+
+
+def unix_get(sock_path: Path, path: str) -> tuple[int, bytes]:
+    conn = _UnixHTTPConnection(sock_path)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+class ServerStack:
+    def __init__(
+        self,
+        media_dir: Path,
+        *,
+        netns: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 8080,
+        database_url: str | None = None,
+        workdir: Path | None = None,
+        mptcp: bool = True,
+        collector_workers: int | None = None,
+        noop_endpoint: bool = False,
+    ):
+        self.media_dir = Path(media_dir)
+        self.netns = netns
+        self.host = host
+        self.port = port
+        self.mptcp = mptcp
+        self.collector_workers = collector_workers
+        self.noop_endpoint = noop_endpoint
+        self._own_workdir = workdir is None
+        self.workdir = Path(workdir) if workdir else None
+        self._database_url = database_url
+        self.nginx: subprocess.Popen | None = None
+        self.collector: subprocess.Popen | None = None
+        self.mptcp_method: str = "off"  # "listen-multipath" | "mptcpize" | "off"
+
+    # --- what users read ---
+
+    @property
+    def base_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def api_url(self) -> str:
+        return self.base_url + "/api/v1"
+
+    @property
+    def dashboard_url(self) -> str:
+        return self.base_url + "/dashboard/"
+
+    @property
+    def player_url(self) -> str:
+        return self.base_url + "/player/index.html"
+
+    @property
+    def access_log(self) -> Path:
+        return self._nginx_config().access_log
+
+    @property
+    def database_url(self) -> str:
+        if self._database_url is None:
+            assert self.workdir is not None, "the stack is not started"
+            self._database_url = storage.sqlite_url(str(self.workdir / "qoe.sqlite3"))
+        return self._database_url
+
+    @property
+    def collector_socket(self) -> Path:
+        assert self.workdir is not None
+        return self.workdir / "collector.sock"
+
+    @property
+    def collector_pidfile(self) -> Path:
+        assert self.workdir is not None
+        return self.workdir / "collector.pid"
+
+    # --- lifecycle ---
+
+    def __enter__(self) -> ServerStack:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        if not (self.media_dir / ".").is_dir():
+            raise UserError(
+                f"media directory {self.media_dir} does not exist: make one with "
+                "`mpstream encode ... --out DIR` and pass --media DIR."
+            )
+        if self.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix="mps-server-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "logs").mkdir(exist_ok=True)
+        try:
+            self._start_collector()
+            self._start_nginx()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        # nginx first (no new requests reach the collector), then the collector.
+        if self.nginx is not None:
+            process.stop(self.nginx, signal.SIGQUIT, timeout=10)
+        if self.collector is not None:
+            process.stop(self.collector, signal.SIGTERM, timeout=15)
+        if self._own_workdir and self.workdir is not None and self.workdir.exists():
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def reload_collector(self) -> None:
+        """Graceful restart: new workers, the old ones finish their requests first."""
+        assert self.collector is not None
+        self.collector.send_signal(signal.SIGHUP)
+
+    # --- collector ---
+
+    def _start_collector(self) -> None:
+        # Create the tables once here rather than racing in every worker.
+        engine = storage.make_engine(self.database_url)
+        try:
+            ensure_schema(engine)
+        except Exception as exc:
+            raise UserError(
+                f"cannot reach the database {self.database_url}: {exc}. Check DATABASE_URL."
+            ) from exc
+        finally:
+            engine.dispose()
+        self.collector_socket.unlink(missing_ok=True)
+        env = dict(os.environ)
+        env.update(
+            DATABASE_URL=self.database_url,
+            MPSTREAM_COLLECTOR_BIND=f"unix:{self.collector_socket}",
+            MPSTREAM_COLLECTOR_PIDFILE=str(self.collector_pidfile),
+            MPSTREAM_NOOP_ENDPOINT="1" if self.noop_endpoint else "0",
+        )
+        if self.collector_workers:
+            env["MPSTREAM_COLLECTOR_WORKERS"] = str(self.collector_workers)
+        argv = [
+            *process.netns_prefix(self.netns),
+            sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), APP_SPEC,
+        ]  # fmt: skip
+        log = self.workdir / "logs" / "collector.log"
+        self.collector = process.spawn(argv, log, env)
+        self._wait(lambda: self._collector_answers(), self.collector, log, "the collector")
+
+    def _collector_answers(self) -> bool:
+        try:
+            status, _ = unix_get(self.collector_socket, "/api/v1/health")
+        except OSError:
+            return False
+        return status == 200
+
+    # --- nginx ---
+
+    def _nginx_config(self) -> NginxConfig:
+        assert self.workdir is not None, "the stack is not started"
+        listen = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        return NginxConfig(
+            workdir=self.workdir,
+            media_root=self.media_dir,
+            listen=listen,
+            collector_socket=self.collector_socket,
+            multipath=self.mptcp and supports_multipath_listen(),
+        )
+
+    def _start_nginx(self) -> None:
+        config = self._nginx_config()
+        config.write()
+        prefix = process.netns_prefix(self.netns)
+        if self.mptcp and config.multipath:
+            self.mptcp_method = "listen-multipath"
+        elif self.mptcp:
+            if shutil.which("mptcpize") is None:
+                raise UserError(
+                    "this nginx has no `listen ... multipath` and mptcpize is missing: "
+                    "install the mptcpd package (`make setup`), or serve with mptcp=False."
+                )
+            prefix = [*prefix, "mptcpize", "run"]
+            self.mptcp_method = "mptcpize"
+        argv = [*prefix, *config.argv("-g", "daemon off; master_process on;")]
+        log = self.workdir / "logs" / "nginx.out"
+        self.nginx = process.spawn(argv, log)
+        self._wait(self._nginx_answers, self.nginx, self.workdir / "logs" / "error.log", "nginx")
+
+    def _nginx_answers(self) -> bool:
+        url = self.api_url + "/health"
+        if self.netns:
+            done = subprocess.run(
+                [*process.netns_prefix(self.netns), "curl", "-s", "-o", "/dev/null",
+                 "-w", "%{http_code}", "--max-time", "2", url],
+                capture_output=True, text=True,
+            )  # fmt: skip
+            return done.stdout.strip() == "200"
+        try:
+            return requests.get(url, timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def _wait(self, answers, proc: subprocess.Popen, log: Path, what: str) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise UserError(
+                    f"{what} exited at start (code {proc.returncode}):\n{process.log_tail(log)}"
+                )
+            if answers():
+                return
+            time.sleep(0.1)
+        raise UserError(
+            f"{what} did not answer within {START_TIMEOUT_S:.0f} s:\n{process.log_tail(log)}"
+        )
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "base_url": self.base_url,
+            "player_url": self.player_url,
+            "dashboard_url": self.dashboard_url,
+            "api_url": self.api_url,
+            "database_url": self.database_url,
+            "access_log": str(self.access_log),
+            "mptcp": self.mptcp_method,
+            "netns": self.netns,
+            "nginx_pid": self.nginx.pid if self.nginx else None,
+            "collector_pid": self.collector.pid if self.collector else None,
+        }
+
+    def __repr__(self) -> str:
+        return f"ServerStack({json.dumps(self.describe())})"

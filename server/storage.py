@@ -1,0 +1,214 @@
+"""Sessions and events in SQL through SQLAlchemy Core: SQLite (WAL) by default, PostgreSQL when
+DATABASE_URL names one. The same code and the same tests run on both.
+
+Durability rule: a function that writes returns only after its transaction has committed, so
+the API's 2xx means "on disk" (for SQLite in WAL mode with synchronous=NORMAL, a committed
+transaction survives the process being killed; only a power cut could lose the last ones).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from mpstream.server.schemas import SessionIn, Strict
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Engine
+
+metadata = sa.MetaData()
+
+sessions = sa.Table(
+    "sessions",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("player", sa.String(16), nullable=False),
+    sa.Column("player_version", sa.String(100), nullable=False),
+    sa.Column("protocol", sa.String(8), nullable=False),
+    sa.Column("manifest", sa.Text, nullable=False),
+    sa.Column("scenario", sa.String(200)),
+    sa.Column("trial", sa.Integer),
+    sa.Column("transport", sa.String(16), nullable=False),
+    sa.Column("user_agent", sa.String(500), nullable=False),
+    sa.Column("started_at", sa.String(64), nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.func.now()),
+)
+
+events = sa.Table(
+    "events",
+    metadata,
+    sa.Column("session_id", sa.String(64), sa.ForeignKey("sessions.id"), primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("t_ms", sa.Float, nullable=False),
+    sa.Column("type", sa.String(32), nullable=False),
+    # JSON text, not jsonb: the stored text is exactly what was validated.
+    sa.Column("data", sa.Text, nullable=False),
+)
+
+SESSION_FIELDS = [c.name for c in sessions.columns if c.name != "created_at"]
+FILTERS = ("scenario", "trial", "player", "transport", "protocol")
+
+
+def sqlite_url(path: str) -> str:
+    return f"sqlite:///{path}"
+
+
+def _is_sqlite(engine: Engine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        engine = sa.create_engine(url, connect_args={"timeout": 30})
+
+        @sa.event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            # Let SQLAlchemy, not the driver, decide when transactions begin (see _on_begin).
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        @sa.event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            # Writers take the write lock up front: a deferred transaction that reads and then
+            # writes can fail with SQLITE_BUSY without waiting when another worker wrote first.
+            immediate = conn.get_execution_options().get("sqlite_immediate", False)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    else:
+        engine = sa.create_engine(url, pool_pre_ping=True)
+    return engine
+
+
+def create_schema(engine: Engine) -> None:
+    metadata.create_all(engine, checkfirst=True)
+
+
+@contextmanager
+def write_transaction(engine: Engine) -> Iterator[Connection]:
+    with engine.connect().execution_options(sqlite_immediate=True) as conn, conn.begin():
+        yield conn
+
+
+def _insert(engine: Engine, table: sa.Table) -> Any:
+    dialect = sqlite if _is_sqlite(engine) else postgresql
+    return dialect.insert(table)
+
+
+@dataclass(frozen=True)
+class CreateResult:
+    created: bool
+    conflicts: list[str]  # fields that differ from the stored session (empty = same session)
+
+
+def session_row(session: SessionIn) -> dict[str, Any]:
+    return session.model_dump()
+
+
+def create_session(engine: Engine, session: SessionIn) -> CreateResult:
+    row = session_row(session)
+    with write_transaction(engine) as conn:
+        stmt = _insert(engine, sessions).values(**row).on_conflict_do_nothing()
+        created = conn.execute(stmt.returning(sessions.c.id)).first() is not None
+        if created:
+            return CreateResult(True, [])
+        stored = conn.execute(sa.select(sessions).where(sessions.c.id == session.id)).one()
+    conflicts = [f for f in SESSION_FIELDS if getattr(stored, f) != row[f]]
+    return CreateResult(False, conflicts)
+
+
+def session_exists(engine: Engine, session_id: str) -> bool:
+    with engine.connect() as conn:
+        found = conn.execute(sa.select(sessions.c.id).where(sessions.c.id == session_id)).first()
+    return found is not None
+
+
+def add_events(engine: Engine, session_id: str, batch: list[Strict]) -> tuple[int, int]:
+    """Store a validated batch; events whose (session, seq) exist are skipped.
+
+    Returns (stored now, already stored). Commits before returning.
+    """
+    if not batch:
+        return 0, 0
+    rows = [
+        {
+            "session_id": session_id,
+            "seq": ev.seq,
+            "t_ms": ev.t_ms,
+            "type": ev.type,
+            "data": json.dumps(ev.data.model_dump(), separators=(",", ":")),
+        }
+        for ev in batch
+    ]
+    stmt = _insert(engine, events).on_conflict_do_nothing().returning(events.c.seq)
+    with write_transaction(engine) as conn:
+        stored = len(conn.execute(stmt, rows).all())
+    return stored, len(rows) - stored
+
+
+def _filtered(query: sa.Select, filters: dict[str, Any]) -> sa.Select:
+    for name, value in filters.items():
+        if value is not None:
+            query = query.where(sessions.c[name] == value)
+    return query
+
+
+def list_sessions(engine: Engine, filters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    counts = (
+        sa.select(events.c.session_id, sa.func.count().label("event_count"))
+        .group_by(events.c.session_id)
+        .subquery()
+    )
+    query = (
+        sa.select(sessions, sa.func.coalesce(counts.c.event_count, 0).label("event_count"))
+        .select_from(sessions.outerjoin(counts, counts.c.session_id == sessions.c.id))
+        .order_by(sessions.c.created_at, sessions.c.id)
+    )
+    query = _filtered(query, filters or {})
+    with engine.connect() as conn:
+        return [_session_dict(r._mapping) for r in conn.execute(query)]
+
+
+def _session_dict(mapping: Any) -> dict[str, Any]:
+    out = dict(mapping)
+    created = out.get("created_at")
+    if created is not None and not isinstance(created, str):
+        out["created_at"] = created.isoformat()
+    return out
+
+
+def get_session(engine: Engine, session_id: str) -> dict[str, Any] | None:
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(sessions).where(sessions.c.id == session_id)).first()
+    return None if row is None else _session_dict(row._mapping)
+
+
+def get_events(engine: Engine, session_ids: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+    """Events of each session, in seq order."""
+    ids = list(session_ids)
+    out: dict[str, list[dict[str, Any]]] = {sid: [] for sid in ids}
+    if not ids:
+        return out
+    query = (
+        sa.select(events)
+        .where(events.c.session_id.in_(ids))
+        .order_by(events.c.session_id, events.c.seq)
+    )
+    with engine.connect() as conn:
+        for r in conn.execute(query):
+            out[r.session_id].append(
+                {"seq": r.seq, "t_ms": r.t_ms, "type": r.type, "data": json.loads(r.data)}
+            )
+    return out
+
+
+def count_events(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return conn.execute(sa.select(sa.func.count()).select_from(events)).scalar_one()

@@ -1,0 +1,206 @@
+"""Per-session QoE summaries and grouped statistics, exactly as docs/qoe-events.md defines them.
+
+Pure functions of stored rows: no database, no Flask, so they are tested on hand-computed values.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable
+from typing import Any
+
+# Two-sided 95 % quantiles of Student's t, t(0.975; df). Beyond 30 degrees of freedom the value
+# is interpolated linearly in 1/df between the tabulated points, which is accurate to 1e-3.
+_T975 = {
+    1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+    10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
+    18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060,
+    26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980,
+}
+_Z975 = 1.960
+
+GROUP_KEYS = ("scenario", "trial", "player", "transport", "protocol")
+GROUPED_METRICS = (
+    "startup_delay_ms",
+    "stall_count",
+    "stall_ms",
+    "rebuffer_ratio",
+    "mean_download_rate_bps",
+    "mean_bitrate_bps",
+    "switches",
+    "dropped_frames",
+    "errors",
+    "played_s",
+)
+SCALAR_FIELDS = (
+    "session", "player", "transport", "protocol", "scenario", "trial", "codec",
+    "startup_delay_ms", "stall_count", "stall_ms", "rebuffer_ratio", "segments",
+    "mean_download_rate_bps", "mean_bitrate_bps", "switches", "dropped_frames", "total_frames",
+    "errors", "played_s", "end_reason",
+)  # fmt: skip
+
+
+def t975(df: int) -> float:
+    if df < 1:
+        raise ValueError("degrees of freedom must be at least 1")
+    if df in _T975:
+        return _T975[df]
+    points = sorted(_T975)
+    for lo, hi in itertools.pairwise(points):
+        if lo < df < hi:
+            w = (1 / lo - 1 / df) / (1 / lo - 1 / hi)
+            return _T975[lo] + w * (_T975[hi] - _T975[lo])
+    # df > 120: between t(120) and the normal quantile, linear in 1/df
+    w = (1 / 120 - 1 / df) / (1 / 120)
+    return _T975[120] + w * (_Z975 - _T975[120])
+
+
+def segment_rate_bps(data: dict[str, Any]) -> float | None:
+    """bytes × 8 / (t_done − t_request); undefined when no time elapsed."""
+    elapsed_ms = data["t_done"] - data["t_request"]
+    if elapsed_ms <= 0:
+        return None
+    return data["bytes"] * 8 / (elapsed_ms / 1000)
+
+
+def stall_intervals(events: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """(start, end) page times in ms of each stall.
+
+    A stall starts at a stall_start and ends at the next stall_end: end = stall_start's t_ms +
+    stall_end's duration_ms (the player's own measure). A stall still open when the events stop
+    ends at the last event's t_ms.
+    """
+    out: list[tuple[float, float]] = []
+    open_at: float | None = None
+    for ev in events:
+        if ev["type"] == "stall_start" and open_at is None:
+            open_at = ev["t_ms"]
+        elif ev["type"] == "stall_end" and open_at is not None:
+            out.append((open_at, open_at + ev["data"]["duration_ms"]))
+            open_at = None
+    if open_at is not None:
+        last = max(ev["t_ms"] for ev in events)
+        out.append((open_at, max(open_at, last)))
+    return out
+
+
+def _bitrate_steps(events: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """(from t_ms, bit/s) of the rendition playing: startup's bitrate, then each switch."""
+    steps: list[tuple[float, float]] = []
+    for ev in events:
+        if ev["type"] == "startup" and not steps:
+            steps.append((ev["t_ms"], ev["data"]["bitrate"]))
+        elif ev["type"] == "quality_switch" and steps:
+            steps.append((ev["t_ms"], ev["data"]["to_bitrate"]))
+    return steps
+
+
+def _overlap(a: float, b: float, intervals: list[tuple[float, float]]) -> float:
+    return sum(max(0.0, min(b, e) - max(a, s)) for s, e in intervals)
+
+
+def time_weighted_bitrate(events: list[dict[str, Any]]) -> float | None:
+    """Mean of the playing rendition's bitrate weighted by wall time spent playing it.
+
+    Playing time runs from the startup event to the end event (or the last event), minus
+    stall intervals.
+    """
+    steps = _bitrate_steps(events)
+    if not steps:
+        return None
+    ends = [ev["t_ms"] for ev in events if ev["type"] == "end"]
+    t_end = ends[0] if ends else max(ev["t_ms"] for ev in events)
+    stalls = stall_intervals(events)
+    weighted = total = 0.0
+    for (t0, rate), nxt in zip(steps, [*steps[1:], (t_end, 0.0)], strict=True):
+        t1 = min(nxt[0], t_end)
+        if t1 <= t0:
+            continue
+        playing = (t1 - t0) - _overlap(t0, t1, stalls)
+        weighted += rate * playing
+        total += playing
+    if total <= 0:
+        return steps[-1][1]
+    return weighted / total
+
+
+def summarize(session: dict[str, Any], events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The per-session summary; `events` in seq order."""
+    by_type: dict[str, list[dict[str, Any]]] = {}
+    for ev in events:
+        by_type.setdefault(ev["type"], []).append(ev)
+    startup = by_type.get("startup", [None])[0]
+    segments = sorted(by_type.get("segment", []), key=lambda e: (e["data"]["t_request"], e["seq"]))
+    rates = [r for r in (segment_rate_bps(e["data"]) for e in segments) if r is not None]
+    stall_ms = sum(e - s for s, e in stall_intervals(events)) if events else 0.0
+    positions = [
+        ev["data"]["position"]
+        for ev in events
+        if ev["type"] in ("playback", "end", "buffer", "stall_start", "stall_end")
+    ]
+    played_s = max(positions, default=0.0)
+    stall_s = stall_ms / 1000
+    rebuffer = stall_s / (stall_s + played_s) if stall_s + played_s > 0 else None
+    playback = by_type.get("playback", [])
+    ends = by_type.get("end", [])
+    return {
+        "session": session["id"],
+        "player": session["player"],
+        "transport": session["transport"],
+        "protocol": session["protocol"],
+        "scenario": session["scenario"],
+        "trial": session["trial"],
+        "codec": startup["data"]["codec"] if startup else None,
+        "startup_delay_ms": startup["data"]["startup_delay_ms"] if startup else None,
+        "stall_count": len(by_type.get("stall_start", [])),
+        "stall_ms": stall_ms,
+        "rebuffer_ratio": rebuffer,
+        "segments": len(segments),
+        "mean_download_rate_bps": sum(rates) / len(rates) if rates else None,
+        "segment_rates_bps": rates,
+        "mean_bitrate_bps": time_weighted_bitrate(events) if events else None,
+        "switches": sum(
+            1 for e in by_type.get("quality_switch", []) if e["data"]["from_bitrate"] is not None
+        ),
+        "dropped_frames": max((e["data"]["dropped_frames"] for e in playback), default=0),
+        "total_frames": max((e["data"]["total_frames"] for e in playback), default=0),
+        "errors": len(by_type.get("error", [])),
+        "played_s": played_s,
+        "end_reason": ends[0]["data"]["reason"] if ends else None,
+    }
+
+
+def describe(values: Iterable[float | None]) -> dict[str, float | int | None]:
+    """n, mean, sample standard deviation and the t-based 95 % confidence interval of the mean.
+
+    None values (a metric a session does not have) are left out and not counted in n.
+    """
+    xs = [float(v) for v in values if v is not None]
+    n = len(xs)
+    if n == 0:
+        return {"n": 0, "mean": None, "sd": None, "ci95_low": None, "ci95_high": None}
+    mean = sum(xs) / n
+    if n == 1:
+        return {"n": 1, "mean": mean, "sd": None, "ci95_low": None, "ci95_high": None}
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
+    half = t975(n - 1) * sd / math.sqrt(n)
+    return {"n": n, "mean": mean, "sd": sd, "ci95_low": mean - half, "ci95_high": mean + half}
+
+
+def grouped(summaries: list[dict[str, Any]], by: list[str]) -> list[dict[str, Any]]:
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for s in summaries:
+        groups.setdefault(tuple(s[k] for k in by), []).append(s)
+
+    def order(key: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple((v is None, str(v)) for v in key)
+
+    return [
+        {
+            "group": dict(zip(by, key, strict=True)),
+            "n": len(members),
+            "metrics": {m: describe(s[m] for s in members) for m in GROUPED_METRICS},
+        }
+        for key, members in sorted(groups.items(), key=lambda kv: order(kv[0]))
+    ]
