@@ -28,7 +28,7 @@ LINKEM_CFLAGS := -O2 -g -Wall -Wextra -Werror -std=gnu11
 LINKEM_HDRS := $(wildcard $(LINKEM_DIR)/*.h)
 LINKEM_LIB := $(LINKEM_DIR)/link.c $(LINKEM_DIR)/config.c $(LINKEM_DIR)/json.c
 
-emulator: build/mpstream-linkem
+emulator: build/mpstream-linkem build/linkem-test
 
 build/mpstream-linkem: $(LINKEM_LIB) $(LINKEM_DIR)/main.c $(LINKEM_HDRS)
 	@mkdir -p build

@@ -2,6 +2,7 @@
 #include "link.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,13 +115,49 @@ static struct packet *queue_pop(struct link *l)
 
 /* ---- stage: delay line ---- */
 
+/* Jitter without reordering. Independent per-packet draws cannot be used: at high packet
+ * rates "never overtake" would push almost every packet to the largest recent draw, so the
+ * mean delay would creep towards delay + jitter. Instead the jitter offset walks towards a
+ * target drawn uniformly from [-jitter, +jitter], changing by at most the time since the
+ * previous packet (slope 1), then draws the next target. Consecutive releases therefore never
+ * cross, the offset stays within the bounds with mean zero, and packets further apart than
+ * the whole range get independent uniform draws, as tc netem gives them. */
+static double jitter_offset_ns(struct link *l, uint64_t t)
+{
+    double range = l->p.jitter_ms * (double)NS_PER_MS;
+    double step = (double)(t - l->jitter_t);
+    l->jitter_t = t;
+    if (!l->jitter_active || step >= 2.0 * range) {
+        l->jitter_active = true;
+        l->jitter_offset = (2.0 * rng_unit(&l->rng) - 1.0) * range;
+        l->jitter_target = (2.0 * rng_unit(&l->rng) - 1.0) * range;
+        return l->jitter_offset;
+    }
+    for (;;) {
+        double dist = l->jitter_target - l->jitter_offset;
+        if (fabs(dist) > step) {
+            l->jitter_offset += dist > 0 ? step : -step;
+            break;
+        }
+        l->jitter_offset = l->jitter_target;
+        step -= fabs(dist);
+        l->jitter_target = (2.0 * rng_unit(&l->rng) - 1.0) * range;
+        if (step <= 0)
+            break;
+    }
+    return l->jitter_offset;
+}
+
 static void delay_push(struct link *l, struct packet *p, uint64_t t)
 {
     double d_ns = l->p.delay_ms * (double)NS_PER_MS;
     if (l->p.jitter_ms > 0)
-        d_ns += (2.0 * rng_unit(&l->rng) - 1.0) * l->p.jitter_ms * (double)NS_PER_MS;
+        d_ns += jitter_offset_ns(l, t);
+    else
+        l->jitter_active = false;
     uint64_t release = t + (d_ns > 0 ? (uint64_t)(d_ns + 0.5) : 0);
-    /* Jitter varies the delay but a wire does not reorder: never overtake the previous one. */
+    /* A wire does not reorder: a packet never overtakes the previous one (this matters only
+     * when an event shortens the delay; the jitter walk never crosses by itself). */
     if (release < l->last_release)
         release = l->last_release;
     l->last_release = release;

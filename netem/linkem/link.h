@@ -80,6 +80,9 @@ struct link {
     /* delay line: FIFO with non-decreasing release times (jitter never reorders) */
     struct packet *d_head, *d_tail;
     uint64_t last_release;
+    bool jitter_active;           /* jitter walk state (see jitter_offset_ns in link.c) */
+    uint64_t jitter_t;
+    double jitter_offset, jitter_target;
 
     struct link_stats st;
 };

@@ -1,0 +1,560 @@
+/* Tests of the link model under a fake clock: exact times, exact counts.
+ *
+ *   linkem-test            run every test
+ *   linkem-test NAME...    run the named tests
+ *   linkem-test --list     print the test names
+ *
+ * Exit status 0 when every test selected passed. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "link.h"
+
+#define MS(x) ((uint64_t)((x) * (double)NS_PER_MS))
+#define MAX_RECS 400000
+
+struct delivery {
+    uint64_t now;    /* when the fake clock handed it over */
+    uint64_t t;      /* model release time */
+    uint32_t len;
+};
+
+static struct delivery recs[MAX_RECS];
+static size_t n_recs;
+
+static void record(void *ctx, struct packet *p, uint64_t now)
+{
+    (void)ctx;
+    if (n_recs < MAX_RECS)
+        recs[n_recs++] = (struct delivery){.now = now, .t = p->t, .len = p->len};
+    free(p);
+}
+
+#define CHECK(cond, ...)                                                             \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            printf("  FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                 \
+            printf(__VA_ARGS__);                                                     \
+            printf("\n");                                                            \
+            return 1;                                                                \
+        }                                                                            \
+    } while (0)
+
+static struct link_params params(void)
+{
+    return (struct link_params){.queue_bytes = -1, .queue_packets = -1};
+}
+
+static void start(struct link *l, const struct link_params *p, uint64_t seed)
+{
+    n_recs = 0;
+    link_init(l, p, seed, 0, record, NULL);
+}
+
+/* The event loop's job under a fake clock: wake exactly at each deadline up to end. */
+static void run_until(struct link *l, uint64_t end)
+{
+    for (;;) {
+        uint64_t d = link_next_deadline(l);
+        if (d > end)
+            break;
+        link_advance(l, d);
+    }
+    link_advance(l, end);
+}
+
+static void arrive(struct link *l, uint64_t t, uint32_t len, int count)
+{
+    run_until(l, t);
+    for (int i = 0; i < count; i++)
+        link_enqueue(l, packet_new(NULL, len), t);
+}
+
+static int conserved(const struct link *l)
+{
+    const struct link_stats *s = &l->st;
+    return s->packets_in == s->packets_out + s->dropped_queue_packets +
+                                s->dropped_loss_packets + s->dropped_down_packets;
+}
+
+static char trace_path[64];
+
+static const struct trace *write_trace(const char *content)
+{
+    static struct trace *t;
+    trace_free(t);
+    strcpy(trace_path, "/tmp/linkem-test-XXXXXX");
+    int fd = mkstemp(trace_path);
+    if (fd < 0 || write(fd, content, strlen(content)) != (ssize_t)strlen(content))
+        abort();
+    close(fd);
+    char err[256];
+    t = trace_load(trace_path, err, sizeof err);
+    unlink(trace_path);
+    if (!t) {
+        printf("  trace_load: %s\n", err);
+        abort();
+    }
+    return t;
+}
+
+/* ---- tests ---- */
+
+static int test_fixed_rate_serialization(void)
+{
+    struct link l;
+    struct link_params p = params();
+    p.rate_bps = 12000000; /* 1500 bytes = 1 ms */
+    start(&l, &p, 1);
+    arrive(&l, 0, 1500, 10);
+    run_until(&l, MS(100));
+    CHECK(n_recs == 10, "delivered %zu", n_recs);
+    for (size_t i = 0; i < n_recs; i++) {
+        CHECK(recs[i].t == MS(i + 1), "packet %zu released at %llu ns", i,
+              (unsigned long long)recs[i].t);
+        CHECK(recs[i].now == recs[i].t, "packet %zu handed over late", i);
+    }
+    /* After idling, a packet starts serialising when it arrives, not at the old schedule. */
+    arrive(&l, MS(200), 1500, 1);
+    run_until(&l, MS(300));
+    CHECK(n_recs == 11 && recs[10].t == MS(201), "after idle: %llu",
+          (unsigned long long)recs[10].t);
+    link_free(&l);
+    return 0;
+}
+
+static int test_fixed_rate_exact_over_busy_period(void)
+{
+    /* 1000 x 1000 bytes at 7 Mbit/s: 8e6 bits take 8/7 s; per-packet rounding must not add up. */
+    struct link l;
+    struct link_params p = params();
+    p.rate_bps = 7000000;
+    start(&l, &p, 1);
+    arrive(&l, 0, 1000, 1000);
+    run_until(&l, 2 * NS_PER_S);
+    CHECK(n_recs == 1000, "delivered %zu", n_recs);
+    uint64_t expect = 8000000ULL * NS_PER_S / 7000000ULL;
+    CHECK(recs[999].t == expect, "last at %llu, expected %llu",
+          (unsigned long long)recs[999].t, (unsigned long long)expect);
+    link_free(&l);
+    return 0;
+}
+
+static int test_delay(void)
+{
+    struct link l;
+    struct link_params p = params();
+    p.delay_ms = 25;
+    start(&l, &p, 1);
+    arrive(&l, MS(3), 100, 1);
+    run_until(&l, MS(27.999));
+    CHECK(n_recs == 0, "delivered before its delay");
+    run_until(&l, MS(100));
+    CHECK(n_recs == 1 && recs[0].t == MS(28) && recs[0].now == MS(28), "released at %llu",
+          (unsigned long long)recs[0].t);
+    link_free(&l);
+
+    /* Serialisation then propagation. */
+    p.rate_bps = 12000000;
+    p.delay_ms = 10;
+    start(&l, &p, 1);
+    arrive(&l, 0, 1500, 2);
+    run_until(&l, MS(100));
+    CHECK(n_recs == 2 && recs[0].t == MS(11) && recs[1].t == MS(12), "released at %llu, %llu",
+          (unsigned long long)recs[0].t, (unsigned long long)recs[1].t);
+    link_free(&l);
+    return 0;
+}
+
+static int test_zero_delay_unlimited_is_immediate(void)
+{
+    struct link l;
+    struct link_params p = params();
+    start(&l, &p, 1);
+    arrive(&l, MS(5), 1500, 3);
+    CHECK(n_recs == 3 && recs[2].now == MS(5), "delivered %zu", n_recs);
+    link_free(&l);
+    return 0;
+}
+
+static int test_queue_packet_limit(void)
+{
+    struct link l;
+    struct link_params p = params();
+    p.rate_bps = 12000000;
+    p.queue_packets = 5;
+    start(&l, &p, 1);
+    arrive(&l, 0, 1500, 10);  /* 1 on the wire, 5 waiting, 4 dropped */
+    run_until(&l, MS(100));
+    CHECK(n_recs == 6, "delivered %zu", n_recs);
+    CHECK(l.st.dropped_queue_packets == 4, "dropped %llu",
+          (unsigned long long)l.st.dropped_queue_packets);
+    CHECK(l.st.max_queue_packets == 5, "max queue %llu",
+          (unsigned long long)l.st.max_queue_packets);
+    CHECK(conserved(&l), "packet accounting does not add up");
+    link_free(&l);
+    return 0;
+}
+
+static int test_queue_byte_limit(void)
+{
+    struct link l;
+    struct link_params p = params();
+    p.rate_bps = 12000000;
+    p.queue_bytes = 4000;
+    start(&l, &p, 1);
+    arrive(&l, 0, 1500, 10);  /* 1 on the wire, 2 waiting (3000 B; a third would be 4500) */
+    CHECK(l.st.dropped_queue_packets == 7, "dropped %llu",
+          (unsigned long long)l.st.dropped_queue_packets);
+    /* Small packets still fit in the remaining 1000 bytes. */
+    arrive(&l, 0, 500, 3);
+    CHECK(l.st.dropped_queue_packets == 8, "small packets: dropped %llu",
+          (unsigned long long)l.st.dropped_queue_packets);
+    CHECK(l.st.dropped_queue_bytes == 7 * 1500 + 500, "dropped bytes %llu",
+          (unsigned long long)l.st.dropped_queue_bytes);
+    run_until(&l, MS(100));
+    CHECK(n_recs == 5, "delivered %zu", n_recs);
+    CHECK(conserved(&l), "packet accounting does not add up");
+    link_free(&l);
+    return 0;
+}
+
+static uint64_t count_losses(double loss, uint64_t seed, int n)
+{
+    struct link l;
+    struct link_params p = params();
+    p.loss = loss;
+    start(&l, &p, seed);
+    for (int i = 0; i < n; i++)
+        link_enqueue(&l, packet_new(NULL, 100), (uint64_t)i * 1000);
+    uint64_t lost = l.st.dropped_loss_packets;
+    int ok = conserved(&l) && l.st.packets_out + lost == (uint64_t)n;
+    link_free(&l);
+    return ok ? lost : UINT64_MAX;
+}
+
+static int test_loss_fraction_seeded(void)
+{
+    const int n = 200000;
+    uint64_t a = count_losses(0.1, 42, n);
+    CHECK(a != UINT64_MAX, "accounting");
+    double frac = (double)a / n;
+    /* sd of the fraction = sqrt(0.1*0.9/n) = 0.00067; allow 5 sd */
+    CHECK(fabs(frac - 0.1) < 0.0034, "lost fraction %.5f", frac);
+    CHECK(count_losses(0.1, 42, n) == a, "same seed, different drops");
+    CHECK(count_losses(0.1, 43, n) != a, "different seed, same drops");
+    CHECK(count_losses(0.0, 42, 10000) == 0, "loss 0 dropped packets");
+    CHECK(count_losses(1.0, 42, 10000) == 10000, "loss 1 let packets through");
+    double f2 = (double)count_losses(0.02, 7, n) / n;
+    CHECK(fabs(f2 - 0.02) < 0.0016, "2%% loss: lost fraction %.5f", f2);
+    return 0;
+}
+
+static int test_trace_opportunities_and_wrap(void)
+{
+    /* Opportunities at 1, 1, 3, 5 ms, period 5 ms: then 6, 6, 8, 10, 11, 11, ... */
+    const struct trace *tr = write_trace("1\n1\n3\n5\n");
+    CHECK(tr->count == 4 && tr->period_ms == 5, "parsed %zu lines, period %llu", tr->count,
+          (unsigned long long)tr->period_ms);
+    struct link l;
+    struct link_params p = params();
+    p.trace = tr;
+    start(&l, &p, 1);
+    arrive(&l, 0, 1500, 8);
+    run_until(&l, MS(100));
+    const double expect[] = {1, 1, 3, 5, 6, 6, 8, 10};
+    CHECK(n_recs == 8, "delivered %zu", n_recs);
+    for (size_t i = 0; i < 8; i++)
+        CHECK(recs[i].t == MS(expect[i]), "packet %zu at %llu ns, expected %g ms", i,
+              (unsigned long long)recs[i].t, expect[i]);
+    link_free(&l);
+    return 0;
+}
+
+static int test_trace_byte_accounting(void)
+{
+    const struct trace *tr = write_trace("1\n3\n5\n");
+    struct link l;
+    struct link_params p = params();
+    p.trace = tr;
+
+    /* Three 500-byte packets share one 1500-byte opportunity. */
+    start(&l, &p, 1);
+    arrive(&l, 0, 500, 3);
+    run_until(&l, MS(100));
+    CHECK(n_recs == 3 && recs[2].t == MS(1), "small packets: last at %llu",
+          (unsigned long long)recs[2].t);
+    link_free(&l);
+
+    /* 1000 + 1000 bytes: the second rides half in the first opportunity, half in the next. */
+    start(&l, &p, 1);
+    arrive(&l, 0, 1000, 2);
+    run_until(&l, MS(100));
+    CHECK(n_recs == 2 && recs[0].t == MS(1) && recs[1].t == MS(3), "split: %llu, %llu",
+          (unsigned long long)recs[0].t, (unsigned long long)recs[1].t);
+    link_free(&l);
+
+    /* A 4000-byte packet needs three opportunities. */
+    start(&l, &p, 1);
+    arrive(&l, 0, 4000, 1);
+    run_until(&l, MS(100));
+    CHECK(n_recs == 1 && recs[0].t == MS(5), "jumbo at %llu", (unsigned long long)recs[0].t);
+    link_free(&l);
+    return 0;
+}
+
+static int test_trace_wasted_when_idle(void)
+{
+    /* Opportunities 1, 3, 5 | 6, 8, 10 | 11, 13, 15 ... */
+    const struct trace *tr = write_trace("1\n3\n5\n");
+    struct link l;
+    struct link_params p = params();
+    p.trace = tr;
+    start(&l, &p, 1);
+    CHECK(link_next_deadline(&l) == UINT64_MAX, "an idle trace link wants wake-ups");
+    arrive(&l, MS(2), 1500, 1);   /* the opportunity at 1 ms passed unused */
+    arrive(&l, MS(12), 1500, 2);  /* 6, 8, 10, 11 wasted; next are 13 and 15 */
+    run_until(&l, MS(100));
+    CHECK(n_recs == 3, "delivered %zu", n_recs);
+    CHECK(recs[0].t == MS(3) && recs[1].t == MS(13) && recs[2].t == MS(15),
+          "at %llu, %llu, %llu", (unsigned long long)recs[0].t, (unsigned long long)recs[1].t,
+          (unsigned long long)recs[2].t);
+    link_free(&l);
+    return 0;
+}
+
+static int test_trace_capacity_real_file(void)
+{
+    /* A shared Mahimahi trace (directory in LINKEM_TRACES_DIR): its mean capacity is what the
+     * traces' README states (5.0 Mbit/s), and a link kept saturated for one period carries
+     * exactly one full packet per opportunity. */
+    const char *dir = getenv("LINKEM_TRACES_DIR");
+    if (!dir) {
+        printf("  (skipped: LINKEM_TRACES_DIR not set)\n");
+        return 0;
+    }
+    char path[512], err[512];
+    snprintf(path, sizeof path, "%s/Verizon-LTE-short.down", dir);
+    struct trace *tr = trace_load(path, err, sizeof err);
+    CHECK(tr != NULL, "%s", err);
+    uint64_t mean = trace_mean_bps(tr);
+    CHECK(mean > 4950000 && mean < 5050000, "mean capacity %llu", (unsigned long long)mean);
+    struct link l;
+    struct link_params p = params();
+    p.trace = tr;
+    start(&l, &p, 1);
+    uint64_t period = tr->period_ms * NS_PER_MS;
+    for (uint64_t t = 0; t < period; t += MS(1)) {
+        run_until(&l, t);
+        while (l.q_packets < 1000)
+            link_enqueue(&l, packet_new(NULL, 1500), t);
+    }
+    run_until(&l, period);
+    /* Opportunities at 0 ms pass before the first packet arrives; the next period's 0 ms
+     * ones fall exactly at `period` and are used instead: one period's worth in all. */
+    CHECK(l.st.packets_out == tr->count, "carried %llu packets, trace has %zu opportunities",
+          (unsigned long long)l.st.packets_out, tr->count);
+    link_free(&l);
+    trace_free(tr);
+    return 0;
+}
+
+/* Delays of n packets sent every gap_ns with delay 10 ms, jitter 5 ms; fails on reordering. */
+static int jitter_run(uint64_t gap_ns, int n, double *mean, double *sd, double *min, double *max)
+{
+    struct link l;
+    struct link_params p = params();
+    p.delay_ms = 10;
+    p.jitter_ms = 5;
+    start(&l, &p, 9);
+    for (int i = 0; i < n; i++)
+        arrive(&l, (uint64_t)i * gap_ns, 100, 1);
+    run_until(&l, (uint64_t)n * gap_ns + MS(100));
+    CHECK(n_recs == (size_t)n, "delivered %zu", n_recs);
+    double sum = 0, sq = 0;
+    *min = 1e18;
+    *max = 0;
+    for (int i = 0; i < n; i++) {
+        double d = (double)(recs[i].t - (uint64_t)i * gap_ns) / 1e6;
+        sum += d;
+        sq += d * d;
+        *min = d < *min ? d : *min;
+        *max = d > *max ? d : *max;
+        if (i)
+            CHECK(recs[i].t >= recs[i - 1].t, "packet %d overtook its predecessor", i);
+    }
+    *mean = sum / n;
+    *sd = sqrt(sq / n - *mean * *mean);
+    link_free(&l);
+    return 0;
+}
+
+static int test_jitter_never_reorders(void)
+{
+    double mean, sd, min, max;
+    /* busy link: a packet every 0.1 ms */
+    if (jitter_run(100000, 50000, &mean, &sd, &min, &max))
+        return 1;
+    CHECK(min >= 5.0 - 1e-6 && max <= 15.0 + 1e-6, "busy: delays in [%g, %g] ms", min, max);
+    CHECK(max - min > 8, "busy: jitter barely varies the delay: [%g, %g]", min, max);
+    CHECK(fabs(mean - 10) < 0.5, "busy: mean delay %g ms", mean);
+    /* sparse packets (50 ms apart, more than the 10 ms range): independent uniform draws,
+     * sd = 5 / sqrt(3) = 2.89 ms */
+    if (jitter_run(MS(50), 4000, &mean, &sd, &min, &max))
+        return 1;
+    CHECK(fabs(mean - 10) < 0.25, "sparse: mean delay %g ms", mean);
+    CHECK(fabs(sd - 2.89) < 0.2, "sparse: sd %g ms", sd);
+    CHECK(min >= 5.0 - 1e-6 && max <= 15.0 + 1e-6, "sparse: delays in [%g, %g] ms", min, max);
+    return 0;
+}
+
+static int test_down_drops_queue_keeps_flight(void)
+{
+    struct link l;
+    struct link_params p = params();
+    p.rate_bps = 12000000;
+    p.delay_ms = 5;
+    start(&l, &p, 1);
+    arrive(&l, 0, 1500, 5);            /* serialised at 1, 2, 3, 4, 5 ms, arrive at 6, 7, ... */
+    run_until(&l, MS(2.5));
+    struct link_params down = p;
+    down.down = true;
+    link_set_params(&l, &down, MS(2.5));
+    /* on the wire: packets 1 and 2 (left the server at 1 and 2 ms); lost: 3 (half
+     * serialised) and 4, 5 (queued) */
+    CHECK(l.st.dropped_down_packets == 3, "dropped %llu at down",
+          (unsigned long long)l.st.dropped_down_packets);
+    arrive(&l, MS(4), 1500, 2);
+    CHECK(l.st.dropped_down_packets == 5, "arrivals while down: dropped %llu",
+          (unsigned long long)l.st.dropped_down_packets);
+    run_until(&l, MS(10));
+    CHECK(n_recs == 2 && recs[0].t == MS(6) && recs[1].t == MS(7), "in flight: %zu", n_recs);
+    link_set_params(&l, &p, MS(10));
+    arrive(&l, MS(10), 1500, 1);
+    run_until(&l, MS(100));
+    CHECK(n_recs == 3 && recs[2].t == MS(16), "after up: %zu, %llu", n_recs,
+          (unsigned long long)recs[n_recs - 1].t);
+    CHECK(conserved(&l), "packet accounting does not add up");
+    link_free(&l);
+    return 0;
+}
+
+static int test_rate_change_event(void)
+{
+    struct link l;
+    struct link_params p = params();
+    p.rate_bps = 12000000;
+    start(&l, &p, 1);
+    arrive(&l, 0, 1500, 5);
+    run_until(&l, MS(2.5));
+    struct link_params slow = p;
+    slow.rate_bps = 6000000;  /* 2 ms a packet from the next one on */
+    link_set_params(&l, &slow, MS(2.5));
+    run_until(&l, MS(100));
+    const double expect[] = {1, 2, 3, 5, 7};
+    CHECK(n_recs == 5, "delivered %zu", n_recs);
+    for (int i = 0; i < 5; i++)
+        CHECK(recs[i].t == MS(expect[i]), "packet %d at %llu", i, (unsigned long long)recs[i].t);
+    link_free(&l);
+    return 0;
+}
+
+static int test_mode_switches(void)
+{
+    /* fixed -> trace -> unlimited, with packets waiting at each switch */
+    const struct trace *tr = write_trace("10\n20\n");
+    struct link l;
+    struct link_params p = params();
+    p.rate_bps = 12000000;
+    start(&l, &p, 1);
+    arrive(&l, 0, 1500, 4);
+    run_until(&l, MS(1.5));                  /* #1 out at 1 ms, #2 half serialised */
+    struct link_params tp = params();
+    tp.trace = tr;
+    link_set_params(&l, &tp, MS(1.5));       /* trace starts now: opportunities 11.5, 21.5 */
+    run_until(&l, MS(22));
+    CHECK(n_recs == 3 && recs[1].t == MS(11.5) && recs[2].t == MS(21.5), "trace: %zu", n_recs);
+    struct link_params un = params();
+    link_set_params(&l, &un, MS(25));        /* the last one is released at once */
+    CHECK(n_recs == 4 && recs[3].t == MS(25), "unlimited: %zu", n_recs);
+    CHECK(conserved(&l), "packet accounting does not add up");
+    link_free(&l);
+    return 0;
+}
+
+static int test_default_queue(void)
+{
+    struct link_params p = params();
+    p.rate_bps = 100000000;
+    struct link_params r = link_params_resolve(&p, 40);
+    CHECK(r.queue_bytes == 500000 && r.queue_packets == -1, "100 Mbit/s, 40 ms: %lld",
+          (long long)r.queue_bytes);
+    p.rate_bps = 100000000;
+    r = link_params_resolve(&p, 2);  /* at least 20 ms at the rate */
+    CHECK(r.queue_bytes == 250000, "100 Mbit/s, 2 ms: %lld", (long long)r.queue_bytes);
+    p.rate_bps = 1000000;
+    r = link_params_resolve(&p, 0);  /* at least 16 packets */
+    CHECK(r.queue_bytes == 24000, "1 Mbit/s: %lld", (long long)r.queue_bytes);
+    p.queue_packets = 50;
+    r = link_params_resolve(&p, 0);
+    CHECK(r.queue_bytes == -1 && r.queue_packets == 50, "an explicit limit was replaced");
+    p = params();
+    r = link_params_resolve(&p, 100);
+    CHECK(r.queue_bytes == -1, "unlimited rate got a queue");
+    return 0;
+}
+
+struct test {
+    const char *name;
+    int (*fn)(void);
+};
+
+static const struct test TESTS[] = {
+    {"fixed_rate_serialization", test_fixed_rate_serialization},
+    {"fixed_rate_exact_over_busy_period", test_fixed_rate_exact_over_busy_period},
+    {"delay", test_delay},
+    {"zero_delay_unlimited_is_immediate", test_zero_delay_unlimited_is_immediate},
+    {"queue_packet_limit", test_queue_packet_limit},
+    {"queue_byte_limit", test_queue_byte_limit},
+    {"loss_fraction_seeded", test_loss_fraction_seeded},
+    {"trace_opportunities_and_wrap", test_trace_opportunities_and_wrap},
+    {"trace_byte_accounting", test_trace_byte_accounting},
+    {"trace_wasted_when_idle", test_trace_wasted_when_idle},
+    {"trace_capacity_real_file", test_trace_capacity_real_file},
+    {"jitter_never_reorders", test_jitter_never_reorders},
+    {"down_drops_queue_keeps_flight", test_down_drops_queue_keeps_flight},
+    {"rate_change_event", test_rate_change_event},
+    {"mode_switches", test_mode_switches},
+    {"default_queue", test_default_queue},
+};
+#define N_TESTS (sizeof TESTS / sizeof TESTS[0])
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "--list") == 0) {
+        for (size_t i = 0; i < N_TESTS; i++)
+            printf("%s\n", TESTS[i].name);
+        return 0;
+    }
+    int failed = 0, ran = 0;
+    for (size_t i = 0; i < N_TESTS; i++) {
+        int selected = argc == 1;
+        for (int a = 1; a < argc; a++)
+            selected |= strcmp(argv[a], TESTS[i].name) == 0;
+        if (!selected)
+            continue;
+        ran++;
+        int rc = TESTS[i].fn();
+        printf("%s %s\n", rc ? "FAIL" : "ok", TESTS[i].name);
+        failed += rc != 0;
+    }
+    if (ran == 0) {
+        fprintf(stderr, "no such test\n");
+        return 2;
+    }
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,143 @@
+"""The link emulator's model and config, without root: the C model under a fake clock
+(build/linkem-test) and mpstream-linkem's config validation (--check). The real data path is
+exercised in tests/integration/test_netem_linkem_path.py."""
+
+import json
+import subprocess
+
+import pytest
+
+from mpstream.paths import BUILD_DIR, REPO_ROOT, TRACES_DIR
+
+MODEL_TESTS = [
+    "fixed_rate_serialization",
+    "fixed_rate_exact_over_busy_period",
+    "delay",
+    "zero_delay_unlimited_is_immediate",
+    "queue_packet_limit",
+    "queue_byte_limit",
+    "loss_fraction_seeded",
+    "trace_opportunities_and_wrap",
+    "trace_byte_accounting",
+    "trace_wasted_when_idle",
+    "trace_capacity_real_file",
+    "jitter_never_reorders",
+    "down_drops_queue_keeps_flight",
+    "rate_change_event",
+    "mode_switches",
+    "default_queue",
+]
+
+EMULATOR = BUILD_DIR / "mpstream-linkem"
+MODEL_TEST_BIN = BUILD_DIR / "linkem-test"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built():
+    subprocess.run(["make", "-s", "emulator"], cwd=REPO_ROOT, check=True, timeout=300)
+
+
+def test_every_model_test_is_run_here():
+    listed = subprocess.run(
+        [MODEL_TEST_BIN, "--list"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert listed == MODEL_TESTS
+
+
+@pytest.mark.parametrize("name", MODEL_TESTS)
+def test_link_model(name):
+    r = subprocess.run(
+        [MODEL_TEST_BIN, name],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"LINKEM_TRACES_DIR": str(TRACES_DIR)},
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip().splitlines()[-1] == f"ok {name}"
+    assert "skipped" not in r.stdout
+
+
+def check(tmp_path, config, raw: str | None = None):
+    path = tmp_path / "linkem.json"
+    path.write_text(raw if raw is not None else json.dumps(config))
+    return subprocess.run(
+        [EMULATOR, "--config", path, "--check"], capture_output=True, text=True, timeout=30
+    )
+
+
+BASE = {"tun_a": "ta", "tun_b": "tb"}
+
+
+def test_check_fills_in_default_queue(tmp_path):
+    r = check(
+        tmp_path,
+        BASE
+        | {
+            "a_to_b": {"rate_bps": 100_000_000, "delay_ms": 20},
+            "b_to_a": {"rate_bps": 10_000_000, "delay_ms": 20, "queue_packets": 50},
+        },
+    )
+    assert r.returncode == 0, r.stderr
+    resolved = json.loads(r.stdout)
+    # one BDP of the 40 ms round trip at 100 Mbit/s
+    assert resolved["a_to_b"]["queue_bytes"] == 500_000
+    assert resolved["b_to_a"]["queue_bytes"] == -1
+    assert resolved["b_to_a"]["queue_packets"] == 50
+
+
+def test_check_reads_a_trace(tmp_path):
+    trace = TRACES_DIR / "TMobile-LTE-short.down"
+    r = check(tmp_path, BASE | {"b_to_a": {"trace": str(trace)}})
+    assert r.returncode == 0, r.stderr
+    mean = json.loads(r.stdout)["b_to_a"]["trace_mean_bps"]
+    assert 16_000_000 < mean < 17_500_000  # the README's 16.7 Mbit/s
+
+
+@pytest.mark.parametrize(
+    ("config", "field", "rule"),
+    [
+        (BASE | {"a_to_b": {"loss": 1.5}}, "a_to_b.loss", "between 0 and 1"),
+        (BASE | {"b_to_a": {"rate_bps": -5}}, "b_to_a.rate_bps", "between 1 and"),
+        (BASE | {"a_to_b": {"rate_bps": 1.5e6 + 0.5}}, "a_to_b.rate_bps", "whole number"),
+        (BASE | {"a_to_b": {"delay": 5}}, "a_to_b.delay", "unknown key"),
+        (BASE | {"b_to_a": {"down": "yes"}}, "b_to_a.down", "true or false"),
+        (BASE | {"a_to_b": {"trace": "/nonexistent/x.down"}}, "a_to_b.trace", "cannot read"),
+        ({"tun_b": "tb"}, "tun_a", "required"),
+        ({"tun_a": "same", "tun_b": "same"}, "tun_b", "differ"),
+        (BASE | {"extra": 1}, "extra", "unknown key"),
+        (BASE | {"events": [{"at_s": 1, "dir": "up", "set": {"down": True}}]},
+         "events[0].dir", "must be"),
+        (BASE | {"events": [{"at_s": -1, "set": {"down": True}}]}, "events[0].at_s", "between"),
+        (BASE | {"events": [{"at_s": 1, "set": {"loss": 2}}]}, "events[0].set.loss", "between"),
+        (BASE | {"events": [{"at_s": 1, "set": {}}]}, "events[0].set", "changes nothing"),
+        (BASE | {"stats_path": 3}, "stats_path", "file path"),
+    ],
+)
+def test_bad_config_names_the_field(tmp_path, config, field, rule):
+    r = check(tmp_path, config)
+    assert r.returncode == 2
+    assert f"{field}: " in r.stderr and rule in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1  # one line, no trace
+
+
+def test_bad_trace_file_names_the_line(tmp_path):
+    trace = tmp_path / "bad.down"
+    trace.write_text("1\n5\n3\n")
+    r = check(tmp_path, BASE | {"a_to_b": {"trace": str(trace)}})
+    assert r.returncode == 2
+    assert "a_to_b.trace" in r.stderr and "line 3" in r.stderr and "decrease" in r.stderr
+
+
+def test_invalid_json_names_the_line(tmp_path):
+    r = check(tmp_path, None, raw='{"tun_a": "ta",\n "tun_b": tb}')
+    assert r.returncode == 2
+    assert "line 2" in r.stderr
+
+
+def test_missing_device_is_a_runtime_error(tmp_path):
+    path = tmp_path / "linkem.json"
+    path.write_text(json.dumps({"tun_a": "mps-nodev0", "tun_b": "mps-nodev1"}))
+    r = subprocess.run([EMULATOR, "--config", path], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1
+    assert "tun_a" in r.stderr and "mps-nodev0" in r.stderr and "ip tuntap add" in r.stderr
