@@ -131,17 +131,17 @@ def _run_video(topo, trial: Trial, scenario: Scenario, media_dir: Path, tdir: Pa
 
 
 def _run_iperf(topo, scenario: Scenario, tdir: Path, transport: str, start_samplers) -> dict:
-    wrap = ["mptcpize", "run"] if transport == "mptcp" else []
+    mptcp = transport == "mptcp"
     port = "5201"
-    server = topo.popen("server", [*wrap, "iperf3", "-s", "-1", "-p", port],
+    server = topo.popen("server", ["iperf3", "-s", "-1", "-p", port], mptcp=mptcp,
                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         time.sleep(0.5)  # iperf3 prints nothing when listening; give it time to bind
         with start_samplers():
             topo.start_events()
-            proc = topo.run("client", [*wrap, "iperf3", "-c", topo.server_addr, "-p", port,
+            proc = topo.run("client", ["iperf3", "-c", topo.server_addr, "-p", port,
                                        "-t", f"{scenario.duration_s:g}", "-R", "-J"],
-                            capture_output=True, text=True, check=False,
+                            mptcp=mptcp, capture_output=True, text=True, check=False,
                             timeout=scenario.duration_s + TRIAL_SLACK_S)
         (tdir / "iperf.json").write_text(proc.stdout)
         if proc.returncode != 0:
