@@ -16,7 +16,8 @@ from rich.table import Table
 
 from mpstream.errors import UserError
 
-console = Console()
+# Wide enough for the check table when the output is a file or a pipe.
+console = Console(width=None if sys.stdout.isatty() else 140)
 
 
 def _terminate_as_interrupt() -> None:

@@ -1,0 +1,283 @@
+"""`mpstream netem check`: measure what a topology really does and compare it with its profile.
+
+Per path: round-trip time and loss with ping, bound to the path's client address (so source
+routing pins it to that path), and downlink throughput with one iperf3 TCP flow bound the same
+way. Then the aggregate: iperf3 under mptcpize (mode mptcp) or plain TCP (mode tcp), with the
+bytes each client interface carried meanwhile.
+
+Tolerances (stated here so that a failing check can be read against them):
+- RTT: the median of the pings within RTT_TOLERANCE_MS + RTT_TOLERANCE_FRACTION of the configured
+  round trip (plus the configured jitter of both directions; a trace-driven direction may add up
+  to its longest gap between delivery opportunities, so only the lower bound holds there).
+- Loss: round-trip loss within four standard errors of 1 - (1 - up)(1 - down), plus 1 point.
+- Throughput of a fixed-rate, loss-free path: between RATE_LOW and RATE_HIGH of the configured
+  downlink rate (a TCP flow's goodput is at most 1448/1500 = 96.5% of an IP-level rate).
+- Aggregate over fixed-rate, loss-free paths: at least AGGREGATE_LOW of the sum of the rates (or
+  of the single path's rate in mode tcp), at most RATE_HIGH; every non-backup path carries at
+  least SUBFLOW_SHARE of the bytes in mode mptcp, and nothing but `tcp_path` does in mode tcp.
+Lossy or trace-driven links have no fixed throughput to meet: those figures are shown, not judged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mpstream.netem.profile import TRACE_PACKET_BYTES, Link, Profile
+from mpstream.netem.system import require_tools
+from mpstream.netem.topology import Topology
+from rich.console import Console
+from rich.table import Table
+
+from mpstream.errors import UserError
+
+RTT_TOLERANCE_MS = 1.5
+RTT_TOLERANCE_FRACTION = 0.05
+RATE_LOW = 0.85
+RATE_HIGH = 1.02
+AGGREGATE_LOW = 0.80
+SUBFLOW_SHARE = 0.02
+PING_BYTES = 84  # IP size of ping's default 56-byte payload
+TCP_PORT = 5201
+MPTCP_PORT = 5202
+
+
+@dataclass
+class Measurement:
+    check: str
+    path: str
+    unit: str
+    configured: float | None
+    measured: float | None
+    low: float | None = None  # acceptance interval; both None: shown, not judged
+    high: float | None = None
+    note: str = ""
+
+    @property
+    def judged(self) -> bool:
+        return self.low is not None or self.high is not None
+
+    @property
+    def ok(self) -> bool:
+        if not self.judged:
+            return True
+        if self.measured is None:
+            return False
+        return (self.low is None or self.measured >= self.low) and \
+            (self.high is None or self.measured <= self.high)
+
+
+@dataclass
+class CheckReport:
+    profile: str
+    mode: str
+    measurements: list[Measurement] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return all(m.ok for m in self.measurements)
+
+    def failures(self) -> list[Measurement]:
+        return [m for m in self.measurements if not m.ok]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"profile": self.profile, "mode": self.mode, "ok": self.ok,
+                "seconds": round(self.seconds, 1),
+                "measurements": [{**asdict(m), "ok": m.ok, "judged": m.judged}
+                                 for m in self.measurements]}
+
+
+def trace_mean_bps(trace: Path) -> float:
+    stamps = [int(line) for line in trace.read_text().split()]
+    period_ms = max(stamps[-1], 1)
+    return len(stamps) * TRACE_PACKET_BYTES * 8 / (period_ms / 1000)
+
+
+def _serialization_ms(link: Link, size: int) -> float:
+    return size * 8 / link.rate_bps * 1000 if link.rate_bps and not link.trace else 0.0
+
+
+def _fixed_rate(link: Link) -> bool:
+    return link.rate_bps is not None and link.trace is None and link.loss == 0
+
+
+def _ping_measurements(topo: Topology, profile: Profile) -> list[Measurement]:
+    procs = []
+    for path in topo.paths:
+        lossy = profile.link(path.index, "uplink").loss or profile.link(path.index,
+                                                                           "downlink").loss
+        count = 300 if lossy else 50
+        procs.append((path, count, topo.popen(
+            "client", ["ping", "-n", "-c", str(count), "-i", "0.01", "-W", "2",
+                       "-I", path.client_addr, topo.server_addr],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+    out = []
+    for path, count, proc in procs:
+        text, _ = proc.communicate(timeout=60)
+        rtts = [float(x) for x in re.findall(r"time=([0-9.]+) ms", text)]
+        up, down = profile.link(path.index, "uplink"), profile.link(path.index, "downlink")
+        label = f"{path.index} {path.name}"
+        configured = profile.rtt_ms(path.index) + _serialization_ms(up, PING_BYTES) + \
+            _serialization_ms(down, PING_BYTES)
+        slack = RTT_TOLERANCE_MS + RTT_TOLERANCE_FRACTION * configured + up.jitter_ms + \
+            down.jitter_ms
+        traced = [link.trace for link in (up, down) if link.trace]
+        high = None if traced else configured + slack
+        note = "trace: waits for delivery opportunities, lower bound only" if traced else ""
+        out.append(Measurement("RTT median", label, "ms", round(configured, 2),
+                               round(statistics.median(rtts), 2) if rtts else None,
+                               round(configured - slack, 2), high and round(high, 2), note))
+        if rtts:
+            p99 = sorted(rtts)[min(len(rtts) - 1, math.ceil(0.99 * len(rtts)) - 1)]
+            out.append(Measurement("RTT p99", label, "ms", round(configured, 2),
+                                   round(p99, 2), note="shown, not judged"))
+        expected = 1 - (1 - up.loss) * (1 - down.loss)
+        measured = 1 - len(rtts) / count
+        margin = 4 * math.sqrt(max(expected * (1 - expected), 1e-4) / count) + 0.01
+        low = max(0.0, expected - margin)
+        out.append(Measurement("loss", label, "%", round(100 * expected, 2),
+                               round(100 * measured, 2), round(100 * low, 2),
+                               round(100 * (expected + margin), 2), f"round trip, {count} pings"))
+    return out
+
+
+def _wait_listening(topo: Topology, port: int, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        listing = topo.run("server", ["ss", "-Hltn", f"sport = :{port}"],
+                           capture_output=True, text=True).stdout
+        if listing.strip():
+            return
+        time.sleep(0.05)
+    raise UserError(f"iperf3 did not start listening on port {port} in the server namespace")
+
+
+def _iperf(topo: Topology, argv: list[str], *, mptcp: bool, duration_s: float) -> float | None:
+    """Downlink (server -> client) goodput in bit/s of one iperf3 run, None when it failed."""
+    proc = topo.run("client", ["iperf3", "-c", topo.server_addr, "-R", "-J",
+                               "-t", f"{duration_s:g}", "-O", "1", *argv],
+                    mptcp=mptcp, capture_output=True, text=True, timeout=duration_s + 30)
+    try:
+        result = json.loads(proc.stdout)
+        return float(result["end"]["sum_received"]["bits_per_second"])
+    except (ValueError, KeyError):
+        return None
+
+
+def _throughput_measurements(topo: Topology, profile: Profile,
+                             duration_s: float) -> list[Measurement]:
+    out = []
+    for path in topo.paths:
+        down = profile.link(path.index, "downlink")
+        measured = _iperf(topo, ["-B", path.client_addr, "-p", str(TCP_PORT)], mptcp=False,
+                          duration_s=duration_s)
+        label = f"{path.index} {path.name}"
+        mbit = None if measured is None else round(measured / 1e6, 2)
+        if _fixed_rate(down):
+            rate = down.rate_bps / 1e6
+            out.append(Measurement("TCP rate", label, "Mbit/s", rate, mbit,
+                                   round(RATE_LOW * rate, 2), round(RATE_HIGH * rate, 2)))
+        elif down.trace:
+            mean = trace_mean_bps(down.trace) / 1e6
+            out.append(Measurement("TCP rate", label, "Mbit/s", round(mean, 2),
+                                   mbit, note=f"trace {down.trace.name}: configured = its mean"))
+        else:
+            note = "lossy link: TCP cannot reach the rate" if down.loss else "unlimited rate"
+            rate = down.rate_bps / 1e6 if down.rate_bps else None
+            out.append(Measurement("TCP rate", label, "Mbit/s", rate, mbit,
+                                   note=note))
+    return out
+
+
+def _aggregate_measurements(topo: Topology, profile: Profile,
+                            duration_s: float) -> list[Measurement]:
+    mptcp = profile.mode == "mptcp"
+    before = topo.path_bytes()
+    measured = _iperf(topo, ["-p", str(MPTCP_PORT if mptcp else TCP_PORT)], mptcp=mptcp,
+                      duration_s=duration_s)
+    after = topo.path_bytes()
+    carried = [a["rx_bytes"] - b["rx_bytes"] for a, b in zip(after, before, strict=True)]
+    total = sum(carried) or 1
+    used = [i for i, p in enumerate(profile.paths) if not p.backup or not mptcp]
+    if not mptcp:
+        used = [profile.tcp_path]
+    links = [profile.link(i, "downlink") for i in used]
+    label = "MPTCP aggregate" if mptcp else f"TCP over path {profile.tcp_path}"
+    mbit = None if measured is None else round(measured / 1e6, 2)
+    out = []
+    if all(_fixed_rate(link) for link in links):
+        rate = sum(link.rate_bps for link in links) / 1e6
+        out.append(Measurement("aggregate", label, "Mbit/s", rate, mbit,
+                               round(AGGREGATE_LOW * rate, 2), round(RATE_HIGH * rate, 2)))
+    else:
+        out.append(Measurement("aggregate", label, "Mbit/s", None, mbit,
+                               note="lossy or trace-driven paths: shown, not judged"))
+    for path in topo.paths:
+        share = carried[path.index] / total
+        expected_used = path.index in used
+        low, high = (SUBFLOW_SHARE, None) if expected_used else (None, SUBFLOW_SHARE)
+        if mptcp and not expected_used:
+            low = high = None  # a backup path may carry retransmissions; shown only
+        out.append(Measurement("byte share", f"{path.index} {path.name}", "%",
+                               None, round(100 * share, 1),
+                               None if low is None else 100 * low,
+                               None if high is None else 100 * high,
+                               "carries data" if expected_used else "should stay idle"))
+    return out
+
+
+def run_check(profile: Profile, *, name: str, duration_s: float = 3.0) -> CheckReport:
+    """Builds `profile` as topology `name`, measures, tears down."""
+    require_tools("iperf3", "ping", "ss", "mptcpize")
+    if duration_s < 1:
+        raise UserError("--duration: throughput runs need at least 1 second")
+    started = time.monotonic()
+    report = CheckReport(profile.name, profile.mode)
+    with Topology.up(profile, name) as topo:
+        # Measurements see the configured links, not the profile's timed events.
+        servers = [topo.popen("server", ["iperf3", "-s", "-p", str(TCP_PORT)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+        if profile.mode == "mptcp":
+            servers.append(topo.popen("server", ["iperf3", "-s", "-p", str(MPTCP_PORT)],
+                                      mptcp=True, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL))
+        _wait_listening(topo, TCP_PORT)
+        if profile.mode == "mptcp":
+            _wait_listening(topo, MPTCP_PORT)
+        report.measurements += _ping_measurements(topo, profile)
+        report.measurements += _throughput_measurements(topo, profile, duration_s)
+        report.measurements += _aggregate_measurements(topo, profile, duration_s)
+        for server in servers:
+            server.terminate()
+            server.wait(timeout=5)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def print_report(report: CheckReport, console: Console) -> None:
+    table = Table(title=f"netem check {report.profile} ({report.mode})")
+    for column in ("check", "path", "configured", "measured", "accepted", "result", "note"):
+        table.add_column(column)
+    for m in report.measurements:
+        accepted = ""
+        if m.judged:
+            low = "" if m.low is None else f"{m.low:g}"
+            high = "" if m.high is None else f"{m.high:g}"
+            accepted = f"{low}..{high}"
+        result = ("[green]ok[/]" if m.ok else "[bold red]OFF[/]") if m.judged else "[dim]info[/]"
+        table.add_row(m.check, m.path,
+                      "" if m.configured is None else f"{m.configured:g} {m.unit}",
+                      "failed" if m.measured is None else f"{m.measured:g} {m.unit}",
+                      accepted, result, m.note)
+    console.print(table)
+    verdict = "[green]all within tolerance[/]" if report.ok else \
+        f"[bold red]{len(report.failures())} figure(s) off[/]"
+    console.print(f"{verdict} ({report.seconds:.0f} s)")
