@@ -40,7 +40,15 @@ build/linkem-test: $(LINKEM_LIB) $(LINKEM_DIR)/test_link.c $(LINKEM_HDRS)
 	gcc $(LINKEM_CFLAGS) -o $@ $(LINKEM_LIB) $(LINKEM_DIR)/test_link.c -lm
 
 # --- web player bundle (player/) ---
-player-bundle:
+# npm ci runs only when the lockfile is newer than the installed tree; the bundle is rebuilt only
+# when a source, the build script or the installed packages changed.
+PLAYER_SRC := $(shell find player/src -type f 2>/dev/null)
+player-bundle: player/dist/index.html
+player/node_modules/.installed: player/package.json player/package-lock.json
+	@cd player && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+player/dist/index.html: player/node_modules/.installed player/build.mjs $(PLAYER_SRC)
+	@cd player && node build.mjs
 
 lint: venv
 	@.venv/bin/ruff check .

@@ -1,0 +1,136 @@
+// dash.js → QoE vocabulary. dash.js stamps its requests with wall-clock Dates; where the
+// browser's Resource Timing entry of the same request exists, its page-clock times are used
+// instead (same clock as everything else, sub-millisecond, true first byte).
+import { MediaPlayer } from 'dashjs';
+import { pageClock, resourceTiming, stripCmcd } from './common.js';
+
+const E = MediaPlayer.events;
+const ERR = MediaPlayer.errors;
+// Errors after which there is nothing to play.
+const FATAL_CODES = new Set([
+  ERR.MANIFEST_LOADER_PARSING_FAILURE_ERROR_CODE,
+  ERR.MANIFEST_LOADER_LOADING_FAILURE_ERROR_CODE,
+  ERR.CAPABILITY_MEDIASOURCE_ERROR_CODE,
+  ERR.DOWNLOAD_ERROR_ID_MANIFEST_CODE,
+  ERR.DOWNLOAD_ERROR_ID_INITIALIZATION_CODE,
+  ERR.MANIFEST_ERROR_ID_PARSE_CODE,
+  ERR.MANIFEST_ERROR_ID_NOSTREAMS_CODE,
+  ERR.MEDIASOURCE_TYPE_UNSUPPORTED_CODE,
+]);
+
+function mimeOf(rep) {
+  if (rep.mimeType) return rep.mimeType;
+  const codec = String(rep.codecs || '');
+  return /^(mp4a|opus|ac-3|ec-3|flac)/.test(codec) ? 'audio/mp4' : 'video/mp4';
+}
+
+/** `type; codecs="…"` of a representation of the MPD (mimeType may sit on its adaptation set). */
+export function contentType(rep, adaptationSet = {}) {
+  return `${rep.mimeType || adaptationSet.mimeType || mimeOf(rep)}; codecs="${rep.codecs || adaptationSet.codecs}"`;
+}
+
+/** Every codec the MPD offers → whether this browser's Media Source can decode it. */
+function codecSupport(manifest) {
+  const support = {};
+  for (const period of (manifest && manifest.Period) || []) {
+    for (const set of period.AdaptationSet || []) {
+      for (const rep of set.Representation || []) {
+        const codec = rep.codecs || set.codecs;
+        if (codec) support[codec] = MediaSource.isTypeSupported(contentType(rep, set));
+      }
+    }
+  }
+  return support;
+}
+
+function rendition(rep) {
+  if (!rep) return null;
+  return { bitrate: rep.bandwidth, width: rep.width || null, height: rep.height || null, codec: rep.codecs || null };
+}
+
+function kindOf(request) {
+  if (request.type === 'InitializationSegment') return 'init';
+  if (request.mediaType === 'audio') return 'audio';
+  return 'video';
+}
+
+export function createAdapter({ video, config, probe, fail }) {
+  const player = MediaPlayer().create();
+  // dash.js drops representations Media Source cannot decode (the MPD's HEVC set in a browser
+  // without an HEVC decoder, so AVC plays); what the browser said is kept for the record.
+  let offered = {};
+  player.updateSettings({
+    debug: { logLevel: 2 },
+    streaming: {
+      cmcd: { enabled: true, sid: config.session, cid: config.src, mode: 'query' },
+    },
+  });
+
+  player.on(E.MANIFEST_LOADED, (e) => {
+    offered = codecSupport(e.data);
+    const url = new URL(config.src, location.href).toString();
+    const timing = resourceTiming(url, probe.playRequestedAt ?? 0);
+    const now = performance.now();
+    probe.manifestLoaded({
+      url,
+      t_request: timing ? timing.startTime : probe.playRequestedAt ?? now,
+      t_done: timing ? timing.responseEnd : now,
+      bytes: timing ? timing.encodedBodySize || timing.transferSize : 0,
+    });
+  });
+
+  player.on(E.FRAGMENT_LOADING_COMPLETED, (e) => {
+    const request = e.request;
+    if (!request || (request.mediaType !== 'video' && request.mediaType !== 'audio')) return;
+    if (e.error || !e.response) return; // failures arrive as ERROR events
+    const done = pageClock(request.endDate) ?? performance.now();
+    const timing = request.url ? resourceTiming(request.url, done - 1000) : null;
+    const rep = request.representation;
+    probe.segmentLoaded({
+      url: stripCmcd(request.url),
+      kind: kindOf(request),
+      bitrate: rep ? rep.bandwidth : 0,
+      bytes: e.response.byteLength || request.bytesLoaded,
+      t_request: timing ? timing.startTime : pageClock(request.startDate),
+      t_first_byte: timing ? timing.responseStart : pageClock(request.firstByteDate),
+      t_done: timing ? timing.responseEnd : done,
+      index: request.type === 'InitializationSegment' || !Number.isFinite(request.index) ? null : request.index,
+      duration_s: request.type === 'InitializationSegment' ? null : request.duration,
+    });
+  });
+
+  player.on(E.QUALITY_CHANGE_RENDERED, (e) => {
+    if (e.mediaType !== 'video') return;
+    const r = rendition(e.newRepresentation);
+    if (r) probe.renditionRendered(r);
+  });
+
+  player.on(E.ERROR, (e) => {
+    const err = e.error || {};
+    const fatal = FATAL_CODES.has(err.code);
+    const message = err.message || `dash.js error ${err.code}`;
+    probe.error({ message, fatal, code: err.code === undefined || err.code === null ? null : String(err.code) });
+    if (fatal) fail(message);
+  });
+
+  return {
+    name: 'dashjs',
+    protocol: 'dash',
+    version: player.getVersion(),
+    codecSupport: () => offered,
+    start() {
+      player.initialize(video, config.src, true);
+    },
+    rendition() {
+      try {
+        return rendition(player.getCurrentRepresentationForType('video'));
+      } catch {
+        return null;
+      }
+    },
+    // Stops the network; the player is reset.
+    stop() {
+      player.reset();
+    },
+  };
+}

@@ -1,0 +1,111 @@
+// hls.js → QoE vocabulary. hls.js keeps its request timings on each loader's stats object
+// (loading.start / first / end on the page clock), so they are used as they are.
+import Hls from 'hls.js';
+import { stripCmcd } from './common.js';
+
+// hls.js reports these while it works around a stall; the probe records stalls itself from the
+// media element, so they are not errors of the session.
+const STALL_DETAILS = new Set([
+  Hls.ErrorDetails.BUFFER_STALLED_ERROR,
+  Hls.ErrorDetails.BUFFER_NUDGE_ON_STALL,
+  Hls.ErrorDetails.BUFFER_SEEK_OVER_HOLE,
+]);
+
+function levelRendition(level) {
+  if (!level) return null;
+  return {
+    bitrate: level.bitrate,
+    width: level.width || null,
+    height: level.height || null,
+    codec: level.videoCodec || level.codecSet || null,
+  };
+}
+
+export function createAdapter({ video, config, probe, fail }) {
+  if (!Hls.isSupported()) {
+    throw new Error('this browser has no Media Source Extensions: hls.js cannot play here');
+  }
+  const hls = new Hls({
+    // CMCD as query arguments: no CORS preflight, and nginx's access log carries it.
+    cmcd: { sessionId: config.session, contentId: config.src, useHeaders: false },
+    enableWorker: true,
+    capLevelToPlayerSize: false,
+  });
+  let mediaRecoveries = 0;
+
+  const manifestLoaded = (url, stats) => {
+    probe.manifestLoaded({ url: stripCmcd(url), t_request: stats.loading.start, t_done: stats.loading.end, bytes: stats.loaded });
+  };
+  hls.on(Hls.Events.MANIFEST_LOADED, (_e, data) => manifestLoaded(data.url, data.stats));
+  hls.on(Hls.Events.LEVEL_LOADED, (_e, data) => manifestLoaded(data.details.url, data.stats));
+  hls.on(Hls.Events.AUDIO_TRACK_LOADED, (_e, data) => manifestLoaded(data.details.url, data.stats));
+
+  hls.on(Hls.Events.FRAG_LOADED, (_e, { frag, part }) => {
+    const stats = (part || frag).stats;
+    let kind;
+    let bitrate = 0;
+    if (frag.sn === 'initSegment') {
+      kind = 'init';
+    } else if (frag.type === 'audio') {
+      kind = 'audio';
+    } else {
+      // Without separate audio renditions the main playlist's segments carry both.
+      kind = hls.audioTracks.some((track) => track.url) ? 'video' : 'muxed';
+    }
+    if (frag.type === 'main' && hls.levels[frag.level]) bitrate = hls.levels[frag.level].bitrate;
+    else if (frag.type === 'audio' && hls.audioTracks[frag.level]) bitrate = hls.audioTracks[frag.level].bitrate || 0;
+    probe.segmentLoaded({
+      url: stripCmcd(frag.url),
+      kind,
+      bitrate,
+      bytes: stats.loaded || stats.total,
+      t_request: stats.loading.start,
+      t_first_byte: stats.loading.first,
+      t_done: stats.loading.end,
+      index: typeof frag.sn === 'number' ? frag.sn : null,
+      duration_s: frag.sn === 'initSegment' ? null : frag.duration,
+    });
+  });
+
+  // FRAG_CHANGED: the fragment at the playhead changed, i.e. what is on screen.
+  hls.on(Hls.Events.FRAG_CHANGED, (_e, { frag }) => {
+    if (frag.type !== 'main') return;
+    const rendition = levelRendition(hls.levels[frag.level]);
+    if (rendition) probe.renditionRendered(rendition);
+  });
+
+  hls.on(Hls.Events.ERROR, (_e, data) => {
+    if (!data.fatal && STALL_DETAILS.has(data.details)) return;
+    const status = data.response && data.response.code;
+    const message = [data.details, data.error && data.error.message, status ? `HTTP ${status}` : null, data.url || (data.frag && data.frag.url) || (data.context && data.context.url)]
+      .filter(Boolean)
+      .join(': ');
+    if (data.fatal && data.type === Hls.ErrorTypes.MEDIA_ERROR && mediaRecoveries < 1) {
+      // One recovery attempt, as hls.js recommends, before the session is given up.
+      mediaRecoveries += 1;
+      probe.error({ message, fatal: false, code: data.details });
+      hls.recoverMediaError();
+      return;
+    }
+    probe.error({ message, fatal: data.fatal, code: data.details });
+    if (data.fatal) fail(message);
+  });
+
+  return {
+    name: 'hlsjs',
+    protocol: 'hls',
+    version: Hls.version,
+    start() {
+      hls.attachMedia(video);
+      hls.loadSource(config.src);
+    },
+    rendition() {
+      const level = hls.currentLevel >= 0 ? hls.currentLevel : hls.loadLevel;
+      return levelRendition(hls.levels[level]);
+    },
+    // Stops the network; the last frame stays on screen.
+    stop() {
+      hls.stopLoad();
+    },
+  };
+}

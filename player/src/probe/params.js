@@ -1,0 +1,94 @@
+// Query parameters of the player page (see docs/qoe-events.md and the README's Player section).
+// A bad parameter is reported by name, the way the rest of mpstream reports bad input.
+
+export const PLAYERS = ['hlsjs', 'dashjs'];
+export const TRANSPORTS = ['mptcp', 'tcp', 'unknown'];
+export const SESSION_ID_RULE = /^[A-Za-z0-9_-]{1,64}$/;
+
+const DEFAULT_SOURCES = { hlsjs: '/media/hls/master.m3u8', dashjs: '/media/dash/manifest.mpd' };
+const DEFAULT_STARTUP_TIMEOUT_S = 30;
+
+function randomSessionId() {
+  const bytes = new Uint8Array(8);
+  globalThis.crypto.getRandomValues(bytes);
+  return 'web-' + Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+function playerForSource(src) {
+  const path = src.split('?')[0].toLowerCase();
+  if (path.endsWith('.mpd')) return 'dashjs';
+  if (path.endsWith('.m3u8')) return 'hlsjs';
+  return null;
+}
+
+function positiveNumber(params, name, errors) {
+  const raw = params.get(name);
+  if (raw === null || raw === '') return null;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value <= 0) {
+    errors.push(`${name}=${raw}: must be a number of seconds greater than 0`);
+    return null;
+  }
+  return value;
+}
+
+/**
+ * Reads the page's configuration from a query string. Returns {config, errors}; config is
+ * complete (defaults filled in) even when errors is not empty, so the page can still show it.
+ */
+export function parseParams(search) {
+  const params = new URLSearchParams(search);
+  const errors = [];
+
+  let src = params.get('src') || null;
+  let player = params.get('player') || null;
+  if (player !== null && !PLAYERS.includes(player)) {
+    errors.push(`player=${player}: must be one of ${PLAYERS.join(', ')}`);
+    player = null;
+  }
+  if (player === null && src !== null) {
+    player = playerForSource(src);
+    if (player === null) {
+      errors.push(`src=${src}: give player=hlsjs or player=dashjs (the URL ends neither in .m3u8 nor .mpd)`);
+    }
+  }
+  player = player || 'dashjs';
+  src = src || DEFAULT_SOURCES[player];
+
+  let session = params.get('session');
+  if (session === null || session === '') {
+    session = randomSessionId();
+  } else if (!SESSION_ID_RULE.test(session)) {
+    errors.push(`session=${session}: must match ${SESSION_ID_RULE.source}`);
+  }
+
+  const scenario = params.get('scenario') || null;
+  if (scenario !== null && scenario.length > 200) {
+    errors.push('scenario: at most 200 characters');
+  }
+
+  let trial = null;
+  const rawTrial = params.get('trial');
+  if (rawTrial !== null && rawTrial !== '') {
+    if (!/^\d+$/.test(rawTrial)) {
+      errors.push(`trial=${rawTrial}: must be an integer ≥ 0`);
+    } else {
+      trial = Number(rawTrial);
+    }
+  }
+
+  let transport = params.get('transport') || 'unknown';
+  if (!TRANSPORTS.includes(transport)) {
+    errors.push(`transport=${transport}: must be one of ${TRANSPORTS.join(', ')}`);
+    transport = 'unknown';
+  }
+
+  const collector = (params.get('collector') || '/api/v1').replace(/\/+$/, '');
+  const duration = positiveNumber(params, 'duration', errors);
+  const startupTimeout = positiveNumber(params, 'startup_timeout', errors) ?? DEFAULT_STARTUP_TIMEOUT_S;
+
+  return {
+    config: { src, player, session, scenario, trial, transport, collector, duration, startupTimeout },
+    errors,
+  };
+}

@@ -1,0 +1,201 @@
+// The QoE probe: turns what a player adapter observes into the shared event vocabulary of
+// docs/qoe-events.md. It knows nothing about hls.js or dash.js (the adapters translate their
+// library's events into the calls below) and nothing about the network (the sender does).
+// Times are page-clock milliseconds (performance.now()).
+
+// Playback that halts with less than this much media ahead of the playhead has an empty buffer:
+// players stop a little before the very end of what is buffered.
+export const EMPTY_BUFFER_S = 0.5;
+// A `waiting` this close to the end of the presentation is the end, not a stall.
+export const END_MARGIN_S = 0.5;
+
+const MEDIA_KINDS = new Set(['video', 'muxed']);
+
+function rounded(value, digits = 3) {
+  const scale = 10 ** digits;
+  return Math.round(value * scale) / scale;
+}
+
+function nonNegative(value) {
+  return value === null || value === undefined || !Number.isFinite(value) ? null : Math.max(0, value);
+}
+
+export class QoeProbe {
+  /**
+   * @param {object} options
+   * @param {(event: {t_ms: number, type: string, data: object}) => void} options.emit
+   *   receives each record; the sender numbers and delivers it.
+   * @param {() => number} [options.now] page clock in ms.
+   */
+  constructor({ emit, now = () => performance.now() }) {
+    this.emit = emit;
+    this.now = now;
+    this.playRequestedAt = null;
+    this.manifests = [];
+    this.firstMediaSegment = null;
+    this.startup = null;
+    this.stallStartedAt = null;
+    this.stallCount = 0;
+    this.stallMs = 0;
+    this.rendition = null;
+    this.lastSegment = null;
+    this.segmentCount = 0;
+    this.errors = [];
+    this.ended = null;
+  }
+
+  record(type, data, tMs = this.now()) {
+    this.emit({ t_ms: rounded(Math.max(0, tMs)), type, data });
+  }
+
+  get started() {
+    return this.startup !== null;
+  }
+
+  get stalled() {
+    return this.stallStartedAt !== null;
+  }
+
+  /** The play request: t=0 of the startup delay. */
+  playRequested() {
+    this.playRequestedAt = this.now();
+    return this.playRequestedAt;
+  }
+
+  manifestLoaded({ url, t_request, t_done, bytes }) {
+    if (this.ended) return;
+    const record = { url, t_request: rounded(t_request), t_done: rounded(t_done), bytes: Math.round(bytes || 0) };
+    this.manifests.push(record);
+    this.record('manifest', record, t_done);
+  }
+
+  segmentLoaded(segment) {
+    if (this.ended) return;
+    const record = {
+      url: segment.url,
+      kind: segment.kind,
+      bitrate: Math.round(segment.bitrate || 0),
+      bytes: Math.round(segment.bytes || 0),
+      t_request: rounded(segment.t_request),
+      t_first_byte: rounded(Math.max(segment.t_first_byte, segment.t_request)),
+      t_done: rounded(Math.max(segment.t_done, segment.t_first_byte, segment.t_request)),
+      index: Number.isInteger(segment.index) ? segment.index : null,
+      duration_s: Number.isFinite(segment.duration_s) ? rounded(segment.duration_s) : null,
+    };
+    if (this.firstMediaSegment === null && MEDIA_KINDS.has(record.kind)) {
+      this.firstMediaSegment = record;
+    }
+    this.lastSegment = record;
+    this.segmentCount += 1;
+    this.record('segment', record, record.t_done);
+  }
+
+  /** Download rate of the last segment in bit/s (HUD). */
+  get lastDownloadRate() {
+    const s = this.lastSegment;
+    if (!s || s.t_done <= s.t_request) return null;
+    return (s.bytes * 8) / ((s.t_done - s.t_request) / 1000);
+  }
+
+  /**
+   * First frame rendered. Startup delay is split into manifest time (play request → the last
+   * manifest needed before the first media segment was requested), first segment time (→ that
+   * segment fully downloaded) and decode time (→ the frame on screen); the three add up.
+   */
+  firstFrame(tMs, rendition) {
+    if (this.started || this.ended || this.playRequestedAt === null) return;
+    const t0 = this.playRequestedAt;
+    const seg = this.firstMediaSegment;
+    const before = seg ? this.manifests.filter((m) => m.t_done <= seg.t_request) : this.manifests;
+    const manifestDone = before.length ? Math.max(...before.map((m) => m.t_done)) : null;
+    const manifestMs = manifestDone === null ? null : nonNegative(manifestDone - t0);
+    const segmentDone = seg ? seg.t_done : null;
+    const firstSegmentMs =
+      segmentDone === null ? null : nonNegative(segmentDone - (manifestDone ?? t0));
+    const decodeMs = nonNegative(tMs - (segmentDone ?? manifestDone ?? t0));
+    this.rendition = { ...rendition };
+    this.startup = {
+      startup_delay_ms: rounded(Math.max(0, tMs - t0)),
+      // A phase the player gave no timing for counts as 0 (the collector wants numbers).
+      manifest_ms: rounded(manifestMs ?? 0),
+      first_segment_ms: rounded(firstSegmentMs ?? 0),
+      decode_ms: rounded(decodeMs ?? 0),
+      codec: rendition.codec || '',
+      width: rendition.width || 0,
+      height: rendition.height || 0,
+      bitrate: Math.round(rendition.bitrate || 0),
+    };
+    this.record('startup', this.startup, tMs);
+  }
+
+  /**
+   * The media element is waiting for data. Only after startup, with an empty buffer, not while
+   * seeking and not at the end of the presentation, is that a stall.
+   */
+  waiting({ position, bufferAhead, seeking = false, duration = Infinity }) {
+    if (!this.started || this.stalled || this.ended || seeking) return false;
+    if (bufferAhead >= EMPTY_BUFFER_S) return false;
+    if (Number.isFinite(duration) && position >= duration - END_MARGIN_S) return false;
+    this.stallStartedAt = this.now();
+    this.stallCount += 1;
+    this.record('stall_start', { position: rounded(position) }, this.stallStartedAt);
+    return true;
+  }
+
+  /** Playback is moving again (the media element fired `playing` or the playhead advanced). */
+  resumed({ position }) {
+    if (!this.stalled) return;
+    const t = this.now();
+    const durationMs = t - this.stallStartedAt;
+    this.stallStartedAt = null;
+    this.stallMs += durationMs;
+    this.record('stall_end', { position: rounded(position), duration_ms: rounded(durationMs) }, t);
+  }
+
+  /** A rendition is now on screen; after startup a change of bitrate is a quality switch. */
+  renditionRendered(rendition) {
+    if (this.ended) return;
+    if (!this.started) {
+      this.rendition = { ...rendition };
+      return;
+    }
+    const previous = this.rendition;
+    if (previous && previous.bitrate === rendition.bitrate && previous.codec === rendition.codec) return;
+    this.rendition = { ...rendition };
+    this.record('quality_switch', {
+      from_bitrate: Math.round(previous ? previous.bitrate || 0 : 0),
+      to_bitrate: Math.round(rendition.bitrate || 0),
+      width: rendition.width || 0,
+      height: rendition.height || 0,
+      codec: rendition.codec || '',
+    });
+  }
+
+  /** Once a second: buffer level and frame counters. */
+  sample({ position, bufferAhead, droppedFrames, totalFrames }) {
+    if (this.ended) return;
+    const t = this.now();
+    this.record('buffer', { level_s: rounded(Math.max(0, bufferAhead)), position: rounded(position) }, t);
+    this.record('playback', {
+      position: rounded(position),
+      dropped_frames: Math.round(droppedFrames || 0),
+      total_frames: Math.round(totalFrames || 0),
+    }, t);
+  }
+
+  error({ message, fatal, code = null }) {
+    if (this.ended) return;
+    const record = { message: String(message).slice(0, 2000), fatal: Boolean(fatal), code: code === null ? null : String(code) };
+    this.errors.push(record);
+    this.record('error', record);
+  }
+
+  /** The last record of a session; a stall still open is closed first so its time counts. */
+  end({ reason, position }) {
+    if (this.ended) return false;
+    this.resumed({ position });
+    this.ended = { reason, position: rounded(position) };
+    this.record('end', this.ended);
+    return true;
+  }
+}

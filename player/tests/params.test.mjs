@@ -1,0 +1,27 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { parseParams } from '../src/probe/params.js';
+
+test('all parameters are read', () => {
+  const { config, errors } = parseParams('?src=/media/dash/manifest.mpd&player=dashjs&session=s_1&scenario=bal&trial=2&transport=mptcp&collector=/api/v1/&duration=25');
+  assert.deepEqual(errors, []);
+  assert.deepEqual(config, { src: '/media/dash/manifest.mpd', player: 'dashjs', session: 's_1', scenario: 'bal', trial: 2, transport: 'mptcp', collector: '/api/v1', duration: 25, startupTimeout: 30 });
+});
+
+test('the player follows the manifest when not given, and defaults fill in', () => {
+  assert.equal(parseParams('?src=/x/master.m3u8').config.player, 'hlsjs');
+  const { config } = parseParams('');
+  assert.equal(config.player, 'dashjs');
+  assert.equal(config.src, '/media/dash/manifest.mpd');
+  assert.match(config.session, /^web-[0-9a-f]{16}$/);
+  assert.equal(config.transport, 'unknown');
+  assert.equal(config.duration, null);
+});
+
+test('bad parameters are named', () => {
+  const { errors } = parseParams('?player=vlc&session=a%20b&trial=-1&transport=quic&duration=0');
+  assert.equal(errors.length, 5);
+  for (const name of ['player=vlc', 'session=a b', 'trial=-1', 'transport=quic', 'duration=0']) {
+    assert.ok(errors.some((e) => e.startsWith(name)), name);
+  }
+});

@@ -1,0 +1,119 @@
+// The probe's QoE rules, driven with a fake clock: startup split, stalls (and what is not a
+// stall), quality switches, and the end record closing an open stall.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { QoeProbe } from '../src/probe/probe.js';
+
+function harness() {
+  const events = [];
+  const clock = { t: 1000 };
+  const probe = new QoeProbe({ emit: (e) => events.push(e), now: () => clock.t });
+  return { probe, events, clock, types: () => events.map((e) => e.type) };
+}
+
+const R360 = { bitrate: 400000, width: 640, height: 360, codec: 'avc1.64001e' };
+const R720 = { bitrate: 1500000, width: 1280, height: 720, codec: 'avc1.64001f' };
+
+function segment(probe, t_request, t_done, extra = {}) {
+  probe.segmentLoaded({ url: `/s${t_request}.ts`, kind: 'muxed', bitrate: 400000, bytes: 50000,
+    t_request, t_first_byte: t_request + 10, t_done, index: 0, duration_s: 2, ...extra });
+}
+
+test('startup delay splits into manifest, first segment and decode time that add up', () => {
+  const { probe, events, clock } = harness();
+  probe.playRequested(); // t = 1000
+  probe.manifestLoaded({ url: '/m.m3u8', t_request: 1001, t_done: 1050, bytes: 300 });
+  probe.manifestLoaded({ url: '/r0/index.m3u8', t_request: 1051, t_done: 1100, bytes: 900 });
+  segment(probe, 1110, 1400);
+  clock.t = 1500;
+  probe.firstFrame(1480, R360);
+  const startup = events.find((e) => e.type === 'startup');
+  assert.equal(startup.t_ms, 1480);
+  assert.equal(startup.data.startup_delay_ms, 480);
+  assert.equal(startup.data.manifest_ms, 100);
+  assert.equal(startup.data.first_segment_ms, 300);
+  assert.equal(startup.data.decode_ms, 80);
+  assert.equal(startup.data.manifest_ms + startup.data.first_segment_ms + startup.data.decode_ms, 480);
+  assert.equal(startup.data.codec, 'avc1.64001e');
+  assert.equal(startup.data.bitrate, 400000);
+  probe.firstFrame(1600, R720);
+  assert.equal(events.filter((e) => e.type === 'startup').length, 1, 'startup is recorded once');
+});
+
+test('init segments do not count as the first media segment', () => {
+  const { probe, events } = harness();
+  probe.playRequested();
+  probe.manifestLoaded({ url: '/m.mpd', t_request: 1000, t_done: 1040, bytes: 1 });
+  segment(probe, 1050, 1060, { kind: 'init', index: null, duration_s: null });
+  segment(probe, 1070, 1300, { kind: 'video' });
+  probe.firstFrame(1350, R360);
+  const { data } = events.find((e) => e.type === 'startup');
+  assert.equal(data.first_segment_ms, 260);
+  assert.equal(data.decode_ms, 50);
+});
+
+test('a waiting with an empty buffer after startup is a stall with a duration', () => {
+  const { probe, events, clock } = harness();
+  probe.playRequested();
+  assert.equal(probe.waiting({ position: 0, bufferAhead: 0 }), false, 'before startup: not a stall');
+  probe.firstFrame(1100, R360);
+  clock.t = 5000;
+  assert.equal(probe.waiting({ position: 4, bufferAhead: 0.1, duration: 30 }), true);
+  assert.equal(probe.waiting({ position: 4, bufferAhead: 0.1, duration: 30 }), false, 'already stalled');
+  clock.t = 6250;
+  probe.resumed({ position: 4.01 });
+  const end = events.find((e) => e.type === 'stall_end');
+  assert.deepEqual(events.find((e) => e.type === 'stall_start').data, { position: 4 });
+  assert.equal(end.data.duration_ms, 1250);
+  assert.equal(probe.stallCount, 1);
+  assert.equal(probe.stallMs, 1250);
+});
+
+test('seeks, a full buffer and the end of the stream are not stalls', () => {
+  const { probe, types } = harness();
+  probe.playRequested();
+  probe.firstFrame(1100, R360);
+  assert.equal(probe.waiting({ position: 3, bufferAhead: 0, seeking: true, duration: 30 }), false);
+  assert.equal(probe.waiting({ position: 3, bufferAhead: 5, duration: 30 }), false);
+  assert.equal(probe.waiting({ position: 29.8, bufferAhead: 0, duration: 30 }), false);
+  assert.ok(!types().includes('stall_start'));
+});
+
+test('a rendition change after startup is a quality switch; the first choice is not', () => {
+  const { probe, events } = harness();
+  probe.playRequested();
+  probe.renditionRendered(R360);
+  probe.firstFrame(1100, R360);
+  probe.renditionRendered(R360);
+  assert.equal(events.filter((e) => e.type === 'quality_switch').length, 0);
+  probe.renditionRendered(R720);
+  const sw = events.find((e) => e.type === 'quality_switch');
+  assert.deepEqual(sw.data, { from_bitrate: 400000, to_bitrate: 1500000, width: 1280, height: 720, codec: 'avc1.64001f' });
+});
+
+test('the end record closes an open stall first and nothing follows it', () => {
+  const { probe, types, clock, events } = harness();
+  probe.playRequested();
+  probe.firstFrame(1100, R360);
+  clock.t = 2000;
+  probe.waiting({ position: 1, bufferAhead: 0, duration: 30 });
+  clock.t = 2600;
+  probe.end({ reason: 'duration', position: 1 });
+  probe.sample({ position: 1, bufferAhead: 0, droppedFrames: 0, totalFrames: 25 });
+  probe.error({ message: 'late', fatal: false });
+  assert.deepEqual(types().slice(-3), ['stall_start', 'stall_end', 'end']);
+  assert.equal(events.at(-2).data.duration_ms, 600);
+  assert.deepEqual(events.at(-1).data, { reason: 'duration', position: 1 });
+  assert.equal(probe.end({ reason: 'closed', position: 1 }), false);
+});
+
+test('samples carry buffer level and frame counters; download rate follows from a segment', () => {
+  const { probe, events } = harness();
+  probe.playRequested();
+  segment(probe, 1000, 1100); // 50000 bytes in 100 ms = 4 Mbit/s
+  assert.equal(Math.round(probe.lastDownloadRate), 4000000);
+  probe.firstFrame(1150, R360);
+  probe.sample({ position: 2.5, bufferAhead: 7.25, droppedFrames: 3, totalFrames: 60 });
+  assert.deepEqual(events.find((e) => e.type === 'buffer').data, { level_s: 7.25, position: 2.5 });
+  assert.deepEqual(events.find((e) => e.type === 'playback').data, { position: 2.5, dropped_frames: 3, total_frames: 60 });
+});

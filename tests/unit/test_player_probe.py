@@ -1,0 +1,30 @@
+"""The page's QoE logic (probe, sender, parameters), run by node's own test runner.
+
+The JavaScript tests live beside the code in player/tests/; the same modules run in Chromium
+in tests/e2e/test_player_*.py against the real servers.
+"""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mpstream.paths import REPO_ROOT
+
+PLAYER = REPO_ROOT / "player"
+JS_TESTS = sorted((PLAYER / "tests").glob("*.test.mjs"))
+
+
+def test_there_are_js_tests():
+    assert {p.name for p in JS_TESTS} >= {"probe.test.mjs", "sender.test.mjs", "params.test.mjs"}
+
+
+@pytest.mark.parametrize("js_test", JS_TESTS, ids=lambda p: p.name)
+def test_js(js_test: Path):
+    node = shutil.which("node")
+    assert node, "node is needed (Debian package nodejs)"
+    done = subprocess.run([node, "--test", str(js_test)], cwd=PLAYER, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "# fail 0" in done.stdout

@@ -1,0 +1,76 @@
+"""Pieces of `mpstream play` that need no browser: the page URL, the namespace wrapper, the
+command's checks. The browser itself runs in tests/e2e/test_player_*.py."""
+
+import subprocess
+from types import SimpleNamespace
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from click.testing import CliRunner
+from mpstream.player import session
+from mpstream.player.cli import play
+
+from mpstream.errors import UserError
+
+
+def test_page_url_carries_every_parameter():
+    url = session.page_url("http://10.2.0.2:8080/", player="dashjs",
+                           manifest_path="/media/dash/manifest.mpd", session_id="s-1",
+                           transport="mptcp", duration_s=25.0, scenario="bal anced", trial=3)
+    parts = urlsplit(url)
+    assert parts.netloc == "10.2.0.2:8080" and parts.path == "/player/index.html"
+    assert {k: v[0] for k, v in parse_qs(parts.query).items()} == {
+        "src": "/media/dash/manifest.mpd", "player": "dashjs", "session": "s-1",
+        "transport": "mptcp", "collector": "/api/v1", "startup_timeout": "30",
+        "duration": "25", "scenario": "bal anced", "trial": "3",
+    }
+
+
+@pytest.mark.parametrize("mptcp", [True, False])
+def test_wrapper_enters_the_namespace_and_passes_arguments(tmp_path, monkeypatch, mptcp):
+    monkeypatch.setattr(session, "CHROMIUM", "/bin/echo")
+    script = session.write_browser_wrapper(tmp_path, "mps-x-client", mptcp)
+    # Stand-ins for `ip netns exec NS` and `mptcpize run` that log themselves and exec the rest.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, skip in (("ip", 3), ("mptcpize", 1)):
+        fake = bin_dir / name
+        log = f'echo "{name} $*" >> {tmp_path}/calls'
+        fake.write_text(f'#!/bin/sh\n{log}\nshift {skip}\nexec "$@"\n')
+        fake.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    out = subprocess.run([str(script), "--a=b c", "--remote-debugging-pipe"], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    assert out == "--a=b c --remote-debugging-pipe\n"
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls[0].startswith("ip netns exec mps-x-client ")
+    assert any(c.startswith("mptcpize run /bin/echo") for c in calls) is mptcp
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"player": "vlc"}, "player"),
+    ({"transport": "quic"}, "transport"),
+    ({"manifest_path": "media/x.mpd"}, "manifest_path"),
+])
+def test_bad_arguments_name_the_field(kwargs, field):
+    args = {"player": "hlsjs", "transport": "tcp", "manifest_path": "/media/hls/master.m3u8"}
+    args.update(kwargs)
+    with pytest.raises(UserError, match=field):
+        session.check_prerequisites(**args)
+
+
+def test_path_report_gives_deltas_and_shares():
+    topo = SimpleNamespace(paths=[
+        SimpleNamespace(index=i, client_addr=f"10.1.{i}.2", client_ifname=f"p{i}") for i in (0, 1)])
+    before = [{"rx_bytes": 100, "tx_bytes": 10}, {"rx_bytes": 50, "tx_bytes": 5}]
+    after = [{"rx_bytes": 3100, "tx_bytes": 110}, {"rx_bytes": 1050, "tx_bytes": 55}]
+    paths = session._path_report(topo, before, after)
+    assert [(p["address"], p["rx_bytes"], p["tx_bytes"], p["rx_share"]) for p in paths] == [
+        ("10.1.0.2", 3000, 100, 0.75), ("10.1.1.2", 1000, 50, 0.25)]
+
+
+def test_play_refuses_a_media_tree_without_the_manifest(tmp_path):
+    result = CliRunner().invoke(play, ["--media", str(tmp_path), "--player", "dashjs",
+                                       "--profile", "thesis-bandwidth-balanced"])
+    assert isinstance(result.exception, UserError)
+    assert "dash/manifest.mpd is missing" in str(result.exception)
