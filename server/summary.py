@@ -5,20 +5,11 @@ Pure functions of stored rows: no database, no Flask, so they are tested on hand
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Iterable
 from typing import Any
 
-# Two-sided 95 % quantiles of Student's t, t(0.975; df). Beyond 30 degrees of freedom the value
-# is interpolated linearly in 1/df between the tabulated points, which is accurate to 1e-3.
-_T975 = {
-    1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
-    10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
-    18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060,
-    26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980,
-}
-_Z975 = 1.960
+from mpstream.runner.stats import summarize as trial_stats
 
 GROUP_KEYS = ("scenario", "trial", "player", "transport", "protocol")
 GROUPED_METRICS = (
@@ -39,21 +30,6 @@ SCALAR_FIELDS = (
     "mean_download_rate_bps", "mean_bitrate_bps", "switches", "dropped_frames", "total_frames",
     "errors", "played_s", "end_reason",
 )  # fmt: skip
-
-
-def t975(df: int) -> float:
-    if df < 1:
-        raise ValueError("degrees of freedom must be at least 1")
-    if df in _T975:
-        return _T975[df]
-    points = sorted(_T975)
-    for lo, hi in itertools.pairwise(points):
-        if lo < df < hi:
-            w = (1 / lo - 1 / df) / (1 / lo - 1 / hi)
-            return _T975[lo] + w * (_T975[hi] - _T975[lo])
-    # df > 120: between t(120) and the normal quantile, linear in 1/df
-    w = (1 / 120 - 1 / df) / (1 / 120)
-    return _T975[120] + w * (_Z975 - _T975[120])
 
 
 def segment_rate_bps(data: dict[str, Any]) -> float | None:
@@ -172,20 +148,24 @@ def summarize(session: dict[str, Any], events: list[dict[str, Any]]) -> dict[str
 
 
 def describe(values: Iterable[float | None]) -> dict[str, float | int | None]:
-    """n, mean, sample standard deviation and the t-based 95 % confidence interval of the mean.
+    """n, mean, sample standard deviation and the Student-t 95 % confidence interval of the
+    mean (the runner's statistics, so the dashboard and the report agree).
 
-    None values (a metric a session does not have) are left out and not counted in n.
+    None values (a metric a session does not have) are left out and not counted in n; with
+    one value, sd and the interval are null.
     """
-    xs = [float(v) for v in values if v is not None]
-    n = len(xs)
-    if n == 0:
-        return {"n": 0, "mean": None, "sd": None, "ci95_low": None, "ci95_high": None}
-    mean = sum(xs) / n
-    if n == 1:
-        return {"n": 1, "mean": mean, "sd": None, "ci95_low": None, "ci95_high": None}
-    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
-    half = t975(n - 1) * sd / math.sqrt(n)
-    return {"n": n, "mean": mean, "sd": sd, "ci95_low": mean - half, "ci95_high": mean + half}
+    s = trial_stats([v for v in values if v is not None])
+
+    def finite(x: float) -> float | None:
+        return None if math.isnan(x) else x
+
+    return {
+        "n": s.n,
+        "mean": finite(s.mean),
+        "sd": finite(s.sd),
+        "ci95_low": finite(s.ci_low),
+        "ci95_high": finite(s.ci_high),
+    }
 
 
 def grouped(summaries: list[dict[str, Any]], by: list[str]) -> list[dict[str, Any]]:
