@@ -1,0 +1,241 @@
+"""mpstream-linkem on real packets: one emulated path between a client and a server namespace,
+built here with nothing but `ip` so that the emulator is tested apart from the topology code.
+
+    mps-lt-<id>-client          mps-lt-<id>-link                    mps-lt-<id>-server
+    c0 10.77.1.1 ──veth── r0 ─► ta ═[mpstream-linkem]═ tb ─► r1 ──veth── s0 10.77.2.1
+
+Policy routing in the link namespace sends what arrives on r0 into ta and what arrives on r1
+into tb; the emulator moves packets between them. Namespaces carry the mps- prefix, so
+`mpstream netem clean` also finds anything a killed run left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from mpstream.paths import BUILD_DIR, REPO_ROOT
+
+EMULATOR = BUILD_DIR / "mpstream-linkem"
+CLIENT_ADDR = "10.77.1.1"
+SERVER_ADDR = "10.77.2.1"
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+
+
+def sh(*argv: str, **kw) -> subprocess.CompletedProcess:
+    kw.setdefault("check", True)
+    return subprocess.run(argv, capture_output=True, text=True, **kw)
+
+
+class EmulatedPath:
+    """Three namespaces and one emulated link; `close()` removes everything, always."""
+
+    def __init__(self, tmp: Path):
+        self.tag = f"mps-lt-{uuid.uuid4().hex[:8]}"
+        self.client, self.link, self.server = (f"{self.tag}-{r}" for r in
+                                               ("client", "link", "server"))
+        self.tmp = tmp
+        self.procs: list[subprocess.Popen] = []
+        self.emulator: subprocess.Popen | None = None
+        try:
+            self._build()
+        except BaseException:
+            self.close()
+            raise
+
+    def _build(self) -> None:
+        for ns in (self.client, self.link, self.server):
+            sh("ip", "netns", "add", ns)
+            # No IPv6 housekeeping packets in the emulator's counters.
+            sh("ip", "netns", "exec", ns, "sysctl", "-q", "-w",
+               "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+        batch = {
+            self.link: [
+                "link set lo up",
+                f"link add r0 type veth peer name c0 netns {self.client}",
+                f"link add r1 type veth peer name s0 netns {self.server}",
+                "addr add 10.77.1.2/24 dev r0", "link set r0 up",
+                "addr add 10.77.2.2/24 dev r1", "link set r1 up",
+                "tuntap add dev ta mode tun", "tuntap add dev tb mode tun",
+                "link set ta up", "link set tb up",
+                "route add default dev ta table 10", "rule add iif r0 lookup 10 pref 10",
+                "route add default dev tb table 20", "rule add iif r1 lookup 20 pref 20",
+            ],
+            self.client: ["link set lo up", f"addr add {CLIENT_ADDR}/24 dev c0",
+                          "link set c0 up", "route add 10.77.2.0/24 via 10.77.1.2"],
+            self.server: ["link set lo up", f"addr add {SERVER_ADDR}/24 dev s0",
+                          "link set s0 up", "route add 10.77.1.0/24 via 10.77.2.2"],
+        }
+        for ns in (self.link, self.client, self.server):
+            sh("ip", "-n", ns, "-batch", "-", input="\n".join(batch[ns]) + "\n")
+        sh("ip", "netns", "exec", self.link, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1",
+           "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0")
+        for ns in (self.client, self.server):
+            sh("ip", "netns", "exec", ns, "sysctl", "-q", "-w",
+               "net.ipv4.tcp_congestion_control=cubic", "net.ipv4.tcp_no_metrics_save=1")
+
+    def start(self, a_to_b: dict, b_to_a: dict | None = None, **extra) -> Path:
+        """Starts the emulator (a = client side) and waits for `ready`; returns stats path."""
+        stats = self.tmp / "stats.json"
+        config = {"tun_a": "ta", "tun_b": "tb", "seed": 7, "a_to_b": a_to_b,
+                  "b_to_a": b_to_a if b_to_a is not None else a_to_b,
+                  "stats_path": str(stats), **extra}
+        path = self.tmp / "linkem.json"
+        path.write_text(json.dumps(config))
+        self.emulator = subprocess.Popen(
+            ["ip", "netns", "exec", self.link, str(EMULATOR), "--config", str(path)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.emulator.stdout.readline()
+        assert line == "ready\n", (line, self.emulator.stderr.read())
+        return stats
+
+    def stop_emulator(self, timeout: float = 5.0) -> int:
+        self.emulator.send_signal(signal.SIGTERM)
+        return self.emulator.wait(timeout=timeout)
+
+    def run(self, host: str, *argv: str, **kw) -> subprocess.CompletedProcess:
+        ns = {"client": self.client, "server": self.server}[host]
+        return sh("ip", "netns", "exec", ns, *argv, **kw)
+
+    def popen(self, host: str, *argv: str) -> subprocess.Popen:
+        ns = {"client": self.client, "server": self.server}[host]
+        proc = subprocess.Popen(["ip", "netns", "exec", ns, *argv], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        self.procs.append(proc)
+        return proc
+
+    def ping_rtts(self, count: int, interval: float = 0.02, size: int = 56) -> list[float]:
+        r = self.run("client", "ping", "-n", "-c", str(count), "-i", str(interval),
+                     "-s", str(size), "-W", "1", SERVER_ADDR, check=False)
+        return [float(m) for m in re.findall(r"time=([\d.]+) ms", r.stdout)]
+
+    def iperf3(self, *args: str, seconds: int = 5) -> dict:
+        server = self.popen("server", "iperf3", "-s", "-1", "-B", SERVER_ADDR)
+        for _ in range(100):
+            if self.run("server", "ss", "-ltn", "sport = :5201").stdout.count("LISTEN"):
+                break
+            time.sleep(0.02)
+        r = self.run("client", "iperf3", "-c", SERVER_ADDR, "-J", "-t", str(seconds), *args,
+                     timeout=seconds + 30)
+        server.wait(timeout=10)
+        return json.loads(r.stdout)
+
+    def close(self) -> None:
+        for proc in [*self.procs, self.emulator]:
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        for ns in (self.client, self.link, self.server):
+            with contextlib.suppress(subprocess.CalledProcessError):
+                for pid in sh("ip", "netns", "pids", ns, check=False).stdout.split():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(int(pid), signal.SIGKILL)
+            sh("ip", "netns", "del", ns, check=False)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built():
+    subprocess.run(["make", "-s", "emulator"], cwd=REPO_ROOT, check=True, timeout=300)
+
+
+@pytest.fixture
+def path(tmp_path):
+    p = EmulatedPath(tmp_path)
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+def percentile(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, round(q / 100 * (len(s) - 1)))]
+
+
+@pytest.mark.parametrize("one_way_ms", [0.5, 10, 50])
+def test_ping_rtt_is_twice_the_delay(path, one_way_ms):
+    path.start({"delay_ms": one_way_ms})
+    rtts = path.ping_rtts(60)
+    assert len(rtts) == 60
+    configured = 2 * one_way_ms
+    assert min(rtts) >= configured
+    assert percentile(rtts, 99) <= configured + 1.0, rtts
+
+
+def test_tcp_reaches_the_rate(path):
+    rate = 20_000_000
+    path.start({"rate_bps": rate, "delay_ms": 5})
+    result = path.iperf3("-O", "1", seconds=5)
+    got = result["end"]["sum_received"]["bits_per_second"]
+    # goodput: TCP/IP headers take 52 of every 1500 bytes on the wire
+    assert got >= 0.93 * rate * 1448 / 1500, got
+    assert got <= rate * 1.01, got
+
+
+def test_trace_paces_udp_to_its_opportunities(path, tmp_path):
+    # one 1500-byte opportunity every ms: 12 Mbit/s on the wire
+    trace = tmp_path / "flat.trace"
+    trace.write_text("".join(f"{ms}\n" for ms in range(1, 1001)))
+    path.start({"trace": str(trace), "queue_packets": 200})
+    result = path.iperf3("-u", "-b", "20M", "-l", "1400", seconds=4)
+    # received payload per second: 1400 of every 1428 bytes (IP + UDP headers)
+    got = result["end"]["sum_received"]["bits_per_second"] if "sum_received" in result["end"] \
+        else result["end"]["sum"]["bits_per_second"] * (1 - result["end"]["sum"]["lost_percent"]
+                                                        / 100)
+    expected = 12_000_000 * 1400 / 1428
+    assert abs(got - expected) / expected < 0.05, got
+
+
+def test_loss_and_stats_on_sigterm(path):
+    stats_path = path.start({"loss": 0.25}, {})
+    rtts = path.ping_rtts(400, interval=0.002)
+    assert path.stop_emulator() == 0
+    stats = json.loads(stats_path.read_text())
+    up, down = stats["a_to_b"], stats["b_to_a"]
+    assert up["packets_in"] == 400
+    # 400 echo requests through 25% loss: 100 expected, sd 8.7
+    assert 65 <= up["dropped_loss_packets"] <= 135, up
+    assert down["dropped_loss_packets"] == 0
+    assert len(rtts) == 400 - up["dropped_loss_packets"]
+    for d in (up, down):
+        assert d["packets_in"] == (d["packets_out"] + d["dropped_queue_packets"]
+                                   + d["dropped_loss_packets"] + d["dropped_down_packets"]
+                                   + d["held_at_exit_packets"])
+        assert d["write_errors"] == 0
+    assert stats["elapsed_s"] > 0 and stats["cpu_user_s"] >= 0
+
+
+def test_down_event_and_event_clock_restart(path):
+    stats_path = path.start({"delay_ms": 1}, events=[{"at_s": 1.0, "set": {"down": True}}])
+    assert len(path.ping_rtts(5, interval=0.05)) == 5  # before the event
+    time.sleep(1.0)
+    assert path.ping_rtts(5, interval=0.05) == []  # down in both directions
+    path.emulator.send_signal(signal.SIGUSR1)  # back to the configured link, t = 0 now
+    time.sleep(0.05)
+    assert len(path.ping_rtts(5, interval=0.05)) == 5
+    time.sleep(1.0)
+    assert path.ping_rtts(3, interval=0.05) == []  # the event fired again
+    assert path.stop_emulator() == 0
+    stats = json.loads(stats_path.read_text())
+    assert stats["events_applied"] == 2
+    assert stats["a_to_b"]["dropped_down_packets"] == 8
+
+
+def test_teardown_leaves_nothing(tmp_path):
+    p = EmulatedPath(tmp_path)
+    p.start({"delay_ms": 1})
+    pid = p.emulator.pid
+    p.close()
+    listed = sh("ip", "netns", "list").stdout
+    assert p.tag not in listed
+    assert not Path(f"/proc/{pid}").exists()
