@@ -10,6 +10,7 @@ that fails is recorded with its reason and the run goes on; a trial folder witho
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -94,16 +95,18 @@ class TrialFailed(Exception):
     pass
 
 
-def _fetch_session(topo, stack, session_id: str) -> dict:
-    """The session with its events, from the collector, asked from inside the server namespace
-    (the collector listens on the topology's server address, unreachable from outside)."""
-    url = f"{stack.api_url}/sessions/{session_id}"
-    proc = topo.run("server", ["curl", "-sf", "--max-time", "30", url], capture_output=True,
-                    text=True, check=False)
-    if proc.returncode != 0:
-        raise TrialFailed(f"collector did not return session {session_id}: curl exit "
-                          f"{proc.returncode} {proc.stderr.strip()[:200]}")
-    return json.loads(proc.stdout)
+def _fetch_session(stack, session_id: str) -> dict:
+    """The session with its events, straight from the collector's own socket (the emulated
+    paths may be down, and the server address is unreachable from outside the namespaces)."""
+    from mpstream.server.stack import unix_get
+
+    try:
+        status, body = unix_get(Path(stack.collector_socket), f"/api/v1/sessions/{session_id}")
+    except OSError as exc:
+        raise TrialFailed(f"collector did not answer for session {session_id}: {exc}") from exc
+    if status != 200:
+        raise TrialFailed(f"collector has no session {session_id} (HTTP {status})")
+    return json.loads(body)
 
 
 def _run_video(topo, trial: Trial, scenario: Scenario, media_dir: Path, tdir: Path,
@@ -122,7 +125,7 @@ def _run_video(topo, trial: Trial, scenario: Scenario, media_dir: Path, tdir: Pa
                 screenshot=tdir / "last-frame.png",
             )
         write_json(tdir / "summary.json", result)
-        session = _fetch_session(topo, stack, session_id)
+        session = _fetch_session(stack, session_id)
         write_json(tdir / "events.json", session.pop("events", []))
         write_json(tdir / "session.json", session)
         if Path(stack.access_log).is_file():
@@ -204,8 +207,8 @@ def run_trial(scenario: Scenario, trial: Trial, *, run_id: str, run_dir: Path,
             if scenario.kind == "video":
                 result = _run_video(topo, trial, scenario, media_dir, tdir, transport,
                                     session_id, start_samplers)
-                if result.get("errors"):
-                    meta["player_errors"] = result["errors"]
+                if result.get("failure"):
+                    raise TrialFailed(f"player: {result['failure']}")
             else:
                 _run_iperf(topo, scenario, tdir, transport, start_samplers)
             try:
@@ -215,7 +218,7 @@ def run_trial(scenario: Scenario, trial: Trial, *, run_id: str, run_dir: Path,
         meta["status"] = "ok"
     except KeyboardInterrupt:
         raise  # no trial.json: the resumed run does this trial again
-    except UserError as exc:
+    except (UserError, TrialFailed) as exc:
         meta["reason"] = str(exc)
     except Exception as exc:
         meta["reason"] = f"{type(exc).__name__}: {exc}"
@@ -296,10 +299,10 @@ def run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None = None
                TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn())
     with Progress(*columns, console=console, disable=not progress) as bar:
         task = bar.add_task("trials", total=len(plan), completed=len(plan) - len(todo))
-        for i, trial in enumerate(todo):
+        for trial in todo:
             bar.update(task, description=f"{trial.key}")
             meta = run_trial(scenario, trial, run_id=run_id, run_dir=out_dir,
-                             media_dir=media_dir, topo_name=f"r{i % 100}")
+                             media_dir=media_dir, topo_name=f"run{os.getpid()}")
             statuses[trial.key] = meta["status"]
             if meta["status"] != "ok":
                 console.print(f"[red]trial {trial.key} failed:[/] {meta['reason'][:300]}",
