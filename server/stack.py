@@ -34,7 +34,7 @@ from mpstream.errors import UserError
 
 GUNICORN_CONF = Path(__file__).parent / "gunicorn_conf.py"
 APP_SPEC = "mpstream.server.app:create_app()"
-START_TIMEOUT_S = 30.0
+START_TIMEOUT_S = 60.0
 
 
 class _UnixHTTPConnection(http.client.HTTPConnection):

@@ -9,8 +9,6 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from mpstream.runner.stats import summarize as trial_stats
-
 GROUP_KEYS = ("scenario", "trial", "player", "transport", "protocol")
 GROUPED_METRICS = (
     "startup_delay_ms",
@@ -154,6 +152,9 @@ def describe(values: Iterable[float | None]) -> dict[str, float | int | None]:
     None values (a metric a session does not have) are left out and not counted in n; with
     one value, sd and the interval are null.
     """
+    # Imported here: scipy costs every collector worker a second at start.
+    from mpstream.runner.stats import summarize as trial_stats
+
     s = trial_stats([v for v in values if v is not None])
 
     def finite(x: float) -> float | None:

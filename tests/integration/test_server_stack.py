@@ -1,0 +1,271 @@
+"""nginx + collector on loopback, real processes: MIME types and headers, ranges, CORS, the
+structured access log with CMCD, the proxied API, MPTCP on the listener, graceful restart,
+PostgreSQL behind the stack, a fuzzing run from the OpenAPI document, clean shutdown."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import requests
+import sqlalchemy as sa
+from mpstream.server.stack import ServerStack
+from mpstream.server.testing import make_tiny_media, throwaway_postgres
+
+REPO = Path(__file__).resolve().parents[2]
+SESSION = {
+    "id": "stack-1", "player": "hlsjs", "player_version": "1.7.4", "protocol": "hls",
+    "manifest": "/media/hls/master.m3u8", "scenario": "loopback", "trial": 0,
+    "transport": "mptcp", "user_agent": "pytest", "started_at": "2026-11-22T02:00:00Z",
+}  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def media(tmp_path_factory):
+    return make_tiny_media(tmp_path_factory.mktemp("media"))
+
+
+@pytest.fixture(scope="module")
+def stack(media):
+    with ServerStack(media, port=free_port()) as s:
+        yield s
+
+
+def log_lines(stack):
+    return [json.loads(line) for line in stack.access_log.read_text().splitlines()]
+
+
+def mptcp_counter(name: str) -> int:
+    """A counter of the root namespace's MPTCP MIB (/proc/net/netstat, MPTcpExt line)."""
+    lines = Path("/proc/net/netstat").read_text().splitlines()
+    for head, values in zip(lines[::2], lines[1::2], strict=True):
+        if head.startswith("MPTcpExt:"):
+            return int(dict(zip(head.split()[1:], values.split()[1:], strict=True))[name])
+    raise AssertionError("no MPTcpExt counters: is MPTCP enabled?")
+
+
+@pytest.mark.parametrize(
+    ("path", "mime", "cache"),
+    [
+        ("/media/hls/master.m3u8", "application/vnd.apple.mpegurl", "max-age=2"),
+        ("/media/hls/360p/index.m3u8", "application/vnd.apple.mpegurl", "max-age=2"),
+        ("/media/hls/360p/seg_000.ts", "video/mp2t", "immutable"),
+        ("/media/dash/manifest.mpd", "application/dash+xml", "max-age=2"),
+        ("/media/dash/init-0.m4s", "video/iso.segment", "immutable"),
+        ("/media/dash/chunk-0-00001.m4s", "video/iso.segment", "immutable"),
+    ],
+)
+def test_media_types_and_cache_headers(stack, path, mime, cache):
+    r = requests.get(stack.base_url + path)
+    assert r.status_code == 200
+    assert r.headers["Content-Type"] == mime
+    assert cache in r.headers["Cache-Control"]
+    if cache == "immutable":
+        assert "max-age=31536000" in r.headers["Cache-Control"]
+    assert r.headers["Access-Control-Allow-Origin"] == "*"
+    assert r.headers["Server"] == "nginx"  # server_tokens off: no version
+
+
+def test_byte_ranges_keepalive_and_no_listing(stack, media):
+    seg = media / "hls" / "360p" / "seg_001.ts"
+    with requests.Session() as http:
+        url = stack.base_url + "/media/hls/360p/seg_001.ts"
+        r = http.get(url, headers={"Range": "bytes=10-29"})
+        assert r.status_code == 206 and r.content == seg.read_bytes()[10:30]
+        assert r.headers["Content-Range"] == f"bytes 10-29/{seg.stat().st_size}"
+        r = http.get(stack.base_url + "/media/hls/360p/")
+        assert r.status_code == 403 and "seg_000" not in r.text
+        assert http.get(stack.base_url + "/media/../../etc/passwd").status_code in (400, 404)
+    entries = [e for e in log_lines(stack) if e["uri"] == "/media/hls/360p/"]
+    ranged = [e for e in log_lines(stack) if e["range"] == "bytes=10-29"][-1]
+    # both requests on one kept-alive connection
+    assert entries[-1]["connection"] == ranged["connection"]
+    assert entries[-1]["connection_requests"] == ranged["connection_requests"] + 1
+
+
+def test_cors_preflight(stack):
+    r = requests.options(
+        stack.base_url + "/media/dash/manifest.mpd",
+        headers={"Origin": "http://elsewhere", "Access-Control-Request-Method": "GET",
+                 "Access-Control-Request-Headers": "range"},
+    )  # fmt: skip
+    assert r.status_code == 204
+    assert "Range" in r.headers["Access-Control-Allow-Headers"]
+    r = requests.options(stack.api_url + "/sessions",
+                         headers={"Access-Control-Request-Method": "POST"})
+    assert r.status_code == 204 and "POST" in r.headers["Access-Control-Allow-Methods"]
+
+
+def test_access_log_is_structured_and_carries_cmcd(stack):
+    cmcd_query = "bl=2000,br=800,d=2000,ot=v,sid=\"abc\""
+    requests.get(stack.base_url + "/media/dash/chunk-0-00002.m4s", params={"CMCD": cmcd_query})
+    requests.get(
+        stack.base_url + "/media/dash/chunk-0-00003.m4s",
+        headers={"CMCD-Request": "bl=2100", "CMCD-Object": "br=800,d=2000,ot=v",
+                 "CMCD-Session": 'sid="abc"', "CMCD-Status": "rtp=1600"},
+    )  # fmt: skip
+    by_uri = {e["uri"]: e for e in log_lines(stack)}
+    q = by_uri["/media/dash/chunk-0-00002.m4s"]
+    assert requests.utils.unquote(q["cmcd"]) == cmcd_query
+    h = by_uri["/media/dash/chunk-0-00003.m4s"]
+    assert (h["cmcd_request"], h["cmcd_object"], h["cmcd_session"], h["cmcd_status"]) == (
+        "bl=2100", "br=800,d=2000,ot=v", 'sid="abc"', "rtp=1600",
+    )  # fmt: skip
+    for field in ("msec", "request_time", "bytes_sent", "connection", "connection_requests",
+                  "status", "remote_addr"):  # fmt: skip
+        assert field in h
+    assert h["status"] == 200 and h["bytes_sent"] > 1000 and h["remote_addr"] == "127.0.0.1"
+    assert re.fullmatch(r"\d+\.\d{3}", f"{h['msec']:.3f}")
+
+
+def test_api_is_proxied_and_limits_hold(stack):
+    assert requests.post(stack.api_url + "/sessions", json=SESSION).status_code == 201
+    batch = {"events": [
+        {"seq": i, "t_ms": float(i), "type": "buffer", "data": {"level_s": 1.0, "position": i}}
+        for i in range(50)
+    ]}  # fmt: skip
+    url = f"{stack.api_url}/sessions/{SESSION['id']}/events"
+    assert requests.post(url, json=batch).json() == {"stored": 50, "duplicates": 0}
+    assert requests.post(url, json=batch).json() == {"stored": 0, "duplicates": 50}
+    r = requests.post(url, data=b'{"events": [' + b" " * (1024 * 1024 + 10) + b"]}")
+    assert r.status_code == 413 and "body" in r.json()["error"]
+    r = requests.post(url, json={"events": [{"seq": 0}]})
+    assert r.status_code == 422 and r.json()["field"] == "events[0].type"
+    assert "buffer" in requests.get(stack.dashboard_url + f"sessions/{SESSION['id']}").text
+    assert requests.get(stack.base_url + "/", allow_redirects=False).status_code == 302
+
+
+def test_listener_is_mptcp_and_both_client_kinds_work(stack, media):
+    listeners = subprocess.run(["ss", "-Mlnt"], capture_output=True, text=True).stdout
+    assert re.search(rf"^mptcp\s+LISTEN.*127\.0\.0\.1:{stack.port}\b", listeners, re.M)
+    url = stack.base_url + "/media/hls/360p/seg_000.ts"
+    before = mptcp_counter("MPCapableSYNRX")
+    got = subprocess.run(["mptcpize", "run", "curl", "-sf", url], capture_output=True)
+    assert got.returncode == 0 and got.stdout == (media / "hls/360p/seg_000.ts").read_bytes()
+    assert mptcp_counter("MPCapableSYNRX") > before  # the server side accepted MP_CAPABLE
+    # a plain TCP client (no mptcpize) is served by the same listener
+    before = mptcp_counter("MPCapableSYNRX")
+    got = subprocess.run(["curl", "-sf", url], capture_output=True)
+    assert got.returncode == 0 and len(got.stdout) > 0
+    assert mptcp_counter("MPCapableSYNRX") == before
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.add(int(stat.parent.name))
+    return out
+
+
+def test_collector_graceful_restart_keeps_answering(stack):
+    master = stack.collector.pid
+    old = _children(master)
+    assert len(old) >= 2
+    stack.reload_collector()
+    failures, deadline = 0, time.monotonic() + 30
+    while time.monotonic() < deadline:
+        failures += requests.get(stack.api_url + "/health").status_code != 200
+        now = _children(master)
+        if now and not now & old and len(now) == len(old):
+            break
+        time.sleep(0.05)
+    assert not (_children(master) & old), "old workers still running after HUP"
+    assert failures == 0
+
+
+def test_stack_on_postgresql(media):
+    with throwaway_postgres() as url, ServerStack(media, port=free_port(), database_url=url) as s:
+        body = {**SESSION, "id": "pg-1"}
+        assert requests.post(s.api_url + "/sessions", json=body).status_code == 201
+        ev = {"seq": 0, "t_ms": 5.0, "type": "stall_start", "data": {"position": 1.0}}
+        r = requests.post(s.api_url + "/sessions/pg-1/events", json={"events": [ev]})
+        assert r.json() == {"stored": 1, "duplicates": 0}
+        assert requests.get(s.api_url + "/health").json()["database"] == "postgresql"
+        engine = sa.create_engine(url)
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("select type from events")).scalars().all() == [
+                "stall_start"
+            ]
+        engine.dispose()
+
+
+def test_fuzzing_from_openapi_finds_no_server_error(stack, tmp_path):
+    st = shutil.which("schemathesis", path=str(REPO / ".venv" / "bin")) or "schemathesis"
+    done = subprocess.run(
+        [st, "run", stack.api_url + "/openapi.json", "--url", stack.api_url,
+         "--checks", "not_a_server_error", "--max-examples", "25", "--seed", "1",
+         "--phases", "examples,coverage,fuzzing", "--workers", "2",
+         "--generation-database", "none", "--no-color"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-4000:]
+    assert "No issues found" in done.stdout
+    cases = re.search(r"(\d+) generated, (\d+) passed", done.stdout)
+    assert cases and int(cases.group(2)) >= 300, done.stdout[-2000:]  # it really ran
+
+
+def test_stop_leaves_nothing_behind(media):
+    port = free_port()
+    s = ServerStack(media, port=port)
+    s.start()
+    pids = {s.nginx.pid, s.collector.pid} | _children(s.nginx.pid) | _children(s.collector.pid)
+    workdir = s.workdir
+    assert requests.get(s.api_url + "/health").status_code == 200
+    s.stop()
+    alive = [p for p in pids if _running(p)]
+    assert alive == []
+    assert not workdir.exists()
+    with pytest.raises(requests.ConnectionError):
+        requests.get(f"http://127.0.0.1:{port}/", timeout=2)
+
+
+def test_a_killed_owner_takes_the_daemons_down(media, tmp_path):
+    """If mpstream dies without cleaning up (kill -9), the kernel's parent-death signal
+    stops nginx and gunicorn."""
+    port = free_port()
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from mpstream.server.stack import ServerStack\n"
+        f"s = ServerStack(Path({str(media)!r}), port={port}); s.start()\n"
+        "print(s.nginx.pid, s.collector.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    owner = subprocess.Popen([str(REPO / ".venv/bin/python"), "-c", script],
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        pids = [int(p) for p in owner.stdout.readline().split()]
+        assert len(pids) == 2
+        os.kill(owner.pid, signal.SIGKILL)
+        owner.wait()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
+            time.sleep(0.1)
+        assert not any(Path(f"/proc/{p}").exists() for p in pids)
+    finally:
+        if owner.poll() is None:
+            owner.kill()
