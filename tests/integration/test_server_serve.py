@@ -1,0 +1,103 @@
+"""`mpstream serve`: waits until nginx and the collector answer, prints the URLs, and on Ctrl-C
+(SIGINT) stops both with nothing left behind."""
+
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import requests
+from mpstream.server.testing import make_tiny_media
+
+REPO = Path(__file__).resolve().parents[2]
+MPSTREAM = str(REPO / ".venv" / "bin" / "mpstream")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below pid (nginx and gunicorn run in their own sessions, so the
+    process tree, not the group, finds them)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {p for p, pp in parents.items() if pp in frontier} - found
+        found |= frontier
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def media(tmp_path_factory):
+    return make_tiny_media(tmp_path_factory.mktemp("media"), seconds=4)
+
+
+def test_serve_prints_urls_and_stops_cleanly_on_sigint(media, tmp_path):
+    port = free_port()
+    proc = subprocess.Popen(
+        [MPSTREAM, "serve", "--media", str(media), "--port", str(port),
+         "--database-url", f"sqlite:///{tmp_path / 'serve.sqlite3'}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        lines = []
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.startswith("ready"):
+                break
+        out = "".join(lines)
+        assert "ready" in out, out
+        base = f"http://127.0.0.1:{port}"
+        assert f"dashboard  {base}/dashboard/" in out
+        assert f"API        {base}/api/v1" in out
+        assert f"{base}/player/index.html?src=%2Fmedia%2Fhls%2Fmaster.m3u8&player=hlsjs" in out
+        assert "dashjs" in out  # the DASH manifest is offered too
+        # both answer, through nginx
+        assert requests.get(f"{base}/api/v1/health", timeout=5).status_code == 200
+        assert requests.get(f"{base}/media/hls/master.m3u8", timeout=5).status_code == 200
+        daemons = descendants(proc.pid)
+        assert len(daemons) >= 4  # nginx master + workers, gunicorn master + workers
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, rest
+        assert "stopped nginx and the collector" in rest
+        assert [p for p in daemons if alive(p)] == []
+        with pytest.raises(requests.ConnectionError):
+            requests.get(f"{base}/", timeout=2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_serve_without_media_says_what_to_do(tmp_path):
+    done = subprocess.run(
+        [MPSTREAM, "serve", "--media", str(tmp_path / "nothing")], capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    message = " ".join(done.stderr.split())  # rich wraps long lines
+    assert "does not exist" in message and "mpstream encode" in message
+    assert "Traceback" not in done.stderr
