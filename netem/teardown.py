@@ -153,3 +153,14 @@ def recorded_names() -> list[str]:
         return []
     return sorted({p.stem for p in STATE_DIR.glob("*.json")} |
                   {p.name for p in STATE_DIR.iterdir() if p.is_dir()})
+
+
+def leftovers(pattern: str = "*") -> list[str]:
+    """What is still there of the matching topologies: namespaces, emulator processes, state
+    files. Empty after a clean teardown."""
+    found = [f"namespace {ns}" for ns in all_namespaces()
+             if fnmatch.fnmatchcase(ns, f"{NS_PREFIX}{pattern}-*")]
+    found += [f"emulator process {pid}" for pid in orphan_emulator_pids(pattern)]
+    found += [f"state {STATE_DIR / name}" for name in recorded_names()
+              if fnmatch.fnmatchcase(name, pattern)]
+    return found

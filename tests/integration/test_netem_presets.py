@@ -1,0 +1,77 @@
+"""Every preset, built for real and measured with `netem check`'s code against its tolerances
+(RTT and loss per path by ping, throughput per path by iperf3 pinned to the path, MPTCP
+aggregate and the share of each path). Runs of 2 s after a 1 s warm-up keep the whole
+set near three minutes."""
+
+import os
+
+import pytest
+from mpstream.netem.check import run_check
+from mpstream.netem.profile import load_profile, preset_names
+from mpstream.netem.teardown import leftovers
+
+DURATION_S = 2.0
+
+
+def _check(profile, name):
+    report = run_check(profile, name=name, duration_s=DURATION_S)
+    assert not leftovers(name)
+    return report
+
+
+def _describe(report):
+    return "; ".join(f"{m.check} {m.path}: {m.measured} {m.unit} not in {m.low}..{m.high}"
+                     for m in report.failures())
+
+
+def _check_with_one_rerun(profile, name):
+    """The CPU is shared: one slow second can cost a 2-second TCP run its figure. A second run
+    must pass; the first failure is printed so that a real regression still shows up."""
+    report = _check(profile, name)
+    if not report.ok:
+        print(f"first run of {profile.name} off: {_describe(report)}; running again")
+        report = _check(profile, name)
+    return report
+
+
+@pytest.mark.parametrize("preset", preset_names())
+def test_preset_measures_as_configured(preset):
+    report = _check_with_one_rerun(load_profile(preset), f"pr{os.getpid()}")
+    assert report.ok, _describe(report)
+    judged = {m.check for m in report.measurements if m.judged}
+    assert {"RTT median", "loss", "byte share"} <= judged
+
+
+def test_tcp_mode_uses_only_its_path():
+    profile = load_profile("thesis-bandwidth-unbalanced", {"mode": "tcp", "tcp_path": 1})
+    report = _check_with_one_rerun(profile, f"tc{os.getpid()}")
+    assert report.ok, _describe(report)
+    aggregate = next(m for m in report.measurements if m.check == "aggregate")
+    assert aggregate.configured == 5  # path 1 only, not 25 + 5
+    share = {m.path: m.measured for m in report.measurements if m.check == "byte share"}
+    assert share["0 path0"] < 2 and share["1 path1"] > 98
+
+
+def test_a_check_fails_when_the_profile_claims_what_the_link_does_not_do(tmp_path):
+    """The check is not a rubber stamp: measuring a 10 Mbit/s, 10 ms path against a profile
+    that says 20 Mbit/s and 30 ms must fail both figures."""
+    from mpstream.netem.check import CheckReport, _ping_measurements, _throughput_measurements
+    from mpstream.netem.topology import Topology
+
+    built = load_profile("thesis-latency-single")
+    claimed = load_profile("thesis-latency-single", {"paths.0.rate": "20mbit",
+                                                     "paths.0.delay_ms": 15})
+    name = f"lie{os.getpid()}"
+    with Topology.up(built, name) as topo:
+        server = topo.popen("server", ["iperf3", "-s", "-p", "5201"])
+        try:
+            import time
+            time.sleep(0.3)
+            report = CheckReport(claimed.name, claimed.mode,
+                                 _ping_measurements(topo, claimed)
+                                 + _throughput_measurements(topo, claimed, 1.0))
+        finally:
+            server.terminate()
+            server.wait()
+    failed = {m.check for m in report.failures()}
+    assert {"RTT median", "TCP rate"} <= failed

@@ -1,0 +1,191 @@
+"""Teardown leaves nothing behind: after an error inside `with Topology.up(...)`, after Ctrl-C
+of the tool, after `kill -9` of the tool (then `netem clean` / `netem down`), and several
+topologies live side by side. Also: no route off the machine, and a clear error without root."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mpstream.netem.teardown import leftovers, netns_pids
+from mpstream.netem.topology import Topology
+
+MPSTREAM = str(Path(sys.executable).parent / "mpstream")
+
+
+def name(tag):
+    return f"{tag}{os.getpid()}"
+
+
+def mpstream(*args, **kw):
+    return subprocess.run([MPSTREAM, *args], capture_output=True, text=True, timeout=120, **kw)
+
+
+def start_foreground(profile, topo_name):
+    proc = subprocess.Popen([MPSTREAM, "netem", "up", profile, "--name", topo_name,
+                             "--foreground"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    for line in proc.stdout:
+        if line.strip() == "ready":
+            return proc
+    raise AssertionError(f"netem up did not come up: {proc.stderr.read()}")
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+
+
+def test_an_error_inside_the_with_block_removes_everything():
+    topo_name = name("err")
+    with pytest.raises(RuntimeError), Topology.up("thesis-latency-balanced", topo_name) as topo:
+        sleeper = topo.popen("server", ["sleep", "300"])
+        assert leftovers(topo_name)
+        raise RuntimeError("boom")
+    assert leftovers(topo_name) == []
+    assert sleeper.wait(timeout=5) is not None
+
+
+def test_ctrl_c_of_the_tool_tears_down():
+    topo_name = name("int")
+    proc = start_foreground("thesis-latency-unbalanced", topo_name)
+    assert any("namespace" in item for item in leftovers(topo_name))
+    assert any("emulator" in item for item in leftovers(topo_name))
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=30)
+    assert leftovers(topo_name) == []
+
+
+def test_ctrl_c_of_a_running_check_tears_down():
+    topo_name = name("chk")
+    proc = subprocess.Popen([MPSTREAM, "netem", "check", "thesis-bandwidth-balanced", "--name",
+                             topo_name], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not any("emulator" in i for i in leftovers(topo_name)):
+        time.sleep(0.1)
+    time.sleep(2.5)  # pings and iperf3 are running now
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=30) != 0
+    assert leftovers(topo_name) == []
+
+
+def test_kill_9_of_the_tool_then_clean_leaves_nothing():
+    topo_name = name("k9")
+    proc = start_foreground("np03-2x10", topo_name)
+    before = leftovers(topo_name)
+    assert sum("namespace" in item for item in before) == 3
+    assert sum("emulator" in item for item in before) == 3  # two paths and the server link
+    proc.kill()
+    proc.wait()
+    time.sleep(0.5)
+    assert leftovers(topo_name) == before  # killed -9: nothing could clean up
+    result = mpstream("netem", "clean", f"{topo_name}*")
+    assert result.returncode == 0, result.stderr
+    assert topo_name in result.stdout
+    assert leftovers(topo_name) == []
+
+
+def test_kill_9_of_a_check_with_iperf3_running_then_down_leaves_nothing():
+    topo_name = name("k9c")
+    proc = subprocess.Popen([MPSTREAM, "netem", "check", "thesis-bandwidth-single", "--name",
+                             topo_name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server_ns = f"mps-{topo_name}-server"
+    deadline = time.monotonic() + 30
+    pids = []
+    while time.monotonic() < deadline and not pids:
+        time.sleep(0.2)
+        if Path(f"/run/netns/{server_ns}").exists():
+            pids = netns_pids(server_ns)
+    assert pids, "iperf3 never started in the server namespace"
+    proc.kill()
+    proc.wait()
+    assert leftovers(topo_name)
+    result = mpstream("netem", "down", topo_name)
+    assert result.returncode == 0, result.stderr
+    assert leftovers(topo_name) == []
+    assert not any(alive(pid) for pid in pids)
+
+
+def test_up_leaves_the_topology_running_and_down_removes_it():
+    topo_name = name("det")
+    result = mpstream("netem", "up", "thesis-latency-single", "--name", topo_name)
+    assert result.returncode == 0, result.stderr
+    try:
+        listing = mpstream("netem", "list")
+        assert topo_name in listing.stdout and "thesis-loss-single" in listing.stdout
+        ping = mpstream("netem", "exec", topo_name, "client", "--", "ping", "-c", "3", "-i",
+                        "0.05", "10.2.0.2")
+        assert ping.returncode == 0, ping.stdout + ping.stderr
+        rtts = [float(t.split("=")[1]) for t in ping.stdout.split() if t.startswith("time=")]
+        assert all(9.5 <= rtt <= 12 for rtt in rtts), rtts
+        assert mpstream("netem", "exec", topo_name, "server", "--", "false").returncode == 1
+        again = mpstream("netem", "up", "thesis-latency-single", "--name", topo_name)
+        assert again.returncode == 2 and "already exists" in again.stderr
+    finally:
+        result = mpstream("netem", "down", topo_name)
+    assert result.returncode == 0, result.stderr
+    assert leftovers(topo_name) == []
+
+
+def test_topologies_coexist_and_go_down_independently():
+    first, second = name("coa"), name("cob")
+    with Topology.up("thesis-latency-unbalanced", first) as a, \
+            Topology.up("wifi-cellular", second) as b:
+        def rtt(topo, path):
+            out = topo.run("client", ["ping", "-n", "-c", "5", "-i", "0.05", "-I",
+                                      path.client_addr, topo.server_addr],
+                           capture_output=True, text=True).stdout
+            values = sorted(float(t.split("=")[1]) for t in out.split() if t.startswith("time="))
+            return values[len(values) // 2]
+
+        assert 14.5 <= rtt(a, a.paths[0]) <= 17 and 4.5 <= rtt(a, a.paths[1]) <= 7
+        assert 9 <= rtt(b, b.paths[0]) <= 13
+        b.down()
+        assert leftovers(second) == [] and leftovers(first)
+        assert 4.5 <= rtt(a, a.paths[1]) <= 7
+    assert leftovers(first) == []
+
+
+def test_no_namespace_has_a_route_off_the_machine():
+    with Topology.up("wifi-cellular", name("rt")) as topo:
+        for host in ("client", "server", "link"):
+            out = topo.run(host, ["ip", "route", "get", "1.1.1.1"], capture_output=True,
+                           text=True)
+            assert out.returncode != 0 and "unreachable" in out.stderr, (host, out.stdout)
+            routes = topo.run(host, ["ip", "route", "show", "table", "all"],
+                              capture_output=True, text=True).stdout
+            assert "default via" not in routes
+
+
+def test_mptcp_endpoints_limits_and_cc_per_profile():
+    from mpstream.netem.profile import profile_from_dict
+
+    profile = profile_from_dict({"cc": "reno", "paths": [{}, {}, {"backup": True}]})
+    with Topology.up(profile, name("ep")) as topo:
+        endpoints = topo.run("client", ["ip", "mptcp", "endpoint", "show"],
+                             capture_output=True, text=True).stdout.splitlines()
+        assert len(endpoints) == 2
+        assert "10.1.1.2" in endpoints[0] and "subflow" in endpoints[0]
+        assert "backup" not in endpoints[0]
+        assert "10.1.2.2" in endpoints[1] and "backup" in endpoints[1]
+        limits = topo.run("client", ["ip", "mptcp", "limits", "show"], capture_output=True,
+                          text=True).stdout
+        assert "subflows 2" in limits
+        for host in ("client", "server"):
+            cc = topo.run(host, ["sysctl", "-n", "net.ipv4.tcp_congestion_control"],
+                          capture_output=True, text=True).stdout.strip()
+            assert cc == "reno"
+
+
+def test_without_root_the_error_is_one_clear_sentence():
+    result = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                             MPSTREAM, "netem", "up", "thesis-latency-single", "--name", "nr"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "needs root" in result.stderr and "Traceback" not in result.stderr
