@@ -121,8 +121,10 @@ class NginxConfig:
             body_limit=self.body_limit,
         )
 
-    def write(self) -> Path:
-        """Lay out the work directory and write the configuration; checks it with `nginx -t`."""
+    def write(self, run_prefix: list[str] | None = None) -> Path:
+        """Lay out the work directory and write the configuration; checks it with `nginx -t`
+        (which binds the listen address, so it runs where nginx will: `run_prefix`, e.g.
+        `ip netns exec NS`)."""
         for sub in ("logs", "tmp/body", "tmp/proxy", "tmp/fastcgi", "tmp/uwsgi", "tmp/scgi"):
             (self.workdir / sub).mkdir(parents=True, exist_ok=True)
         # Workers (maybe www-data) write request bodies under tmp/.
@@ -133,7 +135,9 @@ class NginxConfig:
             for sub in ("tmp", "tmp/body", "tmp/proxy", "tmp/fastcgi", "tmp/uwsgi", "tmp/scgi"):
                 os.chown(self.workdir / sub, entry.pw_uid, entry.pw_gid)
         self.path.write_text(self.render())
-        done = subprocess.run(self.argv("-t", "-q"), capture_output=True, text=True)
+        done = subprocess.run(
+            [*(run_prefix or []), *self.argv("-t", "-q")], capture_output=True, text=True
+        )
         if done.returncode != 0:
             raise UserError(f"the generated nginx configuration is invalid: {done.stderr.strip()}")
         return self.path

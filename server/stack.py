@@ -224,8 +224,8 @@ class ServerStack:
 
     def _start_nginx(self) -> None:
         config = self._nginx_config()
-        config.write()
         prefix = process.netns_prefix(self.netns)
+        config.write(prefix)
         if self.mptcp and config.multipath:
             self.mptcp_method = "listen-multipath"
         elif self.mptcp:
