@@ -1,0 +1,303 @@
+"""`encode_media`: source -> one-decode ladder encode -> HLS + DASH packaging -> validation ->
+the finished tree moved into place.
+
+Everything is built in a staging directory beside the destination; only a tree that passed
+validation is renamed into place, so an interrupted or failed encode never leaves something
+that looks complete.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from mpstream.encoder.commands import (
+    Intermediate,
+    dash_command,
+    encode_command,
+    hls_command,
+    intermediates,
+)
+from mpstream.encoder.ladder import Ladder, load_ladder
+from mpstream.encoder.runner import run_ffmpeg
+from mpstream.encoder.sources import Source, resolve_source
+from mpstream.encoder.tools import require_tools
+from mpstream.manifests import dash, hls
+from mpstream.manifests.bitstream import init_segment_codecs, ts_video_codecs
+from mpstream.manifests.ffprobe import probe_media
+from mpstream.manifests.presentation import (
+    MEDIA_JSON,
+    AudioRecord,
+    MediaRecord,
+    RungRecord,
+    write_media_record,
+)
+from mpstream.manifests.validate import ValidationReport, require_valid
+from rich.console import Console
+
+from mpstream.errors import UserError
+
+# Mean bitrate must land within this fraction of the rung's nominal value.
+BITRATE_TOLERANCE = 0.15
+
+
+@dataclass(frozen=True)
+class Rendition:
+    """One encode of one rung with one codec, as measured after the fact."""
+
+    rung: str
+    codec: str  # "avc" or "hevc"
+    width: int
+    height: int
+    nominal_bitrate: int
+    measured_bitrate: int
+    peak_bitrate: int
+    codecs: str
+    segments: int
+
+    @property
+    def deviation(self) -> float:
+        return self.measured_bitrate / self.nominal_bitrate - 1
+
+    @property
+    def within_tolerance(self) -> bool:
+        return abs(self.deviation) <= BITRATE_TOLERANCE
+
+
+@dataclass(frozen=True)
+class EncodeResult:
+    out: Path
+    ladder: str
+    source: str
+    segment_duration: float
+    duration: float
+    renditions: list[Rendition]
+    record: MediaRecord
+    validation: ValidationReport
+    encode_seconds: float  # stage 1 (the one-decode encode)
+    total_seconds: float
+
+    @property
+    def hls_master(self) -> Path:
+        return self.out / self.record.hls_master
+
+    @property
+    def dash_manifest(self) -> Path:
+        return self.out / self.record.dash_manifest
+
+    @property
+    def media_json(self) -> Path:
+        return self.out / MEDIA_JSON
+
+    @property
+    def realtime_factor(self) -> float:
+        """Seconds of media encoded per second of wall clock (all rungs)."""
+        return self.duration / self.total_seconds
+
+
+def encode_media(
+    source: str,
+    ladder: str | Path,
+    segment_duration: float,
+    duration: float | None,
+    out: Path,
+    progress: bool = True,
+    console: Console | None = None,
+) -> EncodeResult:
+    started = time.monotonic()
+    console = console or Console(stderr=True)
+    if not segment_duration > 0:
+        raise UserError(
+            f"--segment-duration must be a positive number of seconds, got {segment_duration}."
+        )
+    tools = require_tools()
+    spec = load_ladder(ladder)
+    src = resolve_source(source, duration, spec.top.width, spec.top.height)
+    if src.duration < segment_duration:
+        raise UserError(
+            f"Source {src.label} is {src.duration:.2f} s long, shorter than one segment"
+            f" ({segment_duration:g} s). Use a longer source, a shorter --segment-duration,"
+            " or `sample`/`synthetic` with a longer --duration."
+        )
+    out = Path(out).resolve()
+    _check_destination(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    try:
+        staging.chmod(0o755)  # the web server reads the tree as another user
+        work = staging / "work"
+        work.mkdir()
+        items = intermediates(spec, work)
+
+        t0 = time.monotonic()
+        run_ffmpeg(
+            encode_command(tools.ffmpeg, src, spec, segment_duration, work),
+            label=f"Encoding {len(items) - 1} renditions",
+            total_seconds=src.duration, show=progress, console=console,
+        )
+        encode_seconds = time.monotonic() - t0
+        measured = _measure_intermediates(items, src)
+
+        with console.status("Packaging HLS and DASH", spinner="dots") if progress else _nothing():
+            hls_dir, dash_dir = staging / "hls", staging / "dash"
+            for item in items:
+                if item.kind == "avc":
+                    assert item.rung is not None
+                    (hls_dir / item.rung.name).mkdir(parents=True)
+            for index, _ in enumerate(items):
+                (dash_dir / str(index)).mkdir(parents=True)
+            _run_quiet(hls_command(tools.ffmpeg, items, segment_duration, hls_dir), "HLS packaging")
+            _run_quiet(dash_command(tools.ffmpeg, items, segment_duration, dash_dir),
+                       "DASH packaging")
+            renditions, audio = _finish_dash(dash_dir, items, measured, spec, src)
+            _finish_hls(hls_dir, items, src)
+            record = _media_record(spec, src, segment_duration, renditions, audio, items)
+            write_media_record(staging, record)
+            shutil.rmtree(work)
+
+        with console.status("Validating", spinner="dots") if progress else _nothing():
+            report = require_valid(staging, duration=src.duration)
+        _install(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return EncodeResult(
+        out=out, ladder=spec.name, source=src.label, segment_duration=segment_duration,
+        duration=src.duration, renditions=renditions, record=record, validation=report,
+        encode_seconds=encode_seconds, total_seconds=time.monotonic() - started,
+    )
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _check_destination(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file; pass a directory for the media tree.")
+    if out.is_dir() and any(out.iterdir()) and not (out / MEDIA_JSON).is_file():
+        raise UserError(
+            f"--out {out} exists and does not hold a media tree (no {MEDIA_JSON}); refusing to"
+            " replace it. Pass a new or empty directory."
+        )
+
+
+def _install(staging: Path, out: Path) -> None:
+    """Swap the validated tree into place; an older tree is removed only afterwards."""
+    old = None
+    if out.exists():
+        old = out.parent / f".{out.name}.old-{os.getpid()}"
+        out.rename(old)
+    staging.rename(out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _run_quiet(argv: list[str], label: str) -> None:
+    run_ffmpeg(argv, label=label, total_seconds=1, show=False)
+
+
+def _measure_intermediates(items: list[Intermediate], src: Source) -> dict[str, int]:
+    """Mean bit/s of each encode; also catches a source that ends early (truncated file)."""
+    rates = {}
+    for item in items:
+        info = probe_media(item.path)
+        stream = info["streams"][0]
+        length = float(stream.get("duration") or info["format"].get("duration") or 0)
+        if item.kind != "audio" and length < src.duration - max(0.5, 2 / float(src.fps)):
+            raise UserError(
+                f"Source {src.label} ended after {length:.2f} s although it should last"
+                f" {src.duration:.2f} s: the file is probably truncated or damaged."
+                " Re-export it, or pass --duration no longer than the part that plays."
+            )
+        rates[item.representation_id] = int(stream.get("bit_rate") or 0)
+    return rates
+
+
+def _finish_dash(
+    dash_dir: Path, items: list[Intermediate], measured: dict[str, int], spec: Ladder, src: Source
+) -> tuple[list[Rendition], AudioRecord]:
+    renames, codecs, peaks = {}, {}, {}
+    segment_counts = {}
+    for index, item in enumerate(items):
+        rep_id = item.representation_id
+        (dash_dir / str(index)).rename(dash_dir / rep_id)
+        renames[str(index)] = rep_id
+        _, codecs[rep_id] = init_segment_codecs(dash_dir / rep_id / "init.m4s")
+    # Segment sizes give the peak rate; read the timeline before the ids change.
+    mpd = dash.load_mpd(dash_dir / "manifest.mpd")
+    for aset in mpd.adaptation_sets:
+        for rep in aset.representations:
+            rep_id = renames[rep.id]
+            rates = [
+                (dash_dir / rep_id / seg.path.name).stat().st_size * 8 / seg.duration
+                for seg in rep.segments if seg.duration > 0
+            ]
+            peaks[rep_id] = round(max(rates))
+            segment_counts[rep_id] = len(rep.segments)
+    dash.finish_mpd(dash_dir / "manifest.mpd", renames, codecs, peaks,
+                    title=f"mpstream {spec.name} ladder: {src.label}")
+    renditions = [
+        Rendition(
+            rung=item.rung.name, codec=item.kind, width=item.rung.width, height=item.rung.height,
+            nominal_bitrate=item.rung.bitrate, measured_bitrate=measured[item.representation_id],
+            peak_bitrate=peaks[item.representation_id], codecs=codecs[item.representation_id],
+            segments=segment_counts[item.representation_id],
+        )
+        for item in items if item.rung is not None
+    ]
+    audio = AudioRecord(codecs=codecs["audio"], bitrate=measured["audio"],
+                        dash_representation="audio")
+    return renditions, audio
+
+
+def _finish_hls(hls_dir: Path, items: list[Intermediate], src: Source) -> None:
+    variants = []
+    audio_codecs = None
+    for item in items:
+        if item.kind != "avc":
+            continue
+        assert item.rung is not None
+        playlist = hls_dir / item.rung.name / "index.m3u8"
+        _, segments = hls.load_media_playlist(playlist)
+        peak, average = hls.segment_rates(segments)
+        video_codecs = ts_video_codecs(segments[0].path)
+        if audio_codecs is None:
+            audio_codecs = init_segment_codecs(
+                hls_dir.parent / "dash" / "audio" / "init.m4s")[1]
+        variants.append(hls.Variant(
+            uri=f"{item.rung.name}/index.m3u8", peak_bandwidth=peak, average_bandwidth=average,
+            width=item.rung.width, height=item.rung.height,
+            codecs=f"{video_codecs},{audio_codecs}", frame_rate=src.fps,
+        ))
+    hls.write_master(hls_dir / "master.m3u8", variants)
+
+
+def _media_record(
+    spec: Ladder, src: Source, segment_duration: float, renditions: list[Rendition],
+    audio: AudioRecord, items: list[Intermediate],
+) -> MediaRecord:
+    rungs = []
+    for rung in spec.rungs:
+        mine = [r for r in renditions if r.rung == rung.name]
+        rungs.append(RungRecord(
+            name=rung.name, width=rung.width, height=rung.height, nominal_bitrate=rung.bitrate,
+            codecs={r.codec: r.codecs for r in mine},
+            measured_bitrate={r.codec: r.measured_bitrate for r in mine},
+            peak_bitrate={r.codec: r.peak_bitrate for r in mine},
+            dash_representation={r.codec: f"{r.codec}-{rung.name}" for r in mine},
+            hls_playlist=f"hls/{rung.name}/index.m3u8" if "avc" in rung.codecs else None,
+            segments=max(r.segments for r in mine),
+        ))
+    return MediaRecord(
+        ladder=spec.name, source=src.label, segment_duration=segment_duration,
+        duration=src.duration, frame_rate=float(src.fps), audio=audio, rungs=rungs,
+    )
