@@ -3,6 +3,7 @@ own (pid, temp dirs, logs), never the system's /etc/nginx or /var/lib/nginx."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import pwd
 import shutil
@@ -83,7 +84,8 @@ class NginxConfig:
     workdir: Path
     media_root: Path
     listen: str  # "host:port"
-    collector_socket: Path
+    collector_socket: Path | None  # the collector's unix socket, or
+    collector_address: str | None = None  # host:port of a collector elsewhere (containers)
     multipath: bool = False
     player_root: Path = PLAYER_DIST
     api_rate: int = 5000  # requests/s per client address; bursts of beacons are fine
@@ -115,13 +117,17 @@ class NginxConfig:
             player_root=self.player_root.resolve(),
             listen=self.listen,
             multipath=self.multipath,
-            collector_socket=self.collector_socket,
+            collector=(
+                self.collector_address
+                if self.collector_address
+                else f"unix:{self.collector_socket}"
+            ),
             api_rate=self.api_rate,
             api_burst=self.api_burst,
             body_limit=self.body_limit,
         )
 
-    def write(self, run_prefix: list[str] | None = None) -> Path:
+    def write(self, run_prefix: list[str] | None = None, check: bool = True) -> Path:
         """Lay out the work directory and write the configuration; checks it with `nginx -t`
         (which binds the listen address, so it runs where nginx will: `run_prefix`, e.g.
         `ip netns exec NS`)."""
@@ -135,6 +141,8 @@ class NginxConfig:
             for sub in ("tmp", "tmp/body", "tmp/proxy", "tmp/fastcgi", "tmp/uwsgi", "tmp/scgi"):
                 os.chown(self.workdir / sub, entry.pw_uid, entry.pw_gid)
         self.path.write_text(self.render())
+        if not check:
+            return self.path
         done = subprocess.run(
             [*(run_prefix or []), *self.argv("-t", "-q")], capture_output=True, text=True
         )
@@ -150,3 +158,36 @@ class NginxConfig:
             "-e", str(self.workdir / "logs" / "error.log"),
             *extra,
         ]  # fmt: skip
+
+
+def launcher_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m mpstream.server.nginx")
+    parser.add_argument("--media", type=Path, required=True)
+    parser.add_argument("--listen", default="0.0.0.0:8080")
+    parser.add_argument("--collector", required=True, help="host:port of the collector")
+    parser.add_argument("--workdir", type=Path, default=Path("/run/mpstream-nginx"))
+    parser.add_argument("--player", type=Path, default=PLAYER_DIST)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Render the configuration and become nginx (a container's entry point):
+    python -m mpstream.server.nginx --media DIR --listen ADDR:PORT --collector HOST:PORT"""
+    args = launcher_parser().parse_args(argv)
+    config = NginxConfig(
+        workdir=args.workdir, media_root=args.media, listen=args.listen,
+        collector_socket=None, collector_address=args.collector,
+        multipath=supports_multipath_listen(), player_root=args.player,
+    )  # fmt: skip
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    # The access log goes to the container's volume; nginx -t would resolve the upstream now,
+    # before the collector's container may be up, so the check is left to nginx's own start.
+    config.write(check=False)
+    argv_nginx = config.argv("-g", "daemon off; master_process on;")
+    if not config.multipath and shutil.which("mptcpize"):
+        argv_nginx = ["mptcpize", "run", *argv_nginx]
+    os.execvp(argv_nginx[0], argv_nginx)
+
+
+if __name__ == "__main__":
+    main()

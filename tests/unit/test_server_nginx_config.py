@@ -1,0 +1,59 @@
+"""The generated nginx configuration: its directives (their effect on real requests is tested
+in tests/integration/test_server_stack.py), and that nginx itself accepts it."""
+
+import re
+from pathlib import Path
+
+import pytest
+from mpstream.server.nginx import NginxConfig, supports_multipath_listen
+
+
+@pytest.fixture
+def config(tmp_path):
+    media = tmp_path / "media"
+    media.mkdir()
+    return NginxConfig(
+        workdir=tmp_path / "work", media_root=media, listen="127.0.0.1:18080",
+        collector_socket=tmp_path / "work" / "collector.sock",
+    )  # fmt: skip
+
+
+def directives(text: str) -> set[str]:
+    return {" ".join(line.split()) for line in text.splitlines()}
+
+
+def test_rendered_directives(config):
+    d = directives(config.render())
+    for expected in (
+        "sendfile on;", "tcp_nopush on;", "server_tokens off;", "autoindex off;",
+        "keepalive_timeout 65s;", "client_max_body_size 2m;", "limit_req_status 429;",
+        "access_log " + str(config.access_log) + " mpstream_json;",
+        "proxy_pass http://collector;",
+    ):  # fmt: skip
+        assert expected in d, expected
+    text = config.render()
+    assert re.search(r"limit_req zone=api burst=\d+ nodelay;", text)
+    assert f"server unix:{config.collector_socket};" in text
+    assert "listen 127.0.0.1:18080 backlog=4096;" in d
+    # nothing of the system's nginx is used
+    assert "/etc/nginx" not in text and "/var/lib/nginx" not in text and "/var/log" not in text
+
+
+def test_multipath_listen_when_asked(config, tmp_path):
+    mp = NginxConfig(**{**config.__dict__, "multipath": True})
+    assert "listen 127.0.0.1:18080 multipath backlog=4096;" in directives(mp.render())
+
+
+def test_nginx_accepts_the_configuration(config):
+    path = config.write()  # runs `nginx -t`; raises with nginx's message otherwise
+    assert path.is_file() and (config.workdir / "tmp" / "body").is_dir()
+
+
+def test_this_nginx_has_no_multipath_listen_option():
+    # Debian 12's nginx 1.22 predates `listen ... multipath`; mptcpize is the fallback.
+    import subprocess
+
+    version = subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr
+    if "nginx/1.22" in version:
+        assert supports_multipath_listen() is False
+    assert Path("/usr/bin/mptcpize").exists() or supports_multipath_listen()
