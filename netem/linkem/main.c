@@ -185,20 +185,23 @@ static const struct timespec *sleep_for(const struct emulator *em, struct timesp
     return ts;
 }
 
-static void read_tun(struct emulator *em, int d)
+/* Returns -1 when the device is gone (deleted, or its namespace torn down under us). */
+static int read_tun(struct emulator *em, int d)
 {
     static unsigned char buf[MAX_PACKET];
     for (int i = 0; i < READ_BATCH; i++) {
         ssize_t n = read(em->tun[d], buf, sizeof buf);
         if (n < 0) {
             if (errno == EAGAIN || errno == EINTR)
-                return;
-            die("read %s: %s", em->cfg.tun[d], strerror(errno));
+                return 0;
+            fprintf(stderr, PROG ": read %s: %s\n", em->cfg.tun[d], strerror(errno));
+            return -1;
         }
         if (n == 0)
-            return;
+            return 0;
         link_enqueue(&em->link[d], packet_new(buf, (uint32_t)n), now_ns());
     }
+    return 0;
 }
 
 static void write_link_stats(FILE *f, const struct emulator *em, int d)
@@ -364,7 +367,7 @@ int main(int argc, char **argv)
     printf("ready\n");
     fflush(stdout);
 
-    int running = 1;
+    int running = 1, status = 0;
     while (running) {
         struct epoll_event evs[8];
         struct timespec ts;
@@ -390,8 +393,8 @@ int main(int argc, char **argv)
         run_due_events(&em, now);
         for (int i = 0; i < n; i++)
             for (int d = 0; d < N_DIRS; d++)
-                if (evs[i].data.fd == em.tun[d])
-                    read_tun(&em, d);
+                if (evs[i].data.fd == em.tun[d] && read_tun(&em, d) < 0)
+                    running = 0, status = EXIT_RUNTIME;
         now = now_ns();
         for (int d = 0; d < N_DIRS; d++)
             link_advance(&em.link[d], now);
@@ -404,5 +407,5 @@ int main(int argc, char **argv)
         close(em.tun[d]);
     }
     config_free(&em.cfg);
-    return 0;
+    return status;
 }

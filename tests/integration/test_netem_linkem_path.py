@@ -239,3 +239,11 @@ def test_teardown_leaves_nothing(tmp_path):
     listed = sh("ip", "netns", "list").stdout
     assert p.tag not in listed
     assert not Path(f"/proc/{pid}").exists()
+
+
+def test_device_removed_under_it_exits_with_stats(path):
+    stats_path = path.start({"delay_ms": 1})
+    sh("ip", "-n", path.link, "link", "del", "ta")
+    assert path.emulator.wait(timeout=5) == 1
+    assert "read ta" in path.emulator.stderr.read()
+    assert json.loads(stats_path.read_text())["a_to_b"]["packets_in"] == 0
