@@ -161,11 +161,15 @@ def list_() -> None:
         console.print("no topology is up")
         return
     table = Table(title="topologies up")
-    for column in ("name", "profile", "namespaces", "state"):
+    for column in ("name", "profile", "namespaces", "emulators", "state"):
         table.add_column(column)
     for topo in live:
+        expected = len(topo.get("emulator_pids", []))
+        running = topo["emulators_running"]
+        healthy = topo["complete"] and running == expected
         table.add_row(topo["name"], str(topo.get("profile")), " ".join(topo["namespaces"]),
-                      "up" if topo["complete"] else "incomplete: `netem down` it")
+                      f"{running}/{expected} running",
+                      "up" if healthy else "broken: remove it with `netem down`")
     console.print(table)
 
 

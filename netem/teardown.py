@@ -87,8 +87,12 @@ def stop_pids(pids: list[int], timeout: float = 3.0) -> None:
 
 
 def remove_namespaces(namespaces: list[str]) -> None:
-    pids = sorted({pid for ns in namespaces for pid in netns_pids(ns)} - {os.getpid()})
-    stop_pids(pids)
+    # Again until none is left: a dying server may still fork (a master respawning workers).
+    for _ in range(5):
+        pids = sorted({pid for ns in namespaces for pid in netns_pids(ns)} - {os.getpid()})
+        if not pids:
+            break
+        stop_pids(pids)
     for ns in namespaces:
         # A process that has just been SIGKILLed may hold the namespace for a moment.
         for _ in range(50):

@@ -458,7 +458,8 @@ def live_topologies() -> list[dict[str, Any]]:
         namespaces = teardown.topology_namespaces(name)
         if isinstance(state.get("profile"), dict):
             state = {**state, "profile": state["profile"].get("name")}
-        found.append({**state, "namespaces": namespaces,
+        running = teardown.orphan_emulator_pids(name)
+        found.append({**state, "namespaces": namespaces, "emulators_running": len(running),
                       "complete": bool(read_state(name)) and len(namespaces) == 3})
     return found
 
