@@ -70,6 +70,7 @@ def up(profile: str, name: str, overrides: tuple[str, ...], foreground: bool,
             topo.start_events()
         _print_topology(topo)
         if not foreground:
+            topo.detach()
             console.print(f"left running; run commands with `mpstream netem exec {name} client "
                           f"-- CMD`, remove with `mpstream netem down {name}`")
             return

@@ -81,6 +81,7 @@ class Topology:
         self.paths = [_path_info(profile, i) for i in range(len(profile.paths))]
         self.state_dir = STATE_DIR / name
         self._down = False
+        self.detached = False
 
     # ---- life cycle -------------------------------------------------------------------------
 
@@ -99,6 +100,9 @@ class Topology:
                 f"topology name {name!r}: use 1 to 32 letters, digits or underscores, "
                 "starting with a letter or digit"
             )
+        if _stale(name):
+            # Left by a process that died without tearing down (kill -9): not anyone's.
+            teardown.remove_topology(name)
         if teardown.topology_namespaces(name) or (STATE_DIR / f"{name}.json").exists():
             raise UserError(
                 f"a topology named {name!r} already exists: remove it with "
@@ -130,8 +134,16 @@ class Topology:
                 )
             raise UserError(f"no topology named {name!r} is up (see `mpstream netem list`)")
         profile = Profile.model_validate(state["profile"])
-        return cls(profile, name, emulated=state["emulated"],
+        topo = cls(profile, name, emulated=state["emulated"],
                    emulator_pids=state["emulator_pids"], owner_pid=state["owner_pid"])
+        topo.detached = bool(state.get("detached"))
+        return topo
+
+    def detach(self) -> None:
+        """Marks the topology as meant to outlive this process (`mpstream netem up`), so that
+        it is not taken for the leftover of a crashed program."""
+        self.detached = True
+        self._write_state()
 
     def down(self) -> dict[str, Any]:
         """Stops every process in the namespaces, removes them; returns the emulators' stats
@@ -426,7 +438,7 @@ class Topology:
 
     def _write_state(self) -> None:
         STATE_DIR.mkdir(parents=True, exist_ok=True)
-        state = {**self.describe(), "owner_pid": self.owner_pid,
+        state = {**self.describe(), "owner_pid": self.owner_pid, "detached": self.detached,
                  "emulator_pids": self.emulator_pids, "created": time.time(),
                  "profile": self.profile.model_dump(mode="json")}
         tmp = STATE_DIR / f".{self.name}.json.tmp"
@@ -439,6 +451,25 @@ class Topology:
             with contextlib.suppress(OSError, ValueError):
                 stats[path.name.removesuffix(".stats.json")] = json.loads(path.read_text())
         return stats
+
+
+def _stale(name: str) -> bool:
+    """A topology whose owning process is gone and that was not left running on purpose; or
+    namespaces without a record (the record is written before the first namespace)."""
+    if not teardown.topology_namespaces(name) and not (STATE_DIR / f"{name}.json").exists():
+        return False
+    state = read_state(name)
+    if state is None:
+        return True
+    if state.get("detached"):
+        return False
+    try:
+        os.kill(int(state["owner_pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, KeyError, ValueError):
+        return False
+    return False
 
 
 def read_state(name: str) -> dict[str, Any] | None:

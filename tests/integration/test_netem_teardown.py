@@ -13,6 +13,8 @@ import pytest
 from mpstream.netem.teardown import leftovers, netns_pids
 from mpstream.netem.topology import Topology
 
+from mpstream.errors import UserError
+
 MPSTREAM = str(Path(sys.executable).parent / "mpstream")
 
 
@@ -88,6 +90,24 @@ def test_kill_9_of_the_tool_then_clean_leaves_nothing():
     result = mpstream("netem", "clean", f"{topo_name}*")
     assert result.returncode == 0, result.stderr
     assert topo_name in result.stdout
+    assert leftovers(topo_name) == []
+
+
+def test_the_leftover_of_a_killed_program_is_replaced_but_a_detached_topology_is_not():
+    topo_name = name("stale")
+    proc = start_foreground("thesis-latency-single", topo_name)
+    proc.kill()
+    proc.wait()
+    assert leftovers(topo_name)
+    with Topology.up("thesis-latency-balanced", topo_name) as topo:
+        assert len(topo.paths) == 2
+    assert leftovers(topo_name) == []
+    assert mpstream("netem", "up", "thesis-latency-single", "--name", topo_name).returncode == 0
+    try:
+        with pytest.raises(UserError, match="already exists"):
+            Topology.up("thesis-latency-single", topo_name)
+    finally:
+        mpstream("netem", "down", topo_name)
     assert leftovers(topo_name) == []
 
 
