@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import shutil
 import subprocess
@@ -37,15 +38,29 @@ def probe_media(path: Path) -> dict:
     return probe_json(["-show_format", "-show_streams", str(path)])
 
 
-def first_video_packet_is_key(data: bytes) -> bool:
-    """Whether the first video packet of a segment (bytes of a TS segment, or of an fMP4
-    initialization segment followed by a media segment) is a keyframe."""
+def segments_start_with_keyframe(header: bytes, segments: list[bytes]) -> list[bool | None]:
+    """For each segment, whether its first video packet is a keyframe (None: it has no video
+    packet at all).
+
+    The segments are fed to ONE ffprobe as the stream a player would append (an fMP4 `header`
+    = initialization segment, then the media segments; or MPEG-TS segments with an empty
+    header), and each packet is attributed to a segment by its byte position. One process per
+    representation instead of one per segment keeps validation fast.
+    """
+    starts, offset = [], len(header)
+    for data in segments:
+        starts.append(offset)
+        offset += len(data)
     doc = probe_json(
-        ["-select_streams", "v:0", "-show_entries", "packet=flags,pts_time",
-         "-read_intervals", "%+#1", "-i", "pipe:0"],
-        stdin=data,
+        ["-select_streams", "v:0", "-show_entries", "packet=pos,flags", "-i", "pipe:0"],
+        stdin=header + b"".join(segments), timeout=300,
     )
-    packets = doc.get("packets", [])
-    if not packets:
-        raise ProbeError("no video packet found")
-    return "K" in packets[0].get("flags", "")
+    first: list[bool | None] = [None] * len(segments)
+    for packet in doc.get("packets", []):
+        pos = int(packet.get("pos", -1))
+        if pos < 0:
+            continue
+        index = bisect.bisect_right(starts, pos) - 1
+        if index >= 0 and first[index] is None:
+            first[index] = "K" in packet.get("flags", "")
+    return first

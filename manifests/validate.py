@@ -18,7 +18,7 @@ import m3u8
 from mpstream.manifests import dash, hls
 from mpstream.manifests.bitstream import init_segment_codecs, ts_video_codecs
 from mpstream.manifests.codecs import CodecError, codec_family
-from mpstream.manifests.ffprobe import ProbeError, first_video_packet_is_key
+from mpstream.manifests.ffprobe import ProbeError, segments_start_with_keyframe
 from mpstream.manifests.isobmff import BoxError
 from mpstream.manifests.presentation import DASH_MANIFEST, HLS_MASTER, MEDIA_JSON, read_media_record
 
@@ -50,6 +50,15 @@ class ValidationReport:
         self.problems.append(f"{where}: {problem}")
 
 
+@dataclass(frozen=True)
+class KeyframeJob:
+    """The segments of one representation, in order, to be probed together."""
+
+    what: str
+    init: Path | None  # fMP4 initialization segment; None for MPEG-TS
+    segments: list[Path]
+
+
 class InvalidMediaTree(UserError):
     """The produced tree failed validation."""
 
@@ -62,7 +71,7 @@ def validate_media_tree(root: Path, duration: float | None = None,
     report = ValidationReport(root)
     if duration is None and (root / MEDIA_JSON).is_file():
         duration = read_media_record(root).duration
-    keyframe_jobs: list[tuple[str, list[Path]]] = []
+    keyframe_jobs: list[KeyframeJob] = []
     mpd_duration = _validate_dash(root / DASH_MANIFEST, duration, report, keyframe_jobs)
     if duration is None:
         duration = mpd_duration
@@ -89,7 +98,7 @@ def _near(a: float, b: float | None) -> bool:
 
 
 def _validate_dash(path: Path, duration: float | None, report: ValidationReport,
-                   jobs: list[tuple[str, list[Path]]]) -> float | None:
+                   jobs: list[KeyframeJob]) -> float | None:
     if not path.is_file():
         report.add(path, "missing")
         return None
@@ -129,9 +138,9 @@ def _validate_dash(path: Path, duration: float | None, report: ValidationReport,
                 report.add(path, f"Representation {rep.id}: segment boundaries differ from the"
                                  " other representations of its set (not switchable)")
             starts = starts if starts is not None else rep_starts
-            if aset.content_type == "video" and rep.init.is_file():
-                jobs.extend((f"{where} segment {s.path.name}", [rep.init, s.path])
-                            for s in rep.segments if s.path.is_file())
+            present = [s.path for s in rep.segments if s.path.is_file()]
+            if aset.content_type == "video" and rep.init.is_file() and present:
+                jobs.append(KeyframeJob(where, rep.init, present))
     if families.get("hevc") != "video":
         report.add(path, "no HEVC (hvc1) video adaptation set")
     if families.get("avc") != "video":
@@ -157,7 +166,7 @@ def _check_init(rep: dash.Representation, where: str, report: ValidationReport) 
 
 
 def _validate_hls(master_path: Path, duration: float | None, report: ValidationReport,
-                  jobs: list[tuple[str, list[Path]]]) -> None:
+                  jobs: list[KeyframeJob]) -> None:
     if not master_path.is_file():
         report.add(master_path, "missing")
         return
@@ -185,7 +194,7 @@ def _validate_hls(master_path: Path, duration: float | None, report: ValidationR
 
 
 def _validate_media_playlist(path: Path, codecs: list[str], duration: float | None,
-                             report: ValidationReport, jobs: list[tuple[str, list[Path]]]) -> None:
+                             report: ValidationReport, jobs: list[KeyframeJob]) -> None:
     if not path.is_file():
         report.add(path, "media playlist missing")
         return
@@ -214,7 +223,8 @@ def _validate_media_playlist(path: Path, codecs: list[str], duration: float | No
             report.add(seg.path, f"missing or empty (listed by {path.name})")
         else:
             present.append(seg.path)
-    jobs.extend((f"{path.parent.name}/{p.name}", [p]) for p in present)
+    if present:
+        jobs.append(KeyframeJob(f"{path.parent.name}/{path.name}", None, present))
     if present:
         try:
             actual = ts_video_codecs(present[0])
@@ -225,17 +235,22 @@ def _validate_media_playlist(path: Path, codecs: list[str], duration: float | No
             report.add(path, f"bitstream says {actual!r} but the master's CODECS says {codecs}")
 
 
-def _check_keyframes(jobs: list[tuple[str, list[Path]]], report: ValidationReport) -> None:
-    def first_is_key(files: list[Path]) -> str | None:
+def _check_keyframes(jobs: list[KeyframeJob], report: ValidationReport) -> None:
+    def check(job: KeyframeJob) -> list[str]:
+        header = job.init.read_bytes() if job.init else b""
         try:
-            key = first_video_packet_is_key(b"".join(f.read_bytes() for f in files))
+            keys = segments_start_with_keyframe(header, [p.read_bytes() for p in job.segments])
         except ProbeError as exc:
-            return f"ffprobe cannot read it: {exc}"
-        return None if key else "does not start with a keyframe"
+            return [f"{job.what}: ffprobe cannot read the segments: {exc}"]
+        report.keyframes_checked += len(keys)
+        problems = []
+        for path, key in zip(job.segments, keys, strict=True):
+            if key is None:
+                problems.append(f"{job.what} {path.name}: no video packet")
+            elif not key:
+                problems.append(f"{job.what} {path.name}: does not start with a keyframe")
+        return problems
 
     with ThreadPoolExecutor(_KEYFRAME_WORKERS) as pool:
-        for (what, _), problem in zip(jobs, pool.map(first_is_key, [f for _, f in jobs]),
-                                      strict=True):
-            report.keyframes_checked += 1
-            if problem:
-                report.problems.append(f"{what}: {problem}")
+        for problems in pool.map(check, jobs):
+            report.problems.extend(problems)
