@@ -34,14 +34,15 @@ class Intermediate:
         return "audio" if self.rung is None else f"{self.kind}-{self.rung.name}"
 
 
-def intermediates(ladder: Ladder, work: Path) -> list[Intermediate]:
+def intermediates(ladder: Ladder, work: Path, with_audio: bool = True) -> list[Intermediate]:
     """Every stream stage 1 writes: per codec in ladder order, then the audio."""
     items = [
         Intermediate(codec, rung, work / f"{codec}-{rung.name}.mp4")
         for codec in CODECS
         for rung in ladder.rungs_for(codec)
     ]
-    items.append(Intermediate("audio", None, work / "audio.mp4"))
+    if with_audio:
+        items.append(Intermediate("audio", None, work / "audio.mp4"))
     return items
 
 
@@ -50,17 +51,18 @@ def gop_frames(segment_duration: float, fps: Fraction) -> int:
 
 
 def encode_command(
-    ffmpeg: str, source: Source, ladder: Ladder, segment_duration: float, work: Path
+    ffmpeg: str, source: Source, ladder: Ladder, segment_duration: float, work: Path,
+    with_audio: bool = True,
 ) -> list[str]:
     argv = [ffmpeg, *_COMMON, *source.input_args]
     audio_input = source.audio_map
-    if audio_input is None:
+    if audio_input is None and with_audio:
         # A source without sound still gets an audio track: players and the DASH audio set
         # expect one. The tone is the input after the source's.
         argv += ["-f", "lavfi", "-i", TONE]
         audio_input = "1:a:0"
 
-    outputs = intermediates(ladder, work)
+    outputs = intermediates(ladder, work, with_audio)
     argv += ["-filter_complex", _filter_graph(ladder, source.fps)]
     gop = gop_frames(segment_duration, source.fps)
     # A keyframe exactly at every segment boundary, and none elsewhere (scene cuts off,

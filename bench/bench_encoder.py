@@ -1,0 +1,91 @@
+"""Encoder benchmark: the one-decode pipeline against one ffmpeg process per rung.
+
+    .venv/bin/python bench/bench_encoder.py [--duration 60] [--ladder standard]
+
+Both variants produce the same renditions (every rung of the ladder in H.264 and HEVC, the
+same rate control and GOPs) from the looped sample clip. The pipeline decodes the source once
+and scales each rung once; the baseline runs one ffmpeg per rung, one after the other, each
+decoding the source again. Each variant runs in its own child process so that its peak memory
+(ru_maxrss of its largest ffmpeg) is measured separately. Wall-clock figures on a shared
+machine are noisy: compare the ratio, measured side by side in one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from mpstream.encoder.commands import encode_command
+from mpstream.encoder.ladder import load_ladder
+from mpstream.encoder.pipeline import encode_media
+from mpstream.encoder.runner import run_ffmpeg
+from mpstream.encoder.sources import resolve_source
+from mpstream.encoder.tools import require_tools
+
+SEGMENT = 4.0
+
+
+def _variant(name: str, ladder_name: str, duration: float) -> dict:
+    """Run one variant in this process and report wall time and children's peak RSS."""
+    tools = require_tools()
+    ladder = load_ladder(ladder_name)
+    source = resolve_source("sample", duration, ladder.top.width, ladder.top.height)
+    with tempfile.TemporaryDirectory(prefix="mpstream-bench-") as tmp:
+        work = Path(tmp)
+        started = time.monotonic()
+        if name == "pipeline":
+            run_ffmpeg(encode_command(tools.ffmpeg, source, ladder, SEGMENT, work),
+                       label="pipeline", total_seconds=duration, show=False)
+        elif name == "per-rung":
+            for index, rung in enumerate(ladder.rungs):
+                single = ladder.model_copy(update={"rungs": (rung,)})
+                argv = encode_command(tools.ffmpeg, source, single, SEGMENT, work,
+                                      with_audio=index == 0)
+                run_ffmpeg(argv, label=rung.name, total_seconds=duration, show=False)
+        elif name == "full":
+            encode_media("sample", ladder_name, SEGMENT, duration, work / "tree", progress=False)
+        wall = time.monotonic() - started
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return {"variant": name, "wall_s": wall, "peak_rss_mib": peak_kib / 1024}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=60.0)
+    parser.add_argument("--ladder", default="standard")
+    parser.add_argument("--variant", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.variant:
+        print(json.dumps(_variant(args.variant, args.ladder, args.duration)))
+        return
+
+    ladder = load_ladder(args.ladder)
+    renditions = sum(len(r.codecs) for r in ladder.rungs)
+    print(f"{args.duration:g} s of the sample, ladder {args.ladder}: {len(ladder.rungs)} rungs,"
+          f" {renditions} video renditions, {SEGMENT:g} s GOPs")
+    results = {}
+    for variant in ("pipeline", "per-rung", "full"):
+        done = subprocess.run(
+            [sys.executable, __file__, "--variant", variant, "--duration", str(args.duration),
+             "--ladder", args.ladder],
+            capture_output=True, text=True, check=True,
+        )
+        results[variant] = json.loads(done.stdout.strip().splitlines()[-1])
+        r = results[variant]
+        print(f"  {variant:9s} {r['wall_s']:7.1f} s wall  {args.duration / r['wall_s']:5.2f}x real"
+              f" time  peak RSS {r['peak_rss_mib']:7.1f} MiB", flush=True)
+    pipe, rung = results["pipeline"]["wall_s"], results["per-rung"]["wall_s"]
+    print(f"per-rung / pipeline wall time: {rung / pipe:.2f}  (pipeline saves"
+          f" {1 - pipe / rung:.0%} of the encode time)")
+    print(f"full encode_media (encode + package + validate): real-time factor"
+          f" {args.duration / results['full']['wall_s']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
