@@ -9,6 +9,7 @@ import json
 import re
 from typing import Any
 
+import sqlalchemy as sa
 from flask import Blueprint, Response, current_app, jsonify, request
 from mpstream.server import schemas, storage, summary
 from mpstream.server.openapi import openapi_document
@@ -112,9 +113,11 @@ def get_session(session_id: str) -> Any:
 def post_events(session_id: str) -> Any:
     _checked_id(session_id)
     batch = schemas.parse_batch(_body())
-    if not storage.session_exists(engine(), session_id):
+    try:
+        stored, duplicates = storage.add_events(engine(), session_id, batch)
+    except sa.exc.IntegrityError:
+        # The events' foreign key: the session was never created.
         return _not_found(session_id)
-    stored, duplicates = storage.add_events(engine(), session_id, batch)
     return jsonify(stored=stored, duplicates=duplicates)
 
 

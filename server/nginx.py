@@ -65,8 +65,9 @@ def _world_readable(path: Path) -> bool:
 
 
 def worker_user(served: list[Path]) -> str | None:
-    """Workers drop to www-data when it can read what they serve; otherwise (e.g. a media tree
-    in a private temp dir) they run as the owner of those files. None when not root."""
+    """Workers drop to www-data when it can read what they serve and reach the work directory
+    (collector socket, temp files); otherwise (e.g. a media tree in a private temp dir) they
+    run as the owner of the first of those paths. None when not root."""
     if os.geteuid() != 0:
         return None
     try:
@@ -107,7 +108,7 @@ class NginxConfig:
             undefined=jinja2.StrictUndefined,
             keep_trailing_newline=True,
         )
-        user = worker_user([self.media_root, self.player_root])
+        user = worker_user([self.media_root, self.player_root, self.workdir])
         return env.get_template(TEMPLATE.name).render(
             workdir=self.workdir,
             user=user,
@@ -135,7 +136,7 @@ class NginxConfig:
             (self.workdir / sub).mkdir(parents=True, exist_ok=True)
         # Workers (maybe www-data) write request bodies under tmp/.
         self.workdir.chmod(0o755)
-        user = worker_user([self.media_root, self.player_root])
+        user = worker_user([self.media_root, self.player_root, self.workdir])
         if user:
             entry = pwd.getpwnam(user.split()[0])
             for sub in ("tmp", "tmp/body", "tmp/proxy", "tmp/fastcgi", "tmp/uwsgi", "tmp/scgi"):

@@ -8,9 +8,12 @@ transaction survives the process being killed; only a power cut could lose the l
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import threading
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,9 +94,51 @@ def create_schema(engine: Engine) -> None:
     metadata.create_all(engine, checkfirst=True)
 
 
+class _WriterLock:
+    """One SQLite writer at a time across processes and threads, queued on a file lock.
+
+    SQLite itself admits one writer and makes the others retry with growing sleeps (its busy
+    handler), which costs throughput and gives long tail latencies when several gunicorn
+    workers write at once; a blocking flock hands the turn over as soon as it is free.
+    """
+
+    def __init__(self, path: str):
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        self._threads = threading.Lock()
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        with self._threads:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+
+_writer_locks: dict[str, _WriterLock] = {}
+_writer_locks_guard = threading.Lock()
+
+
+def _writer_lock(engine: Engine) -> _WriterLock | None:
+    database = engine.url.database
+    if not _is_sqlite(engine) or not database or database == ":memory:":
+        return None
+    key = f"{os.getpid()}:{database}"  # a forked worker opens its own descriptor
+    with _writer_locks_guard:
+        if key not in _writer_locks:
+            _writer_locks[key] = _WriterLock(database + "-writer.lock")
+        return _writer_locks[key]
+
+
 @contextmanager
 def write_transaction(engine: Engine) -> Iterator[Connection]:
-    with engine.connect().execution_options(sqlite_immediate=True) as conn, conn.begin():
+    lock = _writer_lock(engine)
+    with (
+        lock.held() if lock else nullcontext(),
+        engine.connect().execution_options(sqlite_immediate=True) as conn,
+        conn.begin(),
+    ):
         yield conn
 
 
