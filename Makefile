@@ -5,7 +5,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: setup system venv build emulator player-bundle lint test test-unit test-integration test-e2e demo bench clean
+.PHONY: setup system venv build emulator player-bundle dashboard-assets lint test test-unit test-integration test-e2e demo bench clean
 
 setup: system venv build
 
@@ -20,7 +20,7 @@ $(VENV_STAMP): pyproject.toml
 	@$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
 	@touch $@
 
-build: emulator player-bundle
+build: emulator player-bundle dashboard-assets
 
 # --- compiled link emulator (netem/) ---
 LINKEM_DIR := netem/linkem
@@ -49,6 +49,12 @@ player/node_modules/.installed: player/package.json player/package-lock.json
 	@touch $@
 player/dist/index.html: player/node_modules/.installed player/build.mjs $(PLAYER_SRC)
 	@cd player && node build.mjs
+
+# --- collector dashboard's chart library (server/web/, uPlot from npm, served locally) ---
+dashboard-assets: server/web/node_modules/.installed
+server/web/node_modules/.installed: server/web/package.json server/web/package-lock.json
+	@cd server/web && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
 
 lint: venv
 	@.venv/bin/ruff check .
