@@ -3,10 +3,12 @@ kernel feature into one clear sentence instead of a traceback."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from mpstream.errors import UserError
@@ -18,9 +20,25 @@ class CommandFailed(UserError):
     """A system command the topology needs failed; the message carries its stderr."""
 
 
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP wait until the block is done. Starting a process is not
+    interruptible safely: an interrupt inside `Popen()` leaves the child running unseen, and
+    whatever it creates (a namespace, an emulator) would appear after teardown looked."""
+    deferred = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, deferred)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def sh(argv: Sequence[str], *, input: str | None = None, check: bool = True,
        timeout: float = 30) -> subprocess.CompletedProcess:
-    proc = subprocess.run(list(argv), input=input, capture_output=True, text=True, timeout=timeout)
+    """Runs a short system command to its end, even when interrupted meanwhile."""
+    with signals_deferred():
+        proc = subprocess.run(list(argv), input=input, capture_output=True, text=True,
+                              timeout=timeout, start_new_session=True)
     if check and proc.returncode != 0:
         detail = (proc.stderr or proc.stdout).strip()
         raise CommandFailed(f"`{' '.join(argv)}` failed (exit {proc.returncode}): {detail}")

@@ -36,6 +36,7 @@ from mpstream.netem.system import (
     require_scheduler,
     require_tools,
     sh,
+    signals_deferred,
     sysctl,
 )
 from mpstream.netem.teardown import STATE_DIR, netns_name
@@ -391,13 +392,14 @@ class Topology:
             err = (self.state_dir / f"{label}.log").open("wb")
             # A session of its own: the emulators outlive `mpstream netem up` and do not get
             # the terminal's Ctrl-C (teardown stops them, in order).
-            proc = subprocess.Popen(
-                ["ip", "netns", "exec", self.link_ns, str(teardown.EMULATOR),
-                 "--config", str(config_path)],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
+            with signals_deferred():
+                proc = subprocess.Popen(
+                    ["ip", "netns", "exec", self.link_ns, str(teardown.EMULATOR),
+                     "--config", str(config_path)],
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
+                self.emulator_pids.append(proc.pid)
             out.close()
             err.close()
-            self.emulator_pids.append(proc.pid)
             started.append((label, proc))
         self._write_state()
         for label, proc in started:

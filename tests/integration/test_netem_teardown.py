@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from mpstream.netem.teardown import leftovers, netns_pids
+from mpstream.netem.teardown import STATE_DIR, leftovers, netns_pids
 from mpstream.netem.topology import Topology
 
 from mpstream.errors import UserError
@@ -61,6 +61,24 @@ def test_ctrl_c_of_the_tool_tears_down():
     assert any("emulator" in item for item in leftovers(topo_name))
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=30)
+    assert leftovers(topo_name) == []
+
+
+@pytest.mark.parametrize("delay_s", [0.0, 0.01, 0.03, 0.06])
+def test_ctrl_c_while_the_topology_is_being_built_leaves_nothing(delay_s):
+    """The interrupt lands `delay_s` after the build started (its state file appears first):
+    in namespaces, links, MPTCP set-up or emulator start."""
+    topo_name = name(f"bi{int(delay_s * 100)}")
+    proc = subprocess.Popen([MPSTREAM, "netem", "up", "np03-2x10", "--name", topo_name,
+                             "--foreground"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
+    state = STATE_DIR / f"{topo_name}.json"
+    deadline = time.monotonic() + 30
+    while not state.exists() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    time.sleep(delay_s)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
     assert leftovers(topo_name) == []
 
 
