@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mpstream.netem import teardown
-from mpstream.netem.profile import Link, Profile, load_profile
+from mpstream.netem.profile import Profile, load_profile
 from mpstream.netem.system import (
     ip_batch,
     require_cc,
@@ -238,11 +238,10 @@ class Topology:
         self._create_links()
         self._configure_client()
         self._configure_server()
+        # Without the emulator the link namespace simply forwards over its connected routes.
         if self.emulated:
             self._create_emulated_links()
             self._start_emulators()
-        else:
-            self._route_plain()
         self._write_state()
         self._verify_paths()
 
@@ -331,9 +330,6 @@ class Topology:
             f"route add {CLIENT_SUBNETS} via 10.2.0.1 dev eth0",
             f"mptcp limits set subflow {subflows} add_addr_accepted 0",
         ])
-
-    def _route_plain(self) -> None:
-        """Without the emulator the link namespace simply forwards (connected routes)."""
 
     def _create_emulated_links(self) -> None:
         server_link = self.profile.server_link is not None
@@ -503,6 +499,3 @@ def check_prerequisites(profile: Profile) -> None:
     require_mptcp()
     require_cc(profile.cc)
     require_scheduler(profile.mptcp.scheduler)
-
-
-__all__ = ["Link", "PathInfo", "Topology", "check_prerequisites", "live_topologies"]
