@@ -30,7 +30,12 @@ from mpstream.paths import TRACES_DIR
 
 TCP_PAYLOAD_SHARE = 1448 / 1500  # TCP goodput per wire byte (IPv4 + TCP with timestamps)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-SO_TIMESTAMPNS = 35  # Linux; the socket module does not export it
+# Linux socket options the socket module does not export
+SO_TIMESTAMPNS = 35
+SO_TIMESTAMPING = 37
+SOF_TIMESTAMPING_SOFTWARE = 1 << 4
+SOF_TIMESTAMPING_TX_SCHED = 1 << 8
+SOF_TIMESTAMPING_OPT_TSONLY = 1 << 11
 
 
 def topology(paths: list[dict[str, Any]], *, mode: str = "tcp", name: str,
@@ -49,28 +54,38 @@ def ping(topo: Topology, path: int, count: int, interval: float = 0.01) -> list[
 
 
 def icmp_probe(src: str, dst: str, count: int, interval: float) -> list[float]:
-    """Echo requests every `interval` s; the RTT runs from just before sendto() to the
-    kernel's receive timestamp (SO_TIMESTAMPNS), as ping measures it."""
+    """Echo requests every `interval` s. Both ends of each RTT are kernel timestamps: when the
+    request entered the device layer (SO_TIMESTAMPING, TX_SCHED) and when the reply arrived
+    (SO_TIMESTAMPNS), so a busy machine delaying this process does not inflate the figures."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
     sock.bind((src, 0))
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING,
+                    SOF_TIMESTAMPING_TX_SCHED | SOF_TIMESTAMPING_SOFTWARE
+                    | SOF_TIMESTAMPING_OPT_TSONLY)
     ident = os.getpid() & 0xFFFF
     sent: dict[int, int] = {}
     rtts: dict[int, float] = {}
+
+    def stamp(anc: list, kind: int) -> int | None:
+        for level, typ, data in anc:
+            if level == socket.SOL_SOCKET and typ == kind:
+                sec, nsec = struct.unpack("qq", data[:16])
+                return sec * 1_000_000_000 + nsec
+        return None
 
     def receive_until(deadline: float) -> None:
         while (left := deadline - time.monotonic()) > 0:
             sock.settimeout(left)
             try:
-                data, anc, _, _ = sock.recvmsg(2048, 64)
+                data, anc, _, _ = sock.recvmsg(2048, 256)
             except TimeoutError:
                 return
             icmp = data[(data[0] & 0x0F) * 4:]
             kind, _, _, rid, seq = struct.unpack("!BBHHH", icmp[:8])
-            stamp = [d for lvl, typ, d in anc if lvl == socket.SOL_SOCKET and typ == SO_TIMESTAMPNS]
-            if kind == 0 and rid == ident and seq in sent and stamp:
-                sec, nsec = struct.unpack("qq", stamp[0][:16])
-                rtts[seq] = (sec * 1_000_000_000 + nsec - sent[seq]) / 1e6
+            received = stamp(anc, SO_TIMESTAMPNS)
+            if kind == 0 and rid == ident and seq in sent and received:
+                rtts[seq] = (received - sent[seq]) / 1e6
 
     start = time.monotonic()
     for seq in range(count):
@@ -79,8 +94,14 @@ def icmp_probe(src: str, dst: str, count: int, interval: float) -> list[float]:
         checksum = (checksum >> 16) + (checksum & 0xFFFF)
         checksum = ~(checksum + (checksum >> 16)) & 0xFFFF
         body = body[:2] + struct.pack("!H", checksum) + body[4:]
-        sent[seq] = time.time_ns()  # receive timestamps are CLOCK_REALTIME
+        sent[seq] = time.time_ns()  # replaced by the kernel's stamp just below
         sock.sendto(body, (dst, 0))
+        # The TX stamp is made in sendto's own context, so it is queued by now.
+        try:
+            _, anc, _, _ = sock.recvmsg(64, 256, socket.MSG_ERRQUEUE | socket.MSG_DONTWAIT)
+            sent[seq] = stamp(anc, SO_TIMESTAMPING) or sent[seq]
+        except BlockingIOError:
+            pass
         receive_until(start + (seq + 1) * interval)
     receive_until(time.monotonic() + 1.0)
     return [rtts[seq] for seq in sorted(rtts)]
