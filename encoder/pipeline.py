@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -208,8 +209,9 @@ def _run_quiet(argv: list[str], label: str) -> None:
 def _measure_intermediates(items: list[Intermediate], src: Source) -> dict[str, int]:
     """Mean bit/s of each encode; also catches a source that ends early (truncated file)."""
     rates = {}
-    for item in items:
-        info = probe_media(item.path)
+    with ThreadPoolExecutor(4) as pool:
+        infos = list(pool.map(probe_media, [item.path for item in items]))
+    for item, info in zip(items, infos, strict=True):
         stream = info["streams"][0]
         length = float(stream.get("duration") or info["format"].get("duration") or 0)
         if item.kind != "audio" and length < src.duration - max(0.5, 2 / float(src.fps)):
@@ -260,22 +262,18 @@ def _finish_dash(
 
 
 def _finish_hls(hls_dir: Path, items: list[Intermediate], src: Source) -> None:
+    # The audio in the TS segments is the same AAC encode as the DASH audio representation.
+    audio_codecs = init_segment_codecs(hls_dir.parent / "dash" / "audio" / "init.m4s")[1]
+    rungs = [item.rung for item in items if item.kind == "avc" and item.rung is not None]
+    playlists = [hls.load_media_playlist(hls_dir / r.name / "index.m3u8")[1] for r in rungs]
+    with ThreadPoolExecutor(4) as pool:
+        video = list(pool.map(ts_video_codecs, [segments[0].path for segments in playlists]))
     variants = []
-    audio_codecs = None
-    for item in items:
-        if item.kind != "avc":
-            continue
-        assert item.rung is not None
-        playlist = hls_dir / item.rung.name / "index.m3u8"
-        _, segments = hls.load_media_playlist(playlist)
+    for rung, segments, video_codecs in zip(rungs, playlists, video, strict=True):
         peak, average = hls.segment_rates(segments)
-        video_codecs = ts_video_codecs(segments[0].path)
-        if audio_codecs is None:
-            audio_codecs = init_segment_codecs(
-                hls_dir.parent / "dash" / "audio" / "init.m4s")[1]
         variants.append(hls.Variant(
-            uri=f"{item.rung.name}/index.m3u8", peak_bandwidth=peak, average_bandwidth=average,
-            width=item.rung.width, height=item.rung.height,
+            uri=f"{rung.name}/index.m3u8", peak_bandwidth=peak, average_bandwidth=average,
+            width=rung.width, height=rung.height,
             codecs=f"{video_codecs},{audio_codecs}", frame_rate=src.fps,
         ))
     hls.write_master(hls_dir / "master.m3u8", variants)
