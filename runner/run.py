@@ -265,6 +265,28 @@ def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
     }
 
 
+def preflight(scenario: Scenario) -> None:
+    """What every trial needs, checked once: otherwise each trial would fail the same way."""
+    from mpstream.netem import teardown
+
+    problems = []
+    if os.geteuid() != 0:
+        problems.append("runs need root (network namespaces): run it with sudo")
+    if not teardown.EMULATOR.exists():
+        problems.append(f"the link emulator {teardown.EMULATOR} is not built: run `make emulator`")
+    if scenario.kind == "video":
+        from mpstream.player.session import DIST_DIR
+
+        if not (DIST_DIR / "index.html").exists():
+            problems.append(f"the player page is not built ({DIST_DIR}/index.html is missing): "
+                            "run `make player-bundle`")
+    for tool in ("ss", "iperf3" if scenario.kind == "iperf" else "ip"):
+        if shutil.which(tool) is None:
+            problems.append(f"{tool} is missing: run `make setup`")
+    if problems:
+        raise UserError("cannot run: " + "; ".join(problems))
+
+
 def run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None = None,
                  scenario_path: Path | None = None, retry_failed: bool = False,
                  console: Console | None = None, progress: bool = True) -> dict[str, str]:
@@ -288,6 +310,8 @@ def run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None = None
             if t.key not in done or (retry_failed and done[t.key] == "failed")]
     if len(todo) < len(plan):
         console.print(f"resuming: {len(plan) - len(todo)} of {len(plan)} trials already done")
+    if todo:
+        preflight(scenario)
     media_dir = None
     if scenario.kind == "video" and todo:
         console.print("preparing media …")
@@ -301,8 +325,14 @@ def run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None = None
         task = bar.add_task("trials", total=len(plan), completed=len(plan) - len(todo))
         for trial in todo:
             bar.update(task, description=f"{trial.key}")
-            meta = run_trial(scenario, trial, run_id=run_id, run_dir=out_dir,
-                             media_dir=media_dir, topo_name=f"run{os.getpid()}")
+            try:
+                meta = run_trial(scenario, trial, run_id=run_id, run_dir=out_dir,
+                                 media_dir=media_dir, topo_name=f"run{os.getpid()}")
+            except KeyboardInterrupt:
+                bar.stop()
+                console.print(f"interrupted during {trial.key}; resume with: mpstream run "
+                              f"{scenario_path or scenario.name} --out {out_dir}")
+                raise
             statuses[trial.key] = meta["status"]
             if meta["status"] != "ok":
                 console.print(f"[red]trial {trial.key} failed:[/] {meta['reason'][:300]}",

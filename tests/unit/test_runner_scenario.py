@@ -60,7 +60,8 @@ def test_every_shipped_scenario_loads_and_builds_its_profiles():
 def test_thesis_single_path_is_tcp_and_mptcp_conditions_are_not(base):
     sc = load_scenario("thesis-bandwidth")
     modes = {c.label: build_profile(sc, c).mode for c in sc.all_conditions()}
-    assert modes == {"balanced": "mptcp", "unbalanced": "mptcp", "single": "tcp"}
+    assert modes == {"balanced": "mptcp", "unbalanced": "mptcp", "single": "tcp",
+                     "balanced-bbr": "mptcp", "unbalanced-bbr": "mptcp"}
 
 
 def test_path_failure_has_a_down_event_on_the_first_path():
