@@ -47,6 +47,8 @@ STARTUP_TIMEOUT_S = 30.0
 # The page drains its event queue for up to 15 s after the end; a little more on top.
 DRAIN_MARGIN_S = 25.0
 SCREENSHOT_AFTER_S = 4.0
+HUD_TEXT = """Object.fromEntries([...document.querySelectorAll('#hud dd')]
+    .map((dd) => [dd.dataset.field, dd.textContent]))"""
 
 
 def page_url(
@@ -61,6 +63,7 @@ def page_url(
     trial: int | None = None,
     collector: str = "/api/v1",
     startup_timeout_s: float = STARTUP_TIMEOUT_S,
+    buffer_s: float | None = None,
 ) -> str:
     """The player page's URL for one session (query parameters: see the README)."""
     params: dict[str, Any] = {
@@ -77,6 +80,8 @@ def page_url(
         params["scenario"] = scenario
     if trial is not None:
         params["trial"] = str(trial)
+    if buffer_s is not None:
+        params["buffer"] = f"{buffer_s:g}"
     return f"{base_url.rstrip('/')}/player/index.html?{urlencode(params)}"
 
 
@@ -154,9 +159,11 @@ def play_session(
     trial: int | None = None,
     screenshot: Path | None = None,
     startup_timeout_s: float = STARTUP_TIMEOUT_S,
+    buffer_s: float | None = None,
 ) -> dict[str, Any]:
     """Plays `manifest_path` from `stack` in headless Chromium inside `topology`'s client
-    namespace for `duration_s` seconds (counted from the play request).
+    namespace for `duration_s` seconds (counted from the play request). `buffer_s` caps how
+    far ahead the player buffers (default: the library's own target).
 
     Returns the collector's summary of the session plus `paths` (bytes each client path
     carried during the session, from the kernel's interface counters), `codec`, `page` (the
@@ -170,11 +177,13 @@ def play_session(
     check_prerequisites(player, transport, manifest_path)
     url = page_url(stack.base_url, player=player, manifest_path=manifest_path,
                    session_id=session_id, transport=transport, duration_s=duration_s,
-                   scenario=scenario, trial=trial, startup_timeout_s=startup_timeout_s)
+                   scenario=scenario, trial=trial, startup_timeout_s=startup_timeout_s,
+                   buffer_s=buffer_s)
     before = topology.path_bytes()
     report: dict[str, Any] = {}
     failure: str | None = None
     summary: dict[str, Any] | None = None
+    hud: dict[str, str] | None = None
     console: list[str] = []
     with tempfile.TemporaryDirectory(prefix="mps-player-") as tmp, sync_playwright() as pw:
         wrapper = write_browser_wrapper(Path(tmp), topology.client_ns, transport == "mptcp")
@@ -200,6 +209,7 @@ def play_session(
                     page.wait_for_timeout(min(SCREENSHOT_AFTER_S, duration_s / 2) * 1000)
                     screenshot.parent.mkdir(parents=True, exist_ok=True)
                     page.screenshot(path=str(screenshot))
+                    hud = page.evaluate(HUD_TEXT)
                 page.wait_for_function("window.mpstream.state === 'done'",
                                        timeout=(duration_s + DRAIN_MARGIN_S) * 1000, polling=250)
             except PlaywrightTimeout:
@@ -222,6 +232,8 @@ def play_session(
     result.setdefault("codec", startup.get("codec"))
     result["paths"] = _path_report(topology, before, after)
     result["page"] = report
+    if screenshot is not None:
+        result["hud"] = hud  # what the HUD said when the screenshot was taken
     result["failure"] = failure
     result["url"] = url
     if failure:

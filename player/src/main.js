@@ -125,33 +125,49 @@ async function run() {
   });
 
   // --- stalls: `waiting` with an empty buffer after startup; the watchdog catches silent ones.
+  // The end of a stall is the first frame presented past where playback stopped.
+  const watchResume = () => {
+    if (typeof video.requestVideoFrameCallback !== 'function') return;
+    const onFrame = (now, meta) => {
+      if (!probe.stalled) return;
+      if (!probe.resumed({ position: meta.mediaTime, tMs: Math.min(now, meta.presentationTime || now) })) {
+        video.requestVideoFrameCallback(onFrame);
+      }
+    };
+    video.requestVideoFrameCallback(onFrame);
+  };
+  const maybeStalled = (position) => {
+    const stalled = probe.waiting({ position, bufferAhead: bufferAhead(video), seeking: video.seeking, duration: video.duration });
+    if (stalled) watchResume();
+  };
   let lastPosition = -1;
   let lastMoveAt = performance.now();
-  video.addEventListener('waiting', () => {
-    probe.waiting({ position: video.currentTime, bufferAhead: bufferAhead(video), seeking: video.seeking, duration: video.duration });
-  });
+  video.addEventListener('waiting', () => maybeStalled(video.currentTime));
   video.addEventListener('timeupdate', () => {
     const t = video.currentTime;
     if (startPosition !== null && t > startPosition + 0.01 && !probe.started) firstFrame(performance.now());
-    if (probe.stalled && t > lastPosition + 0.05 && lastPosition >= 0) probe.resumed({ position: t });
+    if (probe.stalled) probe.resumed({ position: t });
   });
   video.addEventListener('ended', () => finish('ended'));
   video.addEventListener('error', () => {
     const err = video.error;
     const message = `media element error ${err ? err.code : ''}: ${err && err.message ? err.message : 'no detail'}`;
-    probe.error({ message, fatal: true, code: err ? `media_${err.code}` : null });
-    fail(message);
+    // dash.js resets the Media Source and carries on after a decode error (and reports an
+    // ERROR when it gives up); for other players the element's error ends playback.
+    const fatal = !adapter.recoversMediaErrors;
+    probe.error({ message, fatal, code: err ? `media_${err.code}` : null });
+    if (fatal) fail(message);
   });
 
   const watch = setInterval(() => {
     const now = performance.now();
     const t = video.currentTime;
+    if (probe.stalled) probe.resumed({ position: t });
     if (t !== lastPosition) {
-      if (probe.stalled && lastPosition >= 0 && t > lastPosition) probe.resumed({ position: t });
       lastPosition = t;
       lastMoveAt = now;
     } else if (!video.paused && !video.seeking && !video.ended && now - lastMoveAt > FROZEN_MS) {
-      probe.waiting({ position: t, bufferAhead: bufferAhead(video), seeking: false, duration: video.duration });
+      maybeStalled(t);
     }
   }, WATCH_INTERVAL_MS);
 

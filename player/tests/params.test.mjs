@@ -4,8 +4,9 @@ import { parseParams } from '../src/probe/params.js';
 
 test('all parameters are read', () => {
   const { config, errors } = parseParams('?src=/media/dash/manifest.mpd&player=dashjs&session=s_1&scenario=bal&trial=2&transport=mptcp&collector=/api/v1/&duration=25');
+  assert.equal(parseParams('?buffer=4').config.buffer, 4);
   assert.deepEqual(errors, []);
-  assert.deepEqual(config, { src: '/media/dash/manifest.mpd', player: 'dashjs', session: 's_1', scenario: 'bal', trial: 2, transport: 'mptcp', collector: '/api/v1', duration: 25, startupTimeout: 30 });
+  assert.deepEqual(config, { src: '/media/dash/manifest.mpd', player: 'dashjs', session: 's_1', scenario: 'bal', trial: 2, transport: 'mptcp', collector: '/api/v1', duration: 25, startupTimeout: 30, buffer: null });
 });
 
 test('the player follows the manifest when not given, and defaults fill in', () => {

@@ -60,8 +60,9 @@ test('a waiting with an empty buffer after startup is a stall with a duration', 
   clock.t = 5000;
   assert.equal(probe.waiting({ position: 4, bufferAhead: 0.1, duration: 30 }), true);
   assert.equal(probe.waiting({ position: 4, bufferAhead: 0.1, duration: 30 }), false, 'already stalled');
-  clock.t = 6250;
-  probe.resumed({ position: 4.01 });
+  clock.t = 5600;
+  assert.equal(probe.resumed({ position: 4.01 }), false, 'a nudge of the playhead is not playback');
+  assert.equal(probe.resumed({ position: 4.05, tMs: 6250 }), true);
   const end = events.find((e) => e.type === 'stall_end');
   assert.deepEqual(events.find((e) => e.type === 'stall_start').data, { position: 4 });
   assert.equal(end.data.duration_ms, 1250);

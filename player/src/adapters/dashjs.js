@@ -63,6 +63,9 @@ export function createAdapter({ video, config, probe, fail }) {
     debug: { logLevel: 2 },
     streaming: {
       cmcd: { enabled: true, sid: config.session, cid: config.src, mode: 'query' },
+      ...(config.buffer
+        ? { buffer: { bufferTimeDefault: config.buffer, bufferTimeAtTopQuality: config.buffer, bufferTimeAtTopQualityLongForm: config.buffer } }
+        : {}),
     },
   });
 
@@ -107,7 +110,8 @@ export function createAdapter({ video, config, probe, fail }) {
 
   player.on(E.ERROR, (e) => {
     const err = e.error || {};
-    const fatal = FATAL_CODES.has(err.code);
+    // Codes 1-5 are the media element's own (MEDIA_ERR_*), reported once dash.js gave up.
+    const fatal = FATAL_CODES.has(err.code) || (err.code >= 1 && err.code <= 5);
     const message = err.message || `dash.js error ${err.code}`;
     probe.error({ message, fatal, code: err.code === undefined || err.code === null ? null : String(err.code) });
     if (fatal) fail(message);
@@ -118,6 +122,7 @@ export function createAdapter({ video, config, probe, fail }) {
     protocol: 'dash',
     version: player.getVersion(),
     codecSupport: () => offered,
+    recoversMediaErrors: true,
     start() {
       player.initialize(video, config.src, true);
     },

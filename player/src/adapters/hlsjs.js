@@ -3,12 +3,14 @@
 import Hls from 'hls.js';
 import { stripCmcd } from './common.js';
 
-// hls.js reports these while it works around a stall; the probe records stalls itself from the
-// media element, so they are not errors of the session.
-const STALL_DETAILS = new Set([
+// Not errors of the session: hls.js reports the first three while it works around a stall
+// (the probe records stalls itself from the media element), and `aborted` when its own ABR
+// abandons a download to switch down.
+const NOT_SESSION_ERRORS = new Set([
   Hls.ErrorDetails.BUFFER_STALLED_ERROR,
   Hls.ErrorDetails.BUFFER_NUDGE_ON_STALL,
   Hls.ErrorDetails.BUFFER_SEEK_OVER_HOLE,
+  Hls.ErrorDetails.INTERNAL_ABORTED,
 ]);
 
 function levelRendition(level) {
@@ -30,6 +32,7 @@ export function createAdapter({ video, config, probe, fail }) {
     cmcd: { sessionId: config.session, contentId: config.src, useHeaders: false },
     enableWorker: true,
     capLevelToPlayerSize: false,
+    ...(config.buffer ? { maxBufferLength: config.buffer, maxMaxBufferLength: config.buffer } : {}),
   });
   let mediaRecoveries = 0;
 
@@ -75,7 +78,7 @@ export function createAdapter({ video, config, probe, fail }) {
   });
 
   hls.on(Hls.Events.ERROR, (_e, data) => {
-    if (!data.fatal && STALL_DETAILS.has(data.details)) return;
+    if (!data.fatal && NOT_SESSION_ERRORS.has(data.details)) return;
     const status = data.response && data.response.code;
     const message = [data.details, data.error && data.error.message, status ? `HTTP ${status}` : null, data.url || (data.frag && data.frag.url) || (data.context && data.context.url)]
       .filter(Boolean)

@@ -86,9 +86,11 @@ export function parseParams(search) {
   const collector = (params.get('collector') || '/api/v1').replace(/\/+$/, '');
   const duration = positiveNumber(params, 'duration', errors);
   const startupTimeout = positiveNumber(params, 'startup_timeout', errors) ?? DEFAULT_STARTUP_TIMEOUT_S;
+  // How far ahead the player may buffer (s); the library's own default when absent.
+  const buffer = positiveNumber(params, 'buffer', errors);
 
   return {
-    config: { src, player, session, scenario, trial, transport, collector, duration, startupTimeout },
+    config: { src, player, session, scenario, trial, transport, collector, duration, startupTimeout, buffer },
     errors,
   };
 }

@@ -8,6 +8,9 @@
 export const EMPTY_BUFFER_S = 0.5;
 // A `waiting` this close to the end of the presentation is the end, not a stall.
 export const END_MARGIN_S = 0.5;
+// A stall is over when the playhead has moved past where it stopped by at least this much
+// (one frame at 25 fps): a `playing` event or a tiny nudge of currentTime is not playback.
+export const RESUME_ADVANCE_S = 0.04;
 
 const MEDIA_KINDS = new Set(['video', 'muxed']);
 
@@ -35,6 +38,7 @@ export class QoeProbe {
     this.firstMediaSegment = null;
     this.startup = null;
     this.stallStartedAt = null;
+    this.stallPosition = null;
     this.stallCount = 0;
     this.stallMs = 0;
     this.rendition = null;
@@ -137,19 +141,26 @@ export class QoeProbe {
     if (bufferAhead >= EMPTY_BUFFER_S) return false;
     if (Number.isFinite(duration) && position >= duration - END_MARGIN_S) return false;
     this.stallStartedAt = this.now();
+    this.stallPosition = position;
     this.stallCount += 1;
     this.record('stall_start', { position: rounded(position) }, this.stallStartedAt);
     return true;
   }
 
-  /** Playback is moving again (the media element fired `playing` or the playhead advanced). */
-  resumed({ position }) {
-    if (!this.stalled) return;
-    const t = this.now();
+  /**
+   * The playhead is at `position` (at page time `tMs`, default now): if it has moved on from
+   * where a stall stopped it, the stall is over. `force` ends it regardless (the session ends).
+   */
+  resumed({ position, tMs = this.now(), force = false }) {
+    if (!this.stalled) return false;
+    if (!force && !(position >= this.stallPosition + RESUME_ADVANCE_S)) return false;
+    const t = Math.max(tMs, this.stallStartedAt);
     const durationMs = t - this.stallStartedAt;
     this.stallStartedAt = null;
+    this.stallPosition = null;
     this.stallMs += durationMs;
     this.record('stall_end', { position: rounded(position), duration_ms: rounded(durationMs) }, t);
+    return true;
   }
 
   /** A rendition is now on screen; after startup a change of bitrate is a quality switch. */
@@ -193,7 +204,7 @@ export class QoeProbe {
   /** The last record of a session; a stall still open is closed first so its time counts. */
   end({ reason, position }) {
     if (this.ended) return false;
-    this.resumed({ position });
+    this.resumed({ position, force: true });
     this.ended = { reason, position: rounded(position) };
     this.record('end', this.ended);
     return true;

@@ -1,0 +1,191 @@
+"""Both players, for real: headless Chromium in the client namespace of a two-path topology,
+nginx + collector in the server namespace, the `tiny` ladder. Over MPTCP both paths carry the
+media; over plain TCP one path carries everything; what the collector stored is checked
+against the contract (startup, segment downloads with rates, buffer samples, codec, errors).
+Also: a collector cut during playback loses no event; a missing manifest and a collector that
+is down end the session with a message and an error record."""
+
+import itertools
+import os
+import re
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+from mpstream.netem.topology import Topology
+from mpstream.player.session import MANIFESTS, play_session
+from mpstream.player.testing import collector_get, session_events, tiny_media  # noqa: F401
+from mpstream.server import process
+from mpstream.server.stack import ServerStack
+from PIL import Image
+
+pytestmark = pytest.mark.timeout(600)
+
+PLAY_S = 20.0
+PLAYERS = ["dashjs", "hlsjs"]
+
+
+@pytest.fixture(scope="module")
+def balanced(tiny_media):  # noqa: F811
+    name = f"pl{os.getpid() % 100000}"
+    with Topology.up("thesis-bandwidth-balanced", name=name) as topo, \
+            ServerStack(tiny_media, netns=topo.server_ns, host=topo.server_addr) as stack:
+        yield topo, stack
+
+
+def _play(balanced, player, transport, tag, **kw):
+    topo, stack = balanced
+    session_id = f"e2e-{tag}-{player}-{transport}-{os.getpid()}"
+    kw.setdefault("manifest_path", MANIFESTS[player])
+    kw.setdefault("duration_s", PLAY_S)
+    return play_session(topo, stack, player=player, transport=transport,
+                        session_id=session_id, scenario="e2e", trial=0, **kw)
+
+
+def _check_contract(result, stack, player):
+    """What every successful session must have left in the collector."""
+    assert result["failure"] is None, result
+    assert result["errors"] == 0, result["page"]["errors"]
+    assert result["codec"].startswith("avc1."), result["codec"]
+    assert 0 < result["startup_delay_ms"] < 10_000
+    assert result["end_reason"] == "duration"
+    assert result["played_s"] >= PLAY_S - 5
+    events = session_events(stack, result["session"])
+    by_type = {}
+    for e in events:
+        by_type.setdefault(e["type"], []).append(e)
+    # No gap in seq: every event the page numbered reached the collector.
+    assert [e["seq"] for e in events] == list(range(result["page"]["next_seq"]))
+    startup = by_type["startup"][0]["data"]
+    assert startup["codec"] == result["codec"]
+    assert startup["manifest_ms"] + startup["first_segment_ms"] + startup["decode_ms"] == \
+        pytest.approx(startup["startup_delay_ms"], abs=1)
+    segments = by_type["segment"]
+    media_kinds = {"video", "muxed"}
+    assert sum(1 for s in segments if s["data"]["kind"] in media_kinds) >= 5
+    for s in segments:
+        d = s["data"]
+        assert d["t_request"] <= d["t_first_byte"] <= d["t_done"], d
+        assert d["bytes"] > 0 and d["url"].startswith("http")
+        assert "CMCD" not in d["url"]
+    assert len(result["segment_rates_bps"]) == result["segments"] == len(segments)
+    assert all(rate > 0 for rate in result["segment_rates_bps"])
+    assert result["mean_download_rate_bps"] > 0
+    # 1 Hz buffer samples over the session, with the buffer filled.
+    buffers = by_type["buffer"]
+    assert len(buffers) >= PLAY_S - 5
+    assert max(b["data"]["level_s"] for b in buffers) > 2
+    assert by_type["manifest"] and by_type["playback"][-1]["data"]["total_frames"] > 100
+    assert by_type["end"][0]["data"]["reason"] == "duration"
+    return by_type
+
+
+@pytest.mark.parametrize("player", PLAYERS)
+def test_mptcp_plays_over_both_paths(balanced, player, tmp_path):
+    shot = tmp_path / "page.png"
+    result = _play(balanced, player, "mptcp", "mp", screenshot=shot)
+    _check_contract(result, balanced[1], player)
+    assert result["transport"] == "mptcp" and result["player"] == player
+    paths = result["paths"]
+    assert len(paths) == 2
+    # The media came over both paths' subflows (each at least a tenth of the bytes).
+    assert all(p["rx_share"] >= 0.10 for p in paths), paths
+    assert sum(p["rx_bytes"] for p in paths) > 200_000
+
+    if player == "dashjs":
+        # The MPD offers HEVC too; Chromium here cannot decode it, so AVC is what played.
+        support = result["page"]["codec_support"]
+        assert any(c.startswith(("hvc1", "hev1")) for c in support), support
+        assert not any(ok for c, ok in support.items() if c.startswith(("hvc1", "hev1")))
+
+    # The screenshot: the video shows frames, the HUD shows numbers.
+    hud = result["hud"]
+    assert re.fullmatch(r"\d+(\.\d+)? (k|M)bit/s", hud["bitrate"]), hud
+    assert re.fullmatch(r"\d+×\d+", hud["resolution"]), hud
+    assert re.fullmatch(r"\d+\.\d s", hud["buffer"]), hud
+    assert re.fullmatch(r"\d+(\.\d+)? (k|M)bit/s", hud["rate"]), hud
+    assert re.fullmatch(r"\d+ ms", hud["startup"]), hud
+    assert hud["transport"] == "MPTCP" and hud["stalls"].startswith("0")
+    image = np.asarray(Image.open(shot).convert("RGB")).astype(int)
+    height, width, _ = image.shape
+    video = image[height // 2:, width // 2:]  # away from the HUD in the top-left corner
+    assert video.std() > 20 and len(np.unique(video.reshape(-1, 3), axis=0)) > 50
+    hud_box = image[12:150, 12:270]
+    assert (hud_box.max(axis=2) > 200).mean() > 0.01  # light text on the dark panel
+
+
+@pytest.mark.parametrize("player", PLAYERS)
+def test_single_path_tcp_uses_one_path(balanced, player):
+    result = _play(balanced, player, "tcp", "tcp")
+    _check_contract(result, balanced[1], player)
+    assert result["transport"] == "tcp"
+    shares = sorted(p["rx_share"] for p in result["paths"])
+    assert shares[-1] >= 0.98, result["paths"]
+
+
+def test_collector_cut_during_playback_loses_nothing(balanced):
+    stack = balanced[1]
+    outcome = {}
+
+    def play():
+        outcome["result"] = _play(balanced, "dashjs", "mptcp", "cut", duration_s=25.0)
+
+    # The session plays in a thread; the collector is cut and restarted from this one (its
+    # daemons die with the thread that started them).
+    player = threading.Thread(target=play)
+    player.start()
+    try:
+        time.sleep(8)
+        # The gunicorn master and its workers go; nginx answers 502 meanwhile.
+        process.stop(stack.collector, signal.SIGTERM, timeout=15)
+        time.sleep(6)
+    finally:
+        stack._start_collector()
+        player.join()
+    result = outcome["result"]
+    page = result["page"]
+    assert page["sender_error"], "the page noticed the collector was gone"
+    by_type = _check_contract_after_cut(result, stack)
+    # Samples taken while the collector was down are there: no second of the session missing.
+    seconds = sorted(round(b["t_ms"] / 1000) for b in by_type["buffer"])
+    gaps = [b - a for a, b in itertools.pairwise(seconds)]
+    assert max(gaps) <= 2, seconds
+
+
+def _check_contract_after_cut(result, stack):
+    assert result["failure"] is None, result
+    events = session_events(stack, result["session"])
+    assert [e["seq"] for e in events] == list(range(result["page"]["next_seq"]))
+    assert result["page"]["pending"] == 0
+    by_type = {}
+    for e in events:
+        by_type.setdefault(e["type"], []).append(e)
+    assert by_type["end"][0]["data"]["reason"] == "duration"
+    assert len(by_type["buffer"]) >= 20
+    return by_type
+
+
+def test_missing_manifest_ends_with_an_error(balanced):
+    result = _play(balanced, "hlsjs", "mptcp", "404", manifest_path="/media/hls/nothing.m3u8",
+                   duration_s=15.0)
+    assert result["failure"] and "404" in result["failure"], result["failure"]
+    assert result["errors"] >= 1 and result["end_reason"] == "error"
+    events = session_events(balanced[1], result["session"])
+    error = next(e for e in events if e["type"] == "error")["data"]
+    assert error["fatal"] is True and "nothing.m3u8" in error["message"]
+
+
+def test_collector_down_is_reported(balanced):
+    stack = balanced[1]
+    process.stop(stack.collector, signal.SIGTERM, timeout=15)
+    try:
+        result = _play(balanced, "dashjs", "mptcp", "down", duration_s=6.0)
+    finally:
+        stack._start_collector()
+    assert result["failure"] and "collector" in result["failure"], result["failure"]
+    page = result["page"]
+    assert page["pending"] > 0 and page["ended"]["reason"] == "error"
+    assert any(e["code"] == "collector_unreachable" for e in page["errors"])
+    assert collector_get(stack, f"/sessions/{result['session']}") is None
