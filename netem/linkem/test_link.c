@@ -508,6 +508,43 @@ static int test_default_queue(void)
     return 0;
 }
 
+static int test_config_events(void)
+{
+    /* Events come out sorted by time, ties in file order; patches change only their fields. */
+    char path[] = "/tmp/linkem-config-XXXXXX";
+    int fd = mkstemp(path);
+    const char *json =
+        "{\"tun_a\": \"ta\", \"tun_b\": \"tb\", \"seed\": 5,\n"
+        " \"a_to_b\": {\"rate_bps\": 1000000, \"delay_ms\": 7.5, \"queue_packets\": 9},\n"
+        " \"events\": [{\"at_s\": 3, \"dir\": \"b_to_a\", \"set\": {\"loss\": 0.5}},\n"
+        "   {\"at_s\": 1, \"set\": {\"down\": true}},\n"
+        "   {\"at_s\": 3, \"dir\": \"a_to_b\", \"set\": {\"rate_bps\": null, \"delay_ms\": 1}}]}";
+    if (fd < 0 || write(fd, json, strlen(json)) != (ssize_t)strlen(json))
+        abort();
+    close(fd);
+    struct config cfg;
+    char err[512];
+    int rc = config_load(path, &cfg, err, sizeof err);
+    unlink(path);
+    CHECK(rc == 0, "%s", err);
+    CHECK(cfg.seed == 5 && strcmp(cfg.tun[0], "ta") == 0 && cfg.stats_path == NULL, "top level");
+    CHECK(cfg.link[0].rate_bps == 1000000 && cfg.link[0].delay_ms == 7.5 &&
+          cfg.link[0].queue_packets == 9 && cfg.link[0].queue_bytes == -1, "a_to_b");
+    CHECK(cfg.link[1].rate_bps == 0 && cfg.link[1].queue_packets == -1, "b_to_a defaults");
+    CHECK(cfg.n_events == 3, "%zu events", cfg.n_events);
+    CHECK(cfg.events[0].at_s == 1 && cfg.events[0].dirs == 3, "first event");
+    CHECK(cfg.events[1].at_s == 3 && cfg.events[1].dirs == 1u << DIR_B_TO_A, "tie order");
+    CHECK(cfg.events[2].dirs == 1u << DIR_A_TO_B, "tie order");
+    struct link_params p = cfg.link[0];
+    link_patch_apply(&cfg.events[2].set, &p);
+    CHECK(p.rate_bps == 0 && p.delay_ms == 1 && p.queue_packets == 9 && !p.down,
+          "patched: rate %llu delay %g", (unsigned long long)p.rate_bps, p.delay_ms);
+    link_patch_apply(&cfg.events[0].set, &p);
+    CHECK(p.down && p.delay_ms == 1, "down patch");
+    config_free(&cfg);
+    return 0;
+}
+
 struct test {
     const char *name;
     int (*fn)(void);
@@ -530,6 +567,7 @@ static const struct test TESTS[] = {
     {"rate_change_event", test_rate_change_event},
     {"mode_switches", test_mode_switches},
     {"default_queue", test_default_queue},
+    {"config_events", test_config_events},
 };
 #define N_TESTS (sizeof TESTS / sizeof TESTS[0])
 

@@ -247,3 +247,18 @@ def test_device_removed_under_it_exits_with_stats(path):
     assert path.emulator.wait(timeout=5) == 1
     assert "read ta" in path.emulator.stderr.read()
     assert json.loads(stats_path.read_text())["a_to_b"]["packets_in"] == 0
+
+
+def test_jitter_varies_delay_without_reordering(path):
+    path.start({"delay_ms": 10, "jitter_ms": 4}, {"delay_ms": 10})
+    rtts = path.ping_rtts(150, interval=0.02)
+    assert len(rtts) == 150
+    # round trip: 20 ms plus the uplink's jitter in [-4, +4] (and a busy host's lateness)
+    assert min(rtts) >= 16 and percentile(rtts, 99) <= 25, sorted(rtts)
+    assert max(rtts) - min(rtts) > 4
+    assert abs(sorted(rtts)[75] - 20) < 1.5
+    # a dense UDP stream through the same jitter arrives in order
+    result = path.iperf3("-u", "-b", "10M", "-l", "1000", seconds=3)
+    udp = result["end"]["sum"]
+    assert udp["packets"] > 3000
+    assert udp.get("out_of_order", 0) == 0, udp

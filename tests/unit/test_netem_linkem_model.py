@@ -26,6 +26,7 @@ MODEL_TESTS = [
     "rate_change_event",
     "mode_switches",
     "default_queue",
+    "config_events",
 ]
 
 EMULATOR = BUILD_DIR / "mpstream-linkem"
