@@ -188,7 +188,7 @@ def add_events(engine: Engine, session_id: str, batch: list[Strict]) -> tuple[in
             "seq": ev.seq,
             "t_ms": ev.t_ms,
             "type": ev.type,
-            "data": json.dumps(ev.data.model_dump(), separators=(",", ":")),
+            "data": ev.data.model_dump_json(),
         }
         for ev in batch
     ]

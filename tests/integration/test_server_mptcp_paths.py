@@ -4,6 +4,8 @@ client paths, with MP_JOIN subflows accepted by the server; a plain TCP client u
 
 import os
 import re
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -75,3 +77,34 @@ def test_server_logs_are_in_its_workdir_not_the_system(served):
     _, stack = served
     assert stack.access_log.is_file() and not str(stack.access_log).startswith("/var/log")
     assert Path(stack.workdir, "nginx.pid").exists()
+
+
+def test_serve_in_the_server_namespace(served, tmp_path):
+    """`mpstream serve --netns` listens on the namespace's address; a client in the client
+    namespace reaches it; SIGINT stops it."""
+    topo, stack = served
+    mpstream = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "mpstream"
+    proc = subprocess.Popen(
+        [str(mpstream), "serve", "--media", str(stack.media_dir), "--netns", topo.server_ns,
+         "--port", "8081", "--database-url", f"sqlite:///{tmp_path / 'ns.sqlite3'}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        out = ""
+        for line in proc.stdout:
+            out += line
+            if line.startswith("ready"):
+                break
+        assert f"API        http://{topo.server_addr}:8081/api/v1" in out, out
+        got = topo.run("client", ["curl", "-sf", f"http://{topo.server_addr}:8081/api/v1/health"],
+                       mptcp=True, capture_output=True, text=True)  # fmt: skip
+        assert '"status":"ok"' in got.stdout.replace(" ", "")
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+        assert proc.returncode == 0
+        ss = topo.run("server", ["ss", "-Mlnt"], capture_output=True, text=True).stdout
+        assert ":8081" not in ss
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
