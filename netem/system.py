@@ -79,8 +79,8 @@ def require_mptcp(proc_sys: Path = PROC_SYS) -> None:
     if not (proc_sys / "net" / "mptcp" / "enabled").exists():
         raise UserError(
             "this kernel has no Multipath TCP support (/proc/sys/net/mptcp is missing): use a "
-            "Linux kernel 5.6 or later built with CONFIG_MPTCP=y, or a profile with mode = \"tcp\" "
-            "on a machine that has it"
+            "Linux kernel 5.6 or later built with CONFIG_MPTCP=y; without it only profiles "
+            "with mode = \"tcp\" (single-path TCP) can run"
         )
 
 

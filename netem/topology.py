@@ -29,6 +29,7 @@ from typing import Any
 from mpstream.netem import teardown
 from mpstream.netem.profile import Profile, load_profile
 from mpstream.netem.system import (
+    PROC_SYS,
     ip_batch,
     require_cc,
     require_mptcp,
@@ -264,6 +265,8 @@ class Topology:
         }
         if not Path("/proc/sys/net/mptcp/path_manager").exists():
             host.pop("net.mptcp.path_manager")  # kernels before 6.15: pm_type 0 is the default
+        if not kernel_has_mptcp():  # mode tcp on a kernel without MPTCP
+            host = {k: v for k, v in host.items() if not k.startswith("net.mptcp.")}
         sysctl(self.client_ns, host)
         sysctl(self.server_ns, host)
         sysctl(self.link_ns, {
@@ -316,20 +319,22 @@ class Topology:
                     flags.append("fullmesh")
                 lines.append(f"mptcp endpoint add {path.client_addr} dev {path.client_ifname} "
                              f"id {path.index + 1} {' '.join(flags)}")
-        else:
+        elif kernel_has_mptcp():
             lines.append("mptcp limits set subflow 0 add_addr_accepted 0")
         ip_batch(self.client_ns, lines)
 
     def _configure_server(self) -> None:
         p = self.profile
         subflows = max(len(self.paths) - 1, p.mptcp.subflows or 0) if p.mode == "mptcp" else 0
-        ip_batch(self.server_ns, [
+        lines = [
             "link set lo up",
             f"addr add {SERVER_ADDR}/24 dev eth0",
             "link set eth0 up",
             f"route add {CLIENT_SUBNETS} via 10.2.0.1 dev eth0",
-            f"mptcp limits set subflow {subflows} add_addr_accepted 0",
-        ])
+        ]
+        if kernel_has_mptcp():
+            lines.append(f"mptcp limits set subflow {subflows} add_addr_accepted 0")
+        ip_batch(self.server_ns, lines)
 
     def _create_emulated_links(self) -> None:
         server_link = self.profile.server_link is not None
@@ -496,6 +501,11 @@ def live_topologies() -> list[dict[str, Any]]:
 def check_prerequisites(profile: Profile) -> None:
     require_root()
     require_tools("ip", "sysctl", "ping")
-    require_mptcp()
+    if profile.mode == "mptcp":
+        require_mptcp()
+        require_scheduler(profile.mptcp.scheduler)
     require_cc(profile.cc)
-    require_scheduler(profile.mptcp.scheduler)
+
+
+def kernel_has_mptcp() -> bool:
+    return (PROC_SYS / "net" / "mptcp" / "enabled").exists()
