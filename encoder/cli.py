@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import click
@@ -29,10 +30,16 @@ def encode(source: str, ladder: str, segment_duration: float, duration: float | 
     HLS (MPEG-TS, H.264 + AAC) and DASH (fMP4: HEVC set, AVC set, audio set) are packaged from
     those encodes, validated, and only then moved to --out.
     """
+    # SIGTERM unwinds like Ctrl-C: ffmpeg is stopped and the staging directory removed.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     console = Console(stderr=True)
     result = encode_media(source, ladder, segment_duration, duration, out,
                           progress=not quiet, console=console)
     _report(result)
+
+
+def _exit_on_sigterm(signum, frame) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _report(result: EncodeResult) -> None:

@@ -127,7 +127,8 @@ def encode_media(
     out = Path(out).resolve()
     _check_destination(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    _remove_abandoned_staging(out)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-{os.getpid()}-", dir=out.parent))
     try:
         staging.chmod(0o755)  # the web server reads the tree as another user
         work = staging / "work"
@@ -189,6 +190,15 @@ def _check_destination(out: Path) -> None:
             f"--out {out} exists and does not hold a media tree (no {MEDIA_JSON}); refusing to"
             " replace it. Pass a new or empty directory."
         )
+
+
+def _remove_abandoned_staging(out: Path) -> None:
+    """Staging directories of encodes that were killed outright (SIGKILL, power loss) carry
+    the dead process's id; remove those, never one of a running encode."""
+    for old in out.parent.glob(f".{out.name}.partial-*-*"):
+        pid = old.name.rsplit(".partial-", 1)[1].split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def _install(staging: Path, out: Path) -> None:

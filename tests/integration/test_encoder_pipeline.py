@@ -2,6 +2,7 @@
 interface, the validator, ffprobe, rate control, media.json, interruption, damage."""
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -189,7 +190,8 @@ def _children(pid: int) -> set[int]:
     return found
 
 
-def test_ctrl_c_leaves_no_tree_no_staging_and_no_ffmpeg(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_leaves_no_tree_no_staging_and_no_ffmpeg(tmp_path, signum):
     out = tmp_path / "media"
     proc = subprocess.Popen(
         [sys.executable, "-m", "mpstream.cli", "encode", "synthetic", "--ladder", "tiny",
@@ -205,10 +207,21 @@ def test_ctrl_c_leaves_no_tree_no_staging_and_no_ffmpeg(tmp_path):
     assert ffmpeg, "the encode never started ffmpeg"
     time.sleep(1.0)
     assert any(p.name.startswith(".media.partial-") for p in tmp_path.iterdir())
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode != 0
     assert "Traceback" not in err.decode()
     assert list(tmp_path.iterdir()) == []
     for pid in ffmpeg:
         assert not Path(f"/proc/{pid}").exists()
+
+
+def test_staging_of_a_killed_encode_is_removed_by_the_next(tmp_path):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    abandoned = tmp_path / f".media.partial-{dead.pid}-abc123"
+    (abandoned / "hls").mkdir(parents=True)
+    live = tmp_path / f".media.partial-{os.getpid()}-def456"
+    live.mkdir()
+    encode_media("synthetic", "tiny", 2.0, 2.0, tmp_path / "media", progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [live.name, "media"]
