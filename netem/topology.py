@@ -443,7 +443,7 @@ class Topology:
         STATE_DIR.mkdir(parents=True, exist_ok=True)
         state = {**self.describe(), "owner_pid": self.owner_pid, "detached": self.detached,
                  "emulator_pids": self.emulator_pids, "created": time.time(),
-                 "profile": self.profile.model_dump(mode="json")}
+                 "profile": self.profile.model_dump(mode="json", exclude_unset=True)}
         tmp = STATE_DIR / f".{self.name}.json.tmp"
         tmp.write_text(json.dumps(state, indent=2))
         tmp.replace(STATE_DIR / f"{self.name}.json")

@@ -220,3 +220,17 @@ def test_backup_paths_and_primary():
     profile = profile_from_dict({"paths": [{"backup": True}, {}]})
     assert profile.primary_path == 1
     assert "backup" in error_of({"paths": [{"backup": True}]})
+
+
+def test_a_profile_survives_the_state_file_round_trip():
+    """`netem up` records the profile as JSON; `Topology.attach` reads it back."""
+    from mpstream.netem.profile import Profile
+
+    for name in preset_names():
+        profile = load_profile(name, {"events": [{"at_s": 3, "path": 0, "action": "change",
+                                                  "set": {"delay_ms": 9}}]})
+        again = Profile.model_validate(profile.model_dump(mode="json", exclude_unset=True))
+        for i in range(len(profile.paths)):
+            for direction in ("uplink", "downlink"):
+                assert again.link(i, direction) == profile.link(i, direction), (name, i)
+            assert again.emulator_events(i) == profile.emulator_events(i)
