@@ -140,9 +140,11 @@ class LinkFields(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _one_queue_limit(self) -> LinkFields:
+    def _one_of_each(self) -> LinkFields:
         if self.queue_bytes is not None and self.queue_packets is not None:
             raise ValueError("set queue_bytes or queue_packets, not both")
+        if self.rate is not None and self.trace is not None:
+            raise ValueError("set rate or trace, not both (a trace is the link's capacity)")
         return self
 
 

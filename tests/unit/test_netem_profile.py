@@ -146,6 +146,8 @@ def test_event_for_a_path_that_does_not_exist():
 def test_other_rules():
     assert "tcp_path" in error_of({**TWO_PATHS, "mode": "tcp", "tcp_path": 3})
     assert "not both" in error_of({"paths": [{"queue_bytes": 1000, "queue_packets": 10}]})
+    assert "rate or trace" in error_of({"paths": [{"rate": "1mbit",
+                                                    "trace": "Verizon-LTE-short"}]})
     assert "negative" in error_of({"paths": [{"delay_ms": -1}]})
     assert "set" in error_of({**TWO_PATHS, "events": [{"at_s": 1, "path": 0,
                                                         "action": "change"}]})
