@@ -8,6 +8,7 @@ is down end the session with a message and an error record."""
 import itertools
 import os
 import re
+import shutil
 import signal
 import threading
 import time
@@ -189,3 +190,22 @@ def test_collector_down_is_reported(balanced):
     assert page["pending"] > 0 and page["ended"]["reason"] == "error"
     assert any(e["code"] == "collector_unreachable" for e in page["errors"])
     assert collector_get(stack, f"/sessions/{result['session']}") is None
+
+
+def test_stream_that_never_starts_ends_with_an_error(balanced, tiny_media, tmp_path):  # noqa: F811
+    # A media tree whose manifest and init segments are there but no media segment is.
+    broken = tmp_path / "media"
+    shutil.copytree(tiny_media, broken)
+    for segment in (broken / "dash").rglob("seg_*"):
+        segment.unlink()
+    topo = balanced[0]
+    with ServerStack(broken, netns=topo.server_ns, host=topo.server_addr, port=8081) as stack:
+        result = play_session(topo, stack, player="dashjs", manifest_path=MANIFESTS["dashjs"],
+                              transport="mptcp", duration_s=20.0, startup_timeout_s=6.0,
+                              session_id=f"e2e-nostart-{os.getpid()}")
+        events = session_events(stack, result["session"])
+    assert result["failure"] and "no frame rendered within 6 s" in result["failure"]
+    assert result["end_reason"] == "error" and result["startup_delay_ms"] is None
+    fatal = [e["data"] for e in events if e["type"] == "error" and e["data"]["fatal"]]
+    assert [e["code"] for e in fatal] == ["startup_timeout"]
+    assert events[-1]["type"] == "end" and events[-1]["data"]["reason"] == "error"
