@@ -161,7 +161,7 @@ def test_up_leaves_the_topology_running_and_down_removes_it():
                         "0.05", "10.2.0.2")
         assert ping.returncode == 0, ping.stdout + ping.stderr
         rtts = [float(t.split("=")[1]) for t in ping.stdout.split() if t.startswith("time=")]
-        assert all(9.5 <= rtt <= 12 for rtt in rtts), rtts
+        assert all(9.5 <= rtt <= 15 for rtt in rtts), rtts
         assert mpstream("netem", "exec", topo_name, "server", "--", "false").returncode == 1
         again = mpstream("netem", "up", "thesis-latency-single", "--name", topo_name)
         assert again.returncode == 2 and "already exists" in again.stderr
@@ -182,11 +182,11 @@ def test_topologies_coexist_and_go_down_independently():
             values = sorted(float(t.split("=")[1]) for t in out.split() if t.startswith("time="))
             return values[len(values) // 2]
 
-        assert 14.5 <= rtt(a, a.paths[0]) <= 17 and 4.5 <= rtt(a, a.paths[1]) <= 7
-        assert 9 <= rtt(b, b.paths[0]) <= 13
+        assert 14.5 <= rtt(a, a.paths[0]) <= 19 and 4.5 <= rtt(a, a.paths[1]) <= 9
+        assert 7.5 <= rtt(b, b.paths[0]) <= 15  # 10 ms, jitter 1 ms each way
         b.down()
         assert leftovers(second) == [] and leftovers(first)
-        assert 4.5 <= rtt(a, a.paths[1]) <= 7
+        assert 4.5 <= rtt(a, a.paths[1]) <= 9
     assert leftovers(first) == []
 
 
