@@ -17,7 +17,6 @@ from mpstream.encoder.ladder import CODECS, Ladder, Rung
 from mpstream.encoder.sources import TONE, Source
 
 ENCODER = {"avc": "libx264", "hevc": "libx265"}
-# Representation directory names in the MPD before they are renamed after their rung.
 _COMMON = ("-hide_banner", "-nostdin", "-y", "-v", "error")
 
 

@@ -13,6 +13,7 @@ import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,24 +145,15 @@ def encode_media(
         encode_seconds = time.monotonic() - t0
         measured = _measure_intermediates(items, src)
 
-        with console.status("Packaging HLS and DASH", spinner="dots") if progress else _nothing():
-            hls_dir, dash_dir = staging / "hls", staging / "dash"
-            for item in items:
-                if item.kind == "avc":
-                    assert item.rung is not None
-                    (hls_dir / item.rung.name).mkdir(parents=True)
-            for index, _ in enumerate(items):
-                (dash_dir / str(index)).mkdir(parents=True)
-            _run_quiet(hls_command(tools.ffmpeg, items, segment_duration, hls_dir), "HLS packaging")
-            _run_quiet(dash_command(tools.ffmpeg, items, segment_duration, dash_dir),
-                       "DASH packaging")
-            renditions, audio = _finish_dash(dash_dir, items, measured, spec, src)
-            _finish_hls(hls_dir, items, src)
-            record = _media_record(spec, src, segment_duration, renditions, audio, items)
+        with _status(console, progress, "Packaging HLS and DASH"):
+            _package(tools.ffmpeg, items, segment_duration, staging)
+            renditions, audio = _finish_dash(staging / "dash", items, measured, spec, src)
+            _finish_hls(staging / "hls", items, src)
+            record = _media_record(spec, src, segment_duration, renditions, audio)
             write_media_record(staging, record)
             shutil.rmtree(work)
 
-        with console.status("Validating", spinner="dots") if progress else _nothing():
+        with _status(console, progress, "Validating"):
             report = require_valid(staging, duration=src.duration)
         _install(staging, out)
     except BaseException:
@@ -174,12 +166,23 @@ def encode_media(
     )
 
 
-class _nothing:
-    def __enter__(self):
-        return self
+def _status(console: Console, show: bool, message: str) -> AbstractContextManager:
+    return console.status(message, spinner="dots") if show else nullcontext()
 
-    def __exit__(self, *exc):
-        return False
+
+def _package(ffmpeg: str, items: list[Intermediate], segment_duration: float,
+             staging: Path) -> None:
+    """Stage 2: HLS and DASH from the same encodes, no re-encoding. ffmpeg's DASH muxer does
+    not create directories, so each representation's is made beforehand (named by index,
+    renamed after its rung by _finish_dash)."""
+    hls_dir, dash_dir = staging / "hls", staging / "dash"
+    for item in items:
+        if item.kind == "avc" and item.rung is not None:
+            (hls_dir / item.rung.name).mkdir(parents=True)
+    for index, _ in enumerate(items):
+        (dash_dir / str(index)).mkdir(parents=True)
+    _run_quiet(hls_command(ffmpeg, items, segment_duration, hls_dir), "HLS packaging")
+    _run_quiet(dash_command(ffmpeg, items, segment_duration, dash_dir), "DASH packaging")
 
 
 def _check_destination(out: Path) -> None:
@@ -291,7 +294,7 @@ def _finish_hls(hls_dir: Path, items: list[Intermediate], src: Source) -> None:
 
 def _media_record(
     spec: Ladder, src: Source, segment_duration: float, renditions: list[Rendition],
-    audio: AudioRecord, items: list[Intermediate],
+    audio: AudioRecord,
 ) -> MediaRecord:
     rungs = []
     for rung in spec.rungs:
