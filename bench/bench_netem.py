@@ -210,6 +210,24 @@ def bench_rate(quick: bool) -> None:
               f"{wire / rate:>10.1%}  {verdict}")
 
 
+def bench_queue(quick: bool) -> None:
+    print("\n## Why the default queue is one BDP: one TCP (cubic) flow at 50 Mbit/s, 50 ms RTT, "
+          "against the drop-tail queue size")
+    print(f"{'queue':>12} {'bytes':>9} {'goodput/rate':>13}")
+    seconds = 8 if quick else 15
+    rate, rtt = 50_000_000, 50
+    bdp = rate // 8 * rtt // 1000
+    for label, size in (("0.1 BDP", bdp // 10), ("0.25 BDP", bdp // 4), ("0.5 BDP", bdp // 2),
+                        ("default", None)):
+        link = {"rate": rate, "delay_ms": rtt / 2}
+        if size is not None:
+            link["queue_bytes"] = size
+        with topology([link], name="q") as topo:
+            res = iperf_result(iperf(topo, ["-R", "-O", "3"], seconds=seconds))
+        got = res["end"]["sum_received"]["bits_per_second"]
+        print(f"{label:>12} {size if size is not None else bdp:>9} {got / rate:>13.1%}")
+
+
 def trace_capacity_per_second(trace: Path, offset_s: float, bins: int) -> list[float]:
     ms = [int(line) for line in trace.read_text().split()]
     period = ms[-1]
@@ -293,6 +311,7 @@ def bench_cpu(quick: bool) -> None:
 
 
 BENCHES = {"delay": bench_delay, "added": bench_added_delay, "rate": bench_rate,
+           "queue": bench_queue,
            "trace": bench_trace, "mptcp": bench_mptcp, "cpu": bench_cpu}
 
 

@@ -262,3 +262,13 @@ def test_jitter_varies_delay_without_reordering(path):
     udp = result["end"]["sum"]
     assert udp["packets"] > 3000
     assert udp.get("out_of_order", 0) == 0, udp
+
+
+def test_sigint_exits_cleanly_with_stats(path):
+    stats_path = path.start({"delay_ms": 2})
+    assert len(path.ping_rtts(3, interval=0.05)) == 3
+    path.emulator.send_signal(signal.SIGINT)
+    assert path.emulator.wait(timeout=5) == 0
+    stats = json.loads(stats_path.read_text())
+    assert stats["a_to_b"]["packets_out"] == 3 and stats["b_to_a"]["packets_out"] == 3
+    assert not stats_path.with_name(stats_path.name + ".tmp").exists()
