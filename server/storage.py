@@ -175,6 +175,13 @@ def session_exists(engine: Engine, session_id: str) -> bool:
     return found is not None
 
 
+_EVENT_COLUMNS = ("session_id", "seq", "t_ms", "type", "data")
+_SQLITE_INSERT_EVENTS = (
+    f"INSERT INTO events ({', '.join(_EVENT_COLUMNS)}) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT DO NOTHING"
+)
+
+
 def add_events(engine: Engine, session_id: str, batch: list[Strict]) -> tuple[int, int]:
     """Store a validated batch; events whose (session, seq) exist are skipped.
 
@@ -192,9 +199,17 @@ def add_events(engine: Engine, session_id: str, batch: list[Strict]) -> tuple[in
         }
         for ev in batch
     ]
-    stmt = _insert(engine, events).on_conflict_do_nothing().returning(events.c.seq)
+    stmt = _insert(engine, events).on_conflict_do_nothing()
     with write_transaction(engine) as conn:
-        stored = len(conn.execute(stmt, rows).all())
+        if _is_sqlite(engine):
+            # Straight to the driver: sqlite3's executemany rowcount counts inserted rows only
+            # (conflicts are skipped), much cheaper than compiling and RETURNING every row.
+            stored = conn.exec_driver_sql(
+                _SQLITE_INSERT_EVENTS, [tuple(r[c] for c in _EVENT_COLUMNS) for r in rows]
+            ).rowcount
+        else:
+            # psycopg batches the rows into multi-row statements whose rowcount is not summed.
+            stored = len(conn.execute(stmt.returning(events.c.seq), rows).all())
     return stored, len(rows) - stored
 
 
