@@ -104,19 +104,36 @@ def trace_mean_bps(trace: Path) -> float:
     return len(stamps) * TRACE_PACKET_BYTES * 8 / (period_ms / 1000)
 
 
-def _serialization_ms(link: Link, size: int) -> float:
-    return size * 8 / link.rate_bps * 1000 if link.rate_bps and not link.trace else 0.0
+def _chain(profile: Profile, index: int, direction: str) -> list[Link]:
+    """The links a packet of path `index` crosses in `direction`: the path's own and, when the
+    profile has one, the shared server link."""
+    server = profile.server_link_model(direction)
+    return [profile.link(index, direction), *([server] if server else [])]
 
 
-def _fixed_rate(link: Link) -> bool:
-    return link.rate_bps is not None and link.trace is None and link.loss == 0
+def _serialization_ms(chain: list[Link], size: int) -> float:
+    return sum(size * 8 / link.rate_bps * 1000 for link in chain
+               if link.rate_bps and not link.trace)
+
+
+def _fixed_rate_bps(chain: list[Link]) -> int | None:
+    """The rate TCP should reach over `chain`: its narrowest fixed rate; None when a trace,
+    a loss or no rate at all leaves no fixed figure to meet."""
+    if any(link.trace or link.loss for link in chain):
+        return None
+    rates = [link.rate_bps for link in chain if link.rate_bps]
+    return min(rates) if rates else None
+
+
+def _loss(chain: list[Link]) -> float:
+    return 1 - math.prod(1 - link.loss for link in chain)
 
 
 def _ping_measurements(topo: Topology, profile: Profile) -> list[Measurement]:
     procs = []
     for path in topo.paths:
-        lossy = profile.link(path.index, "uplink").loss or profile.link(path.index,
-                                                                           "downlink").loss
+        lossy = _loss(_chain(profile, path.index, "uplink") +
+                      _chain(profile, path.index, "downlink"))
         count = 300 if lossy else 50
         procs.append((path, count, topo.popen(
             "client", ["ping", "-n", "-c", str(count), "-i", "0.01", "-W", "2",
@@ -126,13 +143,12 @@ def _ping_measurements(topo: Topology, profile: Profile) -> list[Measurement]:
     for path, count, proc in procs:
         text, _ = proc.communicate(timeout=60)
         rtts = [float(x) for x in re.findall(r"time=([0-9.]+) ms", text)]
-        up, down = profile.link(path.index, "uplink"), profile.link(path.index, "downlink")
+        both = _chain(profile, path.index, "uplink") + _chain(profile, path.index, "downlink")
         label = f"{path.index} {path.name}"
-        configured = profile.rtt_ms(path.index) + _serialization_ms(up, PING_BYTES) + \
-            _serialization_ms(down, PING_BYTES)
-        slack = RTT_TOLERANCE_MS + RTT_TOLERANCE_FRACTION * configured + up.jitter_ms + \
-            down.jitter_ms
-        traced = [link.trace for link in (up, down) if link.trace]
+        configured = profile.rtt_ms(path.index) + _serialization_ms(both, PING_BYTES)
+        slack = RTT_TOLERANCE_MS + RTT_TOLERANCE_FRACTION * configured + \
+            sum(link.jitter_ms for link in both)
+        traced = [link.trace for link in both if link.trace]
         high = None if traced else configured + slack
         note = "trace: waits for delivery opportunities, lower bound only" if traced else ""
         out.append(Measurement("RTT median", label, "ms", round(configured, 2),
@@ -142,7 +158,7 @@ def _ping_measurements(topo: Topology, profile: Profile) -> list[Measurement]:
             p99 = sorted(rtts)[min(len(rtts) - 1, math.ceil(0.99 * len(rtts)) - 1)]
             out.append(Measurement("RTT p99", label, "ms", round(configured, 2),
                                    round(p99, 2), note="shown, not judged"))
-        expected = 1 - (1 - up.loss) * (1 - down.loss)
+        expected = _loss(both)
         measured = 1 - len(rtts) / count
         margin = 4 * math.sqrt(max(expected * (1 - expected), 1e-4) / count) + 0.01
         low = max(0.0, expected - margin)
@@ -185,13 +201,15 @@ def _throughput_measurements(topo: Topology, profile: Profile,
                              duration_s: float) -> list[Measurement]:
     out = []
     for path in topo.paths:
-        down = profile.link(path.index, "downlink")
+        chain = _chain(profile, path.index, "downlink")
+        down = chain[0]
         measured = _iperf(topo, ["-B", path.client_addr, "-p", str(TCP_PORT)], mptcp=False,
                           duration_s=duration_s)
         label = f"{path.index} {path.name}"
         mbit = None if measured is None else round(measured / 1e6, 2)
-        if _fixed_rate(down):
-            rate = down.rate_bps / 1e6
+        fixed = _fixed_rate_bps(chain)
+        if fixed:
+            rate = fixed / 1e6
             out.append(Measurement("TCP rate", label, "Mbit/s", rate, mbit,
                                    round(RATE_LOW * rate, 2), round(RATE_HIGH * rate, 2)))
         elif down.trace:
@@ -199,7 +217,7 @@ def _throughput_measurements(topo: Topology, profile: Profile,
             out.append(Measurement("TCP rate", label, "Mbit/s", round(mean, 2),
                                    mbit, note=f"trace {down.trace.name}: configured = its mean"))
         else:
-            note = "lossy link: TCP cannot reach the rate" if down.loss else "unlimited rate"
+            note = "lossy link: TCP cannot reach the rate" if _loss(chain) else "unlimited rate"
             rate = down.rate_bps / 1e6 if down.rate_bps else None
             out.append(Measurement("TCP rate", label, "Mbit/s", rate, mbit,
                                    note=note))
@@ -218,12 +236,14 @@ def _aggregate_measurements(topo: Topology, profile: Profile,
     used = [i for i, p in enumerate(profile.paths) if not p.backup or not mptcp]
     if not mptcp:
         used = [profile.tcp_path]
-    links = [profile.link(i, "downlink") for i in used]
+    own = [_fixed_rate_bps([profile.link(i, "downlink")]) for i in used]
+    server = profile.server_link_model("downlink")
     label = "MPTCP aggregate" if mptcp else f"TCP over path {profile.tcp_path}"
     mbit = None if measured is None else round(measured / 1e6, 2)
     out = []
-    if all(_fixed_rate(link) for link in links):
-        rate = sum(link.rate_bps for link in links) / 1e6
+    if all(own) and (server is None or not (server.trace or server.loss)):
+        # The paths add up, up to what the shared server link carries.
+        rate = min(sum(own), (server and server.rate_bps) or math.inf) / 1e6
         out.append(Measurement("aggregate", label, "Mbit/s", rate, mbit,
                                round(AGGREGATE_LOW * rate, 2), round(RATE_HIGH * rate, 2)))
     else:

@@ -52,6 +52,16 @@ def test_tcp_mode_uses_only_its_path():
     assert share["0 path0"] < 2 and share["1 path1"] > 98
 
 
+def test_the_shared_server_link_is_a_bottleneck_of_all_paths():
+    """NP03's server link, narrowed below the client links: every path and the MPTCP
+    aggregate reach only the server link's rate."""
+    profile = load_profile("np03-2x10", {"paths.*.rate": "50mbit", "server_link.rate": "20mbit"})
+    report = _check_with_one_rerun(profile, f"sl{os.getpid()}")
+    assert report.ok, _describe(report)
+    rates = [m.configured for m in report.measurements if m.check in ("TCP rate", "aggregate")]
+    assert rates == [20, 20, 20]
+
+
 def test_a_check_fails_when_the_profile_claims_what_the_link_does_not_do(tmp_path):
     """The check is not a rubber stamp: measuring a 10 Mbit/s, 10 ms path against a profile
     that says 20 Mbit/s and 30 ms must fail both figures."""
