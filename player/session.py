@@ -14,6 +14,7 @@ import json
 import os
 import shlex
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -113,6 +114,28 @@ def check_prerequisites(player: str, transport: str, manifest_path: str) -> None
                         "package chromium) or point MPSTREAM_CHROMIUM at a Chromium binary")
 
 
+@contextlib.contextmanager
+def browser_in_namespace(netns: str, *, mptcp: bool) -> Iterator[Any]:
+    """Headless Chromium (a Playwright Browser) whose every socket lives in `netns`, and is
+    MPTCP when `mptcp`; closed, with its temporary files, on the way out."""
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory(prefix="mps-player-") as tmp, sync_playwright() as pw:
+        wrapper = write_browser_wrapper(Path(tmp), netns, mptcp)
+        try:
+            browser = pw.chromium.launch(executable_path=str(wrapper), headless=True,
+                                         args=CHROMIUM_FLAGS, timeout=60_000)
+        except PlaywrightError as exc:
+            raise UserError(f"Chromium did not start in namespace {netns}: "
+                            f"{str(exc).splitlines()[0]}") from exc
+        try:
+            yield browser
+        finally:
+            with contextlib.suppress(PlaywrightError):
+                browser.close()
+
+
 def _collector_get(stack: Any, page: Any, path: str) -> dict[str, Any] | None:
     """GET an API path: straight over the collector's socket when the stack has one (works
     even when the emulated paths are down), else from the page."""
@@ -172,7 +195,6 @@ def play_session(
     """
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
-    from playwright.sync_api import sync_playwright
 
     check_prerequisites(player, transport, manifest_path)
     url = page_url(stack.base_url, player=player, manifest_path=manifest_path,
@@ -185,42 +207,31 @@ def play_session(
     summary: dict[str, Any] | None = None
     hud: dict[str, str] | None = None
     console: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="mps-player-") as tmp, sync_playwright() as pw:
-        wrapper = write_browser_wrapper(Path(tmp), topology.client_ns, transport == "mptcp")
+    with browser_in_namespace(topology.client_ns, mptcp=transport == "mptcp") as browser:
+        page = browser.new_page(viewport=VIEWPORT)
+        page.on("console", lambda m: console.append(f"{m.type}: {m.text}"[:500]))
         try:
-            browser = pw.chromium.launch(executable_path=str(wrapper), headless=True,
-                                         args=CHROMIUM_FLAGS, timeout=60_000)
+            page.goto(url, wait_until="load", timeout=PAGE_LOAD_TIMEOUT_S * 1000)
         except PlaywrightError as exc:
-            raise UserError(f"Chromium did not start in namespace {topology.client_ns}: "
+            raise UserError(f"the player page {url} did not load from the server: "
                             f"{str(exc).splitlines()[0]}") from exc
         try:
-            page = browser.new_page(viewport=VIEWPORT)
-            page.on("console", lambda m: console.append(f"{m.type}: {m.text}"[:500]))
-            try:
-                page.goto(url, wait_until="load", timeout=PAGE_LOAD_TIMEOUT_S * 1000)
-            except PlaywrightError as exc:
-                raise UserError(f"the player page {url} did not load from the server: "
-                                f"{str(exc).splitlines()[0]}") from exc
-            try:
-                page.wait_for_function(
-                    "window.mpstream && ['playing', 'done'].includes(window.mpstream.state)",
-                    timeout=(startup_timeout_s + 15) * 1000)
-                if screenshot is not None and page.evaluate("window.mpstream.state") == "playing":
-                    page.wait_for_timeout(min(SCREENSHOT_AFTER_S, duration_s / 2) * 1000)
-                    screenshot.parent.mkdir(parents=True, exist_ok=True)
-                    page.screenshot(path=str(screenshot))
-                    hud = page.evaluate(HUD_TEXT)
-                page.wait_for_function("window.mpstream.state === 'done'",
-                                       timeout=(duration_s + DRAIN_MARGIN_S) * 1000, polling=250)
-            except PlaywrightTimeout:
-                failure = (f"the player page did not finish the session within "
-                           f"{duration_s + DRAIN_MARGIN_S:g} s")
-            report = page.evaluate("window.mpstream ? window.mpstream.report() : {}") or {}
-            failure = report.get("failure") or failure
-            summary = _collector_get(stack, page, f"/sessions/{session_id}/summary")
-        finally:
-            with contextlib.suppress(PlaywrightError):
-                browser.close()
+            page.wait_for_function(
+                "window.mpstream && ['playing', 'done'].includes(window.mpstream.state)",
+                timeout=(startup_timeout_s + 15) * 1000)
+            if screenshot is not None and page.evaluate("window.mpstream.state") == "playing":
+                page.wait_for_timeout(min(SCREENSHOT_AFTER_S, duration_s / 2) * 1000)
+                screenshot.parent.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(screenshot))
+                hud = page.evaluate(HUD_TEXT)
+            page.wait_for_function("window.mpstream.state === 'done'",
+                                   timeout=(duration_s + DRAIN_MARGIN_S) * 1000, polling=250)
+        except PlaywrightTimeout:
+            failure = (f"the player page did not finish the session within "
+                       f"{duration_s + DRAIN_MARGIN_S:g} s")
+        report = page.evaluate("window.mpstream ? window.mpstream.report() : {}") or {}
+        failure = report.get("failure") or failure
+        summary = _collector_get(stack, page, f"/sessions/{session_id}/summary")
     after = topology.path_bytes()
     if summary is None and failure is None:
         failure = (f"the collector has no summary of session {session_id} "

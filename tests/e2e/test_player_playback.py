@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pytest
 from mpstream.netem.topology import Topology
-from mpstream.player.session import MANIFESTS, play_session
+from mpstream.player.session import MANIFESTS, browser_in_namespace, page_url, play_session
 from mpstream.player.testing import collector_get, session_events, tiny_media  # noqa: F401
 from mpstream.server import process
 from mpstream.server.stack import ServerStack
@@ -209,3 +209,29 @@ def test_stream_that_never_starts_ends_with_an_error(balanced, tiny_media, tmp_p
     fatal = [e["data"] for e in events if e["type"] == "error" and e["data"]["fatal"]]
     assert [e["code"] for e in fatal] == ["startup_timeout"]
     assert events[-1]["type"] == "end" and events[-1]["data"]["reason"] == "error"
+
+
+def test_closing_the_page_sends_the_rest_by_beacon(balanced):
+    topo, stack = balanced
+    session_id = f"e2e-beacon-{os.getpid()}"
+    url = page_url(stack.base_url, player="hlsjs", manifest_path=MANIFESTS["hlsjs"],
+                   session_id=session_id, transport="mptcp", duration_s=120.0)
+    with browser_in_namespace(topo.client_ns, mptcp=True) as browser:
+        page = browser.new_page()
+        page.goto(url)
+        page.wait_for_function("window.mpstream && window.mpstream.state === 'playing'",
+                               timeout=45_000)
+        page.wait_for_timeout(2500)
+        next_seq = page.evaluate("window.mpstream.report().next_seq")
+        # pagehide: the page records the end and beacons what is queued; it is gone after.
+        page.close(run_before_unload=True)
+        deadline = time.monotonic() + 15
+        events = []
+        while time.monotonic() < deadline:
+            events = session_events(stack, session_id)
+            if events and events[-1]["type"] == "end":
+                break
+            time.sleep(0.5)
+    assert events[-1]["type"] == "end" and events[-1]["data"]["reason"] == "closed", events[-3:]
+    seqs = [e["seq"] for e in events]
+    assert seqs == list(range(len(seqs))) and len(seqs) > next_seq
