@@ -23,6 +23,12 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
+def _legend(ax) -> None:
+    # A condition whose trials all failed has an empty panel: no legend to draw.
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="upper right")
+
+
 def segment_rates(path: Path, groups: list[str], seg: dict[str, dict[int, list[float]]]) -> Path:
     """Per-segment download rate by segment index, mean over trials with its 95% CI band
     (as the thesis's figure 22)."""
@@ -70,7 +76,7 @@ def per_path_over_time(path: Path, groups: list[str], series: dict[str, list[dic
         ax.set_title(g, fontsize=10)
         ax.set_ylabel(ylabel, fontsize=8)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="upper right")
+        _legend(ax)
     axes[-1, 0].set_xlabel("time since trial start (s)")
     fig.suptitle(title)
     return _save(fig, path)
@@ -93,7 +99,7 @@ def path_share(path: Path, groups: list[str], series: dict[str, list[dict]], n_p
         ax.set_ylim(0, 1)
         ax.set_title(g, fontsize=10)
         ax.set_ylabel("share of bytes", fontsize=8)
-        ax.legend(fontsize=8, loc="upper right")
+        _legend(ax)
     axes[-1, 0].set_xlabel("time since trial start (s)")
     fig.suptitle("Share of received bytes per path")
     return _save(fig, path)

@@ -9,11 +9,14 @@ that fails is recorded with its reason and the run goes on; a trial folder witho
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
+import threading
 import time
 import traceback
 from datetime import UTC, datetime
@@ -135,7 +138,7 @@ def _run_video(topo, trial: Trial, scenario: Scenario, media_dir: Path, tdir: Pa
 
 def _run_iperf(topo, scenario: Scenario, tdir: Path, transport: str, start_samplers) -> dict:
     mptcp = transport == "mptcp"
-    port = "5201"
+    port = "5211"  # not iperf3's default: other tools on the machine may hold that one
     server = topo.popen("server", ["iperf3", "-s", "-1", "-p", port], mptcp=mptcp,
                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -287,12 +290,39 @@ def preflight(scenario: Scenario) -> None:
         raise UserError("cannot run: " + "; ".join(problems))
 
 
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM (a scheduler or `kill`) tears down like Ctrl-C: namespaces, servers and the
+    browser are removed on the way out, and the run stays resumable."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None = None,
                  scenario_path: Path | None = None, retry_failed: bool = False,
                  console: Console | None = None, progress: bool = True) -> dict[str, str]:
     """Runs (or resumes) the scenario into out_dir; returns key -> status of every trial."""
+    with _terminate_as_interrupt():
+        return _run_scenario(scenario, out_dir, trials=trials, scenario_path=scenario_path,
+                             retry_failed=retry_failed, console=console, progress=progress)
+
+
+def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
+                  scenario_path: Path | None, retry_failed: bool, console: Console | None,
+                  progress: bool) -> dict[str, str]:
     console = console or Console()
-    out_dir = Path(out_dir)
+    # Absolute: the servers of a trial run from their own working directories.
+    out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     n = trials if trials is not None else scenario.trials
     plan = expand_trials(scenario, n)
