@@ -82,7 +82,7 @@ def up(profile: str, name: str, overrides: tuple[str, ...], foreground: bool,
         foreground = True
     finally:
         if foreground:
-            topo.down()
+            _print_stats(topo.down())
             console.print(f"topology {name} removed")
 
 
@@ -96,6 +96,11 @@ def _print_topology(topo: Any) -> None:
                       topo.profile.link(path.index, "uplink").describe(),
                       topo.profile.link(path.index, "downlink").describe())
     console.print(table)
+    for event in topo.profile.events:
+        change = "" if event.set is None else " " + ", ".join(
+            f"{k}={v}" for k, v in event.set.model_dump(exclude_unset=True).items())
+        console.print(f"event: at {event.at_s:g} s path {event.path} {event.action}"
+                      f" ({event.dir}){change}", highlight=False)
     console.print(f"client namespace {topo.client_ns} · server namespace {topo.server_ns} "
                   f"({topo.server_addr}) · links in {topo.link_ns}"
                   + ("" if topo.emulated else " · links NOT emulated"), highlight=False)
@@ -119,14 +124,36 @@ def down(name: str | None) -> None:
     """Remove topology NAME (the only one up, when NAME is left out)."""
     from mpstream.netem import teardown
     from mpstream.netem.system import require_root
-    from mpstream.netem.topology import read_state
+    from mpstream.netem.topology import Topology, read_state
 
     require_root()
     name = name or _only_topology()
-    if read_state(name) is None and not teardown.topology_namespaces(name):
+    if read_state(name) is not None:
+        _print_stats(Topology.attach(name).down())
+    elif teardown.topology_namespaces(name):
+        teardown.remove_topology(name)  # killed while building: no record, no stats
+    else:
         raise UserError(f"no topology named {name!r} is up (see `mpstream netem list`)")
-    teardown.remove_topology(name)
     console.print(f"topology {name} removed")
+
+
+def _print_stats(stats: dict[str, Any]) -> None:
+    """What each emulated link did while it ran (the emulators' own counters)."""
+    if not stats:
+        return
+    table = Table(title="emulated links")
+    for column in ("link", "direction", "packets out", "MB out", "dropped: queue", "loss",
+                   "down"):
+        table.add_column(column, justify="right" if column != "link" else "left")
+    for label, link in stats.items():
+        for key, direction in (("a_to_b", "uplink"), ("b_to_a", "downlink")):
+            d = link.get(key, {})
+            table.add_row(label, direction, str(d.get("packets_out", "?")),
+                          f"{d.get('bytes_out', 0) / 1e6:.2f}",
+                          str(d.get("dropped_queue_packets", "?")),
+                          str(d.get("dropped_loss_packets", "?")),
+                          str(d.get("dropped_down_packets", "?")))
+    console.print(table)
 
 
 @netem.command()
