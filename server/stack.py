@@ -71,6 +71,8 @@ class ServerStack:
         mptcp: bool = True,
         collector_workers: int | None = None,
         noop_endpoint: bool = False,
+        api_rate: int = 5000,
+        api_burst: int = 10000,
     ):
         self.media_dir = Path(media_dir)
         self.netns = netns
@@ -79,6 +81,9 @@ class ServerStack:
         self.mptcp = mptcp
         self.collector_workers = collector_workers
         self.noop_endpoint = noop_endpoint
+        # nginx's limit on API requests per second from one client address, and its burst
+        self.api_rate = api_rate
+        self.api_burst = api_burst
         self._own_workdir = workdir is None
         self.workdir = Path(workdir) if workdir else None
         self._database_url = database_url
@@ -220,6 +225,8 @@ class ServerStack:
             listen=listen,
             collector_socket=self.collector_socket,
             multipath=self.mptcp and supports_multipath_listen(),
+            api_rate=self.api_rate,
+            api_burst=self.api_burst,
         )
 
     def _start_nginx(self) -> None:

@@ -141,6 +141,8 @@ def test_api_is_proxied_and_limits_hold(stack):
     assert requests.post(url, json=batch).json() == {"stored": 0, "duplicates": 50}
     r = requests.post(url, data=b'{"events": [' + b" " * (1024 * 1024 + 10) + b"]}")
     assert r.status_code == 413 and "body" in r.json()["error"]
+    r = requests.post(url, data=b" " * (3 * 1024 * 1024))  # refused by nginx, still JSON
+    assert r.status_code == 413 and "body" in r.json()["error"]
     r = requests.post(url, json={"events": [{"seq": 0}]})
     assert r.status_code == 422 and r.json()["field"] == "events[0].type"
     assert "buffer" in requests.get(stack.dashboard_url + f"sessions/{SESSION['id']}").text
@@ -228,13 +230,18 @@ def test_fuzzing_from_openapi_finds_no_server_error(stack, tmp_path):
     assert cases and int(cases.group(2)) >= 300, done.stdout[-2000:]  # it really ran
 
 
-def test_stop_leaves_nothing_behind(media):
+def test_rate_limit_then_stop_leaves_nothing_behind(media):
     port = free_port()
-    s = ServerStack(media, port=port)
+    s = ServerStack(media, port=port, api_rate=2, api_burst=3)
     s.start()
+    # nginx's request-rate limit on the API: past the burst, 429 in JSON; media is not limited
+    codes = [requests.get(s.api_url + "/sessions").status_code for _ in range(12)]
+    assert codes[:3] == [200] * 3 and 429 in codes
+    r = requests.get(s.api_url + "/sessions")
+    assert r.status_code == 429 and "too many" in r.json()["error"]
+    assert requests.get(s.base_url + "/media/hls/master.m3u8").status_code == 200
     pids = {s.nginx.pid, s.collector.pid} | _children(s.nginx.pid) | _children(s.collector.pid)
     workdir = s.workdir
-    assert requests.get(s.api_url + "/health").status_code == 200
     s.stop()
     alive = [p for p in pids if _running(p)]
     assert alive == []
