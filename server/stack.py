@@ -171,6 +171,15 @@ class ServerStack:
         if self._own_workdir and self.workdir is not None and self.workdir.exists():
             shutil.rmtree(self.workdir, ignore_errors=True)
 
+    def stop_collector(self) -> None:
+        """Stop only the collector (nginx then answers 502 on /api/), e.g. to test a player's
+        re-sends; `start_collector()` brings it back on the same database."""
+        if self.collector is not None:
+            process.stop(self.collector, signal.SIGTERM, timeout=15)
+
+    def start_collector(self) -> None:
+        self._start_collector()
+
     def reload_collector(self) -> None:
         """Graceful restart: new workers, the old ones finish their requests first."""
         assert self.collector is not None
