@@ -15,6 +15,8 @@ Tolerances (stated here so that a failing check can be read against them):
 - Aggregate over fixed-rate, loss-free paths: at least AGGREGATE_LOW of the sum of the rates (or
   of the single path's rate in mode tcp), at most RATE_HIGH; every non-backup path carries at
   least SUBFLOW_SHARE of the bytes in mode mptcp, and nothing but `tcp_path` does in mode tcp.
+- A shared server link counts in every figure of every path: its delay and loss add, its rate
+  caps each path and the aggregate.
 Lossy or trace-driven links have no fixed throughput to meet: those figures are shown, not judged.
 """
 
