@@ -6,6 +6,7 @@ Also: a collector cut during playback loses no event; a missing manifest and a c
 is down end the session with a message and an error record."""
 
 import itertools
+import json
 import os
 import re
 import shutil
@@ -94,6 +95,11 @@ def test_mptcp_plays_over_both_paths(balanced, player, tmp_path):
     # The media came over both paths' subflows (each at least a tenth of the bytes).
     assert all(p["rx_share"] >= 0.10 for p in paths), paths
     assert sum(p["rx_bytes"] for p in paths) > 200_000
+
+    # CMCD: nginx's log has the player's view of each media request, tagged with the session.
+    log = [json.loads(line) for line in balanced[1].access_log.read_text().splitlines() if line]
+    tagged = [r for r in log if r["uri"].startswith("/media/") and result["session"] in r["cmcd"]]
+    assert len(tagged) >= result["segments"] - 2, log[-3:]
 
     if player == "dashjs":
         # The MPD offers HEVC too; Chromium here cannot decode it, so AVC is what played.
