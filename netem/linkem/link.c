@@ -318,23 +318,44 @@ void link_enqueue(struct link *l, struct packet *pkt, uint64_t now)
     queue_push(l, pkt);
 }
 
+/* The model itself never needs a wake-up: link_advance() catches up exactly whenever it is
+ * called. Wake-ups are for I/O, i.e. for packets leaving the delay line. A packet still in the
+ * rate server leaves it at a known time (or, with a trace, at an opportunity) and the delay
+ * line no earlier than delay - jitter after that, so that is when to look again; for links
+ * without jitter it is exactly its release. This saves one wake-up per packet against waking
+ * at each end of serialisation. */
+static uint64_t earliest_release_after(const struct link *l, uint64_t t)
+{
+    double lb_ms = l->p.delay_ms - l->p.jitter_ms;
+    return t + (lb_ms > 0 ? (uint64_t)(lb_ms * (double)NS_PER_MS + 0.5) : 0);
+}
+
 uint64_t link_next_deadline(const struct link *l)
 {
     uint64_t d = UINT64_MAX;
     if (l->d_head)
         d = l->d_head->t;
+    uint64_t served = UINT64_MAX;
     switch (mode_of(&l->p)) {
     case SERVER_FIXED:
-        if (l->serving && l->serve_done < d)
-            d = l->serve_done;
+        if (l->serving)
+            served = l->serve_done;
         break;
     case SERVER_TRACE:
         /* Opportunities with nothing to carry are wasted; they need no wake-up. */
-        if ((l->serving || l->q_head) && trace_next_opportunity(l) < d)
-            d = trace_next_opportunity(l);
+        if (l->serving || l->q_head)
+            served = trace_next_opportunity(l);
         break;
     case SERVER_UNLIMITED:
         break;
+    }
+    if (served != UINT64_MAX) {
+        uint64_t r = earliest_release_after(l, served);
+        /* never before the packet ahead of it in the delay line */
+        if (r < l->last_release)
+            r = l->last_release;
+        if (r < d)
+            d = r;
     }
     return d;
 }

@@ -96,7 +96,8 @@ void link_free(struct link *l);
 void link_enqueue(struct link *l, struct packet *pkt, uint64_t now);
 /* Runs the model up to now, delivering every packet due by then. */
 void link_advance(struct link *l, uint64_t now);
-/* Earliest time at which something will happen, or UINT64_MAX when idle. */
+/* When to call link_advance() next so that no packet leaves the delay line late (the model
+ * itself catches up exactly whenever advanced); UINT64_MAX when nothing is in flight. */
 uint64_t link_next_deadline(const struct link *l);
 
 /* New parameters from now on (an event). Going down drops what is queued and being served
