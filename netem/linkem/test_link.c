@@ -545,6 +545,31 @@ static int test_config_events(void)
     return 0;
 }
 
+static int test_wakeups_only_for_deliveries(void)
+{
+    /* Rate + delay, no jitter: every deadline the loop is given is a packet's release. */
+    struct link l;
+    struct link_params p = params();
+    p.rate_bps = 12000000;
+    p.delay_ms = 10;
+    start(&l, &p, 1);
+    arrive(&l, 0, 1500, 10);
+    int wakeups = 0;
+    uint64_t d;
+    while ((d = link_next_deadline(&l)) != UINT64_MAX) {
+        size_t before = n_recs;
+        link_advance(&l, d);
+        wakeups++;
+        CHECK(n_recs == before + 1, "wake-up %d at %llu delivered %zu packets", wakeups,
+              (unsigned long long)d, n_recs - before);
+        CHECK(recs[n_recs - 1].t == d && d == MS(11 + n_recs - 1), "released at %llu",
+              (unsigned long long)d);
+    }
+    CHECK(wakeups == 10, "%d wake-ups for 10 packets", wakeups);
+    link_free(&l);
+    return 0;
+}
+
 struct test {
     const char *name;
     int (*fn)(void);
@@ -568,6 +593,7 @@ static const struct test TESTS[] = {
     {"mode_switches", test_mode_switches},
     {"default_queue", test_default_queue},
     {"config_events", test_config_events},
+    {"wakeups_only_for_deliveries", test_wakeups_only_for_deliveries},
 };
 #define N_TESTS (sizeof TESTS / sizeof TESTS[0])
 

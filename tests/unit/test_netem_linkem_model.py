@@ -27,6 +27,7 @@ MODEL_TESTS = [
     "mode_switches",
     "default_queue",
     "config_events",
+    "wakeups_only_for_deliveries",
 ]
 
 EMULATOR = BUILD_DIR / "mpstream-linkem"
