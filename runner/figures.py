@@ -94,7 +94,10 @@ def path_share(path: Path, groups: list[str], series: dict[str, list[dict]], n_p
             per_path = np.array([[sum(t.get(p, {}).get(b, 0.0) for t in trials) for b in xs]
                                  for p in range(n_paths)])
             total = per_path.sum(axis=0)
-            share = np.divide(per_path, total, out=np.zeros_like(per_path), where=total > 0)
+            # Seconds with next to no traffic (beacons after the video is buffered) would show
+            # as 0/100% spikes: they are left blank like idle seconds.
+            busy = total > 0.02 * total.max()
+            share = np.divide(per_path, total, out=np.zeros_like(per_path), where=busy)
             ax.stackplot(xs, share, labels=[f"path {p}" for p in range(n_paths)], alpha=0.8)
         ax.set_ylim(0, 1)
         ax.set_title(g, fontsize=10)
