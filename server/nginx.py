@@ -148,8 +148,25 @@ class NginxConfig:
             [*(run_prefix or []), *self.argv("-t", "-q")], capture_output=True, text=True
         )
         if done.returncode != 0:
-            raise UserError(f"the generated nginx configuration is invalid: {done.stderr.strip()}")
+            raise UserError(
+                self.explain(done.stderr)
+                or f"the generated nginx configuration is invalid: {done.stderr.strip()}"
+            )
         return self.path
+
+    def explain(self, log: str) -> str | None:
+        """A message the user can act on for the failures nginx reports that they can fix."""
+        if "Address already in use" in log:
+            return (
+                f"{self.listen} is already in use: stop what listens there (`ss -ltnp`) "
+                "or choose another port (--port)."
+            )
+        if "Cannot assign requested address" in log:
+            return (
+                f"cannot listen on {self.listen}: no such address here (with --netns, use an "
+                "address of that namespace)."
+            )
+        return None
 
     def argv(self, *extra: str) -> list[str]:
         return [

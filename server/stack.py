@@ -255,7 +255,14 @@ class ServerStack:
         argv = [*prefix, *config.argv("-g", "daemon off; master_process on;")]
         log = self.workdir / "logs" / "nginx.out"
         self.nginx = process.spawn(argv, log)
-        self._wait(self._nginx_answers, self.nginx, self.workdir / "logs" / "error.log", "nginx")
+        error_log = self.workdir / "logs" / "error.log"
+        try:
+            self._wait(self._nginx_answers, self.nginx, error_log, "nginx")
+        except UserError:
+            explained = config.explain(process.log_tail(error_log))
+            if explained:
+                raise UserError(explained) from None
+            raise
 
     def _nginx_answers(self) -> bool:
         url = self.api_url + "/health"

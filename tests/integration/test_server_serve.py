@@ -101,3 +101,18 @@ def test_serve_without_media_says_what_to_do(tmp_path):
     message = " ".join(done.stderr.split())  # rich wraps long lines
     assert "does not exist" in message and "mpstream encode" in message
     assert "Traceback" not in done.stderr
+
+
+def test_serve_on_a_busy_port_says_so(media, tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = subprocess.run(
+            [MPSTREAM, "serve", "--media", str(media), "--port", str(port),
+             "--database-url", f"sqlite:///{tmp_path / 'busy.sqlite3'}"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    message = " ".join(done.stderr.split())
+    assert done.returncode == 2 and "already in use" in message and "--port" in message
+    assert "Traceback" not in done.stderr
