@@ -36,6 +36,7 @@ METRIC_LABELS = {
     "mean_bitrate_mbps": ("time-weighted bitrate", "Mbit/s"),
     "switches": ("quality switches", "count"),
     "segments": ("video segments", "count"),
+    "played_s": ("played time", "s"),
     "download_rate_mbps": ("per-segment download rate", "Mbit/s"),
     "download_share": ("download rate / sum of path rates", ""),
     "throughput_mbps": ("iperf3 throughput", "Mbit/s"),
