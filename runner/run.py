@@ -211,7 +211,12 @@ def run_trial(scenario: Scenario, trial: Trial, *, run_id: str, run_dir: Path,
                 result = _run_video(topo, trial, scenario, media_dir, tdir, transport,
                                     session_id, start_samplers)
                 if result.get("failure"):
-                    raise TrialFailed(f"player: {result['failure']}")
+                    # A session that played and then broke (e.g. its only path died) is a
+                    # result worth keeping; one that never showed a frame is not.
+                    events = json.loads((tdir / "events.json").read_text())
+                    if not any(e.get("type") == "startup" for e in events):
+                        raise TrialFailed(f"player: {result['failure']}")
+                    meta["player_failure"] = result["failure"]
             else:
                 _run_iperf(topo, scenario, tdir, transport, start_samplers)
             try:
