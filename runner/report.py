@@ -182,7 +182,8 @@ def _write_csvs(report: Report, records: list[TrialRecord], several: bool, n_pat
         for rec in records:
             g = group_of(rec, several)
             row = next((t for t in report.per_trial.get(g, []) if t["key"] == rec.key), {})
-            w.writerow([g, rec.key, rec.meta.get("status"), rec.meta.get("reason", ""),
+            note = rec.meta.get("reason") or rec.meta.get("player_failure", "")
+            w.writerow([g, rec.key, rec.meta.get("status"), note,
                         *[_fmt(row.get(m)) for m in report.metric_order]])
     with (out / "conditions.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
