@@ -24,19 +24,21 @@ def _describe(report):
                      for m in report.failures())
 
 
-def _check_with_one_rerun(profile, name):
-    """The CPU is shared: one slow second can cost a 2-second TCP run its figure. A second run
-    must pass; the first failure is printed so that a real regression still shows up."""
-    report = _check(profile, name)
-    if not report.ok:
-        print(f"first run of {profile.name} off: {_describe(report)}; running again")
+def _check_with_reruns(profile, name, attempts=3):
+    """The CPU is shared: a few slow seconds can cost a 2-second TCP run at 100 Mbit/s its
+    figure. One of `attempts` runs must pass; every failed run is printed, so that a real
+    regression (which fails them all) still shows what was off."""
+    for attempt in range(1, attempts + 1):
         report = _check(profile, name)
+        if report.ok:
+            break
+        print(f"run {attempt} of {profile.name} off: {_describe(report)}")
     return report
 
 
 @pytest.mark.parametrize("preset", preset_names())
 def test_preset_measures_as_configured(preset):
-    report = _check_with_one_rerun(load_profile(preset), f"pr{os.getpid()}")
+    report = _check_with_reruns(load_profile(preset), f"pr{os.getpid()}")
     assert report.ok, _describe(report)
     judged = {m.check for m in report.measurements if m.judged}
     assert {"RTT median", "loss", "byte share"} <= judged
@@ -44,7 +46,7 @@ def test_preset_measures_as_configured(preset):
 
 def test_tcp_mode_uses_only_its_path():
     profile = load_profile("thesis-bandwidth-unbalanced", {"mode": "tcp", "tcp_path": 1})
-    report = _check_with_one_rerun(profile, f"tc{os.getpid()}")
+    report = _check_with_reruns(profile, f"tc{os.getpid()}")
     assert report.ok, _describe(report)
     aggregate = next(m for m in report.measurements if m.check == "aggregate")
     assert aggregate.configured == 5  # path 1 only, not 25 + 5
@@ -56,7 +58,7 @@ def test_the_shared_server_link_is_a_bottleneck_of_all_paths():
     """NP03's server link, narrowed below the client links: every path and the MPTCP
     aggregate reach only the server link's rate."""
     profile = load_profile("np03-2x10", {"paths.*.rate": "50mbit", "server_link.rate": "20mbit"})
-    report = _check_with_one_rerun(profile, f"sl{os.getpid()}")
+    report = _check_with_reruns(profile, f"sl{os.getpid()}")
     assert report.ok, _describe(report)
     rates = [m.configured for m in report.measurements if m.check in ("TCP rate", "aggregate")]
     assert rates == [20, 20, 20]
