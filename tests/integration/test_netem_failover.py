@@ -67,3 +67,40 @@ def test_single_path_tcp_over_the_failed_path_stalls():
     assert before[0] - early[0] > 0.5 * RATE_MBIT * 1e6 / 8 * 1.0  # it was running
     assert after[0] - before[0] < 2_000, (before, after)  # then nothing came in
     assert after[1] - before[1] < 2_000  # and nothing moved to the other path
+
+
+def test_a_rate_change_event_applies_at_its_time():
+    profile = profile_from_dict({
+        "mode": "tcp", "paths": [{"rate": "20mbit", "delay_ms": 2, "queue_packets": 50}],
+        "events": [{"at_s": 2.0, "path": 0, "action": "change", "dir": "downlink",
+                    "set": {"rate": "4mbit"}}],
+    })
+    with Topology.up(profile, f"ch{os.getpid()}") as topo:
+        topo.popen("server", ["iperf3", "-s", "-1", "-p", "5201"])
+        time.sleep(0.3)
+        topo.start_events()
+        out = topo.run("client", ["iperf3", "-c", topo.server_addr, "-R", "-J", "-t", "5",
+                                  "-p", "5201"], capture_output=True, text=True,
+                       timeout=30).stdout
+    mbit = [i["sum"]["bits_per_second"] / 1e6 for i in json.loads(out)["intervals"]]
+    assert 17 < mbit[1] < 20.5, mbit  # before the change (the clock started 0.3 s earlier)
+    assert 3.2 < mbit[4] < 4.1, mbit  # after it
+
+
+def test_a_failed_path_comes_back_up():
+    path = {"rate": "10mbit", "delay_ms": 2}
+    profile = profile_from_dict({
+        "paths": [path],
+        "events": [{"at_s": 1.0, "path": 0, "action": "down"},
+                   {"at_s": 2.0, "path": 0, "action": "up"}],
+    })
+    with Topology.up(profile, f"up{os.getpid()}") as topo:
+        t0 = time.time()
+        topo.start_events()
+        out = topo.run("client", ["ping", "-n", "-D", "-i", "0.05", "-w", "3.5",
+                                  topo.server_addr], capture_output=True, text=True).stdout
+    # -D: each reply line starts with its arrival time; relative to the event clock here.
+    replies = [float(line[1:line.index("]")]) - t0 for line in out.splitlines()
+               if line.startswith("[") and "bytes from" in line]
+    assert any(t < 0.9 for t in replies) and any(t > 2.3 for t in replies), replies
+    assert not any(1.1 < t < 1.9 for t in replies), replies
