@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from mpstream.runner.report import Report, cell, metric_label, num
+import math
+
+from mpstream.runner.report import Report, metric_label, num
 from mpstream.runner.stats import Summary
 from rich.console import Console
 from rich.table import Table
@@ -15,25 +17,37 @@ HEADLINE = (
 )
 
 
+def short_cell(s: Summary, n_trials: int | None = None) -> str:
+    """mean ±half-width; n only when it differs from the condition's trial count."""
+    if s.n == 0:
+        return "–"
+    n = "" if s.n == n_trials else f" (n={s.n})"
+    if s.n == 1 or math.isnan(s.half_width):
+        return f"{num(s.mean)}{n}"
+    return f"{num(s.mean)} ±{num(s.half_width)}{n}"
+
+
 def print_tables(rep: Report, console: Console) -> None:
-    t = Table(title=f"per condition (mean ± sd [95% CI], n trials) — {rep.run_dir.name}")
+    t = Table(title=f"{rep.run_dir.name}: mean ± half-width of the 95% CI over n trials "
+                    "(sd and bounds: HTML and CSV)")
     t.add_column("metric")
+    n_ok = {g: len(rep.per_trial.get(g, [])) for g in rep.groups}
     for g in rep.groups:
-        t.add_column(g, justify="right")
+        t.add_column(f"{g} (n={n_ok[g]})", justify="right")
     for m in rep.metric_order:
         if m not in HEADLINE:
             continue
         name, unit = metric_label(m)
         t.add_row(f"{name}" + (f" ({unit})" if unit else ""),
-                  *[cell(rep.summaries[g][m]) for g in rep.groups])
+                  *[short_cell(rep.summaries[g][m], n_ok[g]) for g in rep.groups])
     console.print(t)
     if rep.reference_rows:
         r = Table(title="beside the published figures")
         for c in ("condition", "published condition", "metric", "published", "ours"):
             r.add_column(c, justify="left" if c in ("condition", "metric") else "right")
         for row in rep.reference_rows:
-            ours = cell(Summary(row["ours_n"], row["ours_mean"], row["ours_sd"],
-                                row["ours_ci_low"], row["ours_ci_high"]))
+            ours = short_cell(Summary(row["ours_n"], row["ours_mean"], row["ours_sd"],
+                                      row["ours_ci_low"], row["ours_ci_high"]))
             r.add_row(row["condition"], row["published_condition"],
                       f"{row['label']} ({row['unit']})", num(float(row["published"])), ours)
         console.print(r)
