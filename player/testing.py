@@ -21,8 +21,11 @@ def tiny_media(tmp_path_factory) -> Path:
         return Path(prepared)
     from mpstream.encoder.pipeline import encode_media
 
-    out = tmp_path_factory.mktemp("media") / "tiny"
-    encode_media("synthetic", "tiny", 2.0, MEDIA_SECONDS, out, progress=False)
+    # Each test module imports this fixture (so pytest sees one per module): the tree is kept
+    # under the session's base temporary directory and made only by the first.
+    out = tmp_path_factory.getbasetemp() / "player-tiny-media"
+    if not (out / "media.json").is_file():
+        encode_media("synthetic", "tiny", 2.0, MEDIA_SECONDS, out, progress=False)
     return out
 
 
