@@ -192,7 +192,8 @@ def bench_added_delay(quick: bool) -> None:
 
 
 def bench_rate(quick: bool) -> None:
-    print("\n## Rate: one TCP (cubic) flow, downlink, default queue (one BDP, at least 20 ms)")
+    print("\n## Rate: one TCP (cubic) flow, downlink, default queue (one BDP, at least 20 ms "
+          "and 32 packets)")
     print(f"{'rate':>10} {'RTT':>6} {'goodput':>10} {'goodput/rate':>13} {'wire/rate':>10}  "
           ">= 93%")
     seconds = 6 if quick else 12

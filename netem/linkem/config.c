@@ -379,10 +379,11 @@ void link_patch_apply(const struct link_patch *patch, struct link_params *p)
  * single TCP flow below the link rate: after a loss, CUBIC (Reno) shrinks its window to 0.7
  * (0.5) of what the path held, and the link idles unless the queue covered the difference.
  * The default therefore holds one BDP of the configured round trip (both directions' delays),
- * but never less than 20 ms at the link rate nor 16 full-size packets, so that paths with
- * little delay keep room for the hosts' own scheduling jitter and bursts. */
+ * but never less than 20 ms at the link rate nor 32 full-size packets: senders burst (a
+ * busy host sends late, then a window at once), and at 10 Mbit/s over 10 ms a 16-packet
+ * queue let one cubic flow reach only 86-95% on this machine, 32 packets 96.5% every time. */
 #define DEFAULT_QUEUE_MIN_MS 20.0
-#define DEFAULT_QUEUE_MIN_PACKETS 16
+#define DEFAULT_QUEUE_MIN_PACKETS 32
 
 struct link_params link_params_resolve(const struct link_params *configured, double rtt_ms)
 {

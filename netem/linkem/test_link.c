@@ -497,8 +497,8 @@ static int test_default_queue(void)
     r = link_params_resolve(&p, 2);  /* at least 20 ms at the rate */
     CHECK(r.queue_bytes == 250000, "100 Mbit/s, 2 ms: %lld", (long long)r.queue_bytes);
     p.rate_bps = 1000000;
-    r = link_params_resolve(&p, 0);  /* at least 16 packets */
-    CHECK(r.queue_bytes == 24000, "1 Mbit/s: %lld", (long long)r.queue_bytes);
+    r = link_params_resolve(&p, 0);  /* at least 32 packets */
+    CHECK(r.queue_bytes == 48000, "1 Mbit/s: %lld", (long long)r.queue_bytes);
     p.queue_packets = 50;
     r = link_params_resolve(&p, 0);
     CHECK(r.queue_bytes == -1 && r.queue_packets == 50, "an explicit limit was replaced");
