@@ -58,6 +58,8 @@ def session_filters() -> dict[str, Any]:
                 raise schemas.ValidationProblem("trial", "must be a non-negative integer", 400)
             out[name] = int(value)
         else:
+            if len(value) > 500 or "\x00" in value:
+                raise schemas.ValidationProblem(name, "at most 500 characters, no NUL", 400)
             out[name] = value
     return out
 

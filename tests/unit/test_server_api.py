@@ -165,6 +165,10 @@ def test_batch_shape_rules(client, session):
     assert client.post(url, json={"events": [], "more": 1}).json["field"] == "more"
     assert client.post(url, json={}).json["field"] == "events"
     assert client.post(url, json={"events": "x"}).json["field"] == "events"
+    # a lone surrogate cannot be stored as UTF-8: refused, naming the field
+    lone = '{"events": [{"seq": 0, "t_ms": 1, "type": "error", "data": {"message": "\\ud800",'
+    r = client.post(url, data=lone + ' "fatal": false, "code": null}}]}')
+    assert r.status_code == 422 and r.json["field"] == "events[0].data.message"
     r = client.post(url, json={"events": [event(1), event(1)]})
     assert r.status_code == 422 and r.json["field"] == "events[1].seq"
     too_many = [event(i) for i in range(schemas.MAX_EVENTS_PER_BATCH + 1)]
