@@ -19,6 +19,23 @@ from mpstream.paths import BUILD_DIR, REPO_ROOT
 DEFAULT_MEDIA = REPO_ROOT / "media" / "demo"
 
 
+def resolve_netns(name: str) -> str:
+    """A namespace name, or a topology's name standing for its server namespace."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    present = {line.split()[0] for line in listed.splitlines() if line.strip()}
+    if name in present:
+        return name
+    from mpstream.netem.teardown import netns_name
+
+    server_ns = netns_name(name, "server")
+    if server_ns in present:
+        return server_ns
+    raise UserError(
+        f"no network namespace {name!r} (nor a topology {name!r} with a namespace "
+        f"{server_ns!r}): start one with `mpstream netem up PROFILE --name {name}`."
+    )
+
+
 def _namespace_address(netns: str) -> str:
     done = subprocess.run(
         ["ip", "-n", netns, "-j", "-4", "addr", "show", "scope", "global"],
@@ -58,7 +75,10 @@ def _raise_stop(signum: int, _frame: object) -> None:
     "--media", type=click.Path(path_type=Path), default=DEFAULT_MEDIA, show_default=True,
     help="Media tree made by `mpstream encode` (served under /media/).",
 )
-@click.option("--netns", help="Run inside this network namespace (a topology's server side).")
+@click.option(
+    "--netns",
+    help="Run in this network namespace, or in the server namespace of this topology name.",
+)
 @click.option("--host", help="Address to listen on [default: 127.0.0.1, or the namespace's].")
 @click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
 @click.option(
@@ -77,6 +97,8 @@ def serve(
             f"media directory {media} does not exist: make one with `mpstream encode sample "
             f"--out {media}` (or `make demo`), or pass --media DIR."
         )
+    if netns:
+        netns = resolve_netns(netns)
     if host is None:
         host = _namespace_address(netns) if netns else "127.0.0.1"
     if database_url is None:

@@ -85,7 +85,8 @@ def test_serve_in_the_server_namespace(served, tmp_path):
     topo, stack = served
     mpstream = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "mpstream"
     proc = subprocess.Popen(
-        [str(mpstream), "serve", "--media", str(stack.media_dir), "--netns", topo.server_ns,
+        # the topology's name stands for its server namespace
+        [str(mpstream), "serve", "--media", str(stack.media_dir), "--netns", topo.name,
          "--port", "8081", "--database-url", f"sqlite:///{tmp_path / 'ns.sqlite3'}"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
