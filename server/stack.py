@@ -33,8 +33,35 @@ from mpstream.server.nginx import NginxConfig, supports_multipath_listen
 from mpstream.errors import UserError
 
 GUNICORN_CONF = Path(__file__).parent / "gunicorn_conf.py"
+WORKDIR_PREFIX = "mps-server-"
+OWNER_FILE = "owner.pid"
 APP_SPEC = "mpstream.server.app:create_app()"
 START_TIMEOUT_S = 60.0
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale_workdirs() -> list[Path]:
+    """Remove temporary work directories whose owning process is gone (it was killed with
+    SIGKILL, so it could not clean up; its daemons died with it by the parent-death signal)."""
+    removed = []
+    for d in Path(tempfile.gettempdir()).glob(WORKDIR_PREFIX + "*"):
+        try:
+            owner = int((d / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue  # not ours, or still being set up
+        if not _pid_alive(owner):
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
 
 
 class _UnixHTTPConnection(http.client.HTTPConnection):
@@ -152,7 +179,9 @@ class ServerStack:
                 "`mpstream encode ... --out DIR` and pass --media DIR."
             )
         if self.workdir is None:
-            self.workdir = Path(tempfile.mkdtemp(prefix="mps-server-"))
+            sweep_stale_workdirs()
+            self.workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
+            (self.workdir / OWNER_FILE).write_text(str(os.getpid()))
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "logs").mkdir(exist_ok=True)
         try:

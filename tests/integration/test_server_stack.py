@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 import sqlalchemy as sa
-from mpstream.server.stack import ServerStack
+from mpstream.server.stack import ServerStack, sweep_stale_workdirs
 from mpstream.server.testing import make_tiny_media, throwaway_postgres
 
 REPO = Path(__file__).resolve().parents[2]
@@ -265,20 +265,24 @@ def test_a_killed_owner_takes_the_daemons_down(media, tmp_path):
         "from pathlib import Path\n"
         "from mpstream.server.stack import ServerStack\n"
         f"s = ServerStack(Path({str(media)!r}), port={port}); s.start()\n"
-        "print(s.nginx.pid, s.collector.pid, flush=True)\n"
+        "print(s.nginx.pid, s.collector.pid, s.workdir, flush=True)\n"
         "time.sleep(600)\n"
     )
     owner = subprocess.Popen([str(REPO / ".venv/bin/python"), "-c", script],
                              stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        pids = [int(p) for p in owner.stdout.readline().split()]
-        assert len(pids) == 2
+        *pids, workdir = owner.stdout.readline().split()
+        pids = [int(p) for p in pids]
+        assert len(pids) == 2 and Path(workdir).is_dir()
         os.kill(owner.pid, signal.SIGKILL)
         owner.wait()
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
             time.sleep(0.1)
         assert not any(Path(f"/proc/{p}").exists() for p in pids)
+        # its work directory is swept by the next stack (or explicitly)
+        assert Path(workdir) in sweep_stale_workdirs()
+        assert not Path(workdir).exists()
     finally:
         if owner.poll() is None:
             owner.kill()
