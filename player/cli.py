@@ -74,6 +74,8 @@ def _print_human(result: dict[str, Any], console: Console) -> None:
                    "Default: the profile's mode.")
 @click.option("--duration", "duration_s", type=click.FloatRange(min=1), default=30.0,
               show_default=True, help="Seconds to play, from the play request.")
+@click.option("--buffer", "buffer_s", type=click.FloatRange(min=1), default=None,
+              help="How far ahead the player may buffer, in seconds (default: the library's).")
 @click.option("--session", "session_id", default=None, help="Session id (default: generated).")
 @click.option("--scenario", default=None, help="Scenario label stored with the session.")
 @click.option("--trial", type=click.IntRange(min=0), default=None, help="Trial number.")
@@ -82,8 +84,8 @@ def _print_human(result: dict[str, Any], console: Console) -> None:
               help="Save a screenshot of the page (with its HUD) during playback.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def play(media: Path, player: str, profile: str, transport: str | None, duration_s: float,
-         session_id: str | None, scenario: str | None, trial: int | None, name: str,
-         screenshot: Path | None, as_json: bool) -> None:
+         buffer_s: float | None, session_id: str | None, scenario: str | None,
+         trial: int | None, name: str, screenshot: Path | None, as_json: bool) -> None:
     """Play one session in headless Chromium over the PROFILE's emulated paths and print the
     collector's summary with the bytes each path carried."""
     from mpstream.netem.profile import load_profile
@@ -104,7 +106,7 @@ def play(media: Path, player: str, profile: str, transport: str | None, duration
             result = play_session(topo, stack, player=player, manifest_path=MANIFESTS[player],
                                   transport=transport, duration_s=duration_s,
                                   session_id=session_id, scenario=scenario, trial=trial,
-                                  screenshot=screenshot)
+                                  screenshot=screenshot, buffer_s=buffer_s)
     if as_json:
         ordered = {key: result.get(key) for key in JSON_FIELDS}
         ordered.update({k: v for k, v in result.items() if k not in ordered})
