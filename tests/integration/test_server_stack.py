@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 import sqlalchemy as sa
+from mpstream.server.accesslog import read_access_log
 from mpstream.server.stack import ServerStack, sweep_stale_workdirs
 from mpstream.server.testing import make_tiny_media, throwaway_postgres
 
@@ -116,7 +117,7 @@ def test_access_log_is_structured_and_carries_cmcd(stack):
         headers={"CMCD-Request": "bl=2100", "CMCD-Object": "br=800,d=2000,ot=v",
                  "CMCD-Session": 'sid="abc"', "CMCD-Status": "rtp=1600"},
     )  # fmt: skip
-    by_uri = {e["uri"]: e for e in log_lines(stack)}
+    by_uri = {e["uri"]: e for e in read_access_log(stack.access_log)}
     q = by_uri["/media/dash/chunk-0-00002.m4s"]
     assert requests.utils.unquote(q["cmcd"]) == cmcd_query
     h = by_uri["/media/dash/chunk-0-00003.m4s"]
@@ -127,6 +128,9 @@ def test_access_log_is_structured_and_carries_cmcd(stack):
                   "status", "remote_addr"):  # fmt: skip
         assert field in h
     assert h["status"] == 200 and h["bytes_sent"] > 1000 and h["remote_addr"] == "127.0.0.1"
+    assert q["cmcd_data"] == {"bl": 2000, "br": 800, "d": 2000, "ot": "v", "sid": "abc"}
+    assert h["cmcd_data"] == {"bl": 2100, "br": 800, "d": 2000, "ot": "v", "sid": "abc",
+                              "rtp": 1600}  # fmt: skip
     assert re.fullmatch(r"\d+\.\d{3}", f"{h['msec']:.3f}")
 
 
