@@ -7,9 +7,60 @@ from functools import cache
 from typing import Any
 
 from mpstream.server import schemas
-from pydantic import TypeAdapter
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 REF = "#/components/schemas/{model}"
+
+
+class SummaryOut(BaseModel):
+    """GET /sessions/{id}/summary (definitions in docs/qoe-events.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+    session: str
+    player: str
+    transport: str
+    protocol: str
+    scenario: str | None
+    trial: int | None
+    codec: str | None
+    startup_delay_ms: float | None
+    stall_count: int
+    stall_ms: float
+    rebuffer_ratio: float | None
+    segments: int
+    mean_download_rate_bps: float | None
+    segment_rates_bps: list[float]
+    mean_bitrate_bps: float | None
+    switches: int
+    dropped_frames: int
+    total_frames: int
+    errors: int
+    played_s: float
+    end_reason: str | None
+
+
+class StatsOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    n: int
+    mean: float | None
+    sd: float | None
+    ci95_low: float | None
+    ci95_high: float | None
+
+
+class GroupOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    group: dict[str, str | int | None]
+    n: int
+    metrics: dict[str, StatsOut]
+
+
+class GroupedOut(BaseModel):
+    """GET /summaries/grouped"""
+
+    model_config = ConfigDict(extra="forbid")
+    by: list[str]
+    groups: list[GroupOut]
 FILTER_NAMES = ("scenario", "trial", "player", "transport", "protocol")
 
 
@@ -67,6 +118,8 @@ def openapi_document(noop: bool = False) -> dict[str, Any]:
             }
         },
     }
+    components["SummaryOut"] = _schema_of(SummaryOut, components)
+    components["GroupedOut"] = _schema_of(GroupedOut, components)
     components["Error"] = {
         "type": "object",
         "required": ["error"],
@@ -126,7 +179,8 @@ def openapi_document(noop: bool = False) -> dict[str, Any]:
             "get": {
                 "summary": "The session's QoE summary (docs/qoe-events.md)",
                 "parameters": [_SESSION_ID_PARAM],
-                "responses": {"200": _json(ok, "summary"), "400": bad_id, "404": missing},
+                "responses": {"200": _json({"$ref": REF.format(model="SummaryOut")}, "summary"),
+                              "400": bad_id, "404": missing},
             }
         },
         "/summaries/grouped": {
@@ -137,7 +191,8 @@ def openapi_document(noop: bool = False) -> dict[str, Any]:
                      "schema": {"type": "string", "default": "scenario,transport"}},
                     *_filters(),
                 ],
-                "responses": {"200": _json(ok, "groups"), "400": _error("bad grouping")},
+                "responses": {"200": _json({"$ref": REF.format(model="GroupedOut")}, "groups"),
+                              "400": _error("bad grouping")},
             }
         },
         "/export/events.csv": {

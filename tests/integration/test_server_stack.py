@@ -225,7 +225,8 @@ def fuzz(api_url: str, cwd: Path, examples: int) -> None:
     st = shutil.which("schemathesis", path=str(REPO / ".venv" / "bin")) or "schemathesis"
     done = subprocess.run(
         [st, "run", api_url + "/openapi.json", "--url", api_url,
-         "--checks", "not_a_server_error", "--max-examples", str(examples), "--seed", "1",
+         "--checks", "not_a_server_error,response_schema_conformance",
+         "--max-examples", str(examples), "--seed", "1",
          "--phases", "examples,coverage,fuzzing", "--workers", "2",
          "--generation-database", "none", "--no-color"],
         capture_output=True, text=True, timeout=600, cwd=cwd,

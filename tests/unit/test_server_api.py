@@ -260,6 +260,14 @@ def test_openapi_document_describes_every_route(client):
     assert flask_routes == routes
 
 
+def test_responses_match_their_documented_schemas(client, session):
+    from mpstream.server.openapi import GroupedOut, SummaryOut
+
+    post_events(client, session, [event(i, t) for i, t in enumerate(VALID_DATA)])
+    SummaryOut.model_validate(client.get(f"/api/v1/sessions/{session}/summary").json)
+    GroupedOut.model_validate(client.get("/api/v1/summaries/grouped?by=transport,trial").json)
+
+
 def test_noop_endpoint_only_when_enabled(tmp_path):
     off = create_app(f"sqlite:///{tmp_path / 'a.sqlite3'}", noop_endpoint=False).test_client()
     assert off.post("/api/v1/noop", json={"events": []}).status_code == 404
