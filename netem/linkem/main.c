@@ -24,6 +24,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -103,6 +104,26 @@ static int open_tun(const char *field, const char *name)
         die("%s: cannot attach to \"%s\" (%s): it must be a TUN device (mode tun, not "
             "multi_queue) that no other process holds", field, name, strerror(errno));
     return fd;
+}
+
+/* A TUN device's carrier comes on when we attach, but the kernel activates its queueing
+ * discipline a moment later (link watch); until then whatever is routed into it is dropped.
+ * "ready" promises that packets flow, so wait for the device to run (at most 2 s). */
+static void wait_running(const char *name)
+{
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return;
+    for (int i = 0; i < 2000; i++) {
+        struct ifreq ifr;
+        memset(&ifr, 0, sizeof ifr);
+        memcpy(ifr.ifr_name, name, strlen(name) + 1);
+        if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0 || !(ifr.ifr_flags & IFF_UP) ||
+            (ifr.ifr_flags & IFF_RUNNING))
+            break;  /* running, or administratively down: nothing to wait for */
+        usleep(1000);
+    }
+    close(s);
 }
 
 static double rtt_ms(const struct link_params *c)
@@ -345,6 +366,8 @@ int main(int argc, char **argv)
 
     em.tun[0] = open_tun("tun_a", em.cfg.tun[0]);
     em.tun[1] = open_tun("tun_b", em.cfg.tun[1]);
+    wait_running(em.cfg.tun[0]);
+    wait_running(em.cfg.tun[1]);
     em.signal_fd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
     em.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     if (em.signal_fd < 0 || em.epoll_fd < 0)

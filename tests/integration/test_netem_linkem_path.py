@@ -83,6 +83,13 @@ class EmulatedPath:
         for ns in (self.client, self.server):
             sh("ip", "netns", "exec", ns, "sysctl", "-q", "-w",
                "net.ipv4.tcp_congestion_control=cubic", "net.ipv4.tcp_no_metrics_save=1")
+        # A veth drops what it is given until the kernel has brought its link up.
+        deadline = time.monotonic() + 5
+        for ns, dev in ((self.client, "c0"), (self.link, "r0"), (self.link, "r1"),
+                        (self.server, "s0")):
+            while json.loads(sh("ip", "-n", ns, "-j", "link", "show", dev).stdout)[0].get(
+                    "operstate") != "UP" and time.monotonic() < deadline:
+                time.sleep(0.01)
 
     def start(self, a_to_b: dict, b_to_a: dict | None = None, **extra) -> Path:
         """Starts the emulator (a = client side) and waits for `ready`; returns stats path."""
