@@ -273,7 +273,13 @@ def request_rate(addr, path: str, proto: int, conns: int, seconds: float) -> flo
         s = connect(addr, proto)
         n = 0
         while time.monotonic() < stop_at:
-            http_get(s, addr[0], path, buf)
+            try:
+                http_get(s, addr[0], path, buf)
+            except (ConnectionError, OSError):
+                # nginx closes a connection after keepalive_requests; open the next one
+                s.close()
+                s = connect(addr, proto)
+                continue
             n += 1
         s.close()
         with lock:
