@@ -254,3 +254,23 @@ def _check_keyframes(jobs: list[KeyframeJob], report: ValidationReport) -> None:
     with ThreadPoolExecutor(_KEYFRAME_WORKERS) as pool:
         for problems in pool.map(check, jobs):
             report.problems.extend(problems)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m mpstream.manifests.validate DIR`: validate a media tree made earlier."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Validate an mpstream media tree.")
+    parser.add_argument("root", type=Path)
+    args = parser.parse_args(argv)
+    report = validate_media_tree(args.root)
+    for problem in report.problems:
+        print(f"problem: {problem}")
+    print(f"{'valid' if report.ok else 'INVALID'}: {report.playlists} playlists,"
+          f" {report.representations} DASH representations, {report.segments} segments,"
+          f" {report.keyframes_checked} keyframe starts checked")
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -225,3 +225,14 @@ def test_staging_of_a_killed_encode_is_removed_by_the_next(tmp_path):
     live.mkdir()
     encode_media("synthetic", "tiny", 2.0, 2.0, tmp_path / "media", progress=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == [live.name, "media"]
+
+
+def test_validator_command(synthetic, tmp_path, capsys):
+    from mpstream.manifests.validate import main
+
+    assert main([str(synthetic.out)]) == 0
+    assert capsys.readouterr().out.startswith("valid:")
+    copy = _damaged_copy(synthetic, tmp_path)
+    (copy / "dash/avc-360p/init.m4s").unlink()
+    assert main([str(copy)]) == 1
+    assert "avc-360p/init.m4s: initialization segment missing" in capsys.readouterr().out
