@@ -71,9 +71,10 @@ test-integration: setup
 test-e2e: setup
 	@scripts/pytest.sh -m e2e
 
-# Until the comparison runner lands, the demo encodes the sample and shows what it made.
+# The thesis bandwidth experiment in short: encode the sample, one trial each of balanced MPTCP,
+# unbalanced MPTCP and single-path TCP, then the comparison table and the HTML report's path.
 demo: setup
-	@.venv/bin/mpstream encode sample --ladder tiny --segment-duration 2 --duration 20 --out media/demo
+	@.venv/bin/mpstream demo
 
 bench: setup
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

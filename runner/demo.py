@@ -28,7 +28,8 @@ def run_demo(out_dir: Path | None, console: Console) -> Path:
     if out_dir is None:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         out_dir = REPO_ROOT / "results" / f"demo-{stamp}"
-    console.print(f"[bold]mpstream demo[/]: {scenario.description}", highlight=False)
+    console.print(f"[bold]mpstream demo[/]: {' '.join(scenario.description.split())}",
+                  highlight=False)
     run_scenario(scenario, out_dir, scenario_path=DEMO_SCENARIO, console=console)
     rep = build_report(out_dir)
     print_tables(rep, console)
