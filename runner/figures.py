@@ -73,6 +73,9 @@ def per_path_over_time(path: Path, groups: list[str], series: dict[str, list[dic
             xs, ys = _mean_series(trials, p) if trials else ([], [])
             if xs:
                 ax.plot(xs, ys, label=f"path {p}")
+        if not ax.lines:
+            ax.text(0.5, 0.5, "none in any trial" if trials else "no successful trial",
+                    transform=ax.transAxes, ha="center", va="center", color="0.4")
         ax.set_title(g, fontsize=10)
         ax.set_ylabel(ylabel, fontsize=8)
         ax.grid(alpha=0.3)
