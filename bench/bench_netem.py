@@ -25,7 +25,6 @@ from typing import Any
 
 from mpstream.netem.profile import load_profile, profile_from_dict
 from mpstream.netem.topology import Topology
-
 from mpstream.paths import TRACES_DIR
 
 TCP_PAYLOAD_SHARE = 1448 / 1500  # TCP goodput per wire byte (IPv4 + TCP with timestamps)

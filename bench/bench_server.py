@@ -23,6 +23,7 @@ from pathlib import Path
 
 import requests
 import sqlalchemy as sa
+
 from mpstream.server import storage
 from mpstream.server.stack import ServerStack
 from mpstream.server.testing import make_tiny_media

@@ -6,9 +6,10 @@ import signal
 from pathlib import Path
 
 import click
+from rich.console import Console
+
 from mpstream.encoder.pipeline import EncodeResult, encode_media
 from mpstream.encoder.summary import summary_table
-from rich.console import Console
 
 
 @click.command()

@@ -17,6 +17,8 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.console import Console
+
 from mpstream.encoder.commands import (
     Intermediate,
     dash_command,
@@ -28,6 +30,7 @@ from mpstream.encoder.ladder import Ladder, load_ladder
 from mpstream.encoder.runner import run_ffmpeg
 from mpstream.encoder.sources import Source, resolve_source
 from mpstream.encoder.tools import require_tools
+from mpstream.errors import UserError
 from mpstream.manifests import dash, hls
 from mpstream.manifests.bitstream import init_segment_codecs, ts_video_codecs
 from mpstream.manifests.ffprobe import probe_media
@@ -39,9 +42,6 @@ from mpstream.manifests.presentation import (
     write_media_record,
 )
 from mpstream.manifests.validate import ValidationReport, require_valid
-from rich.console import Console
-
-from mpstream.errors import UserError
 
 # Mean bitrate must land within this fraction of the rung's nominal value.
 BITRATE_TOLERANCE = 0.15

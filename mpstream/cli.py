@@ -52,7 +52,10 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="mpstream", standalone_mode=False)
     except UserError as exc:
-        Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+        # The message may quote ffmpeg or a file name: print it literally, no markup or emoji.
+        err = Console(stderr=True)
+        err.print("error:", style="bold red", end=" ")
+        err.print(str(exc), markup=False, emoji=False, highlight=False)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         Console(stderr=True).print("interrupted")

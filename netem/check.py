@@ -32,13 +32,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mpstream.netem.profile import TRACE_PACKET_BYTES, Link, Profile
-from mpstream.netem.system import require_tools
-from mpstream.netem.topology import Topology
 from rich.console import Console
 from rich.table import Table
 
 from mpstream.errors import UserError
+from mpstream.netem.profile import TRACE_PACKET_BYTES, Link, Profile
+from mpstream.netem.system import require_tools
+from mpstream.netem.topology import Topology
 
 RTT_TOLERANCE_MS = 1.5
 RTT_TOLERANCE_FRACTION = 0.05

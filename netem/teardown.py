@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 from mpstream.netem.system import sh
-
 from mpstream.paths import BUILD_DIR
 
 NS_PREFIX = "mps-"

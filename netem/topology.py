@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from mpstream.errors import UserError
 from mpstream.netem import teardown
 from mpstream.netem.profile import Profile, load_profile
 from mpstream.netem.system import (
@@ -41,8 +42,6 @@ from mpstream.netem.system import (
     sysctl,
 )
 from mpstream.netem.teardown import STATE_DIR, netns_name
-
-from mpstream.errors import UserError
 
 SERVER_ADDR = "10.2.0.2"
 SERVER_SUBNET = "10.2.0.0/24"

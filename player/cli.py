@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import click
-from mpstream.player.session import MANIFESTS, play_session
 from rich.console import Console
 from rich.table import Table
 
 from mpstream.errors import UserError
+from mpstream.player.session import MANIFESTS, play_session
 
 # What --json prints at least (issue: the player), in this order.
 JSON_FIELDS = (

@@ -11,9 +11,10 @@ from typing import Any
 
 import sqlalchemy as sa
 from flask import Blueprint, Response, current_app, jsonify, request
+from sqlalchemy.engine import Engine
+
 from mpstream.server import schemas, storage, summary
 from mpstream.server.openapi import openapi_document
-from sqlalchemy.engine import Engine
 
 api = Blueprint("api", __name__)
 _SESSION_ID = re.compile(schemas.SESSION_ID_PATTERN)

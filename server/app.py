@@ -11,12 +11,12 @@ from typing import Any
 
 import sqlalchemy as sa
 from flask import Flask, jsonify, request
-from mpstream.server import schemas, storage
-from mpstream.server.api import api
-from mpstream.server.dashboard import dashboard
 from werkzeug.exceptions import HTTPException
 
 from mpstream.paths import REPO_ROOT
+from mpstream.server import schemas, storage
+from mpstream.server.api import api
+from mpstream.server.dashboard import dashboard
 
 DEFAULT_SQLITE = REPO_ROOT / "results" / "collector.sqlite3"
 

@@ -10,11 +10,11 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import click
-from mpstream.server.stack import ServerStack
 from rich.console import Console
 
 from mpstream.errors import UserError
 from mpstream.paths import BUILD_DIR, REPO_ROOT
+from mpstream.server.stack import ServerStack
 
 DEFAULT_MEDIA = REPO_ROOT / "media" / "demo"
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from flask import Blueprint, abort, render_template, send_from_directory
+
 from mpstream.server import storage, summary
 from mpstream.server.api import _SESSION_ID, engine, session_filters, summaries_for
 

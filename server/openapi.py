@@ -6,8 +6,9 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from mpstream.server import schemas
 from pydantic import BaseModel, ConfigDict, TypeAdapter
+
+from mpstream.server import schemas
 
 REF = "#/components/schemas/{model}"
 

@@ -26,11 +26,11 @@ from pathlib import Path
 from types import TracebackType
 
 import requests
+
+from mpstream.errors import UserError
 from mpstream.server import process, storage
 from mpstream.server.app import ensure_schema
 from mpstream.server.nginx import NginxConfig, supports_multipath_listen
-
-from mpstream.errors import UserError
 
 GUNICORN_CONF = Path(__file__).parent / "gunicorn_conf.py"
 WORKDIR_PREFIX = "mps-server-"

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from mpstream.server.schemas import SessionIn, Strict
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
+
+from mpstream.server.schemas import SessionIn, Strict
 
 metadata = sa.MetaData()
 

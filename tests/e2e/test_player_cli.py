@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from mpstream.player.testing import tiny_media  # noqa: F401
 
 pytestmark = pytest.mark.timeout(300)

@@ -16,12 +16,13 @@ import time
 
 import numpy as np
 import pytest
+from PIL import Image
+
 from mpstream.netem.topology import Topology
 from mpstream.player.session import MANIFESTS, browser_in_namespace, page_url, play_session
 from mpstream.player.testing import collector_get, session_events, tiny_media  # noqa: F401
 from mpstream.server import process
 from mpstream.server.stack import ServerStack
-from PIL import Image
 
 pytestmark = pytest.mark.timeout(600)
 

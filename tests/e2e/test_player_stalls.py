@@ -7,6 +7,7 @@ import json
 import os
 
 import pytest
+
 from mpstream.netem.topology import Topology
 from mpstream.player.session import MANIFESTS, play_session
 from mpstream.player.testing import session_events, tiny_media  # noqa: F401

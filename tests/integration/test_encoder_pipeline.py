@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 from lxml import etree
+
 from mpstream.encoder.pipeline import BITRATE_TOLERANCE, encode_media
+from mpstream.errors import UserError
 from mpstream.manifests.codecs import codec_family
 from mpstream.manifests.isobmff import read_sample_entries
 from mpstream.manifests.validate import validate_media_tree
-
-from mpstream.errors import UserError
 
 DURATION = 6.0
 SEGMENT = 2.0

@@ -6,6 +6,7 @@ set near three minutes."""
 import os
 
 import pytest
+
 from mpstream.netem.check import run_check
 from mpstream.netem.profile import load_profile, preset_names
 from mpstream.netem.teardown import leftovers

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-from mpstream.netem.teardown import STATE_DIR, leftovers, netns_pids
-from mpstream.netem.topology import Topology
 
 from mpstream.errors import UserError
+from mpstream.netem.teardown import STATE_DIR, leftovers, netns_pids
+from mpstream.netem.topology import Topology
 
 MPSTREAM = str(Path(sys.executable).parent / "mpstream")
 

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from mpstream.netem.topology import Topology
 from mpstream.server.stack import ServerStack
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import requests
+
 from mpstream.server.testing import make_tiny_media
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 import sqlalchemy as sa
+
 from mpstream.server.accesslog import read_access_log
 from mpstream.server.stack import ServerStack, sweep_stale_workdirs
 from mpstream.server.testing import make_tiny_media, throwaway_postgres

@@ -5,10 +5,10 @@ import threading
 
 import pytest
 import sqlalchemy as sa
+
 from mpstream.server import schemas, storage, summary
 from mpstream.server.app import ensure_schema
 from mpstream.server.testing import throwaway_postgres
-
 from tests.unit.test_server_summary import EVENTS
 
 SESSION = {

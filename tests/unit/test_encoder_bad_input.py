@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from mpstream.encoder.pipeline import encode_media
 from mpstream.encoder.sources import sample_path
 from mpstream.encoder.tools import require_tools
-
 from mpstream.errors import UserError
 
 

@@ -1,8 +1,8 @@
 """Ladders are data files: built-ins load, user files load, mistakes name the field."""
 
 import pytest
-from mpstream.encoder.ladder import builtin_ladders, load_ladder
 
+from mpstream.encoder.ladder import builtin_ladders, load_ladder
 from mpstream.errors import UserError
 
 

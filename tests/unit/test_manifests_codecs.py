@@ -1,6 +1,7 @@
 """RFC 6381 strings from decoder configuration records (ISO/IEC 14496-15 Annex E examples)."""
 
 import pytest
+
 from mpstream.manifests.codecs import (
     CodecError,
     aac_codecs,

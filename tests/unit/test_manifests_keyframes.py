@@ -4,6 +4,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from mpstream.manifests.ffprobe import segments_start_with_keyframe
 from mpstream.manifests.isobmff import iter_boxes
 

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 from lxml import etree
+
 from mpstream.manifests.dash import (
     MpdError,
     expand_template,

@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from mpstream.netem.check import CheckReport, Measurement, trace_mean_bps
-from mpstream.netem.system import require_cc, require_mptcp, require_scheduler
 
 from mpstream.errors import UserError
+from mpstream.netem.check import CheckReport, Measurement, trace_mean_bps
+from mpstream.netem.system import require_cc, require_mptcp, require_scheduler
 from mpstream.paths import TRACES_DIR
 
 MPSTREAM = str(Path(sys.executable).parent / "mpstream")

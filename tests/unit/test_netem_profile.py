@@ -4,6 +4,8 @@ name the field and the rule, overrides, and what the emulator is told."""
 import textwrap
 
 import pytest
+
+from mpstream.errors import UserError
 from mpstream.netem.profile import (
     load_profile,
     parse_override,
@@ -12,8 +14,6 @@ from mpstream.netem.profile import (
     preset_names,
     profile_from_dict,
 )
-
-from mpstream.errors import UserError
 from mpstream.paths import TRACES_DIR
 
 TWO_PATHS = {"paths": [{"rate": "10mbit", "delay_ms": 5}, {"rate": "5mbit", "delay_ms": 10}]}

@@ -7,10 +7,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from click.testing import CliRunner
-from mpstream.player import session
-from mpstream.player.cli import play
 
 from mpstream.errors import UserError
+from mpstream.player import session
+from mpstream.player.cli import play
 
 
 def test_page_url_carries_every_parameter():

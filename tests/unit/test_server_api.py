@@ -7,6 +7,7 @@ import io
 import json
 
 import pytest
+
 from mpstream.server import schemas
 from mpstream.server.app import create_app
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import click
 import pytest
 import yaml
-from mpstream.server.app import create_app
-from mpstream.server.nginx import launcher_parser
 
 from mpstream.cli import SUBCOMMANDS, cli
+from mpstream.server.app import create_app
+from mpstream.server.nginx import launcher_parser
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())

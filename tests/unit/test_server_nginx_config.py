@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from mpstream.server.nginx import NginxConfig, supports_multipath_listen
 
 

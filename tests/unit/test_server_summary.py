@@ -3,6 +3,7 @@
 import math
 
 import pytest
+
 from mpstream.server import summary
 
 SESSION = {
