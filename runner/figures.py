@@ -11,6 +11,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display here; must precede pyplot
 import matplotlib.pyplot as plt
 import numpy as np
+
 from mpstream.runner.stats import summarize
 
 DPI = 110

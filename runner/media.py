@@ -10,10 +10,9 @@ import hashlib
 import json
 from pathlib import Path
 
-from mpstream.runner.scenario import MediaSpec
-
 from mpstream.errors import UserError
 from mpstream.paths import REPO_ROOT
+from mpstream.runner.scenario import MediaSpec
 
 CACHE_DIR = REPO_ROOT / "media" / "cache"
 

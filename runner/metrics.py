@@ -41,11 +41,20 @@ def segment_rates(events: list[dict]) -> list[tuple[int, float]]:
 
 
 def stalls_ms(events: list[dict]) -> list[float]:
-    return [
-        float(e["data"].get("duration_ms", 0.0))
-        for e in events
-        if e.get("type") == "stall_end"
-    ]
+    """Duration of every stall. A stall still open when the session ended (its path never came
+    back) lasts until the session's last event: leaving it out would hide the worst case."""
+    out: list[float] = []
+    open_at: float | None = None
+    for e in sorted(events, key=lambda e: e.get("seq", 0)):
+        if e.get("type") == "stall_start":
+            open_at = float(e["t_ms"])
+        elif e.get("type") == "stall_end":
+            out.append(float(e["data"].get("duration_ms", 0.0)))
+            open_at = None
+    if open_at is not None and events:
+        last = max(float(e["t_ms"]) for e in events)
+        out.append(max(0.0, last - open_at))
+    return out
 
 
 def video_metrics(rec: TrialRecord) -> dict[str, float]:

@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from jinja2 import Environment, select_autoescape
+
+from mpstream.errors import UserError
 from mpstream.runner import figures
 from mpstream.runner.layout import RUN_JSON, TrialRecord, load_trials, read_json
 from mpstream.runner.metrics import (
@@ -23,8 +25,6 @@ from mpstream.runner.metrics import (
 from mpstream.runner.reference import THESIS, condition_text, published
 from mpstream.runner.sampler import read_samples
 from mpstream.runner.stats import Summary, summarize
-
-from mpstream.errors import UserError
 
 # Shown in this order, with these names and units; per-path metrics are added per path.
 METRIC_LABELS = {

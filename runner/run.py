@@ -23,17 +23,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from mpstream.runner.layout import (
-    RUN_JSON,
-    TRIAL_JSON,
-    finished_keys,
-    read_json,
-    trial_dir,
-    write_json,
-)
-from mpstream.runner.media import prepare_media
-from mpstream.runner.sampler import SubflowSampler
-from mpstream.runner.scenario import Scenario, Trial, build_profile, expand_trials
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -45,6 +34,17 @@ from rich.progress import (
 )
 
 from mpstream.errors import UserError
+from mpstream.runner.layout import (
+    RUN_JSON,
+    TRIAL_JSON,
+    finished_keys,
+    read_json,
+    trial_dir,
+    write_json,
+)
+from mpstream.runner.media import prepare_media
+from mpstream.runner.sampler import SubflowSampler
+from mpstream.runner.scenario import Scenario, Trial, build_profile, expand_trials
 
 MANIFESTS = {"dashjs": "/media/dash/manifest.mpd", "hlsjs": "/media/hls/master.m3u8"}
 TRACE_PACKET_BITS = 1500 * 8
@@ -125,7 +125,7 @@ def _run_video(topo, trial: Trial, scenario: Scenario, media_dir: Path, tdir: Pa
                 topo, stack, player=trial.player, manifest_path=MANIFESTS[trial.player],
                 transport=transport, duration_s=scenario.duration_s, session_id=session_id,
                 scenario=scenario.name, trial=trial.round,
-                screenshot=tdir / "last-frame.png",
+                screenshot=tdir / "last-frame.png", buffer_s=scenario.buffer_s,
             )
         write_json(tdir / "summary.json", result)
         session = _fetch_session(stack, session_id)
@@ -267,6 +267,7 @@ def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
         "trials": trials,
         "seed": scenario.seed,
         "duration_s": scenario.duration_s,
+        "buffer_s": scenario.buffer_s,
         "players": scenario.players,
         "conditions": [c.model_dump(mode="json") for c in scenario.all_conditions()],
         "plan": [t.key for t in plan],

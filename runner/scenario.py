@@ -121,6 +121,8 @@ class Scenario(_Strict):
     # For hls.js the HLS master playlist is played; for dash.js the MPD.
     trials: int = Field(3, ge=1, le=1000)
     duration_s: float = Field(60.0, gt=0, le=3600)
+    # Cap on how far ahead the player buffers (s); None: the player library's own target.
+    buffer_s: float | None = Field(None, gt=0, le=600)
     seed: int = 1
     # Where the scenario file was read from; relative profile paths resolve against it.
     base_dir: Path = Field(default=SCENARIOS_DIR, exclude=True)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 
-from mpstream.runner.report import Report, metric_label, num
-from mpstream.runner.stats import Summary
 from rich.console import Console
 from rich.table import Table
+
+from mpstream.runner.report import Report, metric_label, num
+from mpstream.runner.stats import Summary
 
 # The terminal shows the headline metrics; the HTML and CSV files have all of them.
 HEADLINE = (

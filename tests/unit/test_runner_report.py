@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
+
 from mpstream.runner.layout import write_json
 from mpstream.runner.report import build_report
 from mpstream.runner.sampler import FIELDS
@@ -223,3 +224,16 @@ def test_report_of_a_folder_that_is_not_a_run_says_so(tmp_path):
     with pytest.raises(UserError, match="no finished trials"):
         build_report(tmp_path)
     assert json.loads((tmp_path / "run.json").read_text())["scenario"] == "x"
+
+
+def test_a_stall_still_open_at_the_end_counts_until_the_last_event():
+    from mpstream.runner.metrics import stalls_ms
+
+    ev = [
+        {"seq": 0, "t_ms": 1000, "type": "stall_start", "data": {"position": 1}},
+        {"seq": 1, "t_ms": 1500, "type": "stall_end", "data": {"position": 1, "duration_ms": 500}},
+        {"seq": 2, "t_ms": 20_000, "type": "stall_start", "data": {"position": 19}},
+        {"seq": 3, "t_ms": 32_500, "type": "end", "data": {"reason": "duration", "position": 19}},
+    ]
+    assert stalls_ms(ev) == [500.0, 12_500.0]
+    assert stalls_ms(ev[:2]) == [500.0]
