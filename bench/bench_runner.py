@@ -53,7 +53,6 @@ def report_figures() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from mpstream.runner.layout import write_json
     from mpstream.runner.report import build_report
-
     from tests.unit.test_runner_report import make_events, write_samples  # synthetic raw data
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from mpstream.runner.layout import load_trials
 from mpstream.runner.metrics import segment_rates
 from mpstream.runner.report import build_report

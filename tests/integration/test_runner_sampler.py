@@ -7,6 +7,7 @@ import subprocess
 import time
 
 import pytest
+
 from mpstream.netem.profile import load_profile
 from mpstream.netem.topology import Topology
 from mpstream.runner.metrics import binned_by_path

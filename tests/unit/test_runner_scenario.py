@@ -3,6 +3,8 @@
 from pathlib import Path
 
 import pytest
+
+from mpstream.errors import UserError
 from mpstream.runner.scenario import (
     SCENARIOS_DIR,
     build_profile,
@@ -10,8 +12,6 @@ from mpstream.runner.scenario import (
     load_scenario,
     parse_scenario,
 )
-
-from mpstream.errors import UserError
 
 PROFILE = """
 mode = "mptcp"
