@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
 from mpstream.errors import UserError
+from mpstream.proc import stop
 
 
 class FfmpegFailed(UserError):
@@ -48,12 +49,7 @@ def run_ffmpeg(
             returncode = proc.wait()
         except BaseException:
             # Ctrl-C or an error while reading: stop ffmpeg before anything else happens.
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc, timeout=10)
             raise
         if returncode == 0:
             progress.update(task, completed=total_seconds)

@@ -15,19 +15,10 @@ from rich.console import Console
 from rich.table import Table
 
 from mpstream.errors import UserError
+from mpstream.proc import signals_interrupt
 
 # Wide enough for the check table when the output is a file or a pipe.
 console = Console(width=None if sys.stdout.isatty() else 140)
-
-
-def _terminate_as_interrupt() -> None:
-    """SIGTERM and SIGHUP unwind like Ctrl-C, so that `with Topology.up(...)` tears down."""
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, handler)
 
 
 def _overrides(values: tuple[str, ...]) -> dict[str, Any]:
@@ -62,28 +53,28 @@ def up(profile: str, name: str, overrides: tuple[str, ...], foreground: bool,
     from mpstream.netem.profile import load_profile
     from mpstream.netem.topology import Topology
 
-    _terminate_as_interrupt()
-    prof = load_profile(profile, _overrides(overrides))
-    topo = Topology.up(prof, name)
-    try:
-        if start_events:
-            topo.start_events()
-        _print_topology(topo)
-        if not foreground:
-            topo.detach()
-            console.print(f"left running; run commands with `mpstream netem exec {name} client "
-                          f"-- CMD`, remove with `mpstream netem down {name}`")
-            return
-        console.print("up; Ctrl-C tears it down", highlight=False)
-        print("ready", flush=True)  # a line scripts can wait for
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        foreground = True
-    finally:
-        if foreground:
-            _print_stats(topo.down())
-            console.print(f"topology {name} removed")
+    with signals_interrupt(signal.SIGTERM, signal.SIGHUP):
+        prof = load_profile(profile, _overrides(overrides))
+        topo = Topology.up(prof, name)
+        try:
+            if start_events:
+                topo.start_events()
+            _print_topology(topo)
+            if not foreground:
+                topo.detach()
+                console.print(f"left running; run commands with `mpstream netem exec {name} client "
+                              f"-- CMD`, remove with `mpstream netem down {name}`")
+                return
+            console.print("up; Ctrl-C tears it down", highlight=False)
+            print("ready", flush=True)  # a line scripts can wait for
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            foreground = True
+        finally:
+            if foreground:
+                _print_stats(topo.down())
+                console.print(f"topology {name} removed")
 
 
 def _print_topology(topo: Any) -> None:
@@ -234,12 +225,12 @@ def check(profile: str, name: str | None, overrides: tuple[str, ...], duration: 
     from mpstream.netem.check import print_report, run_check
     from mpstream.netem.profile import load_profile
 
-    _terminate_as_interrupt()
-    prof = load_profile(profile, _overrides(overrides))
-    report = run_check(prof, name=name or f"chk{os.getpid()}", duration_s=duration)
-    print_report(report, console)
-    if as_json:
-        with contextlib.suppress(BrokenPipeError):
-            print(json.dumps(report.as_dict(), indent=2))
-    if not report.ok:
-        raise SystemExit(1)
+    with signals_interrupt(signal.SIGTERM, signal.SIGHUP):
+        prof = load_profile(profile, _overrides(overrides))
+        report = run_check(prof, name=name or f"chk{os.getpid()}", duration_s=duration)
+        print_report(report, console)
+        if as_json:
+            with contextlib.suppress(BrokenPipeError):
+                print(json.dumps(report.as_dict(), indent=2))
+        if not report.ok:
+            raise SystemExit(1)

@@ -8,16 +8,15 @@ was killed with -9; emulators whose namespace was already deleted are found by t
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import os
 import shutil
-import signal
 import time
 from pathlib import Path
 
 from mpstream.netem.system import sh
 from mpstream.paths import BUILD_DIR
+from mpstream.proc import stop_pids
 
 NS_PREFIX = "mps-"
 ROLES = ("client", "link", "server")
@@ -55,34 +54,6 @@ def topology_names() -> list[str]:
 def netns_pids(netns: str) -> list[int]:
     proc = sh(["ip", "netns", "pids", netns], check=False)
     return [int(tok) for tok in proc.stdout.split() if tok.isdigit()]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie is dead for our purposes (its parent reaps it).
-    with contextlib.suppress(OSError):
-        if Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z"):
-            return False
-    return True
-
-
-def stop_pids(pids: list[int], timeout: float = 3.0) -> None:
-    """SIGTERM (emulators write their stats on it), then SIGKILL what is left."""
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        time.sleep(0.02)
-    for pid in pids:
-        if _alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
 
 
 def remove_namespaces(namespaces: list[str]) -> None:

@@ -42,6 +42,7 @@ from mpstream.netem.system import (
     sysctl,
 )
 from mpstream.netem.teardown import STATE_DIR, netns_name
+from mpstream.proc import stop_pids
 
 SERVER_ADDR = "10.2.0.2"
 SERVER_SUBNET = "10.2.0.0/24"
@@ -153,7 +154,7 @@ class Topology:
             return {}
         self._down = True
         teardown.remove_namespaces(teardown.topology_namespaces(self.name))
-        teardown.stop_pids(teardown.orphan_emulator_pids(self.name))
+        stop_pids(teardown.orphan_emulator_pids(self.name))
         stats = self._read_stats()
         teardown.remove_state(self.name)
         return stats

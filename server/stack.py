@@ -28,6 +28,7 @@ from types import TracebackType
 import requests
 
 from mpstream.errors import UserError
+from mpstream.proc import pid_alive, stop
 from mpstream.server import process, storage
 from mpstream.server.app import ensure_schema
 from mpstream.server.nginx import NginxConfig, supports_multipath_listen
@@ -39,15 +40,6 @@ APP_SPEC = "mpstream.server.app:create_app()"
 START_TIMEOUT_S = 60.0
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
 
 def sweep_stale_workdirs() -> list[Path]:
     """Remove temporary work directories whose owning process is gone (it was killed with
@@ -58,7 +50,7 @@ def sweep_stale_workdirs() -> list[Path]:
             owner = int((d / OWNER_FILE).read_text())
         except (OSError, ValueError):
             continue  # not ours, or still being set up
-        if not _pid_alive(owner):
+        if not pid_alive(owner):
             shutil.rmtree(d, ignore_errors=True)
             removed.append(d)
     return removed
@@ -194,9 +186,9 @@ class ServerStack:
     def stop(self) -> None:
         # nginx first (no new requests reach the collector), then the collector.
         if self.nginx is not None:
-            process.stop(self.nginx, signal.SIGQUIT, timeout=10)
+            stop(self.nginx, signal.SIGQUIT, timeout=10)
         if self.collector is not None:
-            process.stop(self.collector, signal.SIGTERM, timeout=15)
+            stop(self.collector, signal.SIGTERM, timeout=15)
         if self._own_workdir and self.workdir is not None and self.workdir.exists():
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -204,7 +196,7 @@ class ServerStack:
         """Stop only the collector (nginx then answers 502 on /api/), e.g. to test a player's
         re-sends; `start_collector()` brings it back on the same database."""
         if self.collector is not None:
-            process.stop(self.collector, signal.SIGTERM, timeout=15)
+            stop(self.collector, signal.SIGTERM, timeout=15)
 
     def start_collector(self) -> None:
         self._start_collector()

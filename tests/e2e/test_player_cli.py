@@ -7,11 +7,11 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from mpstream.player.testing import tiny_media  # noqa: F401
+from mpstream.proc import pid_alive
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -27,13 +27,6 @@ def _pids_in(netns: str) -> set[int]:
     out = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True).stdout
     return {int(p) for p in out.split()}
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
 
 
 def test_play_json_reports_summary_and_paths(tiny_media):  # noqa: F811
@@ -86,4 +79,4 @@ def test_ctrl_c_tears_everything_down(tiny_media):  # noqa: F811
             proc.wait()
     assert proc.returncode == 130, proc.stderr.read()
     assert _namespaces(name) == []
-    assert [pid for pid in seen if _alive(pid)] == []
+    assert [pid for pid in seen if pid_alive(pid)] == []

@@ -1,0 +1,105 @@
+"""Process lifetime helpers shared by every part that starts or stops programs.
+
+One place for "is it still alive", "stop it, then make sure" and "SIGTERM unwinds like Ctrl-C",
+so that teardown behaves the same in the encoder, the emulators, the servers and the runner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def pid_alive(pid: int) -> bool:
+    """True while `pid` runs; a zombie counts as dead (its parent will reap it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(OSError, IndexError):
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].startswith("Z"):
+            return False
+    return True
+
+
+def stop(proc: subprocess.Popen, graceful: signal.Signals = signal.SIGTERM,
+         timeout: float = 10.0) -> None:
+    """Ask `proc` to stop with `graceful`, wait up to `timeout`, then SIGKILL it and whatever is
+    left of its process group (a daemon's workers share its group when it was started in a new
+    session)."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(graceful)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(3)
+    # Members of its group (if it leads one) get a moment to exit, then are forced.
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _group_has_members(proc.pid):
+        time.sleep(0.05)
+    if _group_has_members(proc.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(3)
+
+
+def stop_pids(pids: list[int], timeout: float = 3.0) -> None:
+    """SIGTERM each pid (emulators write their stats on it), then SIGKILL what is left."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(pid_alive(p) for p in pids):
+        time.sleep(0.02)
+    for pid in pids:
+        if pid_alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _group_has_members(pgid: int) -> bool:
+    """Any live (non-zombie) process in this process group?"""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        state, pgrp = fields[0], int(fields[2])
+        if pgrp == pgid and state != "Z":
+            return True
+    return False
+
+
+@contextlib.contextmanager
+def signals_interrupt(*signums: signal.Signals) -> Iterator[None]:
+    """Inside the block, the given signals (default SIGTERM) raise KeyboardInterrupt, so that a
+    scheduler's or a user's `kill` tears down exactly as Ctrl-C does. Only the main thread can
+    own signal handlers; elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = {s: signal.signal(s, interrupt) for s in (signums or (signal.SIGTERM,))}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
