@@ -9,14 +9,11 @@ that fails is recorded with its reason and the run goes on; a trial folder witho
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shutil
-import signal
 import subprocess
-import threading
 import time
 import traceback
 from datetime import UTC, datetime
@@ -34,6 +31,7 @@ from rich.progress import (
 )
 
 from mpstream.errors import UserError
+from mpstream.proc import signals_interrupt
 from mpstream.runner.layout import (
     RUN_JSON,
     TRIAL_JSON,
@@ -296,29 +294,12 @@ def preflight(scenario: Scenario) -> None:
         raise UserError("cannot run: " + "; ".join(problems))
 
 
-@contextlib.contextmanager
-def _terminate_as_interrupt():
-    """SIGTERM (a scheduler or `kill`) tears down like Ctrl-C: namespaces, servers and the
-    browser are removed on the way out, and the run stays resumable."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None = None,
                  scenario_path: Path | None = None, retry_failed: bool = False,
                  console: Console | None = None, progress: bool = True) -> dict[str, str]:
     """Runs (or resumes) the scenario into out_dir; returns key -> status of every trial."""
-    with _terminate_as_interrupt():
+    # SIGTERM tears down like Ctrl-C, and the run stays resumable.
+    with signals_interrupt():
         return _run_scenario(scenario, out_dir, trials=trials, scenario_path=scenario_path,
                              retry_failed=retry_failed, console=console, progress=progress)
 
