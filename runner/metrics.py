@@ -11,33 +11,12 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
+from mpstream.qoe import video_segment_rates as segment_rates
 from mpstream.runner.layout import TrialRecord
 from mpstream.runner.sampler import read_samples
 
-VIDEO_KINDS = ("video", "muxed")
 BIN_S = 1.0
 
-
-def segment_rates(events: list[dict]) -> list[tuple[int, float]]:
-    """(segment index, download rate in bit/s) of each video segment, in request order.
-
-    Rate = bytes × 8 / (t_done − t_request). A segment without an index gets its position among
-    the video segments. A repeated index (a segment fetched again at another rung) keeps the
-    last download, which is the one played.
-    """
-    segs = [
-        e["data"]
-        for e in sorted(events, key=lambda e: e.get("seq", 0))
-        if e.get("type") == "segment" and e.get("data", {}).get("kind") in VIDEO_KINDS
-    ]
-    by_index: dict[int, float] = {}
-    for pos, d in enumerate(segs):
-        dt = (d["t_done"] - d["t_request"]) / 1000.0
-        if dt <= 0 or not d.get("bytes"):
-            continue
-        idx = d.get("index")
-        by_index[int(idx) if idx is not None else pos] = d["bytes"] * 8 / dt
-    return sorted(by_index.items())
 
 
 def stalls_ms(events: list[dict]) -> list[float]:

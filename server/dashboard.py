@@ -9,6 +9,7 @@ from typing import Any
 
 from flask import Blueprint, abort, render_template, send_from_directory
 
+from mpstream.qoe import VIDEO_KINDS, segment_rate_bps
 from mpstream.server import storage, summary
 from mpstream.server.api import _SESSION_ID, engine, session_filters, summaries_for
 
@@ -47,8 +48,8 @@ def timeline(events: list[dict[str, Any]]) -> dict[str, Any]:
             bitrate.append([sec(e["t_ms"]), e["data"]["to_bitrate"]])
     rates = []
     for e in events:
-        if e["type"] == "segment" and e["data"]["kind"] != "init":
-            rate = summary.segment_rate_bps(e["data"])
+        if e["type"] == "segment" and e["data"]["kind"] in VIDEO_KINDS:
+            rate = segment_rate_bps(e["data"])
             if rate is not None:
                 rates.append([sec(e["data"]["t_done"]), rate])
     stalls = [[sec(s), sec(t)] for s, t in summary.stall_intervals(events)]

@@ -9,6 +9,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from mpstream.qoe import video_segment_rates
+
 GROUP_KEYS = ("scenario", "trial", "player", "transport", "protocol")
 GROUPED_METRICS = (
     "startup_delay_ms",
@@ -29,13 +31,6 @@ SCALAR_FIELDS = (
     "errors", "played_s", "end_reason",
 )  # fmt: skip
 
-
-def segment_rate_bps(data: dict[str, Any]) -> float | None:
-    """bytes × 8 / (t_done − t_request); undefined when no time elapsed."""
-    elapsed_ms = data["t_done"] - data["t_request"]
-    if elapsed_ms <= 0:
-        return None
-    return data["bytes"] * 8 / (elapsed_ms / 1000)
 
 
 def stall_intervals(events: list[dict[str, Any]]) -> list[tuple[float, float]]:
@@ -106,7 +101,7 @@ def summarize(session: dict[str, Any], events: list[dict[str, Any]]) -> dict[str
         by_type.setdefault(ev["type"], []).append(ev)
     startup = by_type.get("startup", [None])[0]
     segments = sorted(by_type.get("segment", []), key=lambda e: (e["data"]["t_request"], e["seq"]))
-    rates = [r for r in (segment_rate_bps(e["data"]) for e in segments) if r is not None]
+    rates = [rate for _, rate in video_segment_rates(events)]
     stall_ms = sum(e - s for s, e in stall_intervals(events)) if events else 0.0
     positions = [
         ev["data"]["position"]
