@@ -31,7 +31,7 @@ from rich.progress import (
 )
 
 from mpstream.errors import UserError
-from mpstream.proc import signals_interrupt
+from mpstream.proc import signals_interrupt, stop
 from mpstream.runner.layout import (
     RUN_JSON,
     TRIAL_JSON,
@@ -152,13 +152,7 @@ def _run_iperf(topo, scenario: Scenario, tdir: Path, transport: str, start_sampl
             raise TrialFailed(f"iperf3 exit {proc.returncode}: {proc.stderr.strip()[:300]}")
         return json.loads(proc.stdout)
     finally:
-        if server.poll() is None:
-            server.terminate()
-            try:
-                server.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+        stop(server, timeout=5)
 
 
 def run_trial(scenario: Scenario, trial: Trial, *, run_id: str, run_dir: Path,
