@@ -80,4 +80,4 @@ bench: setup
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf build .venv player/node_modules player/dist .pytest_cache .ruff_cache
+	rm -rf build .venv player/node_modules player/dist server/web/node_modules .pytest_cache .ruff_cache
