@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import threading
 import time
 
@@ -21,7 +20,6 @@ from PIL import Image
 from mpstream.netem.topology import Topology
 from mpstream.player.session import MANIFESTS, browser_in_namespace, page_url, play_session
 from mpstream.player.testing import collector_get, session_events, tiny_media  # noqa: F401
-from mpstream.server import process
 from mpstream.server.stack import ServerStack
 
 pytestmark = pytest.mark.timeout(600)
@@ -149,10 +147,10 @@ def test_collector_cut_during_playback_loses_nothing(balanced):
     try:
         time.sleep(8)
         # The gunicorn master and its workers go; nginx answers 502 meanwhile.
-        process.stop(stack.collector, signal.SIGTERM, timeout=15)
+        stack.stop_collector()
         time.sleep(6)
     finally:
-        stack._start_collector()
+        stack.start_collector()
         player.join()
     result = outcome["result"]
     page = result["page"]
@@ -189,11 +187,11 @@ def test_missing_manifest_ends_with_an_error(balanced):
 
 def test_collector_down_is_reported(balanced):
     stack = balanced[1]
-    process.stop(stack.collector, signal.SIGTERM, timeout=15)
+    stack.stop_collector()
     try:
         result = _play(balanced, "dashjs", "mptcp", "down", duration_s=6.0)
     finally:
-        stack._start_collector()
+        stack.start_collector()
     assert result["failure"] and "collector" in result["failure"], result["failure"]
     page = result["page"]
     assert page["pending"] > 0 and page["ended"]["reason"] == "error"
