@@ -20,7 +20,9 @@ fi
 echo "Installing Debian packages: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# With recommends, as on the machines the suite was run on (Chromium pulls its fonts and GL
+# libraries that way).
+apt-get install -y -qq "${missing[@]}" >/dev/null
 # Debian starts services on install; mpstream starts its own nginx and PostgreSQL.
 for svc in nginx postgresql mptcp; do
   if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
