@@ -70,8 +70,8 @@ def stop_pids(pids: list[int], timeout: float = 3.0) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
-def _group_has_members(pgid: int) -> bool:
-    """Any live (non-zombie) process in this process group?"""
+def _live_processes() -> Iterator[tuple[int, int, int]]:
+    """(pid, parent pid, process group) of every live (non-zombie) process, from /proc."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -79,10 +79,17 @@ def _group_has_members(pgid: int) -> bool:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        state, pgrp = fields[0], int(fields[2])
-        if pgrp == pgid and state != "Z":
-            return True
-    return False
+        if fields[0] != "Z":
+            yield int(entry.name), int(fields[1]), int(fields[2])
+
+
+def _group_has_members(pgid: int) -> bool:
+    return any(pgrp == pgid for _, _, pgrp in _live_processes())
+
+
+def child_pids(pid: int) -> set[int]:
+    """The live children of `pid` (not grandchildren)."""
+    return {child for child, ppid, _ in _live_processes() if ppid == pid}
 
 
 @contextlib.contextmanager

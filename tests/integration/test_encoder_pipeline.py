@@ -18,6 +18,7 @@ from mpstream.errors import UserError
 from mpstream.manifests.codecs import codec_family
 from mpstream.manifests.isobmff import read_sample_entries
 from mpstream.manifests.validate import validate_media_tree
+from mpstream.proc import child_pids
 
 DURATION = 6.0
 SEGMENT = 2.0
@@ -178,17 +179,6 @@ def test_truncated_file_with_index_in_front_is_caught(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["faststart.mp4"]
 
 
-def _children(pid: int) -> set[int]:
-    found = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.add(int(stat.parent.name))
-    return found
-
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_leaves_no_tree_no_staging_and_no_ffmpeg(tmp_path, signum):
@@ -201,7 +191,7 @@ def test_interrupt_leaves_no_tree_no_staging_and_no_ffmpeg(tmp_path, signum):
     ffmpeg = set()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not ffmpeg:
-        ffmpeg = {p for p in _children(proc.pid)
+        ffmpeg = {p for p in child_pids(proc.pid)
                   if Path(f"/proc/{p}/comm").read_text().strip() == "ffmpeg"}
         time.sleep(0.2)
     assert ffmpeg, "the encode never started ffmpeg"

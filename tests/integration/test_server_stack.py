@@ -16,6 +16,7 @@ import pytest
 import requests
 import sqlalchemy as sa
 
+from mpstream.proc import child_pids, pid_alive
 from mpstream.server.accesslog import read_access_log
 from mpstream.server.stack import ServerStack, sweep_stale_workdirs
 from mpstream.server.testing import make_tiny_media, throwaway_postgres
@@ -167,38 +168,20 @@ def test_listener_is_mptcp_and_both_client_kinds_work(stack, media):
     assert got.returncode == 0 and got.stdout == (media / "hls/360p/seg_000.ts").read_bytes()
 
 
-def _running(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _children(pid: int) -> set[int]:
-    out = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid and fields[0] != "Z":
-            out.add(int(stat.parent.name))
-    return out
-
 
 def test_collector_graceful_restart_keeps_answering(stack):
     master = stack.collector.pid
-    old = _children(master)
+    old = child_pids(master)
     assert len(old) >= 2
     stack.reload_collector()
     failures, deadline = 0, time.monotonic() + 30
     while time.monotonic() < deadline:
         failures += requests.get(stack.api_url + "/health").status_code != 200
-        now = _children(master)
+        now = child_pids(master)
         if now and not now & old and len(now) == len(old):
             break
         time.sleep(0.05)
-    assert not (_children(master) & old), "old workers still running after HUP"
+    assert not (child_pids(master) & old), "old workers still running after HUP"
     assert failures == 0
 
 
@@ -252,10 +235,10 @@ def test_rate_limit_then_stop_leaves_nothing_behind(media):
     r = requests.get(s.api_url + "/sessions")
     assert r.status_code == 429 and "too many" in r.json()["error"]
     assert requests.get(s.base_url + "/media/hls/master.m3u8").status_code == 200
-    pids = {s.nginx.pid, s.collector.pid} | _children(s.nginx.pid) | _children(s.collector.pid)
+    pids = {s.nginx.pid, s.collector.pid} | child_pids(s.nginx.pid) | child_pids(s.collector.pid)
     workdir = s.workdir
     s.stop()
-    alive = [p for p in pids if _running(p)]
+    alive = [p for p in pids if pid_alive(p)]
     assert alive == []
     assert not workdir.exists()
     with pytest.raises(requests.ConnectionError):
