@@ -40,7 +40,6 @@ APP_SPEC = "mpstream.server.app:create_app()"
 START_TIMEOUT_S = 60.0
 
 
-
 def sweep_stale_workdirs() -> list[Path]:
     """Remove temporary work directories whose owning process is gone (it was killed with
     SIGKILL, so it could not clean up; its daemons died with it by the parent-death signal)."""

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from mpstream.netem.teardown import netns_pids
 from mpstream.player.testing import tiny_media  # noqa: F401
 from mpstream.proc import pid_alive
 
@@ -21,12 +22,6 @@ MPSTREAM = [sys.executable, "-m", "mpstream.cli"]
 def _namespaces(name: str) -> list[str]:
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     return [line.split()[0] for line in out.splitlines() if line.startswith(f"mps-{name}-")]
-
-
-def _pids_in(netns: str) -> set[int]:
-    out = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True).stdout
-    return {int(p) for p in out.split()}
-
 
 
 def test_play_json_reports_summary_and_paths(tiny_media):  # noqa: F811
@@ -64,12 +59,12 @@ def test_ctrl_c_tears_everything_down(tiny_media):  # noqa: F811
         # client namespace, then a few seconds of playback.
         while time.monotonic() < deadline and len(seen) < 3:
             if client_ns in _namespaces(name):
-                seen |= _pids_in(client_ns)
+                seen |= set(netns_pids(client_ns))
             assert proc.poll() is None, proc.stderr.read()
             time.sleep(0.5)
         assert len(seen) >= 3, "Chromium never started in the client namespace"
         time.sleep(4)
-        seen |= _pids_in(client_ns)
+        seen |= set(netns_pids(client_ns))
         # What a terminal does on Ctrl-C: SIGINT to the whole foreground process group.
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=60)

@@ -179,7 +179,6 @@ def test_truncated_file_with_index_in_front_is_caught(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["faststart.mp4"]
 
 
-
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_leaves_no_tree_no_staging_and_no_ffmpeg(tmp_path, signum):
     out = tmp_path / "media"

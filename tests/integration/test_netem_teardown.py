@@ -14,6 +14,7 @@ import pytest
 from mpstream.errors import UserError
 from mpstream.netem.teardown import STATE_DIR, leftovers, netns_pids
 from mpstream.netem.topology import Topology
+from mpstream.proc import pid_alive
 
 MPSTREAM = str(Path(sys.executable).parent / "mpstream")
 
@@ -34,14 +35,6 @@ def start_foreground(profile, topo_name):
         if line.strip() == "ready":
             return proc
     raise AssertionError(f"netem up did not come up: {proc.stderr.read()}")
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
 
 
 def test_an_error_inside_the_with_block_removes_everything():
@@ -147,7 +140,7 @@ def test_kill_9_of_a_check_with_iperf3_running_then_down_leaves_nothing():
     result = mpstream("netem", "down", topo_name)
     assert result.returncode == 0, result.stderr
     assert leftovers(topo_name) == []
-    assert not any(alive(pid) for pid in pids)
+    assert not any(pid_alive(pid) for pid in pids)
 
 
 def test_up_leaves_the_topology_running_and_down_removes_it():

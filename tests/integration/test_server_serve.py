@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from mpstream.proc import pid_alive
 from mpstream.server.testing import make_tiny_media
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,13 +39,6 @@ def descendants(pid: int) -> set[int]:
         frontier = {p for p, pp in parents.items() if pp in frontier} - found
         found |= frontier
     return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +79,7 @@ def test_serve_prints_urls_and_stops_cleanly_on_sigint(media, tmp_path):
         rest, _ = proc.communicate(timeout=60)
         assert proc.returncode == 0, rest
         assert "stopped nginx and the collector" in rest
-        assert [p for p in daemons if alive(p)] == []
+        assert [p for p in daemons if pid_alive(p)] == []
         with pytest.raises(requests.ConnectionError):
             requests.get(f"{base}/", timeout=2)
     finally:

@@ -168,7 +168,6 @@ def test_listener_is_mptcp_and_both_client_kinds_work(stack, media):
     assert got.returncode == 0 and got.stdout == (media / "hls/360p/seg_000.ts").read_bytes()
 
 
-
 def test_collector_graceful_restart_keeps_answering(stack):
     master = stack.collector.pid
     old = child_pids(master)
