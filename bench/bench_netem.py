@@ -19,13 +19,14 @@ import statistics
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from mpstream.netem import traces
 from mpstream.netem.profile import load_profile, profile_from_dict
 from mpstream.netem.topology import Topology
-from mpstream.paths import TRACES_DIR
 
 TCP_PAYLOAD_SHARE = 1448 / 1500  # TCP goodput per wire byte (IPv4 + TCP with timestamps)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -257,8 +258,13 @@ def trace_capacity_per_second(trace: Path, offset_s: float, bins: int) -> list[f
 
 
 def bench_trace(quick: bool) -> None:
-    name = "Verizon-LTE-short.down"
-    trace = TRACES_DIR / name
+    # The published Verizon LTE trace where it was fetched (`mpstream traces fetch
+    # Verizon-LTE-short`), otherwise a made-up one of the same mean.
+    trace = traces.find("Verizon-LTE-short", "down")
+    if trace is None:
+        trace = traces.write(Path(tempfile.mkdtemp()) / "synthetic-5mbit.down",
+                             traces.synthetic(5e6, 60, seed=1))
+    name = trace.name
     seconds = 20 if quick else 40
     print(f"\n## Trace: saturating UDP flow (25 Mbit/s offered, downlink) over {name}; "
           "delivered bits per 1 s bin against the trace's capacity")

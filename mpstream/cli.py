@@ -17,6 +17,7 @@ from mpstream.errors import UserError
 SUBCOMMANDS = {
     "encode": "mpstream.encoder.cli:encode",
     "netem": "mpstream.netem.cli:netem",
+    "traces": "mpstream.netem.cli:traces",
     "serve": "mpstream.server.cli:serve",
     "play": "mpstream.player.cli:play",
     "run": "mpstream.runner.cli:run",

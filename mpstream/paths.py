@@ -5,6 +5,3 @@ from pathlib import Path
 # mpstream/ sits at the repository root next to encoder/, netem/, player/, ...
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUILD_DIR = REPO_ROOT / "build"
-# Shared read-only data (link traces) lives beside the repository, not inside it.
-SHARED_DIR = REPO_ROOT.parent / "shared"
-TRACES_DIR = SHARED_DIR / "traces"

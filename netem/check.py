@@ -29,16 +29,16 @@ import statistics
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from mpstream.errors import UserError
-from mpstream.netem.profile import TRACE_PACKET_BYTES, Link, Profile
+from mpstream.netem.profile import Link, Profile
 from mpstream.netem.system import require_tools
 from mpstream.netem.topology import Topology
+from mpstream.netem.traces import mean_bps as trace_mean_bps
 
 RTT_TOLERANCE_MS = 1.5
 RTT_TOLERANCE_FRACTION = 0.05
@@ -98,12 +98,6 @@ class CheckReport:
                 "seconds": round(self.seconds, 1),
                 "measurements": [{**asdict(m), "ok": m.ok, "judged": m.judged}
                                  for m in self.measurements]}
-
-
-def trace_mean_bps(trace: Path) -> float:
-    stamps = [int(line) for line in trace.read_text().split()]
-    period_ms = max(stamps[-1], 1)
-    return len(stamps) * TRACE_PACKET_BYTES * 8 / (period_ms / 1000)
 
 
 def _chain(profile: Profile, index: int, direction: str) -> list[Link]:

@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import click
@@ -170,11 +171,20 @@ def list_() -> None:
     presets = Table(title="presets (netem/profiles/)")
     for column in ("name", "mode", "paths (downlink)", "description"):
         presets.add_column(column)
+    unavailable = []
     for name in preset_names():
-        prof = load_profile(name)
+        try:
+            prof = load_profile(name)
+        except UserError as exc:
+            # A preset whose trace is not on this machine is listed, marked, never fatal.
+            presets.add_row(name, "-", "[red]unavailable[/red] (see below)", "")
+            unavailable.append((name, str(exc)))
+            continue
         links = "; ".join(prof.link(i, "downlink").describe() for i in range(len(prof.paths)))
         presets.add_row(name, prof.mode, links, prof.description)
     console.print(presets)
+    for name, reason in unavailable:
+        console.print(f"{name}: unavailable: {reason}", markup=False, highlight=False)
     live = live_topologies()
     if not live:
         console.print("no topology is up")
@@ -234,3 +244,66 @@ def check(profile: str, name: str | None, overrides: tuple[str, ...], duration: 
                 print(json.dumps(report.as_dict(), indent=2))
         if not report.ok:
             raise SystemExit(1)
+
+
+@click.group()
+def traces() -> None:
+    """Link traces for profiles: list what is known and where, fetch the published ones."""
+
+
+@traces.command(name="list")
+def traces_list() -> None:
+    """The published traces, and whether each is on this machine (and where)."""
+    from mpstream.netem import traces as store
+
+    table = Table(title="link traces (profile field: trace = NAME)")
+    for column in ("name", "description", "here"):
+        table.add_column(column)
+    for name, trace in store.PUBLISHED.items():
+        found = [store.find(f) for f in trace.files()]
+        here = (str(found[0].parent) if all(found)
+                else f"not here: `mpstream traces fetch {name}`")
+        table.add_row(name, trace.description, here)
+    console.print(table)
+    console.print("looked in: " + ", ".join(str(d) for d in store.search_dirs())
+                  + " (MPSTREAM_TRACES overrides the cache)", markup=False, highlight=False)
+
+
+@traces.command(name="fetch")
+@click.argument("names", nargs=-1)
+@click.option("--all", "all_", is_flag=True, help="Every published trace.")
+def traces_fetch(names: tuple[str, ...], all_: bool) -> None:
+    """Download published traces NAMES (checked against pinned SHA-256s) into the cache."""
+    from mpstream.netem import traces as store
+
+    if all_:
+        names = tuple(store.PUBLISHED)
+    if not names:
+        raise UserError("name the traces to fetch (`mpstream traces list`), or give --all")
+    for path in store.fetch(list(names)):
+        console.print(f"{path}", markup=False, highlight=False)
+
+
+@traces.command(name="synth")
+@click.argument("out", type=click.Path(path_type=Path))
+@click.option("--mean-rate", required=True, help="Mean capacity: bit/s or e.g. 10mbit.")
+@click.option("--seconds", type=float, default=60, show_default=True)
+@click.option("--swing", type=float, default=0.5, show_default=True,
+              help="How far the rate swings around its mean (a fraction).")
+@click.option("--seed", type=int, default=0, show_default=True)
+def traces_synth(out: Path, mean_rate: str, seconds: float, swing: float, seed: int) -> None:
+    """Write a made-up varying trace of known mean to OUT.up and OUT.down."""
+    from mpstream.netem import traces as store
+    from mpstream.netem.profile import parse_rate
+
+    try:
+        rate = parse_rate(mean_rate)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--mean-rate") from None
+    if rate is None:
+        raise click.BadParameter("a trace needs a finite rate", param_hint="--mean-rate")
+    for direction, offset in (("down", 0), ("up", 1)):
+        path = out.with_name(f"{out.name}.{direction}")
+        store.write(path, store.synthetic(rate, seconds, seed + offset, swing))
+        console.print(f"{path}: {store.mean_bps(path) / 1e6:.2f} Mbit/s mean",
+                      markup=False, highlight=False)

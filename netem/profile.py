@@ -30,11 +30,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mpstream.errors import UserError
-from mpstream.paths import TRACES_DIR
+from mpstream.netem import traces
 
 PRESETS_DIR = Path(__file__).parent / "profiles"
-# Packets the trace format delivers per opportunity (see the traces' README).
-TRACE_PACKET_BYTES = 1500
 
 _RATE_UNITS = {
     "": 1, "bit": 1, "bps": 1,
@@ -381,20 +379,12 @@ class Profile(_Strict):
         return self._find_trace(spec.trace, suffix, f"{where}.trace")
 
     def _find_trace(self, name: str, suffix: str | None, where: str = "trace") -> Path:
-        bases = [TRACES_DIR]
-        if self.source is not None:
-            bases.insert(0, self.source.parent)
-        candidates: list[Path] = []
-        for base in bases:
-            plain = Path(name) if Path(name).is_absolute() else base / name
-            if suffix:
-                candidates.append(plain.with_name(f"{plain.name}.{suffix}"))
-            candidates.append(plain)
-        for candidate in candidates:
-            if candidate.is_file():
-                return candidate.resolve()
-        looked = ", ".join(str(b) for b in bases)
-        raise ValueError(f"{where}: trace file {name!r} not found (looked in {looked})")
+        # Beside the profile file first, so that a profile and its traces travel together.
+        first = [self.source.parent] if self.source is not None else []
+        found = traces.find(name, suffix, first)
+        if found is None:
+            raise ValueError(f"{where}: {traces.not_found_message(name, first)}")
+        return found
 
 
 def _format_validation_error(exc: ValidationError, origin: str) -> str:

@@ -31,6 +31,7 @@ from rich.progress import (
 )
 
 from mpstream.errors import UserError
+from mpstream.netem import traces
 from mpstream.proc import signals_interrupt, stop
 from mpstream.runner.layout import (
     RUN_JSON,
@@ -45,17 +46,8 @@ from mpstream.runner.sampler import SubflowSampler
 from mpstream.runner.scenario import Scenario, Trial, build_profile, expand_trials
 
 MANIFESTS = {"dashjs": "/media/dash/manifest.mpd", "hlsjs": "/media/hls/master.m3u8"}
-TRACE_PACKET_BITS = 1500 * 8
 # Seconds a trial may take beyond its play duration (startup of servers and browser, teardown).
 TRIAL_SLACK_S = 120
-
-
-def trace_rate_bps(trace: Path) -> float:
-    """Mean capacity of a Mahimahi trace: 1500-byte opportunities over the trace's length."""
-    stamps = [int(x) for x in Path(trace).read_text().split()]
-    if not stamps or stamps[-1] <= 0:
-        return 0.0
-    return len(stamps) * TRACE_PACKET_BITS / (stamps[-1] / 1000.0)
 
 
 def paths_in_use(profile) -> list[int]:
@@ -67,7 +59,7 @@ def paths_in_use(profile) -> list[int]:
 def link_rate_bps(profile, index: int, direction: str) -> float | None:
     link = profile.link(index, direction)
     if link.trace is not None:
-        return trace_rate_bps(link.trace)
+        return traces.mean_bps(link.trace)
     return float(link.rate_bps) if link.rate_bps else None
 
 

@@ -19,3 +19,20 @@ def pytest_collection_modifyitems(config, items):
                 f"{item.nodeid}: tests live under tests/unit, tests/integration or tests/e2e"
             )
         item.add_marker(getattr(pytest.mark, kind))
+
+
+@pytest.fixture
+def trace_store(tmp_path, monkeypatch):
+    """MPSTREAM_TRACES pointed at a fresh directory holding made-up traces under the names the
+    presets use (TMobile-LTE-short, Verizon-LTE-short): lookup by name works as after
+    `mpstream traces fetch`, without the published files (which this project does not ship)."""
+    from mpstream.netem import traces
+
+    store = tmp_path / "traces"
+    store.mkdir()
+    for seed, (name, mbit) in enumerate([("TMobile-LTE-short", 16.7), ("Verizon-LTE-short", 5.0)]):
+        for direction, scale in (("down", 1.0), ("up", 0.4)):
+            traces.write(store / f"{name}.{direction}",
+                         traces.synthetic(mbit * scale * 1e6, 20, seed=seed))
+    monkeypatch.setenv("MPSTREAM_TRACES", str(store))
+    return store

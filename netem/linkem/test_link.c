@@ -329,16 +329,16 @@ static int test_trace_wasted_when_idle(void)
 
 static int test_trace_capacity_real_file(void)
 {
-    /* A shared Mahimahi trace (directory in LINKEM_TRACES_DIR): its mean capacity is what the
-     * traces' README states (5.0 Mbit/s), and a link kept saturated for one period carries
-     * exactly one full packet per opportunity. */
+    /* A trace file on disk (varying-5mbit.down in LINKEM_TRACES_DIR, written by the test
+     * runner with a mean of exactly 5.0 Mbit/s): its mean capacity is read back, and a link
+     * kept saturated for one period carries exactly one full packet per opportunity. */
     const char *dir = getenv("LINKEM_TRACES_DIR");
     if (!dir) {
         printf("  (skipped: LINKEM_TRACES_DIR not set)\n");
         return 0;
     }
     char path[512], err[512];
-    snprintf(path, sizeof path, "%s/Verizon-LTE-short.down", dir);
+    snprintf(path, sizeof path, "%s/varying-5mbit.down", dir);
     struct trace *tr = trace_load(path, err, sizeof err);
     CHECK(tr != NULL, "%s", err);
     uint64_t mean = trace_mean_bps(tr);

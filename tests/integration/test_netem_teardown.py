@@ -164,7 +164,7 @@ def test_up_leaves_the_topology_running_and_down_removes_it():
     assert leftovers(topo_name) == []
 
 
-def test_topologies_coexist_and_go_down_independently():
+def test_topologies_coexist_and_go_down_independently(trace_store):
     first, second = name("coa"), name("cob")
     with Topology.up("thesis-latency-unbalanced", first) as a, \
             Topology.up("wifi-cellular", second) as b:
@@ -183,7 +183,7 @@ def test_topologies_coexist_and_go_down_independently():
     assert leftovers(first) == []
 
 
-def test_no_namespace_has_a_route_off_the_machine():
+def test_no_namespace_has_a_route_off_the_machine(trace_store):
     with Topology.up("wifi-cellular", name("rt")) as topo:
         for host in ("client", "server", "link"):
             out = topo.run(host, ["ip", "route", "get", "1.1.1.1"], capture_output=True,

@@ -7,7 +7,8 @@ import subprocess
 
 import pytest
 
-from mpstream.paths import BUILD_DIR, REPO_ROOT, TRACES_DIR
+from mpstream.netem import traces
+from mpstream.paths import BUILD_DIR, REPO_ROOT
 
 MODEL_TESTS = [
     "fixed_rate_serialization",
@@ -47,13 +48,15 @@ def test_every_model_test_is_run_here():
 
 
 @pytest.mark.parametrize("name", MODEL_TESTS)
-def test_link_model(name):
+def test_link_model(name, tmp_path):
+    # The model's trace test reads a file of known mean capacity (5.0 Mbit/s over 12 s).
+    traces.write(tmp_path / "varying-5mbit.down", traces.synthetic(5e6, 12, seed=7))
     r = subprocess.run(
         [MODEL_TEST_BIN, name],
         capture_output=True,
         text=True,
         timeout=60,
-        env={"LINKEM_TRACES_DIR": str(TRACES_DIR)},
+        env={"LINKEM_TRACES_DIR": str(tmp_path)},
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip().splitlines()[-1] == f"ok {name}"
@@ -89,11 +92,11 @@ def test_check_fills_in_default_queue(tmp_path):
 
 
 def test_check_reads_a_trace(tmp_path):
-    trace = TRACES_DIR / "TMobile-LTE-short.down"
+    trace = traces.write(tmp_path / "cell.down", traces.synthetic(16.7e6, 20, seed=2))
     r = check(tmp_path, BASE | {"b_to_a": {"trace": str(trace)}})
     assert r.returncode == 0, r.stderr
     mean = json.loads(r.stdout)["b_to_a"]["trace_mean_bps"]
-    assert 16_000_000 < mean < 17_500_000  # the README's 16.7 Mbit/s
+    assert mean == pytest.approx(16.7e6, rel=0.002)
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,6 @@ from mpstream.netem.profile import (
     preset_names,
     profile_from_dict,
 )
-from mpstream.paths import TRACES_DIR
 
 TWO_PATHS = {"paths": [{"rate": "10mbit", "delay_ms": 5}, {"rate": "5mbit", "delay_ms": 10}]}
 
@@ -31,7 +30,7 @@ def error_of(data):
     return str(info.value)
 
 
-def test_every_preset_named_by_the_issue_exists_and_loads():
+def test_every_preset_named_by_the_issue_exists_and_loads(trace_store):
     expected = {f"thesis-{kind}-{shape}" for kind in ("latency", "loss", "bandwidth")
                 for shape in ("balanced", "unbalanced", "single")}
     expected |= {"np03-2x10", "mpcc-2x100", "wifi-cellular"}
@@ -86,10 +85,10 @@ def test_mpcc_buffer_is_set_from_the_command_line_over_the_range():
     assert load_profile("mpcc-2x100-buf1m").link(1, "downlink").queue_bytes == 1_000_000
 
 
-def test_wifi_cellular_takes_the_up_and_down_traces_of_the_shared_directory():
+def test_wifi_cellular_takes_the_up_and_down_traces_of_the_trace_store(trace_store):
     profile = load_profile("wifi-cellular")
-    assert profile.link(1, "downlink").trace == (TRACES_DIR / "TMobile-LTE-short.down").resolve()
-    assert profile.link(1, "uplink").trace == (TRACES_DIR / "TMobile-LTE-short.up").resolve()
+    assert profile.link(1, "downlink").trace == (trace_store / "TMobile-LTE-short.down").resolve()
+    assert profile.link(1, "uplink").trace == (trace_store / "TMobile-LTE-short.up").resolve()
     config = profile.link(1, "downlink").emulator_config()
     assert config["rate_bps"] is None and config["trace"].endswith("TMobile-LTE-short.down")
     other = load_profile("wifi-cellular", {"paths.1.trace": "Verizon-LTE-short"})
@@ -224,7 +223,7 @@ def test_backup_paths_and_primary():
     assert "backup" in error_of({"paths": [{"backup": True}]})
 
 
-def test_a_profile_survives_the_state_file_round_trip():
+def test_a_profile_survives_the_state_file_round_trip(trace_store):
     """`netem up` records the profile as JSON; `Topology.attach` reads it back."""
     from mpstream.netem.profile import Profile
 

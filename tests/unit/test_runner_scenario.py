@@ -46,7 +46,7 @@ def base(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_every_shipped_scenario_loads_and_builds_its_profiles():
+def test_every_shipped_scenario_loads_and_builds_its_profiles(trace_store):
     names = sorted(p.stem for p in SCENARIOS_DIR.glob("*.toml"))
     assert {"thesis-latency", "thesis-loss", "thesis-bandwidth", "path-failure",
             "wifi-cellular", "mpcc-buffer-sweep"} <= set(names)

@@ -1,0 +1,215 @@
+"""Link traces: where a trace name is found, the published ones fetched on first use, and
+synthetic ones made here.
+
+A trace is a Mahimahi packet-delivery file: one timestamp (ms from the start) a line, each an
+opportunity to deliver one 1500-byte packet; it wraps around when it ends. Path *i* of a profile
+names one as `trace = "NAME"` (NAME.up / NAME.down) or by file path.
+
+The cellular traces of Winstein et al. (NSDI 2013) are distributed with Mahimahi under the GPL-3;
+this MIT project does not ship them. `mpstream traces fetch` downloads them from a pinned commit
+of the Mahimahi repository, checks each file's SHA-256 and keeps them in a cache. A name is
+looked up, in order, in:
+  1. the directories of MPSTREAM_TRACES (':'-separated), when it is set: instead of the cache,
+     and where `fetch` writes;
+  2. the cache, $XDG_CACHE_HOME/mpstream/traces (~/.cache/mpstream/traces);
+  3. /usr/share/mahimahi/traces, where a distribution's mahimahi package installs them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import random
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+from mpstream.errors import UserError
+
+# Packets the trace format delivers per opportunity.
+TRACE_PACKET_BYTES = 1500
+SYSTEM_DIR = Path("/usr/share/mahimahi/traces")
+# The Mahimahi repository's traces/ at a fixed commit; MPSTREAM_TRACES_URL points at a mirror.
+PINNED_COMMIT = "ae477d437615b972217498ba52be07db17a15618"
+PINNED_URL = f"https://raw.githubusercontent.com/ravinet/mahimahi/{PINNED_COMMIT}/traces"
+FETCH_TIMEOUT_S = 60
+
+
+@dataclass(frozen=True)
+class PublishedTrace:
+    name: str
+    description: str
+    sha256: dict[str, str]  # "down" / "up" -> hex digest of NAME.down / NAME.up
+
+    def files(self) -> list[str]:
+        return [f"{self.name}.{direction}" for direction in self.sha256]
+
+
+PUBLISHED = {
+    t.name: t
+    for t in [
+        PublishedTrace(
+            "TMobile-LTE-short", "T-Mobile LTE, stationary, 140 s, 16.7 Mbit/s down",
+            {"down": "4f33dce8dd811b5702272af64aaf64d3913719919abd776edf1e0f7c0965da43",
+             "up": "1c0d1bf5417b07597724fd64afe676af3c1f337a4ccdde90106bf96b1bcf18b2"}),
+        PublishedTrace(
+            "Verizon-LTE-short", "Verizon LTE, stationary, 140 s, 5.0 Mbit/s down",
+            {"down": "c918436fbd6246af134c76585d9395881fdd27203c59a8902b9a7c675b8a8e3e",
+             "up": "f6cd9049f58d70f12545772a3482ded085b6d50f06a2f4ff4afcfb6fe7976dcc"}),
+        PublishedTrace(
+            "ATT-LTE-driving-2016", "AT&T LTE, driving (2016), 120 s, 4.6 Mbit/s down",
+            {"down": "24a40538340de991e0a6595aefc381b11a3da0446176e69b51750707a57b0344",
+             "up": "ebb3d53674b77be4ed920ad91c4513a496e04e30da839e2ca8a627cb7269071e"}),
+        PublishedTrace(
+            "ATT-LTE-driving", "AT&T LTE, driving",
+            {"down": "73c58f41bf7a3f0fac82810ca61307521be1cf6b77a0e98093fd340bddfd161f",
+             "up": "d58a640b9bccd131a421bff6eaf727aba324d9258b35009655bbf68e087b9b29"}),
+        PublishedTrace(
+            "TMobile-UMTS-driving", "T-Mobile UMTS, driving, 928 s, 2.0 Mbit/s down",
+            {"down": "c97a74e7e6cf593d93b59f73db614bc6186bef510531636ad9961a3b9fc18024",
+             "up": "f2dc7c8e57f4cf525fefaff2d68c18a9118fd1382ce9c240b1d324a2a60f8a65"}),
+        PublishedTrace(
+            "Verizon-EVDO-driving", "Verizon EV-DO, driving, 1062 s, 0.5 Mbit/s down",
+            {"down": "60c9cd7b5d8be7d89d3807052a043f54787958f04cfd4c6c16fcdac6e2c3b9da",
+             "up": "6055d60d234030035f59475dc1d39d99e7c2817b9fa5d485f1f0710b1aae2075"}),
+    ]
+}
+
+
+def _env_dirs() -> list[Path] | None:
+    value = os.environ.get("MPSTREAM_TRACES")
+    if value is None:
+        return None
+    return [Path(p).expanduser() for p in value.split(":") if p]
+
+
+def cache_dir() -> Path:
+    """Where `fetch` writes: the first MPSTREAM_TRACES directory, else the user's cache."""
+    dirs = _env_dirs()
+    if dirs:
+        return dirs[0]
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "mpstream" / "traces"
+
+
+def search_dirs() -> list[Path]:
+    dirs = _env_dirs()
+    return [*(dirs if dirs is not None else [cache_dir()]), SYSTEM_DIR]
+
+
+def find(name: str, suffix: str | None = None, first: list[Path] | None = None) -> Path | None:
+    """The file of trace NAME (NAME.SUFFIX preferred, as Mahimahi names a direction), looked up
+    in `first` and then in search_dirs(); an absolute NAME is taken as it is."""
+    bases = [*(first or []), *search_dirs()]
+    candidates: list[Path] = []
+    for base in bases:
+        plain = Path(name) if Path(name).is_absolute() else base / name
+        if suffix:
+            candidates.append(plain.with_name(f"{plain.name}.{suffix}"))
+        candidates.append(plain)
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate.resolve()
+    return None
+
+
+def not_found_message(name: str, first: list[Path] | None = None) -> str:
+    looked = ", ".join(str(b) for b in [*(first or []), *search_dirs()])
+    message = f"trace file {name!r} not found (looked in {looked})"
+    if name in PUBLISHED:
+        message += f"; fetch it with `mpstream traces fetch {name}`"
+    return message
+
+
+def mean_bps(trace: Path) -> float:
+    """Mean capacity over one period of the trace, in bit/s."""
+    stamps = [int(line) for line in trace.read_text().split()]
+    if not stamps or stamps[-1] <= 0:
+        raise UserError(f"{trace}: not a packet-delivery trace (no positive timestamp)")
+    return len(stamps) * TRACE_PACKET_BYTES * 8 / (stamps[-1] / 1000)
+
+
+def fetch(names: list[str], base_url: str | None = None, dest: Path | None = None) -> list[Path]:
+    """Download the published traces NAMES into the cache, each file checked against its pinned
+    SHA-256 before it is put in place (a partial or altered download is never kept)."""
+    unknown = [n for n in names if n not in PUBLISHED]
+    if unknown:
+        raise UserError(
+            f"no published trace named {', '.join(unknown)}: "
+            f"choose from {', '.join(PUBLISHED)} (`mpstream traces list`)"
+        )
+    base_url = (base_url or os.environ.get("MPSTREAM_TRACES_URL") or PINNED_URL).rstrip("/")
+    dest = dest or cache_dir()
+    dest.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in names:
+        trace = PUBLISHED[name]
+        for direction, digest in trace.sha256.items():
+            target = dest / f"{name}.{direction}"
+            if target.is_file() and _sha256(target) == digest:
+                written.append(target)
+                continue
+            written.append(_download(f"{base_url}/{target.name}", target, digest))
+    return written
+
+
+def _download(url: str, target: Path, digest: str) -> Path:
+    try:
+        response = requests.get(url, timeout=FETCH_TIMEOUT_S)
+        response.raise_for_status()
+    except requests.RequestException as exc:
+        raise UserError(
+            f"could not download {url}: {exc}. Without network access, copy the Mahimahi "
+            f"traces into {target.parent} (or point MPSTREAM_TRACES at a directory that has "
+            "them, or MPSTREAM_TRACES_URL at a mirror)."
+        ) from exc
+    got = hashlib.sha256(response.content).hexdigest()
+    if got != digest:
+        raise UserError(
+            f"{url}: SHA-256 {got} is not the pinned {digest}; the file was not kept. "
+            "Check MPSTREAM_TRACES_URL, or report the source as changed."
+        )
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    with os.fdopen(fd, "wb") as out:
+        out.write(response.content)
+    os.replace(tmp, target)
+    return target
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def synthetic(mean_bps: float, seconds: float, seed: int = 0, swing: float = 0.5,
+              period_s: float = 10.0) -> list[int]:
+    """Timestamps of a made-up varying link whose mean over the whole trace is `mean_bps`
+    (exactly, up to one packet): a rate that swings by ±swing around the mean with the given
+    period, plus seeded noise. For tests and experiments that need a trace of known shape."""
+    total_ms = round(seconds * 1000)
+    packets = round(mean_bps * seconds / (TRACE_PACKET_BYTES * 8))
+    if total_ms < 1 or packets < 1:
+        raise UserError("a synthetic trace needs a positive duration and rate")
+    rng = random.Random(seed)
+    weights = [
+        max(0.0, 1 + swing * math.sin(2 * math.pi * t / (period_s * 1000)) + rng.gauss(0, 0.2))
+        for t in range(1, total_ms + 1)
+    ]
+    scale = packets / sum(weights)
+    stamps: list[int] = []
+    owed = 0.0
+    for t, w in enumerate(weights, start=1):
+        owed += w * scale
+        n = int(owed)
+        owed -= n
+        stamps.extend([t] * n)
+    # The format's period is the last timestamp: end the trace exactly at `seconds`.
+    stamps = [*stamps[: packets - 1], total_ms]
+    return stamps
+
+
+def write(path: Path, stamps: list[int]) -> Path:
+    path.write_text("".join(f"{t}\n" for t in stamps))
+    return path
