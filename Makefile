@@ -5,7 +5,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: setup system venv build emulator player-bundle dashboard-assets lint test test-unit test-integration test-e2e demo bench clean
+.PHONY: setup system venv build emulator player-bundle dashboard-assets lint test test-unit test-integration test-e2e demo doctor bench clean
 
 setup: system venv build
 
@@ -74,7 +74,12 @@ test-e2e: setup
 # The thesis bandwidth experiment in short: encode the sample, one trial each of balanced MPTCP,
 # unbalanced MPTCP and single-path TCP, then the comparison table and the HTML report's path.
 demo: setup
+	@.venv/bin/mpstream doctor
 	@.venv/bin/mpstream demo
+
+# What this machine has and lacks, each gap with the command that fixes it.
+doctor: venv
+	@.venv/bin/mpstream doctor
 
 bench: setup
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -23,6 +23,7 @@ SUBCOMMANDS = {
     "run": "mpstream.runner.cli:run",
     "report": "mpstream.runner.cli:report",
     "demo": "mpstream.runner.cli:demo",
+    "doctor": "mpstream.doctor:doctor",
 }
 
 
