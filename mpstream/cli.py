@@ -24,6 +24,7 @@ SUBCOMMANDS = {
     "report": "mpstream.runner.cli:report",
     "demo": "mpstream.runner.cli:demo",
     "doctor": "mpstream.doctor:doctor",
+    "clean": "mpstream.clean:clean",
 }
 
 

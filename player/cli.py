@@ -1,11 +1,15 @@
-"""`mpstream play`: one headless playback session over an emulated topology."""
+"""`mpstream play`: one headless playback session, over an emulated topology (--media with
+--profile) or from any manifest's URL over this host's own interfaces (--url)."""
 
 from __future__ import annotations
 
 import json
+import socket
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import click
 from rich.console import Console
@@ -63,15 +67,73 @@ def _print_human(result: dict[str, Any], console: Console) -> None:
     console.print(f"paths carrying media: {used} of {len(result['paths'])}")
 
 
+def _player_for(url: str, player: str | None) -> str:
+    if player:
+        return player
+    path = urlsplit(url).path.lower()
+    if path.endswith(".mpd"):
+        return "dashjs"
+    if path.endswith(".m3u8"):
+        return "hlsjs"
+    raise UserError(f"--url {url}: ends neither in .mpd nor .m3u8; say which player plays it "
+                    "(--player dashjs or --player hlsjs)")
+
+
+def _check_url(url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UserError(f"--url {url!r}: give an http(s) URL of an HLS playlist or a DASH MPD, "
+                        "e.g. http://192.0.2.10:8080/media/dash/manifest.mpd")
+
+
+def _free_local_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def play_url(url: str, *, player: str, transport: str, interfaces: str | None,
+             collector_url: str | None, **session: Any) -> dict[str, Any]:
+    """One session from `url` in the namespace this process runs in: the player page and (unless
+    `collector_url`) the collector are served on loopback; `interfaces` are set up for MPTCP
+    for the session and restored after (mpstream.hostnet)."""
+    from mpstream.hostnet import HostPaths, parse_interfaces, route_interface
+    from mpstream.player.session import play_session
+    from mpstream.proc import signals_interrupt
+    from mpstream.server.stack import ServerStack
+
+    _check_url(url)
+    host = urlsplit(url).hostname or ""
+    specs = parse_interfaces(interfaces) if interfaces else [route_interface(host)]
+    with (
+        signals_interrupt(),
+        tempfile.TemporaryDirectory(prefix="mps-play-url-") as page_media,
+        HostPaths(specs, server=host, transport=transport) as paths,
+        ServerStack(Path(page_media), host="127.0.0.1", port=_free_local_port(),
+                    mptcp=False) as stack,
+    ):
+        result = play_session(paths, stack, player=player, manifest_path=url,
+                              transport=transport, collector_url=collector_url, **session)
+    return result
+
+
 @click.command()
-@click.option("--media", "media", required=True, type=click.Path(path_type=Path, file_okay=False),
-              help="Media tree made by `mpstream encode` (hls/ and dash/ inside).")
-@click.option("--player", required=True, type=click.Choice(["dashjs", "hlsjs"]),
-              help="dashjs plays the MPD, hlsjs the HLS master playlist.")
-@click.option("--profile", required=True, help="Netem profile: a preset name or a file.")
+@click.option("--media", "media", type=click.Path(path_type=Path, file_okay=False),
+              help="Media tree made by `mpstream encode` (hls/ and dash/ inside); with --profile.")
+@click.option("--profile", help="Netem profile: a preset name or a file; with --media.")
+@click.option("--url", help="Play this HLS playlist or DASH MPD instead, from any server, over "
+                            "this host's interfaces (no emulated topology).")
+@click.option("--interfaces", help="With --url: IF1,IF2[:backup],... for MPTCP; the first carries "
+                                   "the initial subflow [default: the route to the server's].")
+@click.option("--collector", "collector_url",
+              help="With --url: post QoE events to this collector API (e.g. "
+                   "http://HOST:8080/api/v1) instead of one on loopback.")
+@click.option("--player", type=click.Choice(["dashjs", "hlsjs"]),
+              help="dashjs plays the MPD, hlsjs the HLS master playlist "
+                   "[default with --url: from its ending].")
 @click.option("--transport", type=click.Choice(["mptcp", "tcp"]), default=None,
               help="Chromium's sockets: mptcp (under mptcpize) or plain tcp. "
-                   "Default: the profile's mode.")
+                   "Default: the profile's mode (mptcp with --url).")
 @click.option("--duration", "duration_s", type=click.FloatRange(min=1), default=30.0,
               show_default=True, help="Seconds to play, from the play request.")
 @click.option("--buffer", "buffer_s", type=click.FloatRange(min=1), default=None,
@@ -83,11 +145,32 @@ def _print_human(result: dict[str, Any], console: Console) -> None:
 @click.option("--screenshot", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Save a screenshot of the page (with its HUD) during playback.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def play(media: Path, player: str, profile: str, transport: str | None, duration_s: float,
-         buffer_s: float | None, session_id: str | None, scenario: str | None,
-         trial: int | None, name: str, screenshot: Path | None, as_json: bool) -> None:
-    """Play one session in headless Chromium over the PROFILE's emulated paths and print the
-    collector's summary with the bytes each path carried."""
+def play(media: Path | None, profile: str | None, url: str | None, interfaces: str | None,
+         collector_url: str | None, player: str | None, transport: str | None,
+         duration_s: float, buffer_s: float | None, session_id: str | None,
+         scenario: str | None, trial: int | None, name: str, screenshot: Path | None,
+         as_json: bool) -> None:
+    """Play one session in headless Chromium, over the PROFILE's emulated paths (--media,
+    --profile) or from --url over this host's own interfaces, and print the collector's
+    summary with the bytes each path carried."""
+    if url is not None:
+        if media is not None or profile is not None:
+            raise UserError("--url plays from a server elsewhere: leave out --media and --profile")
+        player = _player_for(url, player)
+        transport = transport or "mptcp"
+        session_id = session_id or f"play-{player}-{transport}-{time.strftime('%Y%m%dT%H%M%S')}"
+        result = play_url(url, player=player, transport=transport, interfaces=interfaces,
+                          collector_url=collector_url, duration_s=duration_s,
+                          session_id=session_id, scenario=scenario, trial=trial,
+                          screenshot=screenshot, buffer_s=buffer_s)
+        _output(result, session_id, as_json)
+        return
+    if interfaces is not None or collector_url is not None:
+        raise UserError("--interfaces and --collector go with --url (a real server); with "
+                        "--profile the topology's paths are used")
+    if media is None or profile is None or player is None:
+        raise UserError("give --media DIR --profile PROFILE --player P (an emulated session), "
+                        "or --url URL (a real one)")
     from mpstream.netem.profile import load_profile
     from mpstream.netem.topology import Topology
     from mpstream.server.stack import ServerStack
@@ -107,6 +190,10 @@ def play(media: Path, player: str, profile: str, transport: str | None, duration
                                   transport=transport, duration_s=duration_s,
                                   session_id=session_id, scenario=scenario, trial=trial,
                                   screenshot=screenshot, buffer_s=buffer_s)
+    _output(result, session_id, as_json)
+
+
+def _output(result: dict[str, Any], session_id: str, as_json: bool) -> None:
     if as_json:
         ordered = {key: result.get(key) for key in JSON_FIELDS}
         ordered.update({k: v for k, v in result.items() if k not in ordered})

@@ -86,9 +86,10 @@ def page_url(
     return f"{base_url.rstrip('/')}/player/index.html?{urlencode(params)}"
 
 
-def write_browser_wrapper(directory: Path, netns: str, mptcp: bool) -> Path:
-    """A script that runs Chromium inside `netns` (under mptcpize when `mptcp`)."""
-    argv = ["ip", "netns", "exec", netns]
+def write_browser_wrapper(directory: Path, netns: str | None, mptcp: bool) -> Path:
+    """A script that runs Chromium inside `netns` (or where this process runs, when None),
+    under mptcpize when `mptcp`."""
+    argv = ["ip", "netns", "exec", netns] if netns else []
     if mptcp:
         argv += ["mptcpize", "run"]
     argv.append(CHROMIUM)
@@ -103,9 +104,9 @@ def check_prerequisites(player: str, transport: str, manifest_path: str) -> None
         raise UserError(f"player {player!r}: choose one of {', '.join(PLAYERS)}")
     if transport not in TRANSPORTS:
         raise UserError(f"transport {transport!r}: choose mptcp or tcp")
-    if not manifest_path.startswith("/"):
+    if not manifest_path.startswith(("/", "http://", "https://")):
         raise UserError(f"manifest_path {manifest_path!r}: give a path on the server, e.g. "
-                        f"{MANIFESTS[player]}")
+                        f"{MANIFESTS[player]}, or an http(s) URL")
     if not (DIST_DIR / "index.html").exists():
         raise UserError(f"the player page is not built ({DIST_DIR}/index.html is missing): "
                         "run `make player-bundle`")
@@ -115,7 +116,7 @@ def check_prerequisites(player: str, transport: str, manifest_path: str) -> None
 
 
 @contextlib.contextmanager
-def browser_in_namespace(netns: str, *, mptcp: bool) -> Iterator[Any]:
+def browser_in_namespace(netns: str | None, *, mptcp: bool) -> Iterator[Any]:
     """Headless Chromium (a Playwright Browser) whose every socket lives in `netns`, and is
     MPTCP when `mptcp`; closed, with its temporary files, on the way out."""
     from playwright.sync_api import Error as PlaywrightError
@@ -127,7 +128,7 @@ def browser_in_namespace(netns: str, *, mptcp: bool) -> Iterator[Any]:
             browser = pw.chromium.launch(executable_path=str(wrapper), headless=True,
                                          args=CHROMIUM_FLAGS, timeout=60_000)
         except PlaywrightError as exc:
-            raise UserError(f"Chromium did not start in namespace {netns}: "
+            raise UserError(f"Chromium did not start in namespace {netns or '(this one)'}: "
                             f"{str(exc).splitlines()[0]}") from exc
         try:
             yield browser
@@ -136,9 +137,19 @@ def browser_in_namespace(netns: str, *, mptcp: bool) -> Iterator[Any]:
                 browser.close()
 
 
-def _collector_get(stack: Any, page: Any, path: str) -> dict[str, Any] | None:
-    """GET an API path: straight over the collector's socket when the stack has one (works
-    even when the emulated paths are down), else from the page."""
+def _collector_get(stack: Any, page: Any, path: str,
+                   collector_url: str | None = None) -> dict[str, Any] | None:
+    """GET an API path: from a collector elsewhere when `collector_url` names one; else
+    straight over the collector's socket when the stack has one (works even when the emulated
+    paths are down), else from the page."""
+    if collector_url is not None:
+        import requests
+
+        try:
+            resp = requests.get(collector_url.rstrip("/") + path, timeout=10)
+        except requests.RequestException:
+            return None
+        return resp.json() if resp.status_code == 200 else None
     socket_path = getattr(stack, "collector_socket", None)
     if socket_path is not None:
         from mpstream.server.stack import unix_get
@@ -183,15 +194,18 @@ def play_session(
     screenshot: Path | None = None,
     startup_timeout_s: float = STARTUP_TIMEOUT_S,
     buffer_s: float | None = None,
+    collector_url: str | None = None,
 ) -> dict[str, Any]:
-    """Plays `manifest_path` from `stack` in headless Chromium inside `topology`'s client
-    namespace for `duration_s` seconds (counted from the play request). `buffer_s` caps how
-    far ahead the player buffers (default: the library's own target).
+    """Plays `manifest_path` (a path on `stack`, or any manifest's URL) from `stack` in
+    headless Chromium inside `topology`'s client namespace for `duration_s` seconds (counted
+    from the play request). `buffer_s` caps how far ahead the player buffers (default: the
+    library's own target).
 
     Returns the collector's summary of the session plus `paths` (bytes each client path
     carried during the session, from the kernel's interface counters), `codec`, `page` (the
     page's own account: events sent, codecs the browser can decode) and `failure`: None, or
     a message saying why the session failed (manifest not found, no frame, collector down).
+    Events go to `collector_url` when given (a collector on another host), else to `stack`'s.
     """
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
@@ -200,7 +214,7 @@ def play_session(
     url = page_url(stack.base_url, player=player, manifest_path=manifest_path,
                    session_id=session_id, transport=transport, duration_s=duration_s,
                    scenario=scenario, trial=trial, startup_timeout_s=startup_timeout_s,
-                   buffer_s=buffer_s)
+                   buffer_s=buffer_s, collector=collector_url or "/api/v1")
     before = topology.path_bytes()
     report: dict[str, Any] = {}
     failure: str | None = None
@@ -231,7 +245,7 @@ def play_session(
                        f"{duration_s + DRAIN_MARGIN_S:g} s")
         report = page.evaluate("window.mpstream ? window.mpstream.report() : {}") or {}
         failure = report.get("failure") or failure
-        summary = _collector_get(stack, page, f"/sessions/{session_id}/summary")
+        summary = _collector_get(stack, page, f"/sessions/{session_id}/summary", collector_url)
     after = topology.path_bytes()
     if summary is None and failure is None:
         failure = (f"the collector has no summary of session {session_id} "

@@ -62,6 +62,23 @@ def player_urls(stack: ServerStack, media: Path) -> list[str]:
     return out
 
 
+def parse_listen(text: str) -> tuple[str, int]:
+    """ADDR:PORT or [IPv6]:PORT → (address, port), with an error naming what is wrong."""
+    import ipaddress
+
+    addr, sep, port = text.rpartition(":")
+    addr = addr.removeprefix("[").removesuffix("]")
+    try:
+        ipaddress.ip_address(addr)
+        number = int(port)
+    except ValueError:
+        number = -1
+    if not sep or not 0 < number < 65536:
+        raise UserError(f"--listen {text!r}: give ADDR:PORT, e.g. 192.0.2.10:8080 or "
+                        "[2001:db8::1]:8080")
+    return addr, number
+
+
 class _Stop(Exception):
     pass
 
@@ -81,6 +98,12 @@ def _raise_stop(signum: int, _frame: object) -> None:
 )
 @click.option("--host", help="Address to listen on [default: 127.0.0.1, or the namespace's].")
 @click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
+@click.option("--listen", "listens", multiple=True, metavar="ADDR:PORT",
+              help="Listen on this address (repeatable: each of a multi-homed host's addresses); "
+                   "instead of --host/--port.")
+@click.option("--announce", "announce", multiple=True, metavar="ADDR",
+              help="Announce this address of the host to MPTCP clients (a `signal` endpoint, "
+                   "for the time serve runs; repeatable); nginx listens on it too.")
 @click.option(
     "--database-url", envvar="DATABASE_URL",
     help="SQLAlchemy URL of the QoE database [default: $DATABASE_URL, else SQLite under results/].",
@@ -88,9 +111,11 @@ def _raise_stop(signum: int, _frame: object) -> None:
 @click.option("--tcp", "plain_tcp", is_flag=True, help="Serve plain TCP instead of MPTCP.")
 def serve(
     media: Path, netns: str | None, host: str | None, port: int, database_url: str | None,
-    plain_tcp: bool,
+    plain_tcp: bool, listens: tuple[str, ...], announce: tuple[str, ...],
 ) -> None:
     """Serve media, the player and the QoE collector; prints the URLs; Ctrl-C stops both."""
+    from mpstream.hostnet import announced
+
     console = Console()
     if not media.is_dir():
         raise UserError(
@@ -99,8 +124,20 @@ def serve(
         )
     if netns:
         netns = resolve_netns(netns)
+    addresses = [parse_listen(text) for text in listens]
+    if addresses and host is not None:
+        raise UserError("give either --listen ADDR:PORT (repeatable) or --host/--port, not both")
+    if announce and (plain_tcp or netns):
+        raise UserError("--announce is for MPTCP in the namespace serve runs in: drop --tcp, "
+                        "and run `ip netns exec NS mpstream serve ...` instead of --netns")
+    if addresses:
+        host, port = addresses[0]
     if host is None:
         host = _namespace_address(netns) if netns else "127.0.0.1"
+    # Announced addresses must accept the clients' joins: nginx listens on them too.
+    for addr in announce:
+        if all(a != addr for a, _ in [(host, port), *addresses]):
+            addresses.append((addr, port))
     if database_url is None:
         from mpstream.server.app import DEFAULT_SQLITE
 
@@ -108,9 +145,10 @@ def serve(
         database_url = f"sqlite:///{DEFAULT_SQLITE}"
     previous = signal.signal(signal.SIGTERM, _raise_stop)
     try:
-        with ServerStack(
+        with announced(list(announce)), ServerStack(
             media.resolve(), netns=netns, host=host, port=port, database_url=database_url,
             mptcp=not plain_tcp, workdir=BUILD_DIR / "serve" / str(port),
+            also_listen=tuple(a for a in addresses if a != (host, port)),
         ) as stack:
             for url in player_urls(stack, media):
                 console.print(f"player     {url}", highlight=False, soft_wrap=True)
@@ -121,6 +159,11 @@ def serve(
                 f"{f' in namespace {netns}' if netns else ''} · database {database_url}",
                 highlight=False,
             )
+            for h, p in stack.also_listen:
+                console.print(f"also on    {h}:{p}", highlight=False)
+            if announce:
+                console.print(f"announced  {', '.join(announce)} (MPTCP signal endpoints)",
+                              highlight=False)
             console.print("ready; Ctrl-C stops nginx and the collector", highlight=False)
             while True:
                 for name, proc in (("nginx", stack.nginx), ("collector", stack.collector)):

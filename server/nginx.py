@@ -93,6 +93,7 @@ class NginxConfig:
     api_burst: int = 10000
     body_limit: str = "2m"  # the collector's own 1 MiB limit answers with a JSON 413
     worker_processes: str = "auto"
+    also_listen: tuple[str, ...] = ()  # further "host:port" (a multi-homed server's addresses)
 
     @property
     def access_log(self) -> Path:
@@ -117,6 +118,7 @@ class NginxConfig:
             media_root=self.media_root.resolve(),
             player_root=self.player_root.resolve(),
             listen=self.listen,
+            also_listen=list(self.also_listen),
             multipath=self.multipath,
             collector=(
                 self.collector_address

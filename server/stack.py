@@ -91,6 +91,7 @@ class ServerStack:
         noop_endpoint: bool = False,
         api_rate: int = 5000,
         api_burst: int = 10000,
+        also_listen: tuple[tuple[str, int], ...] = (),
     ):
         self.media_dir = Path(media_dir)
         self.netns = netns
@@ -102,6 +103,8 @@ class ServerStack:
         # nginx's limit on API requests per second from one client address, and its burst
         self.api_rate = api_rate
         self.api_burst = api_burst
+        # (host, port) nginx listens on besides host:port (a multi-homed server)
+        self.also_listen = tuple(also_listen)
         self._own_workdir = workdir is None
         self.workdir = Path(workdir) if workdir else None
         self._database_url = database_url
@@ -247,11 +250,14 @@ class ServerStack:
 
     def _nginx_config(self) -> NginxConfig:
         assert self.workdir is not None, "the stack is not started"
-        listen = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        def fmt(host: str, port: int) -> str:
+            return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
         return NginxConfig(
             workdir=self.workdir,
             media_root=self.media_dir,
-            listen=listen,
+            listen=fmt(self.host, self.port),
+            also_listen=tuple(fmt(h, p) for h, p in self.also_listen),
             collector_socket=self.collector_socket,
             multipath=self.mptcp and supports_multipath_listen(),
             api_rate=self.api_rate,
