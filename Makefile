@@ -56,8 +56,11 @@ server/web/node_modules/.installed: server/web/package.json server/web/package-l
 	@cd server/web && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-lint: venv
+# Python (ruff) and JavaScript (ESLint, pinned in player/package.json): the player page, its
+# probe and tests, and the dashboard's scripts.
+lint: venv player/node_modules/.installed
 	@.venv/bin/ruff check .
+	@player/node_modules/.bin/eslint --config player/eslint.config.js player server/web/static
 
 test: setup lint
 	@scripts/pytest.sh -m "unit or integration or e2e"
