@@ -14,7 +14,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from mpstream.encoder.ladder import CODECS, Ladder, Rung
-from mpstream.encoder.sources import TONE, Source
+from mpstream.encoder.sources import TONE, LiveSource, Source
 
 ENCODER = {"avc": "libx264", "hevc": "libx265"}
 _COMMON = ("-hide_banner", "-nostdin", "-y", "-v", "error")
@@ -63,41 +63,61 @@ def encode_command(
 
     outputs = intermediates(ladder, work, with_audio)
     argv += ["-filter_complex", _filter_graph(ladder, source.fps)]
-    gop = gop_frames(segment_duration, source.fps)
-    # A keyframe exactly at every segment boundary, and none elsewhere (scene cuts off,
-    # minimum GOP = GOP): every segment of every rung starts with an IDR of a closed GOP.
-    force = f"expr:gte(t,n_forced*{segment_duration:g})"
-    enc = ladder.encoding
     for item in outputs:
         argv += ["-t", f"{source.duration:.3f}"]
-        if item.kind == "audio":
-            argv += ["-map", audio_input, "-c:a", "aac", "-b:a", f"{enc.audio_bitrate_kbps}k",
-                     "-ac", "2", "-ar", "48000", str(item.path)]
-            continue
-        rung = item.rung
-        assert rung is not None
-        rate = [
-            "-b:v", f"{rung.bitrate_kbps}k",
-            "-maxrate", f"{round(rung.bitrate_kbps * enc.peak_factor)}k",
-            "-bufsize", f"{round(rung.bitrate_kbps * enc.buffer_seconds)}k",
-        ]
-        argv += ["-map", f"[{item.representation_id}]", "-c:v", ENCODER[item.kind], *rate,
-                 "-force_key_frames", force, "-forced-idr", "1", "-g", str(gop)]
-        if item.kind == "avc":
-            argv += ["-preset", enc.avc_preset, "-keyint_min", str(gop), "-sc_threshold", "0",
-                     "-flags", "+cgop"]
-        else:
-            params = f"keyint={gop}:min-keyint={gop}:scenecut=0:open-gop=0:log-level=error"
-            argv += ["-preset", enc.hevc_preset, "-x265-params", params, "-tag:v", "hvc1"]
+        argv += _stream_args(item, ladder, segment_duration, source.fps, audio_input)
         argv += [str(item.path)]
     return argv
 
 
-def _filter_graph(ladder: Ladder, fps: Fraction) -> str:
-    """decode -> constant frame rate -> split per rung -> scale once -> split per codec."""
+def _stream_args(item: Intermediate, ladder: Ladder, segment_duration: float, fps: Fraction,
+                 audio_input: str | None, index: int | None = None,
+                 flags: str = "") -> list[str]:
+    """-map and encoder options of one rendition. An encode writes one rendition per file;
+    live puts them all in one output, so there `index` (the output stream) qualifies every
+    option."""
+    kind = "a" if item.kind == "audio" else "v"
+
+    def opt(name: str, typed: bool = False) -> str:
+        if index is not None:
+            return f"-{name}:{index}"
+        return f"-{name}:{kind}" if typed else f"-{name}"
+
+    enc = ladder.encoding
+    if item.kind == "audio":
+        argv = ["-map", str(audio_input), opt("c", True), "aac",
+                opt("b", True), f"{enc.audio_bitrate_kbps}k", opt("ac"), "2", opt("ar"), "48000"]
+        return argv + ([opt("flags"), flags] if flags else [])
+    gop = gop_frames(segment_duration, fps)
+    # A keyframe exactly at every segment boundary, and none elsewhere (scene cuts off,
+    # minimum GOP = GOP): every segment of every rung starts with an IDR of a closed GOP.
+    force = f"expr:gte(t,n_forced*{segment_duration:g})"
+    rung = item.rung
+    assert rung is not None
+    argv = [
+        "-map", f"[{item.representation_id}]", opt("c", True), ENCODER[item.kind],
+        opt("b", True), f"{rung.bitrate_kbps}k",
+        opt("maxrate"), f"{round(rung.bitrate_kbps * enc.peak_factor)}k",
+        opt("bufsize"), f"{round(rung.bitrate_kbps * enc.buffer_seconds)}k",
+        opt("force_key_frames"), force, opt("forced-idr"), "1", opt("g"), str(gop),
+    ]
+    if item.kind == "avc":
+        argv += [opt("preset"), enc.avc_preset, opt("keyint_min"), str(gop),
+                 opt("sc_threshold"), "0", opt("flags"), "+cgop" + flags]
+    else:
+        params = f"keyint={gop}:min-keyint={gop}:scenecut=0:open-gop=0:log-level=error"
+        argv += [opt("preset"), enc.hevc_preset, opt("x265-params"), params,
+                 opt("tag", True), "hvc1"]
+        argv += [opt("flags"), flags] if flags else []
+    return argv
+
+
+def _filter_graph(ladder: Ladder, fps: Fraction, overlay: str = "") -> str:
+    """decode -> constant frame rate [-> overlay] -> split per rung -> scale once -> split per
+    codec. `overlay` is a filter drawn once on the full-size picture (the live clock)."""
     rungs = ladder.rungs
     chains = [
-        f"[0:v:0]fps={fps},format=yuv420p,split={len(rungs)}"
+        f"[0:v:0]fps={fps},format=yuv420p,{overlay + ',' if overlay else ''}split={len(rungs)}"
         + "".join(f"[r{i}]" for i in range(len(rungs)))
     ]
     for i, rung in enumerate(rungs):
@@ -161,3 +181,85 @@ def dash_command(
         str(dash_dir / "manifest.mpd"),
     ]
     return argv
+
+
+@dataclass(frozen=True)
+class LiveLayout:
+    """Where a live ffmpeg writes, relative to the live tree (ffmpeg runs inside it, which
+    keeps the tee muxer's option strings free of path characters it would need escaped)."""
+
+    stamp: str  # start time in every segment name: a restarted stream never reuses a URL
+    ffmpeg_mpd: str = "dash/ffmpeg.mpd"  # ffmpeg's own MPD; the published one is manifest.mpd
+
+    def hls_playlist(self, rung: Rung) -> str:
+        return f"hls/{rung.name}/index.m3u8"
+
+    def hls_segments(self, rung: Rung) -> str:
+        return f"hls/{rung.name}/{self.stamp}-%05d.ts"
+
+    @property
+    def dash_init(self) -> str:
+        return f"{self.stamp}-init-$RepresentationID$.$ext$"
+
+    @property
+    def dash_media(self) -> str:
+        return f"{self.stamp}-$RepresentationID$-$Number%05d$.$ext$"
+
+
+def live_command(
+    ffmpeg: str, source: LiveSource, ladder: Ladder, segment_duration: float,
+    layout: LiveLayout, window: int, keep: int, utc_timing_url: str,
+) -> list[str]:
+    """ONE ffmpeg process for a live ladder: the source decoded once, every rung encoded once
+    per codec, and the tee muxer hands the same packets to one HLS muxer per AVC rung (with the
+    audio) and to one DASH muxer (all streams). Playlists/MPD list `window` segments; `keep`
+    more stay on disk for players that fetched a playlist just before it moved on. Both
+    muxers write a segment to a temporary name and rename it when complete."""
+    argv = [ffmpeg, *_COMMON, *source.input_args]
+    audio_input = source.audio_map
+    if audio_input is None:
+        argv += ["-re", "-f", "lavfi", "-i", TONE]
+        audio_input = f"{source.input_args.count('-i')}:a:0"
+    argv += ["-filter_complex", _filter_graph(ladder, source.fps, source.overlay)]
+    items = intermediates(ladder, Path("."))
+    # Global headers: the MP4 (DASH) side needs the parameter sets out of band; the MPEG-TS
+    # muxer puts them back in front of every keyframe.
+    for index, item in enumerate(items):
+        argv += _stream_args(item, ladder, segment_duration, source.fps, audio_input,
+                             index=index, flags="+global_header")
+    audio_index = len(items) - 1
+    slaves = []
+    for index, item in enumerate(items):
+        if item.kind != "avc" or item.rung is None:
+            continue
+        slaves.append(_tee_slave({
+            "select": f"{index},{audio_index}", "f": "hls",
+            "hls_time": f"{segment_duration:g}", "hls_list_size": str(window),
+            "hls_delete_threshold": str(max(1, keep)),
+            "hls_flags": "delete_segments+temp_file+independent_segments+program_date_time",
+            "hls_segment_type": "mpegts",
+            "hls_segment_filename": layout.hls_segments(item.rung),
+        }, layout.hls_playlist(item.rung)))
+    sets = " ".join(
+        f"id={set_id},streams={','.join(str(i) for i, it in enumerate(items) if it.kind == kind)}"
+        for set_id, kind in enumerate(("avc", "hevc", "audio"))
+    )
+    slaves.append(_tee_slave({
+        "f": "dash", "seg_duration": f"{segment_duration:g}", "window_size": str(window),
+        "extra_window_size": str(keep), "use_template": "1", "use_timeline": "0",
+        "streaming": "0", "remove_at_exit": "0", "dash_segment_type": "mp4",
+        "utc_timing_url": utc_timing_url, "adaptation_sets": sets,
+        "init_seg_name": layout.dash_init, "media_seg_name": layout.dash_media,
+    }, layout.ffmpeg_mpd))
+    # onfail=abort: a muxer that cannot write stops the whole stream instead of leaving the
+    # others running with a hole in the ladder.
+    argv += ["-f", "tee", "|".join(s.replace("[", "[onfail=abort:", 1) for s in slaves)]
+    return argv
+
+
+def _tee_slave(options: dict[str, str], target: str) -> str:
+    """`[key=value:...]target`, each value quoted for the tee muxer's option parser."""
+    for text in (*options.values(), target):
+        if any(c in text for c in "'\\|[]"):
+            raise ValueError(f"tee option or target needs escaping: {text!r}")
+    return "[" + ":".join(f"{key}='{value}'" for key, value in options.items()) + "]" + target

@@ -7,6 +7,7 @@ whether there is audio), after the checks that turn a bad input into a clear mes
 from __future__ import annotations
 
 import importlib.metadata
+import os
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -148,3 +149,68 @@ def _frame_rate(video: dict) -> Fraction:
         if rate > 0:
             return min(rate.limit_denominator(1001), MAX_FPS)
     return Fraction(25)
+
+
+# The wall clock (UTC, milliseconds) when a frame was made, drawn at the top left of the
+# full-size picture: latency to live can be read off any player's screen or screenshot.
+CLOCK_OVERLAY = (
+    "drawtext=font=monospace:text='%{gmtime\\:%H\\\\\\:%M\\\\\\:%S.%3N} UTC'"
+    ":fontsize=h/12:fontcolor=white:box=1:boxcolor=black@0.7:boxborderw=6:x=8:y=8"
+)
+
+
+@dataclass(frozen=True)
+class LiveSource:
+    label: str
+    input_args: tuple[str, ...]  # paced to real time
+    audio_map: str | None  # None: the pipeline adds a real-time TONE
+    fps: Fraction
+    overlay: str = ""  # filter drawn on the picture before scaling
+
+
+def resolve_live_source(source: str, top_width: int, top_height: int) -> LiveSource:
+    """A source that never ends: `synthetic` (pattern + burned-in clock), a V4L2 camera
+    (/dev/videoN), or a file or `sample` looped forever at its own pace."""
+    if source == "synthetic":
+        video = f"testsrc2=size={top_width}x{top_height}:rate={SYNTHETIC_FPS}"
+        return LiveSource(
+            label="synthetic (testsrc2, UTC clock burned in, beeping tone)",
+            input_args=("-re", "-f", "lavfi", "-i", video, "-re", "-f", "lavfi", "-i", TONE),
+            audio_map="1:a:0", fps=SYNTHETIC_FPS, overlay=CLOCK_OVERLAY,
+        )
+    if source.startswith("/dev/video"):
+        return _camera(Path(source))
+    path = sample_path() if source == "sample" else Path(source)
+    if source != "sample":
+        _file(path, None)  # the same checks as `encode`: exists, readable, has video
+    info = _probe_file(path)
+    return LiveSource(
+        label=f"{source} (looped)",
+        input_args=("-re", "-stream_loop", "-1", "-i", str(path)),
+        audio_map="0:a:0" if info["has_audio"] else None,
+        fps=info["fps"],
+    )
+
+
+def _camera(path: Path) -> LiveSource:
+    if not path.exists():
+        present = sorted(str(p) for p in Path("/dev").glob("video*"))
+        found = f"cameras here: {', '.join(present)}" if present else "no /dev/video* here"
+        raise UserError(
+            f"Camera {path} does not exist ({found})."
+            " Plug a camera in (check with `v4l2-ctl --list-devices`), pass one that exists,"
+            " or use `synthetic`."
+        )
+    if not path.is_char_device():
+        raise UserError(f"{path} is not a camera (not a character device). Pass /dev/videoN.")
+    if not os.access(path, os.R_OK | os.W_OK):
+        raise UserError(
+            f"Camera {path} is not accessible to this user; add the user to the `video` group"
+            " or run as root."
+        )
+    return LiveSource(
+        label=f"camera {path}",
+        # V4L2 delivers frames at the camera's pace; its timestamps are the capture times.
+        input_args=("-f", "v4l2", "-framerate", "25", "-i", str(path)),
+        audio_map=None, fps=Fraction(25),
+    )

@@ -175,3 +175,67 @@ def finish_mpd(path: Path, renames: dict[str, str], codecs: dict[str, str],
         rep.set("codecs", codecs[new_id])
         rep.set("bandwidth", str(bandwidths[new_id]))
     tree.write(str(path), xml_declaration=True, encoding="utf-8", pretty_print=True)
+
+
+def _clean_for_players(root, codecs: dict[str, str], title: str) -> None:
+    """What finish_mpd does for a VOD MPD, for ffmpeg's live MPD: a title, no empty
+    ServiceDescription, complete codecs strings, no bitstreamSwitching claim."""
+    for info in root.findall(f"{_Q}ProgramInformation"):
+        info.clear()
+        etree.SubElement(info, f"{_Q}Title").text = title
+    for empty in root.findall(f"{_Q}ServiceDescription"):
+        if len(empty) == 0:
+            root.remove(empty)
+    for aset in root.iter(f"{_Q}AdaptationSet"):
+        aset.attrib.pop("bitstreamSwitching", None)
+    for rep in root.iter(f"{_Q}Representation"):
+        if rep.get("id") in codecs:
+            rep.set("codecs", codecs[rep.get("id")])
+
+
+def _write_atomically(tree, dst: Path) -> None:
+    tmp = dst.with_name(f".{dst.name}.tmp")
+    tree.write(str(tmp), xml_declaration=True, encoding="utf-8", pretty_print=True)
+    tmp.chmod(0o644)
+    tmp.replace(dst)
+
+
+def publish_live_mpd(src: Path, dst: Path, codecs: dict[str, str], title: str,
+                     update_period: float) -> None:
+    """ffmpeg's dynamic MPD, cleaned for players, published by an atomic rename. ffmpeg asks
+    for an update every 500 s (a $Number$ template needs none); a short period makes players
+    notice promptly when the stream ends."""
+    tree = etree.parse(str(src))
+    root = tree.getroot()
+    _clean_for_players(root, codecs, title)
+    if root.get("type") == "dynamic":
+        root.set("minimumUpdatePeriod", f"PT{update_period:g}S")
+    _write_atomically(tree, dst)
+
+
+def end_live_mpd(src: Path, dst: Path, codecs: dict[str, str], title: str,
+                 first_number: int, last_number: int) -> None:
+    """The MPD of a stream that has ended: static, listing only the segments still on disk
+    (first_number..last_number), so it stays playable as a short on-demand presentation.
+    ffmpeg's own final MPD would list every segment since the start, most of them deleted."""
+    tree = etree.parse(str(src))
+    root = tree.getroot()
+    _clean_for_players(root, codecs, title)
+    for attr in ("minimumUpdatePeriod", "availabilityStartTime", "publishTime",
+                 "timeShiftBufferDepth", "suggestedPresentationDelay"):
+        root.attrib.pop(attr, None)
+    root.set("type", "static")
+    seconds = 0.0
+    for template in root.iter(f"{_Q}SegmentTemplate"):
+        timescale = int(template.get("timescale", "1"))
+        duration = int(template.get("duration"))
+        start = int(template.get("startNumber", "1"))
+        template.set("startNumber", str(first_number))
+        # Segment n's media time is (n - start) * duration; presentation time 0 is mapped
+        # to the first segment that is left.
+        template.set("presentationTimeOffset", str((first_number - start) * duration))
+        seconds = (last_number - first_number + 1) * duration / timescale
+    root.set("mediaPresentationDuration", f"PT{seconds:.3f}S")
+    for utc in root.findall(f"{_Q}UTCTiming"):
+        root.remove(utc)
+    _write_atomically(tree, dst)

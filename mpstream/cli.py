@@ -16,6 +16,7 @@ from mpstream.errors import UserError
 # command name -> "module:attribute" of a click command or group
 SUBCOMMANDS = {
     "encode": "mpstream.encoder.cli:encode",
+    "live": "mpstream.encoder.live_cli:live",
     "netem": "mpstream.netem.cli:netem",
     "traces": "mpstream.netem.cli:traces",
     "serve": "mpstream.server.cli:serve",

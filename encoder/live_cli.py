@@ -1,0 +1,46 @@
+"""`mpstream live`: the command-line face of encoder.live.run_live."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from mpstream.encoder.live import LiveConfig, run_live
+from mpstream.proc import signals_interrupt
+
+
+@click.command()
+@click.argument("source")
+@click.option("--ladder", default="tiny", show_default=True,
+              help="Built-in ladder (tiny, standard, thesis) or the path of a ladder file.")
+@click.option("--segment-duration", type=float, default=2.0, show_default=True,
+              help="Segment length in seconds.")
+@click.option("--window", "window_s", type=float, default=30.0, show_default=True,
+              help="Seconds of segments the playlists and the MPD list (the DVR window); older"
+                   " segments are deleted.")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("media/live"),
+              show_default=True, help="Directory of the live tree (replaced if it holds one).")
+def live(source: str, ladder: str, segment_duration: float, window_s: float, out: Path) -> None:
+    """Stream SOURCE live as HLS + DASH: `synthetic` (a test pattern with the UTC clock burned
+    in), a V4L2 camera (/dev/videoN), or a video file / `sample` looped forever.
+
+    One ffmpeg process decodes the source once, encodes every rung in H.264 and HEVC, and
+    writes sliding-window HLS (MPEG-TS) and a dynamic DASH MPD into --out, which
+    `mpstream serve --media DIR` serves. Ctrl-C or SIGTERM ends the stream: the playlists get
+    EXT-X-ENDLIST, the MPD turns static over the segments left, live.json says `ended`.
+    """
+    console = Console(stderr=True)
+    config = LiveConfig(source=source, ladder=ladder, segment_duration=segment_duration,
+                        window_s=window_s, out=out)
+
+    def ready(root: Path) -> None:
+        console.print(f"live: HLS  {root / 'hls' / 'master.m3u8'}")
+        console.print(f"live: DASH {root / 'dash' / 'manifest.mpd'}")
+        console.print("live: streaming; Ctrl-C ends it", markup=False)
+
+    with signals_interrupt():
+        state = run_live(config, on_ready=ready)
+    console.print(f"live: ended ({state.end_reason}); the tree in {Path(out).resolve()} is"
+                  " static now", markup=False)
