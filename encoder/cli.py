@@ -10,6 +10,7 @@ from rich.console import Console
 
 from mpstream.encoder.pipeline import EncodeResult, encode_media
 from mpstream.encoder.summary import summary_table
+from mpstream.paths import DEFAULT_MEDIA
 
 
 @click.command()
@@ -20,7 +21,7 @@ from mpstream.encoder.summary import summary_table
               help="Segment length in seconds (the data set used 2, 4, 6, 10 or 20).")
 @click.option("--duration", type=float, default=None,
               help="Seconds to encode. Default: the whole file; 60 for sample and synthetic.")
-@click.option("--out", type=click.Path(path_type=Path), default=Path("media/default"),
+@click.option("--out", type=click.Path(path_type=Path), default=DEFAULT_MEDIA,
               show_default=True, help="Directory of the media tree (replaced if it holds one).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def encode(source: str, ladder: str, segment_duration: float, duration: float | None,

@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 
 from mpstream.errors import UserError
-from mpstream.paths import REPO_ROOT
+from mpstream.paths import MEDIA_CACHE
 from mpstream.runner.scenario import MediaSpec
 
-CACHE_DIR = REPO_ROOT / "media" / "cache"
+CACHE_DIR = MEDIA_CACHE
 
 
 def _ladder_ref(ladder: str, base_dir: Path) -> str:

@@ -13,10 +13,25 @@ import click
 from rich.console import Console
 
 from mpstream.errors import UserError
-from mpstream.paths import BUILD_DIR, REPO_ROOT
+from mpstream.paths import BUILD_DIR, DEFAULT_MEDIA, MEDIA_CACHE, REPO_ROOT
 from mpstream.server.stack import ServerStack
 
-DEFAULT_MEDIA = REPO_ROOT / "media" / "demo"
+
+def find_media(cwd: Path | None = None) -> Path:
+    """The tree to serve when --media is not given: what `mpstream encode` wrote by default
+    (media/default here, or in the repository), else the newest tree `mpstream demo` or
+    `mpstream run` encoded (media/cache/*)."""
+    cwd = cwd or Path.cwd()
+    for candidate in (cwd / DEFAULT_MEDIA, REPO_ROOT / DEFAULT_MEDIA):
+        if (candidate / "media.json").is_file():
+            return candidate
+    cached = sorted(MEDIA_CACHE.glob("*/media.json"), key=lambda p: p.stat().st_mtime)
+    if cached:
+        return cached[-1].parent
+    raise UserError(
+        f"no media tree to serve: none in {cwd / DEFAULT_MEDIA} or {MEDIA_CACHE}. Make one with "
+        "`mpstream encode sample` (it writes media/default) or `make demo`, or pass --media DIR."
+    )
 
 
 def resolve_netns(name: str) -> str:
@@ -89,8 +104,9 @@ def _raise_stop(signum: int, _frame: object) -> None:
 
 @click.command()
 @click.option(
-    "--media", type=click.Path(path_type=Path), default=DEFAULT_MEDIA, show_default=True,
-    help="Media tree made by `mpstream encode` (served under /media/).",
+    "--media", type=click.Path(path_type=Path),
+    help="Media tree made by `mpstream encode` (served under /media/) [default: media/default, "
+    "else the newest tree `mpstream demo` encoded].",
 )
 @click.option(
     "--netns",
@@ -110,13 +126,17 @@ def _raise_stop(signum: int, _frame: object) -> None:
 )
 @click.option("--tcp", "plain_tcp", is_flag=True, help="Serve plain TCP instead of MPTCP.")
 def serve(
-    media: Path, netns: str | None, host: str | None, port: int, database_url: str | None,
-    plain_tcp: bool, listens: tuple[str, ...], announce: tuple[str, ...],
+    media: Path | None, netns: str | None, host: str | None, port: int,
+    database_url: str | None, plain_tcp: bool, listens: tuple[str, ...],
+    announce: tuple[str, ...],
 ) -> None:
     """Serve media, the player and the QoE collector; prints the URLs; Ctrl-C stops both."""
     from mpstream.hostnet import announced
 
     console = Console()
+    if media is None:
+        media = find_media()
+        console.print(f"media      {media}", highlight=False)
     if not media.is_dir():
         raise UserError(
             f"media directory {media} does not exist: make one with `mpstream encode sample "

@@ -25,8 +25,9 @@ keepalive = 5
 # Fresh workers import the app themselves, so a HUP picks up new code.
 preload_app = False
 pidfile = os.environ.get("MPSTREAM_COLLECTOR_PIDFILE") or None
-# The socket file must be reachable by nginx's unprivileged workers.
-umask = 0o000
+# Owner-only: the collector's unix socket and its files. ServerStack then opens the socket to the
+# group of nginx's workers alone (NginxConfig.share_with_workers).
+umask = 0o077
 accesslog = None  # nginx logs every request
 errorlog = "-"
 loglevel = os.environ.get("MPSTREAM_COLLECTOR_LOGLEVEL", "warning")

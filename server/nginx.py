@@ -130,6 +130,19 @@ class NginxConfig:
             body_limit=self.body_limit,
         )
 
+    def share_with_workers(self, socket_path: Path) -> None:
+        """Let nginx's workers, and no one else, connect to the collector's socket: gunicorn
+        creates it owner-only (umask 077), so the workers' group gets read/write on it when the
+        workers run as another user than its owner."""
+        user = worker_user([self.media_root, self.player_root, self.workdir])
+        if not user:
+            return
+        entry = pwd.getpwnam(user.split()[0])
+        if entry.pw_uid == socket_path.stat().st_uid:
+            return
+        os.chown(socket_path, -1, entry.pw_gid)
+        socket_path.chmod(0o660)
+
     def write(self, run_prefix: list[str] | None = None, check: bool = True) -> Path:
         """Lay out the work directory and write the configuration; checks it with `nginx -t`
         (which binds the listen address, so it runs where nginx will: `run_prefix`, e.g.

@@ -238,6 +238,8 @@ class ServerStack:
         log = self.workdir / "logs" / "collector.log"
         self.collector = process.spawn(argv, log, env)
         self._wait(lambda: self._collector_answers(), self.collector, log, "the collector")
+        if self.nginx is not None:  # a collector restarted under a running nginx
+            self._nginx_config().share_with_workers(self.collector_socket)
 
     def _collector_answers(self) -> bool:
         try:
@@ -268,6 +270,7 @@ class ServerStack:
         config = self._nginx_config()
         prefix = process.netns_prefix(self.netns)
         config.write(prefix)
+        config.share_with_workers(self.collector_socket)
         if self.mptcp and config.multipath:
             self.mptcp_method = "listen-multipath"
         elif self.mptcp:

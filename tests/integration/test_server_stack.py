@@ -9,6 +9,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -274,3 +275,34 @@ def test_a_killed_owner_takes_the_daemons_down(media, tmp_path):
     finally:
         if owner.poll() is None:
             owner.kill()
+
+
+def test_collector_socket_is_open_to_nginx_workers_only(media):
+    """Private media: workers run as the owner, the socket stays owner-only. World-readable
+    media: workers run as www-data, whose group alone gets the socket; requests pass either way."""
+    import grp
+    import stat
+
+    private_mode = None
+    with ServerStack(media, port=free_port()) as s:
+        st = s.collector_socket.stat()
+        private_mode = stat.S_IMODE(st.st_mode)
+        assert requests.get(s.api_url + "/health", timeout=5).status_code == 200
+    assert private_mode == 0o700
+    public = Path(tempfile.mkdtemp(prefix="mps-public-media-"))
+    try:
+        public.chmod(0o755)
+        shutil.copytree(media, public / "m")
+        subprocess.run(["chmod", "-R", "a+rX", str(public)], check=True)
+        with ServerStack(public / "m", port=free_port()) as s:
+            st = s.collector_socket.stat()
+            assert stat.S_IMODE(st.st_mode) == 0o660
+            assert grp.getgrgid(st.st_gid).gr_name == "www-data"
+            assert requests.get(s.api_url + "/health", timeout=5).status_code == 200
+            s.stop_collector()
+            s.start_collector()  # a restarted collector's new socket is shared again
+            st = s.collector_socket.stat()
+            assert stat.S_IMODE(st.st_mode) == 0o660
+            assert requests.get(s.api_url + "/health", timeout=5).status_code == 200
+    finally:
+        shutil.rmtree(public)
