@@ -66,7 +66,7 @@ def page_url(
     startup_timeout_s: float = STARTUP_TIMEOUT_S,
     buffer_s: float | None = None,
 ) -> str:
-    """The player page's URL for one session (query parameters: see the README)."""
+    """The player page's URL for one session (query parameters: see docs/player.md)."""
     params: dict[str, Any] = {
         "src": manifest_path,
         "player": player,

@@ -1,4 +1,5 @@
-"""Published figures our conditions are set beside (from shared/reference-results.md).
+"""Published figures our conditions are set beside (the studies we reproduce: the 2017 MPTCP
+thesis, the NP03 report, the MPCC reproduction).
 
 Keys are "<study>/<experiment>/<condition>"; a scenario's condition names its key in
 `reference`. Each figure says which of our metrics it compares with and how the study measured
