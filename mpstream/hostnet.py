@@ -32,7 +32,8 @@ from typing import Any
 from mpstream.errors import UserError
 from mpstream.proc import pid_alive
 
-STATE_DIR = Path(os.environ.get("MPSTREAM_STATE_DIR", "/run/mpstream/hostnet"))
+# Not under /run/mpstream/, whose folders are netem topologies (`netem clean` removes them).
+STATE_DIR = Path(os.environ.get("MPSTREAM_STATE_DIR", "/run/mpstream-hostnet"))
 # Rule priorities and table ids are picked among free ones from here on (below `main`, 32766).
 FIRST_PRIORITY = 9700
 FIRST_TABLE = 9700
