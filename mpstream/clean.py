@@ -14,7 +14,7 @@ from mpstream.hostnet import clean as clean_state
 @click.command()
 def clean() -> None:
     """Undo the network changes of sessions that were killed before they could restore them,
-    in the network namespace this runs in (their state files are in /run/mpstream/hostnet)."""
+    in the network namespace this runs in (their state files are in /run/mpstream-hostnet)."""
     console = Console()
     out = clean_state()
     for item in out["undone"]:
