@@ -16,7 +16,7 @@ from mpstream.paths import DEFAULT_MEDIA
 @click.command()
 @click.argument("source")
 @click.option("--ladder", default="standard", show_default=True,
-              help="Built-in ladder (tiny, standard, thesis) or the path of a ladder file.")
+              help="Built-in ladder (small, tiny, standard, thesis) or the path of a ladder file.")
 @click.option("--segment-duration", type=float, default=4.0, show_default=True,
               help="Segment length in seconds (the data set used 2, 4, 6, 10 or 20).")
 @click.option("--duration", type=float, default=None,

@@ -32,9 +32,10 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
@@ -66,7 +67,7 @@ _POLL_S = 0.1
 @dataclass(frozen=True)
 class LiveConfig:
     source: str
-    ladder: str | Path = "tiny"
+    ladder: str | Path = "small"
     segment_duration: float = 2.0
     window_s: float = 30.0
     out: Path = Path("media/live")
@@ -332,3 +333,41 @@ class Publisher:
         while first - 1 in common:
             first -= 1
         return first, last
+
+
+@contextlib.contextmanager
+def live_in_background(config: LiveConfig, ready_timeout: float = 60.0) -> Iterator[Path]:
+    """`mpstream live` as a child process (the runner and the tests play from it): yields the
+    tree once both manifests are published; on exit stops it the way Ctrl-C does and waits
+    until the tree has ended."""
+    out = Path(config.out).resolve()
+    argv = [sys.executable, "-m", "mpstream.cli", "live", config.source,
+            "--ladder", str(config.ladder), "--segment-duration", f"{config.segment_duration:g}",
+            "--window", f"{config.window_s:g}", "--out", str(out)]
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + ready_timeout
+            while True:
+                state = _state_or_none(out)
+                if state and state.get("pid") == proc.pid and state["state"] == "running":
+                    break
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    tail = log.read().decode(errors="replace").strip().splitlines()[-4:]
+                    raise UserError(
+                        f"`mpstream live {config.source}` did not start streaming within"
+                        f" {ready_timeout:g} s: {' | '.join(tail) or 'no output'}"
+                    )
+                time.sleep(0.2)
+            yield out
+        finally:
+            stop(proc, graceful=signal.SIGINT, timeout=STOP_TIMEOUT_S + 10)
+
+
+def _state_or_none(out: Path) -> dict | None:
+    try:
+        return read_live_state(out)
+    except (OSError, ValueError):
+        return None

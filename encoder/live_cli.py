@@ -13,8 +13,8 @@ from mpstream.proc import signals_interrupt
 
 @click.command()
 @click.argument("source")
-@click.option("--ladder", default="tiny", show_default=True,
-              help="Built-in ladder (tiny, standard, thesis) or the path of a ladder file.")
+@click.option("--ladder", default="small", show_default=True,
+              help="Built-in ladder (small, tiny, standard, thesis) or the path of a ladder file.")
 @click.option("--segment-duration", type=float, default=2.0, show_default=True,
               help="Segment length in seconds.")
 @click.option("--window", "window_s", type=float, default=30.0, show_default=True,

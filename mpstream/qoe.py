@@ -38,3 +38,19 @@ def video_segment_rates(events: list[dict[str, Any]]) -> list[tuple[int, float]]
         idx = data.get("index")
         by_index[int(idx) if idx is not None else pos] = rate
     return sorted(by_index.items())
+
+
+def live_latency(events: list[dict[str, Any]]) -> dict[str, float | int | None]:
+    """Latency to live of a session from its `live_latency` samples (one a second): mean, 95th
+    percentile (linear interpolation between order statistics) and the sample count. All None
+    (count 0) for on-demand media."""
+    values = sorted(
+        float(e["data"]["latency_s"]) for e in events if e.get("type") == "live_latency"
+    )
+    if not values:
+        return {"mean_s": None, "p95_s": None, "samples": 0}
+    rank = 0.95 * (len(values) - 1)
+    low = int(rank)
+    high = min(low + 1, len(values) - 1)
+    p95 = values[low] + (values[high] - values[low]) * (rank - low)
+    return {"mean_s": sum(values) / len(values), "p95_s": p95, "samples": len(values)}

@@ -65,6 +65,7 @@ def page_url(
     collector: str = "/api/v1",
     startup_timeout_s: float = STARTUP_TIMEOUT_S,
     buffer_s: float | None = None,
+    target_latency_s: float | None = None,
 ) -> str:
     """The player page's URL for one session (query parameters: see docs/player.md)."""
     params: dict[str, Any] = {
@@ -83,6 +84,8 @@ def page_url(
         params["trial"] = str(trial)
     if buffer_s is not None:
         params["buffer"] = f"{buffer_s:g}"
+    if target_latency_s is not None:
+        params["target_latency"] = f"{target_latency_s:g}"
     return f"{base_url.rstrip('/')}/player/index.html?{urlencode(params)}"
 
 
@@ -195,11 +198,13 @@ def play_session(
     startup_timeout_s: float = STARTUP_TIMEOUT_S,
     buffer_s: float | None = None,
     collector_url: str | None = None,
+    target_latency_s: float | None = None,
 ) -> dict[str, Any]:
     """Plays `manifest_path` (a path on `stack`, or any manifest's URL) from `stack` in
     headless Chromium inside `topology`'s client namespace for `duration_s` seconds (counted
     from the play request). `buffer_s` caps how far ahead the player buffers (default: the
-    library's own target).
+    library's own target). `target_latency_s` sets how far behind the live edge a live
+    stream is played (default: the library's own).
 
     Returns the collector's summary of the session plus `paths` (bytes each client path
     carried during the session, from the kernel's interface counters), `codec`, `page` (the
@@ -214,7 +219,8 @@ def play_session(
     url = page_url(stack.base_url, player=player, manifest_path=manifest_path,
                    session_id=session_id, transport=transport, duration_s=duration_s,
                    scenario=scenario, trial=trial, startup_timeout_s=startup_timeout_s,
-                   buffer_s=buffer_s, collector=collector_url or "/api/v1")
+                   buffer_s=buffer_s, collector=collector_url or "/api/v1",
+                   target_latency_s=target_latency_s)
     before = topology.path_bytes()
     report: dict[str, Any] = {}
     failure: str | None = None

@@ -38,6 +38,9 @@ class SummaryOut(BaseModel):
     errors: int
     played_s: float
     end_reason: str | None
+    live_latency_mean_s: float | None  # null for on-demand media
+    live_latency_p95_s: float | None
+    live_latency_samples: int
 
 
 class StatsOut(BaseModel):

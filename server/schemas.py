@@ -154,6 +154,14 @@ class PlaybackData(Strict):
     total_frames: Count
 
 
+class LiveLatencyData(Strict):
+    # Once a second on a live stream: the live edge minus the playhead (hls.js `latency`;
+    # dash.js `getCurrentLiveLatency()`, against the server's clock from the MPD's UTCTiming).
+    latency_s: Seconds
+    target_s: Seconds | None  # what the player aims for (the page's target_latency)
+    playback_rate: Annotated[float, Field(ge=0, le=16)]  # > 1 while catching up
+
+
 class ErrorData(Strict):
     message: Text(2000)
     fatal: bool
@@ -174,6 +182,7 @@ EVENT_DATA: dict[str, type[Strict]] = {
     "quality_switch": QualitySwitchData,
     "buffer": BufferData,
     "playback": PlaybackData,
+    "live_latency": LiveLatencyData,
     "error": ErrorData,
     "end": EndData,
 }

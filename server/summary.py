@@ -9,7 +9,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from mpstream.qoe import video_segment_rates
+from mpstream.qoe import live_latency, video_segment_rates
 
 GROUP_KEYS = ("scenario", "trial", "player", "transport", "protocol")
 GROUPED_METRICS = (
@@ -23,12 +23,15 @@ GROUPED_METRICS = (
     "dropped_frames",
     "errors",
     "played_s",
+    "live_latency_mean_s",
+    "live_latency_p95_s",
 )
 SCALAR_FIELDS = (
     "session", "player", "transport", "protocol", "scenario", "trial", "codec",
     "startup_delay_ms", "stall_count", "stall_ms", "rebuffer_ratio", "segments",
     "mean_download_rate_bps", "mean_bitrate_bps", "switches", "dropped_frames", "total_frames",
-    "errors", "played_s", "end_reason",
+    "errors", "played_s", "end_reason", "live_latency_mean_s", "live_latency_p95_s",
+    "live_latency_samples",
 )  # fmt: skip
 
 
@@ -108,7 +111,11 @@ def summarize(session: dict[str, Any], events: list[dict[str, Any]]) -> dict[str
         for ev in events
         if ev["type"] in ("playback", "end", "buffer", "stall_start", "stall_end")
     ]
-    played_s = max(positions, default=0.0)
+    latency = live_latency(events)
+    # A live session's positions are on the stream's timeline, which began before the
+    # session: what was played is the span from where playback started.
+    played_s = max(positions, default=0.0) - (min(positions, default=0.0)
+                                                if latency["samples"] else 0.0)
     stall_s = stall_ms / 1000
     rebuffer = stall_s / (stall_s + played_s) if stall_s + played_s > 0 else None
     playback = by_type.get("playback", [])
@@ -137,6 +144,9 @@ def summarize(session: dict[str, Any], events: list[dict[str, Any]]) -> dict[str
         "errors": len(by_type.get("error", [])),
         "played_s": played_s,
         "end_reason": ends[0]["data"]["reason"] if ends else None,
+        "live_latency_mean_s": latency["mean_s"],
+        "live_latency_p95_s": latency["p95_s"],
+        "live_latency_samples": latency["samples"],
     }
 
 

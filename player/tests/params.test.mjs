@@ -6,7 +6,7 @@ test('all parameters are read', () => {
   const { config, errors } = parseParams('?src=/media/dash/manifest.mpd&player=dashjs&session=s_1&scenario=bal&trial=2&transport=mptcp&collector=/api/v1/&duration=25');
   assert.equal(parseParams('?buffer=4').config.buffer, 4);
   assert.deepEqual(errors, []);
-  assert.deepEqual(config, { src: '/media/dash/manifest.mpd', player: 'dashjs', session: 's_1', scenario: 'bal', trial: 2, transport: 'mptcp', collector: '/api/v1', duration: 25, startupTimeout: 30, buffer: null });
+  assert.deepEqual(config, { src: '/media/dash/manifest.mpd', player: 'dashjs', session: 's_1', scenario: 'bal', trial: 2, transport: 'mptcp', collector: '/api/v1', duration: 25, startupTimeout: 30, buffer: null, targetLatency: null });
 });
 
 test('the player follows the manifest when not given, and defaults fill in', () => {
@@ -25,4 +25,12 @@ test('bad parameters are named', () => {
   for (const name of ['player=vlc', 'session=a b', 'trial=-1', 'transport=quic', 'duration=0']) {
     assert.ok(errors.some((e) => e.startsWith(name)), name);
   }
+});
+
+test('a live target latency is a number of seconds', () => {
+  assert.equal(parseParams('?target_latency=6').config.targetLatency, 6);
+  assert.equal(parseParams('?target_latency=1.5').config.targetLatency, 1.5);
+  const { config, errors } = parseParams('?target_latency=-2');
+  assert.equal(config.targetLatency, null);
+  assert.match(errors[0], /^target_latency=-2: must be a number of seconds greater than 0/);
 });

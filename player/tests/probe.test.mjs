@@ -118,3 +118,18 @@ test('samples carry buffer level and frame counters; download rate follows from 
   assert.deepEqual(events.find((e) => e.type === 'buffer').data, { level_s: 7.25, position: 2.5 });
   assert.deepEqual(events.find((e) => e.type === 'playback').data, { position: 2.5, dropped_frames: 3, total_frames: 60 });
 });
+
+test('live latency samples carry the latency, the target and the playback rate', () => {
+  const { probe, events } = harness();
+  probe.liveLatency({ latency_s: 5.2346, target_s: 6, playback_rate: 1.25 });
+  probe.liveLatency({ latency_s: NaN, target_s: 6 }); // not live yet: nothing recorded
+  probe.liveLatency({ latency_s: -0.01, target_s: null });
+  const samples = events.filter((e) => e.type === 'live_latency').map((e) => e.data);
+  assert.deepEqual(samples, [
+    { latency_s: 5.235, target_s: 6, playback_rate: 1.25 },
+    { latency_s: 0, target_s: null, playback_rate: 1 },
+  ]);
+  probe.end({ reason: 'duration', position: 3 });
+  probe.liveLatency({ latency_s: 4, target_s: 6 });
+  assert.equal(events.filter((e) => e.type === 'live_latency').length, 2, 'nothing after the end');
+});

@@ -23,25 +23,6 @@ from mpstream.proc import pid_alive, stop
 from mpstream.server.stack import ServerStack
 from mpstream.server.testing import _free_port
 
-# Two rungs, three encodes: the least a ladder needs (both codecs, a switch), so the test
-# stays real-time on a loaded two-core machine.
-LADDER = """
-name = "live-test"
-[encoding]
-avc_preset = "ultrafast"
-hevc_preset = "ultrafast"
-[[rungs]]
-name = "144p"
-width = 256
-height = 144
-bitrate_kbps = 150
-[[rungs]]
-name = "234p"
-width = 416
-height = 234
-bitrate_kbps = 300
-codecs = ["avc"]
-"""
 SEGMENT_S = 1.0
 WINDOW_SEGMENTS = 4
 KEEP = 2  # encoder.live.KEEP_AFTER_WINDOW
@@ -117,11 +98,9 @@ class Fetcher(threading.Thread):
 def live_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("live")
     tmp.chmod(0o755)
-    ladder = tmp / "live-test.toml"
-    ladder.write_text(LADDER)
     out = tmp / "tree"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mpstream.cli", "live", "synthetic", "--ladder", str(ladder),
+        [sys.executable, "-m", "mpstream.cli", "live", "synthetic", "--ladder", "small",
          "--segment-duration", str(SEGMENT_S), "--window", str(WINDOW_SEGMENTS * SEGMENT_S),
          "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

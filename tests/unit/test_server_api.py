@@ -31,6 +31,7 @@ VALID_DATA = {
                        "height": 720, "codec": "avc1.64001f"},
     "buffer": {"level_s": 8.0, "position": 4.0},
     "playback": {"position": 4.0, "dropped_frames": 0, "total_frames": 100},
+    "live_latency": {"latency_s": 5.5, "target_s": 6.0, "playback_rate": 1.0},
     "error": {"message": "boom", "fatal": False, "code": None},
     "end": {"reason": "duration", "position": 30.0},
 }  # fmt: skip

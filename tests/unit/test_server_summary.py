@@ -108,3 +108,24 @@ def test_grouped_statistics_by_hand():
 def test_missing_metrics_are_not_counted():
     d = summary.describe([None, 2.0, 4.0])
     assert d["n"] == 2 and d["mean"] == 3.0
+
+
+def test_live_latency_mean_p95_and_played_span():
+    live = [
+        ev(0, 1000, "startup", startup_delay_ms=900, manifest_ms=50, first_segment_ms=500,
+           decode_ms=30, codec="avc1.64001f", width=640, height=360, bitrate=1e6),
+        *[ev(1 + i, 2000 + 1000 * i, "live_latency", latency_s=lat, target_s=4.0,
+             playback_rate=1.0) for i, lat in enumerate([4.0, 5.0, 6.0, 3.0, 7.0])],
+        # positions on the stream's timeline: playback started 100 s into the stream
+        ev(6, 2000, "playback", position=100.0, dropped_frames=0, total_frames=25),
+        ev(7, 12000, "end", reason="duration", position=110.0),
+    ]  # fmt: skip
+    s = summary.summarize(SESSION, live)
+    assert s["live_latency_samples"] == 5
+    assert s["live_latency_mean_s"] == pytest.approx(5.0)
+    # sorted 3,4,5,6,7: rank 0.95 × 4 = 3.8 → 6 + 0.8 × (7 − 6)
+    assert s["live_latency_p95_s"] == pytest.approx(6.8)
+    assert s["played_s"] == pytest.approx(10.0)
+    vod = summary.summarize(SESSION, EVENTS)
+    assert vod["live_latency_samples"] == 0 and vod["live_latency_mean_s"] is None
+    assert vod["played_s"] == 9.0

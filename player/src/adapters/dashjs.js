@@ -66,6 +66,14 @@ export function createAdapter({ video, config, probe, fail }) {
       ...(config.buffer
         ? { buffer: { bufferTimeDefault: config.buffer, bufferTimeAtTopQuality: config.buffer, bufferTimeAtTopQualityLongForm: config.buffer } }
         : {}),
+      // Live: play `targetLatency` s behind the edge (against the server's clock, from the
+      // MPD's UTCTiming), catching up by playing up to 1.25× (or 0.75× when too close).
+      ...(config.targetLatency
+        ? {
+            delay: { liveDelay: config.targetLatency, useSuggestedPresentationDelay: false },
+            liveCatchup: { enabled: true, maxDrift: config.targetLatency * 2 + 2, playbackRate: { min: -0.25, max: 0.25 } },
+          }
+        : {}),
     },
   });
 
@@ -129,6 +137,19 @@ export function createAdapter({ video, config, probe, fail }) {
     rendition() {
       try {
         return rendition(player.getCurrentRepresentationForType('video'));
+      } catch {
+        return null;
+      }
+    },
+    /** Latency to live (s) as dash.js measures it: the server's wall clock (UTCTiming) minus
+     * the wall-clock time of the frame at the playhead. null for a static MPD. */
+    liveLatency() {
+      try {
+        if (!player.isDynamic()) return null;
+        const latency = player.getCurrentLiveLatency();
+        if (!Number.isFinite(latency)) return null;
+        const target = player.getTargetLiveDelay();
+        return { latency_s: latency, target_s: Number.isFinite(target) ? target : null, playback_rate: video.playbackRate };
       } catch {
         return null;
       }

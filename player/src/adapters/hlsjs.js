@@ -33,6 +33,15 @@ export function createAdapter({ video, config, probe, fail }) {
     enableWorker: true,
     capLevelToPlayerSize: false,
     ...(config.buffer ? { maxBufferLength: config.buffer, maxMaxBufferLength: config.buffer } : {}),
+    // Live: play `targetLatency` s behind the edge; drift beyond it is caught up by playing
+    // faster (up to 1.25×), and beyond twice it (at least one more target) by a jump.
+    ...(config.targetLatency
+      ? {
+          liveSyncDuration: config.targetLatency,
+          liveMaxLatencyDuration: config.targetLatency * 2 + 2,
+          maxLiveSyncPlaybackRate: 1.25,
+        }
+      : {}),
   });
   let mediaRecoveries = 0;
 
@@ -105,6 +114,13 @@ export function createAdapter({ video, config, probe, fail }) {
     rendition() {
       const level = hls.currentLevel >= 0 ? hls.currentLevel : hls.loadLevel;
       return levelRendition(hls.levels[level]);
+    },
+    /** Latency to live (s) as hls.js measures it: the live edge of the playlist minus the
+     * playhead. null for on-demand media or before the first playlist. */
+    liveLatency() {
+      const details = hls.latestLevelDetails || (hls.levels[hls.currentLevel] || {}).details;
+      if (!details || !details.live || !Number.isFinite(hls.latency)) return null;
+      return { latency_s: hls.latency, target_s: hls.targetLatency ?? null, playback_rate: video.playbackRate };
     },
     // Stops the network; the last frame stays on screen.
     stop() {

@@ -88,9 +88,11 @@ export function parseParams(search) {
   const startupTimeout = positiveNumber(params, 'startup_timeout', errors) ?? DEFAULT_STARTUP_TIMEOUT_S;
   // How far ahead the player may buffer (s); the library's own default when absent.
   const buffer = positiveNumber(params, 'buffer', errors);
+  // Live streams: how far behind the live edge to play (s); the library's default when absent.
+  const targetLatency = positiveNumber(params, 'target_latency', errors);
 
   return {
-    config: { src, player, session, scenario, trial, transport, collector, duration, startupTimeout, buffer },
+    config: { src, player, session, scenario, trial, transport, collector, duration, startupTimeout, buffer, targetLatency },
     errors,
   };
 }

@@ -194,6 +194,16 @@ export class QoeProbe {
     }, t);
   }
 
+  /** Once a second on a live stream: how far behind the live edge the playhead is. */
+  liveLatency({ latency_s, target_s = null, playback_rate = 1 }) {
+    if (this.ended || !Number.isFinite(latency_s)) return;
+    this.record('live_latency', {
+      latency_s: rounded(Math.max(0, latency_s)),
+      target_s: Number.isFinite(target_s) ? rounded(Math.max(0, target_s)) : null,
+      playback_rate: rounded(Number.isFinite(playback_rate) ? playback_rate : 1),
+    });
+  }
+
   error({ message, fatal, code = null }) {
     if (this.ended) return;
     const record = { message: String(message).slice(0, 2000), fatal: Boolean(fatal), code: code === null ? null : String(code) };

@@ -77,9 +77,13 @@ function watchStalls(session) {
 }
 
 function watchSamples(session) {
-  const { video, probe, hud, timers } = session;
+  const { video, probe, hud, timers, adapter } = session;
   timers.sampler = setInterval(() => {
-    if (probe.started) probe.sample(playbackSample(video));
+    if (probe.started) {
+      probe.sample(playbackSample(video));
+      const live = adapter.liveLatency ? adapter.liveLatency() : null;
+      if (live) probe.liveLatency(live);
+    }
     hud.update(hudView(session));
   }, SAMPLE_INTERVAL_MS);
 }
