@@ -53,6 +53,9 @@ def _print_human(result: dict[str, Any], console: Console) -> None:
         ("errors", str(result.get("errors"))),
         ("played", f"{result.get('played_s')} s"),
     ]
+    if result.get("live_latency_samples"):
+        rows.append(("latency to live", f"mean {result['live_latency_mean_s']:.2f} s,"
+                     f" p95 {result['live_latency_p95_s']:.2f} s"))
     for key, value in rows:
         table.add_row(key, value)
     console.print(table)
@@ -138,6 +141,9 @@ def play_url(url: str, *, player: str, transport: str, interfaces: str | None,
               show_default=True, help="Seconds to play, from the play request.")
 @click.option("--buffer", "buffer_s", type=click.FloatRange(min=1), default=None,
               help="How far ahead the player may buffer, in seconds (default: the library's).")
+@click.option("--target-latency", "target_latency_s", type=click.FloatRange(min=0, min_open=True),
+              default=None, help="Live streams: seconds behind the live edge to play"
+              " (default: the library's).")
 @click.option("--session", "session_id", default=None, help="Session id (default: generated).")
 @click.option("--scenario", default=None, help="Scenario label stored with the session.")
 @click.option("--trial", type=click.IntRange(min=0), default=None, help="Trial number.")
@@ -147,7 +153,8 @@ def play_url(url: str, *, player: str, transport: str, interfaces: str | None,
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def play(media: Path | None, profile: str | None, url: str | None, interfaces: str | None,
          collector_url: str | None, player: str | None, transport: str | None,
-         duration_s: float, buffer_s: float | None, session_id: str | None,
+         duration_s: float, buffer_s: float | None, target_latency_s: float | None,
+         session_id: str | None,
          scenario: str | None, trial: int | None, name: str, screenshot: Path | None,
          as_json: bool) -> None:
     """Play one session in headless Chromium, over the PROFILE's emulated paths (--media,
@@ -162,7 +169,8 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
         result = play_url(url, player=player, transport=transport, interfaces=interfaces,
                           collector_url=collector_url, duration_s=duration_s,
                           session_id=session_id, scenario=scenario, trial=trial,
-                          screenshot=screenshot, buffer_s=buffer_s)
+                          screenshot=screenshot, buffer_s=buffer_s,
+                          target_latency_s=target_latency_s)
         _output(result, session_id, as_json)
         return
     if interfaces is not None or collector_url is not None:
@@ -189,7 +197,8 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
             result = play_session(topo, stack, player=player, manifest_path=MANIFESTS[player],
                                   transport=transport, duration_s=duration_s,
                                   session_id=session_id, scenario=scenario, trial=trial,
-                                  screenshot=screenshot, buffer_s=buffer_s)
+                                  screenshot=screenshot, buffer_s=buffer_s,
+                                  target_latency_s=target_latency_s)
     _output(result, session_id, as_json)
 
 
