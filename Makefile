@@ -5,7 +5,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: setup system venv build emulator player-bundle dashboard-assets lint test test-unit test-integration test-e2e demo doctor bench clean
+.PHONY: setup system venv build emulator player-bundle dashboard-assets lint test test-unit test-integration test-e2e test-trixie demo doctor bench clean
 
 setup: system venv build
 
@@ -73,6 +73,11 @@ test-integration: setup
 
 test-e2e: setup
 	@scripts/pytest.sh -m e2e
+
+# The project on Debian 13 from a fresh clone of HEAD, in a cached chroot with namespaces of its
+# own: make setup, the unit tests, a netem check and a dash.js session (docs/distributions.md).
+test-trixie:
+	@scripts/test-distro.sh trixie
 
 # The thesis bandwidth experiment in short: encode the sample, one trial each of balanced MPTCP,
 # unbalanced MPTCP and single-path TCP, then the comparison table and the HTML report's path.
