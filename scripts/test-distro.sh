@@ -81,7 +81,14 @@ if [[ ${1:-} == --inside ]]; then
   mount --bind "$cache/downloads/npm" "$root/root/.npm"
   case $step in
     setup)
+      # The host's way to the registries: its resolver, the certificate authorities it added
+      # (a proxy that inspects TLS has one) and pip's configuration.
       cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+      if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+        cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+        chroot "$root" update-ca-certificates >/dev/null
+      fi
+      [[ -f /etc/pip.conf ]] && cp /etc/pip.conf "$root/etc/pip.conf"
       git clone -q --no-hardlinks "$(<"$run/repo")" "$root$src"
       git -C "$root$src" checkout -q --detach "$(<"$run/commit")"
       command="cd $src && make setup"
@@ -100,8 +107,15 @@ if [[ ${1:-} == --inside ]]; then
       ;;
     *) die "unknown step $step" ;;
   esac
+  # A clean environment, but for how this host reaches the network (proxies, CA bundles).
+  passed=()
+  for var in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY PIP_INDEX_URL \
+    PIP_EXTRA_INDEX_URL PIP_CERT PIP_DEFAULT_TIMEOUT REQUESTS_CA_BUNDLE SSL_CERT_FILE \
+    SSL_CERT_DIR CURL_CA_BUNDLE NODE_EXTRA_CA_CERTS npm_config_registry npm_config_cafile; do
+    [[ -n ${!var:-} ]] && passed+=("$var=${!var}")
+  done
   chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM="${TERM:-dumb}" CI="${CI:-}" \
-    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "${passed[@]}" \
     /bin/bash -eo pipefail -c "$command" &
   child=$!
   # As PID 1 this shell gets only the signals it handles: pass a stop on to the step, give it
