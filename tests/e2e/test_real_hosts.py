@@ -1,0 +1,237 @@
+"""Real hosts, no emulator: two network namespaces made here play a server host and a client host
+with two interfaces each, joined by two plain veth pairs (a tbf on the server side is the access
+link's bottleneck). `mpstream serve --listen` runs on one, `mpstream play --url --interfaces` on
+the other, as a user runs them on two machines. The client host's MPTCP endpoints and limits,
+rules and routes are the same before and after a session: when it succeeds, when it fails, on
+Ctrl-C, and after a SIGKILL once `mpstream clean` has run. Manifests made by ffmpeg with options
+the encoder does not use (fMP4 HLS, single-file DASH with byte ranges) play with a full record."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mpstream.netem.teardown import netns_pids
+from mpstream.player.testing import tiny_media  # noqa: F401
+
+pytestmark = pytest.mark.timeout(300)
+
+TAG = os.getpid() % 100000
+HC, HS = f"rhc{TAG}", f"rhs{TAG}"
+SRV, PORT = "10.78.1.1", 8093
+MPSTREAM = [sys.executable, "-m", "mpstream.cli"]
+
+
+def sh(*argv: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, check=True, capture_output=True, text=True, **kw)
+
+
+def host_state() -> str:
+    """What a session may change on the client host, and must put back."""
+    done = sh("ip", "netns", "exec", HC, "sh", "-c",
+              "ip rule; ip route show table all; ip -6 rule; ip mptcp endpoint show; "
+              "ip mptcp limits show")
+    return "\n".join(sorted(done.stdout.splitlines()))
+
+
+def in_client(*argv: str) -> list[str]:
+    return ["ip", "netns", "exec", HC, *argv]
+
+
+def foreign_media(out: Path) -> None:
+    """Two trees made straight by ffmpeg: HLS with fMP4 segments (the encoder writes MPEG-TS)
+    and DASH as one file per stream addressed by byte ranges (the encoder writes a template)."""
+    src = ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25", "-f", "lavfi",
+           "-i", "sine=frequency=440", "-t", "14", "-c:v", "libx264", "-preset", "veryfast",
+           "-b:v", "2M", "-g", "50", "-keyint_min", "50", "-sc_threshold", "0",
+           "-c:a", "aac", "-b:a", "64k"]  # fmt: skip
+    (out / "fhls").mkdir(parents=True)
+    sh("ffmpeg", "-v", "error", *src, "-f", "hls", "-hls_time", "2", "-hls_playlist_type",
+       "vod", "-hls_segment_type", "fmp4", "-master_pl_name", "master.m3u8",
+       str(out / "fhls" / "index.m3u8"))
+    (out / "fdash").mkdir()
+    sh("ffmpeg", "-v", "error", *src, "-f", "dash", "-seg_duration", "2", "-single_file", "1",
+       "-use_template", "0", "-use_timeline", "0", str(out / "fdash" / "manifest.mpd"))
+
+
+@pytest.fixture(scope="module")
+def hosts(tiny_media, tmp_path_factory):  # noqa: F811
+    media = tmp_path_factory.mktemp("realhost-media")
+    for sub in ("hls", "dash"):
+        (media / sub).symlink_to(tiny_media / sub)
+    foreign_media(media)
+    state_dir = tmp_path_factory.mktemp("hostnet-state")
+    sh("ip", "netns", "add", HC)
+    sh("ip", "netns", "add", HS)
+    server = None
+    try:
+        for i in (1, 2):
+            sh("ip", "link", "add", f"rc{i}-{TAG}", "type", "veth", "peer", "name", f"rs{i}-{TAG}")
+            sh("ip", "link", "set", f"rc{i}-{TAG}", "netns", HC, "name", f"c{i}")
+            sh("ip", "link", "set", f"rs{i}-{TAG}", "netns", HS, "name", f"s{i}")
+            sh("ip", "-n", HC, "addr", "add", f"10.78.{i}.2/24", "dev", f"c{i}")
+            sh("ip", "-n", HS, "addr", "add", f"10.78.{i}.1/24", "dev", f"s{i}")
+            sh("ip", "-n", HC, "link", "set", f"c{i}", "up")
+            sh("ip", "-n", HS, "link", "set", f"s{i}", "up")
+            sh("tc", "-n", HS, "qdisc", "add", "dev", f"s{i}", "root", "tbf", "rate", "20mbit",
+               "burst", "32kb", "latency", "50ms")
+        for ns in (HC, HS):
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+        # Both default routes, as on a laptop with WiFi and LTE.
+        sh("ip", "-n", HC, "route", "add", "default", "via", "10.78.1.1", "dev", "c1",
+           "metric", "100")
+        sh("ip", "-n", HC, "route", "add", "default", "via", "10.78.2.1", "dev", "c2",
+           "metric", "200")
+        # IPv6 link-local addresses (and their routes) settle after the links come up.
+        deadline = time.monotonic() + 10
+        while sh("ip", "-n", HC, "-6", "addr", "show", "tentative").stdout.strip():
+            assert time.monotonic() < deadline, "IPv6 duplicate address detection never ended"
+            time.sleep(0.1)
+        log = open(media.parent / f"serve-{TAG}.log", "w")  # noqa: SIM115
+        server = subprocess.Popen(
+            ["ip", "netns", "exec", HS, *MPSTREAM, "serve", "--media", str(media),
+             "--listen", f"{SRV}:{PORT}", "--database-url", f"sqlite:///{media.parent}/s.db"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        deadline = time.monotonic() + 60
+        while subprocess.run(in_client("curl", "-sf", "-o", "/dev/null",
+                                       f"http://{SRV}:{PORT}/media/fdash/manifest.mpd")
+                             ).returncode != 0:
+            assert server.poll() is None, Path(log.name).read_text()
+            assert time.monotonic() < deadline, Path(log.name).read_text()
+            time.sleep(0.3)
+        yield {"state_dir": state_dir, "serve_log": Path(log.name)}
+    finally:
+        if server is not None:
+            server.send_signal(signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                server.wait(20)
+            if server.poll() is None:
+                server.kill()
+        for ns in (HC, HS):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def play(hosts, url: str, *args: str, popen: bool = False, timeout: float = 120):
+    argv = in_client(*MPSTREAM, "play", "--url", url, *args, "--json")
+    env = {**os.environ, "MPSTREAM_STATE_DIR": str(hosts["state_dir"])}
+    if popen:
+        return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def result_of(done: subprocess.CompletedProcess) -> dict:
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def shares(result: dict) -> dict[str, int]:
+    return {p["interface"]: p["rx_bytes"] for p in result["paths"]}
+
+
+def assert_complete_record(result: dict) -> None:
+    assert result["failure"] is None, result.get("console")
+    assert result["startup_delay_ms"] > 0
+    assert result["segments"] >= 2
+    assert result["errors"] == 0
+    assert result["mean_download_rate_bps"] > 0 and result["mean_bitrate_bps"] > 0
+    assert result["played_s"] > 2
+
+
+def test_mptcp_session_over_both_interfaces_leaves_the_host_as_it_was(hosts):
+    before = host_state()
+    result = result_of(play(hosts, f"http://{SRV}:{PORT}/media/dash/manifest.mpd",
+                            "--interfaces", "c1,c2", "--duration", "6"))
+    assert host_state() == before
+    assert_complete_record(result)
+    got = shares(result)
+    assert list(got) == ["c1", "c2"]
+    assert min(got.values()) > 0.1 * sum(got.values()), got
+    assert not list(hosts["state_dir"].glob("*.json"))
+
+
+def test_foreign_fmp4_hls_over_tcp_uses_one_interface(hosts):
+    before = host_state()
+    result = result_of(play(hosts, f"http://{SRV}:{PORT}/media/fhls/master.m3u8",
+                            "--interfaces", "c1,c2", "--transport", "tcp", "--duration", "6"))
+    assert host_state() == before
+    assert_complete_record(result)
+    assert result["player"] == "hlsjs" and result["transport"] == "tcp"
+    got = shares(result)
+    assert got["c1"] > 500_000 and got["c2"] < 0.02 * got["c1"], got
+
+
+def test_foreign_single_file_dash_with_byte_ranges_plays(hosts):
+    manifest = sh(*in_client("curl", "-sf", f"http://{SRV}:{PORT}/media/fdash/manifest.mpd"))
+    assert "mediaRange" in manifest.stdout or "indexRange" in manifest.stdout
+    result = result_of(play(hosts, f"http://{SRV}:{PORT}/media/fdash/manifest.mpd",
+                            "--interfaces", "c1,c2", "--duration", "6"))
+    assert_complete_record(result)
+    assert result["player"] == "dashjs"
+    assert sum(shares(result).values()) > 500_000
+
+
+def test_a_failed_session_leaves_the_host_as_it_was(hosts):
+    before = host_state()
+    done = play(hosts, f"http://{SRV}:{PORT}/media/missing/manifest.mpd", "--interfaces",
+                "c1,c2", "--duration", "6")
+    assert done.returncode != 0
+    assert "failed" in done.stderr, done.stderr[-2000:]
+    assert host_state() == before
+
+
+def _started(hosts, proc: subprocess.Popen) -> None:
+    """Wait until the session's changes are in place (its endpoint is listed)."""
+    deadline = time.monotonic() + 60
+    while "subflow" not in sh(*in_client("ip", "mptcp", "endpoint", "show")).stdout:
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    time.sleep(2)  # into the browser's start
+
+
+def test_ctrl_c_restores_the_host(hosts):
+    before = host_state()
+    proc = play(hosts, f"http://{SRV}:{PORT}/media/dash/manifest.mpd", "--interfaces", "c1,c2",
+                "--duration", "60", popen=True)
+    _started(hosts, proc)
+    assert host_state() != before
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert host_state() == before
+    assert not list(hosts["state_dir"].glob("*.json"))
+    deadline = time.monotonic() + 10
+    while netns_pids(HC) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not netns_pids(HC), "processes left in the client host"
+
+
+def test_sigkill_then_mpstream_clean_restores_the_host(hosts):
+    before = host_state()
+    proc = play(hosts, f"http://{SRV}:{PORT}/media/dash/manifest.mpd", "--interfaces", "c1,c2",
+                "--duration", "60", popen=True)
+    _started(hosts, proc)
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert host_state() != before, "nothing to clean: the test did not kill in time"
+    env = {**os.environ, "MPSTREAM_STATE_DIR": str(hosts["state_dir"])}
+    done = subprocess.run(in_client(*MPSTREAM, "clean"), env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "undone" in done.stdout
+    assert host_state() == before
+    assert not list(hosts["state_dir"].glob("*.json"))
+    # The browser and the page's server died with their owner.
+    deadline = time.monotonic() + 15
+    while netns_pids(HC) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not netns_pids(HC), "processes left in the client host"
