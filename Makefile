@@ -5,7 +5,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: setup system venv build emulator player-bundle dashboard-assets lint test test-unit test-integration test-e2e test-trixie demo doctor bench clean
+.PHONY: setup system venv build emulator player-bundle dashboard-assets lint test test-unit test-integration test-e2e test-trixie test-live demo doctor bench clean
 
 setup: system venv build
 
@@ -63,7 +63,7 @@ lint: venv player/node_modules/.installed
 	@player/node_modules/.bin/eslint --config player/eslint.config.js player server/web/static
 
 test: setup lint
-	@scripts/pytest.sh -m "unit or integration or e2e"
+	@scripts/pytest.sh -m "(unit or integration or e2e) and not long"
 
 test-unit: venv
 	@scripts/pytest.sh -m unit
@@ -72,7 +72,11 @@ test-integration: setup
 	@scripts/pytest.sh -m integration
 
 test-e2e: setup
-	@scripts/pytest.sh -m e2e
+	@scripts/pytest.sh -m "e2e and not long"
+
+# Live streaming's long proof (about 4 minutes): `mpstream run` of a live scenario, its report.
+test-live: setup
+	@scripts/pytest.sh -m long tests/e2e/test_runner_live.py
 
 # The project on Debian 13 from a fresh clone of HEAD, in a cached chroot with namespaces of its
 # own: make setup, the unit tests, a netem check and a dash.js session (docs/distributions.md).

@@ -11,6 +11,7 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
+from mpstream.qoe import live_latency
 from mpstream.qoe import video_segment_rates as segment_rates
 from mpstream.runner.layout import TrialRecord
 from mpstream.runner.sampler import read_samples
@@ -47,6 +48,7 @@ def video_metrics(rec: TrialRecord) -> dict[str, float]:
         ends = [e["data"].get("position") for e in ev if e.get("type") in ("end", "playback")]
         played = max((p for p in ends if p is not None), default=None)
     stall_total = sum(stalls)
+    latency = live_latency(ev)
     m: dict[str, float] = {
         "startup_delay_ms": float(startup["startup_delay_ms"]) if startup else math.nan,
         "stall_count": float(len(stalls)),
@@ -62,6 +64,9 @@ def video_metrics(rec: TrialRecord) -> dict[str, float]:
         "segments": float(len(rates)),
         "download_rate_mbps": (sum(rates) / len(rates) / 1e6) if rates else math.nan,
         "played_s": float(played) if played is not None else math.nan,
+        # Live streams only (NaN on demand, so the report leaves the rows out).
+        "live_latency_mean_s": _or_nan(latency["mean_s"]),
+        "live_latency_p95_s": _or_nan(latency["p95_s"]),
     }
     cap = rec.meta.get("capacity_bps")
     m["download_share"] = (
@@ -69,6 +74,10 @@ def video_metrics(rec: TrialRecord) -> dict[str, float]:
         else math.nan
     )
     return m
+
+
+def _or_nan(v) -> float:
+    return math.nan if v is None else float(v)
 
 
 def _mbps(v) -> float:

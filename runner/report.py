@@ -37,6 +37,8 @@ METRIC_LABELS = {
     "switches": ("quality switches", "count"),
     "segments": ("video segments", "count"),
     "played_s": ("played time", "s"),
+    "live_latency_mean_s": ("latency to live, mean", "s"),
+    "live_latency_p95_s": ("latency to live, p95", "s"),
     "download_rate_mbps": ("per-segment download rate", "Mbit/s"),
     "download_share": ("download rate / sum of path rates", ""),
     "throughput_mbps": ("iperf3 throughput", "Mbit/s"),

@@ -9,6 +9,7 @@ that fails is recorded with its reason and the run goes on; a trial folder witho
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -116,6 +117,7 @@ def _run_video(topo, trial: Trial, scenario: Scenario, media_dir: Path, tdir: Pa
                 transport=transport, duration_s=scenario.duration_s, session_id=session_id,
                 scenario=scenario.name, trial=trial.round,
                 screenshot=tdir / "last-frame.png", buffer_s=scenario.buffer_s,
+                target_latency_s=scenario.live.target_latency_s if scenario.live else None,
             )
         write_json(tdir / "summary.json", result)
         session = _fetch_session(stack, session_id)
@@ -252,6 +254,7 @@ def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
         "seed": scenario.seed,
         "duration_s": scenario.duration_s,
         "buffer_s": scenario.buffer_s,
+        "live": scenario.live.model_dump(mode="json") if scenario.live else None,
         "players": scenario.players,
         "conditions": [c.model_dump(mode="json") for c in scenario.all_conditions()],
         "plan": [t.key for t in plan],
@@ -315,11 +318,40 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
         console.print(f"resuming: {len(plan) - len(todo)} of {len(plan)} trials already done")
     if todo:
         preflight(scenario)
-    media_dir = None
-    if scenario.kind == "video" and todo:
-        console.print("preparing media …")
-        media_dir = prepare_media(scenario.media, scenario.base_dir, progress=progress)
-        console.print(f"media: {media_dir}")
+    with contextlib.ExitStack() as resources:
+        media_dir = None
+        if scenario.kind == "video" and todo and scenario.live is not None:
+            media_dir = resources.enter_context(_live_stream(scenario.live, out_dir, console))
+        elif scenario.kind == "video" and todo:
+            console.print("preparing media …")
+            media_dir = prepare_media(scenario.media, scenario.base_dir, progress=progress)
+            console.print(f"media: {media_dir}")
+        return _run_trials(scenario, out_dir, plan, todo, done, run_id, media_dir,
+                           scenario_path, console, progress)
+
+
+@contextlib.contextmanager
+def _live_stream(live, out_dir: Path, console: Console):
+    """The run's live stream: `mpstream live` writing into OUT/live-tree for as long as the
+    trials run, then ended like Ctrl-C (its tree stays, ended, beside the trials)."""
+    from mpstream.encoder.live import LiveConfig, live_in_background
+
+    config = LiveConfig(source=live.source, ladder=live.ladder,
+                        segment_duration=live.segment_duration, window_s=live.window_s,
+                        out=out_dir / "live-tree")
+    console.print(f"starting the live stream ({live.source}, ladder {live.ladder}) …")
+    with live_in_background(config) as tree:
+        # Every trial joins with a full window behind the edge, as a viewer of a running
+        # channel would: the first trial waits for it once.
+        time.sleep(min(live.window_s, 3 * live.segment_duration))
+        console.print(f"live: {tree}")
+        yield tree
+
+
+def _run_trials(scenario: Scenario, out_dir: Path, plan: list[Trial], todo: list[Trial],
+                done: dict[str, str], run_id: str, media_dir: Path | None,
+                scenario_path: Path | None, console: Console,
+                progress: bool) -> dict[str, str]:
 
     statuses = dict(done)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -49,6 +49,24 @@ class MediaSpec(_Strict):
         return self
 
 
+class LiveSpec(_Strict):
+    """A live stream (`mpstream live`) the trials play instead of on-demand media: started
+    once for the whole run, every trial joins it at its live edge."""
+
+    source: str = Field("synthetic", description="synthetic, sample, a video file or /dev/videoN")
+    ladder: str = "small"
+    segment_duration: float = Field(2.0, gt=0, le=30)
+    window_s: float = Field(30.0, gt=0, le=3600)
+    # How far behind the live edge the players aim to play (s); None: the library's default.
+    target_latency_s: float | None = Field(None, gt=0, le=600)
+
+    @model_validator(mode="after")
+    def _window_holds_a_segment(self) -> LiveSpec:
+        if self.window_s < self.segment_duration:
+            raise ValueError("window_s must hold at least one segment (segment_duration)")
+        return self
+
+
 class Condition(_Strict):
     """One network condition: a netem profile, optionally changed by `set`, and a transport."""
 
@@ -115,6 +133,7 @@ class Scenario(_Strict):
     # video: a player plays the media; iperf: a bulk iperf3 transfer (no media, no player).
     kind: Literal["video", "iperf"] = "video"
     media: MediaSpec | None = None
+    live: LiveSpec | None = None
     conditions: list[Condition] = Field(default_factory=list)
     sweep: Sweep | None = None
     players: list[Player] = Field(default_factory=lambda: ["dashjs"])
@@ -152,8 +171,9 @@ class Scenario(_Strict):
         dup = {x for x in labels if labels.count(x) > 1}
         if dup:
             raise ValueError(f"condition labels must be unique; repeated: {', '.join(sorted(dup))}")
-        if self.kind == "video" and self.media is None:
-            raise ValueError("a video scenario needs a [media] table (dir, or source and ladder)")
+        if self.kind == "video" and (self.media is None) == (self.live is None):
+            raise ValueError("a video scenario needs either a [media] table (dir, or source and"
+                             " ladder) or a [live] table (a live stream), not both")
         return self
 
     def all_conditions(self) -> list[Condition]:

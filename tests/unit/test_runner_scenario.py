@@ -136,3 +136,19 @@ def test_trials_interleave_conditions_reproducibly(base):
     assert any(r != listing for r in rounds)
     other = parse_scenario(_raw(players=["dashjs", "hlsjs"], seed=5), base_dir=base)
     assert [t.key for t in expand_trials(other, 8)] != [t.key for t in expand_trials(sc, 8)]
+
+
+def test_live_scenario_plays_a_live_stream_instead_of_media():
+    from mpstream.runner.scenario import load_scenario
+
+    live = load_scenario("live")
+    assert live.media is None and live.live.target_latency_s == 6
+    labels = [c.label for c in live.all_conditions()]
+    assert labels == ["balanced", "unbalanced", "single", "failure-mptcp", "failure-single"]
+    raw = live.model_dump(mode="json", exclude={"media"})
+    both = {**raw, "media": {"source": "synthetic"}}
+    with pytest.raises(UserError, match=r"either a \[media\] table .* or a \[live\] table"):
+        parse_scenario(both, base_dir=live.base_dir)
+    bad = {**raw, "live": {**raw["live"], "window_s": 1}}
+    with pytest.raises(UserError, match="window_s"):
+        parse_scenario(bad, base_dir=live.base_dir)
