@@ -34,6 +34,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -153,9 +154,11 @@ def run_live(
     *,
     on_ready: Callable[[Path], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> LiveState:
     """Run until interrupted (KeyboardInterrupt), `should_stop()` is true, or ffmpeg fails.
-    `on_ready(out)` is called once both manifests are published."""
+    `on_ready(out)` is called once both manifests are published; `on_warning(message)` once
+    if the encoder falls behind real time."""
     validate_config(config)
     tools = require_tools()
     spec = load_ladder(config.ladder)
@@ -182,12 +185,22 @@ def run_live(
     with tempfile.TemporaryFile() as stderr:
         # A session of its own: a terminal's Ctrl-C reaches only us, and we stop ffmpeg in
         # the one way that lets it finish its playlists.
+        argv = [argv[0], "-progress", "pipe:1", "-nostats", *argv[1:]]
         proc = subprocess.Popen(argv, cwd=out, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=stderr,
+                                stdout=subprocess.PIPE, stderr=stderr, text=True,
                                 start_new_session=True)
         state.extra["ffmpeg_pid"] = proc.pid
+        pace = Pace(proc, config.segment_duration)
         try:
             while proc.poll() is None:
+                behind = pace.behind_s()
+                if behind is not None and on_warning and not pace.warned:
+                    pace.warned = True
+                    on_warning(
+                        f"the encoder is {behind:.1f} s behind real time: latency to live will"
+                        " keep growing. Use a smaller ladder (--ladder small), faster presets"
+                        " or a lower frame rate, or free the CPU."
+                    )
                 if publisher.update() and state.state == "starting":
                     state.state = "running"
                     state.write(out)
@@ -217,6 +230,35 @@ def run_live(
                 " (a camera unplugged?) and that the disk has space."
             )
     return state
+
+
+class Pace:
+    """How far ffmpeg's output lags the wall clock, from its `-progress` reports (read on a
+    thread of its own so the pipe never fills)."""
+
+    def __init__(self, proc: subprocess.Popen, segment_duration: float):
+        self.started = time.monotonic()
+        self.media_s = 0.0
+        self.first_output: float | None = None
+        self.warned = False
+        # Allowed lag: the encoders' lookahead and start-up, plus a segment of slack.
+        self.allowed_s = 3.0 + 2 * segment_duration
+        threading.Thread(target=self._read, args=(proc.stdout,), daemon=True).start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            key, _, value = line.strip().partition("=")
+            if key == "out_time_us" and value.isdigit():
+                self.media_s = int(value) / 1e6
+                if self.first_output is None and self.media_s > 0:
+                    self.first_output = time.monotonic() - self.media_s
+
+    def behind_s(self) -> float | None:
+        """Seconds behind real time, when more than allowed; else None."""
+        if self.first_output is None:
+            return None
+        behind = (time.monotonic() - self.first_output) - self.media_s
+        return behind if behind > self.allowed_s else None
 
 
 class Publisher:

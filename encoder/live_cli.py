@@ -41,6 +41,7 @@ def live(source: str, ladder: str, segment_duration: float, window_s: float, out
         console.print("live: streaming; Ctrl-C ends it", markup=False)
 
     with signals_interrupt():
-        state = run_live(config, on_ready=ready)
+        state = run_live(config, on_ready=ready,
+                         on_warning=lambda m: console.print(f"live: warning: {m}", markup=False))
     console.print(f"live: ended ({state.end_reason}); the tree in {Path(out).resolve()} is"
                   " static now", markup=False)

@@ -150,3 +150,20 @@ def test_a_published_live_mpd_is_refreshed_often(tmp_path):
     assert root.get("minimumUpdatePeriod") == "PT2S"
     assert root.find("{urn:mpeg:dash:schema:mpd:2011}UTCTiming").get("value") == "/api/time"
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_pace_tells_when_the_encoder_falls_behind_real_time():
+    import io
+    import time as _time
+    from types import SimpleNamespace
+
+    from mpstream.encoder.live import Pace
+
+    pace = Pace(SimpleNamespace(stdout=io.StringIO("out_time_us=N/A\nout_time_us=2000000\n")),
+                segment_duration=1.0)
+    deadline = _time.monotonic() + 5
+    while pace.first_output is None and _time.monotonic() < deadline:
+        _time.sleep(0.01)
+    assert pace.media_s == 2.0 and pace.behind_s() is None  # on time
+    pace.first_output -= 10  # ten more seconds of wall clock, no more media
+    assert pace.behind_s() == pytest.approx(10, abs=0.5)
