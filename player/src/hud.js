@@ -9,6 +9,7 @@ const FIELDS = [
   ['rate', 'Last download'],
   ['stalls', 'Stalls'],
   ['startup', 'Startup delay'],
+  ['latency', 'Latency to live'],
   ['transport', 'Transport'],
   ['player', 'Player'],
   ['status', 'Status'],
@@ -50,6 +51,11 @@ export function createHud(root) {
       }
       if (view.startupMs !== undefined && view.startupMs !== null) {
         cells.startup.textContent = `${Math.round(view.startupMs)} ms`;
+      }
+      if (view.liveLatency) {
+        const { latency_s: latency, target_s: target, playback_rate: rate } = view.liveLatency;
+        const extra = [target ? `target ${target.toFixed(1)} s` : null, rate !== 1 ? `${rate.toFixed(2)}×` : null].filter(Boolean);
+        cells.latency.textContent = `${latency.toFixed(1)} s${extra.length ? ` (${extra.join(', ')})` : ''}`;
       }
       if (view.transport) cells.transport.textContent = view.transport.toUpperCase();
       if (view.player) cells.player.textContent = view.player;

@@ -46,6 +46,7 @@ export class QoeProbe {
     this.segmentCount = 0;
     this.errors = [];
     this.ended = null;
+    this.lastLiveLatency = null;
   }
 
   record(type, data, tMs = this.now()) {
@@ -197,11 +198,12 @@ export class QoeProbe {
   /** Once a second on a live stream: how far behind the live edge the playhead is. */
   liveLatency({ latency_s, target_s = null, playback_rate = 1 }) {
     if (this.ended || !Number.isFinite(latency_s)) return;
-    this.record('live_latency', {
+    this.lastLiveLatency = {
       latency_s: rounded(Math.max(0, latency_s)),
       target_s: Number.isFinite(target_s) ? rounded(Math.max(0, target_s)) : null,
       playback_rate: rounded(Number.isFinite(playback_rate) ? playback_rate : 1),
-    });
+    };
+    this.record('live_latency', this.lastLiveLatency);
   }
 
   error({ message, fatal, code = null }) {

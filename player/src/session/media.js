@@ -24,9 +24,11 @@ export function playbackSample(video) {
   return { position: video.currentTime, bufferAhead: bufferAhead(video), ...frameCounts(video) };
 }
 
-/** The HUD's view of the session: rendition, buffer, last download rate, stalls, startup. */
+/** The HUD's view of the session: rendition, buffer, last download rate, stalls, startup,
+ * latency to live. */
 export function hudView({ video, probe }) {
   return {
+    liveLatency: probe.lastLiveLatency,
     rendition: probe.rendition,
     bufferAhead: bufferAhead(video),
     lastDownloadRate: probe.lastDownloadRate,
