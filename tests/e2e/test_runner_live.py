@@ -57,16 +57,22 @@ def test_live_run_reports_latency_and_stalls_with_confidence_intervals(run):
         means, p95s, stalls = [], [], []
         for rec in trials:
             events = json.loads((rec.dir / "events.json").read_text())
-            samples = [e for e in events if e["type"] == "live_latency"]
-            assert len(samples) >= scenario.duration_s - 8
-            assert all(s["data"]["target_s"] == pytest.approx(target, abs=0.5) for s in samples)
+            samples = [e["data"] for e in events if e["type"] == "live_latency"]
+            n_stalls = sum(1 for e in events if e["type"] == "stall_start")
+            seen = [(s["latency_s"], s["target_s"], s["playback_rate"]) for s in samples]
+            assert len(samples) >= scenario.duration_s - 8, (rec.key, seen)
+            # hls.js raises its target by a second after each stall (liveSyncOnStallIncrease).
+            assert all(target - 0.5 <= s["target_s"] <= target + n_stalls + 0.5
+                       for s in samples), (rec.key, n_stalls, seen)
             lat = live_latency(events)
             means.append(lat["mean_s"])
             p95s.append(lat["p95_s"])
-            stalls.append(sum(1 for e in events if e["type"] == "stall_start"))
-            # Near the target, not drifting away: the median sample within target + a segment.
-            values = sorted(s["data"]["latency_s"] for s in samples)
-            assert values[len(values) // 2] <= target + scenario.live.segment_duration
+            stalls.append(n_stalls)
+            # Near the player's target, not drifting away: the median sample within the
+            # target it ended with plus one segment.
+            values = sorted(s["latency_s"] for s in samples)
+            assert values[len(values) // 2] <= samples[-1]["target_s"] + \
+                scenario.live.segment_duration, (rec.key, seen)
         for metric, values in (("live_latency_mean_s", means), ("live_latency_p95_s", p95s),
                                ("stall_count", stalls)):
             row, want = rows[(cond, metric)], summarize(values)
