@@ -202,7 +202,9 @@ class Topology:
         for path in self.paths:
             stats = by_name[path.client_ifname]
             result.append({"rx_bytes": int(stats["rx"]["bytes"]),
-                           "tx_bytes": int(stats["tx"]["bytes"])})
+                           "tx_bytes": int(stats["tx"]["bytes"]),
+                           "rx_packets": int(stats["rx"]["packets"]),
+                           "tx_packets": int(stats["tx"]["packets"])})
         return result
 
     def start_events(self) -> None:

@@ -1,6 +1,15 @@
 """Per-subflow kernel samples: every TCP socket (MPTCP subflows are TCP sockets) of a network
 namespace, read with `ss -tinHe` every 100 ms and written as CSV rows.
 
+Polling alone loses the bytes a socket carries between its last sample and its end (all of them
+for a socket that lives less than one interval). So beside the poll, `ss -E` follows the
+namespace's socket-destroy events: the kernel reports each TCP socket once more as it is freed,
+with its final counters, and that report is written as a row in state DESTROYED. One exception
+is the kernel's: an MPTCP connection's first subflow that reaches CLOSE before its connection is
+closed is reset with tcp_disconnect(), which zeroes its counters and its peer port before it is
+freed; its report then carries nothing (and another address pair), and the poll's last sample
+stands for it.
+
 The runner samples both ends: the client namespace (bytes received per path: who carried the
 video) and the server namespace (the sender's retransmissions, RTT and congestion window: the
 download direction's congestion control lives at the server). The path of a socket is found from
@@ -16,6 +25,8 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from mpstream.proc import stop as stop_process
 
 FIELDS = (
     "t_s",
@@ -35,6 +46,9 @@ FIELDS = (
     "cwnd",
     "cc",
 )
+
+# A row written from a socket-destroy event (final counters), not from the periodic poll.
+DESTROYED = "DESTROYED"
 
 _STATES = {
     "ESTAB",
@@ -161,13 +175,59 @@ class SubflowSampler:
         self.t0 = time.monotonic() if t0 is None else t0
         self.interval_s = interval_s
         self.samples = 0
+        self.destroyed = 0  # sockets reported by a destroy event
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._events: subprocess.Popen | None = None
+        self._events_thread: threading.Thread | None = None
+        self._fh = None
+        self._writer: csv.DictWriter | None = None
+        self._lock = threading.Lock()
+
+    def _in_netns(self, argv: list[str]) -> list[str]:
+        return ["ip", "netns", "exec", self.netns, *argv] if self.netns else argv
 
     def _argv(self) -> list[str]:
-        ss = ["ss", "-tinHe"]
-        return ["ip", "netns", "exec", self.netns, *ss] if self.netns else ss
+        return self._in_netns(["ss", "-tinHe"])
+
+    def _events_argv(self) -> list[str]:
+        # ss writes through stdio: line-buffered, each report reaches us as it happens and
+        # nothing is lost in a buffer when ss is stopped.
+        return self._in_netns(["stdbuf", "-oL", "ss", "-E", "-tinHe"])
+
+    def _write(self, rows: list[dict]) -> None:
+        with self._lock:
+            if self._writer is not None and rows:
+                self._writer.writerows(rows)
+
+    def _follow_destroys(self) -> None:
+        """Reads `ss -E` until it ends: each report is a header line and one info line."""
+        assert self._events is not None and self._events.stdout is not None
+        pending: list[str] = []
+
+        def flush() -> None:
+            if not pending:
+                return
+            t = time.monotonic() - self.t0
+            socks = parse_ss("\n".join(pending))
+            pending.clear()
+            for sock in socks:
+                sock["state"] = DESTROYED
+            rows = socket_rows(socks, t_s=t, host=self.host, path_of=self.path_of)
+            self.destroyed += len(rows)
+            self._write(rows)
+
+        for line in self._events.stdout:
+            if not line.strip():
+                continue
+            if not line[0].isspace():
+                flush()
+                pending.append(line.rstrip("\n"))
+            else:
+                pending.append(line.rstrip("\n"))
+                flush()
+        flush()
 
     def sample_once(self) -> list[dict]:
         t = time.monotonic() - self.t0
@@ -178,27 +238,36 @@ class SubflowSampler:
         return socket_rows(parse_ss(proc.stdout), t_s=t, host=self.host, path_of=self.path_of)
 
     def _loop(self) -> None:
-        with self.out.open("w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=FIELDS)
-            writer.writeheader()
-            next_at = time.monotonic()
-            while not self._stop.is_set():
-                try:
-                    writer.writerows(self.sample_once())
-                    self.samples += 1
-                except (subprocess.TimeoutExpired, OSError) as exc:
-                    self.errors.append(str(exc)[:200])
-                # A fixed grid, not interval after each sample: ss's own run time is not drift.
-                next_at += self.interval_s
-                delay = next_at - time.monotonic()
-                if delay < 0:
-                    next_at = time.monotonic()
-                    delay = 0
-                self._stop.wait(delay)
-            fh.flush()
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                self._write(self.sample_once())
+                self.samples += 1
+            except (subprocess.TimeoutExpired, OSError) as exc:
+                self.errors.append(str(exc)[:200])
+            # A fixed grid, not interval after each sample: ss's own run time is not drift.
+            next_at += self.interval_s
+            delay = next_at - time.monotonic()
+            if delay < 0:
+                next_at = time.monotonic()
+                delay = 0
+            self._stop.wait(delay)
 
     def start(self) -> SubflowSampler:
         self.out.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = self.out.open("w", newline="")
+        self._writer = csv.DictWriter(self._fh, fieldnames=FIELDS)
+        self._writer.writeheader()
+        # Destroy events first: a socket that ends before the first poll is still reported.
+        try:
+            self._events = subprocess.Popen(self._events_argv(), stdout=subprocess.PIPE,
+                                            stderr=subprocess.DEVNULL, text=True)
+        except OSError as exc:
+            self.stop()
+            raise OSError(f"cannot follow socket-destroy events with ss -E: {exc}") from exc
+        self._events_thread = threading.Thread(target=self._follow_destroys,
+                                               name=f"sampler-{self.host}-destroys", daemon=True)
+        self._events_thread.start()
         self._thread = threading.Thread(target=self._loop, name=f"sampler-{self.host}", daemon=True)
         self._thread.start()
         return self
@@ -207,6 +276,18 @@ class SubflowSampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        if self._events is not None:
+            # Everything ss reported is already in the pipe (line-buffered): stop it, then read
+            # the pipe to its end.
+            stop_process(self._events, timeout=3)
+            if self._events_thread is not None:
+                self._events_thread.join(timeout=10)
+            if self._events.stdout is not None:
+                self._events.stdout.close()
+        with self._lock:
+            if self._fh is not None:
+                self._fh.close()
+            self._fh, self._writer = None, None
 
     def __enter__(self) -> SubflowSampler:
         return self.start()

@@ -1,5 +1,6 @@
 """The kernel sampler against a real MPTCP transfer over two emulated paths: it must see both
-subflows, name their paths, and its byte counts must agree with iperf3's and the interfaces'."""
+subflows, name their paths, and its byte counts must agree with iperf3's and, to the byte
+within the packets' headers, with the interfaces'."""
 
 import itertools
 import json
@@ -15,6 +16,11 @@ from mpstream.runner.sampler import SubflowSampler, read_samples
 
 pytestmark = pytest.mark.timeout(120)
 
+# What a received packet adds to the interface's byte counter beyond the TCP payload the socket
+# counts: Ethernet 14 + IPv4 20 + TCP 20 bytes at least (an ARP frame, 42, has no payload either),
+# at most 14 + 20 + 60 (TCP options: timestamps, SACK, MPTCP's DSS).
+MIN_HEADER, MAX_HEADER = 42, 94
+
 
 def test_sampler_sees_both_subflows_of_an_mptcp_download(tmp_path):
     profile = load_profile("thesis-bandwidth-balanced")
@@ -29,8 +35,10 @@ def test_sampler_sees_both_subflows_of_an_mptcp_download(tmp_path):
             client_csv, server_csv = tmp_path / "c.csv", tmp_path / "s.csv"
             with SubflowSampler(topo.client_ns, "client", client_csv, path_of, t0=t0) as sc, \
                     SubflowSampler(topo.server_ns, "server", server_csv, path_of, t0=t0) as ss:
+                # A byte count, not a duration: the transfer ends with everything delivered
+                # and read, so no data is still on the wire when the receiving sockets close.
                 proc = topo.run("client", ["iperf3", "-c", topo.server_addr, "-p", "5301",
-                                           "-t", "4", "-R", "-J"], mptcp=True,
+                                           "-n", "12M", "-R", "-J"], mptcp=True,
                                 capture_output=True, text=True, timeout=60)
                 time.sleep(0.3)
             after = topo.path_bytes()
@@ -41,8 +49,12 @@ def test_sampler_sees_both_subflows_of_an_mptcp_download(tmp_path):
     result = json.loads(proc.stdout)
     got_iperf = result["end"]["sum_received"]["bytes"]
     assert sc.errors == [] and ss.errors == []
-    # ~10 samples a second for ~4.3 s
-    assert 30 <= sc.samples <= 50, sc.samples
+    # Every subflow and iperf3's control connection is reported once more as it is freed.
+    assert sc.destroyed >= 3 and ss.destroyed >= 2, (sc.destroyed, ss.destroyed)
+    assert sc._events.poll() is not None and ss._events.poll() is not None, "ss -E left running"
+    # ~10 samples a second for the ~3.5 s of the transfer and the 0.3 s after it
+    seconds = result["end"]["sum_received"]["seconds"] + 0.3
+    assert 8 * seconds <= sc.samples <= 12 * seconds + 3, (sc.samples, seconds)
 
     client = read_samples(client_csv)
     server_rows = read_samples(server_csv)
@@ -57,12 +69,16 @@ def test_sampler_sees_both_subflows_of_an_mptcp_download(tmp_path):
     # Both 15 Mbit/s paths carry a real share of the download.
     total = sum(per_path.values())
     assert all(v / total > 0.25 for v in per_path.values()), per_path
-    # The sampled bytes match what iperf3 counted (the last <100 ms and the control
-    # connection's few bytes aside) and what crossed the client interfaces (headers aside).
-    assert total == pytest.approx(got_iperf, rel=0.08)
+    # The sampled bytes cover what iperf3 counted, and a little more: the subflows also carried
+    # the control connection and what sat unread in the receive buffer when iperf3 stopped ...
+    assert got_iperf <= total <= got_iperf * 1.08, (total, got_iperf)
+    # ... and each path's bytes are what crossed its client interface, less the headers: no
+    # socket's last bytes are lost, however late before its close the last poll was.
     for p, v in per_path.items():
         rx = after[p]["rx_bytes"] - before[p]["rx_bytes"]
-        assert v == pytest.approx(rx, rel=0.1), (p, v, rx)
+        packets = after[p]["rx_packets"] - before[p]["rx_packets"]
+        headers = rx - v
+        assert MIN_HEADER * packets <= headers <= MAX_HEADER * packets, (p, v, rx, packets)
     # The server side sees the same subflows, with RTTs near the paths' 10 ms round trip.
     srtts = [r["rtt_ms"] for r in server_rows if r["path"] is not None and r["rtt_ms"]
              and r["bytes_sent"] > 1_000_000]
