@@ -73,12 +73,17 @@ def test_sampler_sees_both_subflows_of_an_mptcp_download(tmp_path):
     # the control connection and what sat unread in the receive buffer when iperf3 stopped ...
     assert got_iperf <= total <= got_iperf * 1.08, (total, got_iperf)
     # ... and each path's bytes are what crossed its client interface, less the headers: no
-    # socket's last bytes are lost, however late before its close the last poll was.
+    # socket's last bytes are lost, however late before its close the last poll was. (A
+    # retransmitted segment the client already had crosses the interface but adds nothing to
+    # the socket's count: the server's retransmitted bytes on the path may add to the gap.)
+    retrans = {p: sum(b.values()) for p, b in binned_by_path(server_rows, "bytes_retrans").items()}
     for p, v in per_path.items():
         rx = after[p]["rx_bytes"] - before[p]["rx_bytes"]
         packets = after[p]["rx_packets"] - before[p]["rx_packets"]
-        headers = rx - v
-        assert MIN_HEADER * packets <= headers <= MAX_HEADER * packets, (p, v, rx, packets)
+        gap = rx - v
+        assert MIN_HEADER * packets <= gap <= MAX_HEADER * packets + retrans.get(p, 0), \
+            (p, v, rx, packets, retrans)
+        print(f"path {p}: {gap / packets:.2f} bytes a packet beyond the sampled payload")
     # The server side sees the same subflows, with RTTs near the paths' 10 ms round trip.
     srtts = [r["rtt_ms"] for r in server_rows if r["path"] is not None and r["rtt_ms"]
              and r["bytes_sent"] > 1_000_000]
