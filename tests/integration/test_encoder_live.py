@@ -211,3 +211,61 @@ def _cwd(p: Path) -> str:
         return os.readlink(p / "cwd")
     except OSError:
         return ""
+
+
+def _start_live(out: Path) -> tuple[subprocess.Popen, dict]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mpstream.cli", "live", "synthetic", "--ladder", "small",
+         "--segment-duration", "1", "--window", "4", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.monotonic() < deadline, "live did not start within 30 s"
+        try:
+            state = json.loads((out / "live.json").read_text())
+        except (OSError, ValueError):
+            state = {}
+        if state.get("state") == "running":
+            return proc, state
+        time.sleep(0.2)
+
+
+def _assert_ended(out: Path, state: dict, reason: str) -> None:
+    assert not pid_alive(state["extra"]["ffmpeg_pid"])
+    final = json.loads((out / "live.json").read_text())
+    assert final["state"] == "ended" and final["end_reason"].startswith(reason), final
+    for rung in ("144p", "234p"):
+        text = (out / "hls" / rung / "index.m3u8").read_text()
+        assert text.rstrip().endswith("#EXT-X-ENDLIST") and text.count("#EXT-X-ENDLIST") == 1
+    assert 'type="static"' in (out / "dash" / "manifest.mpd").read_text()
+    assert not list(out.rglob("*.tmp"))
+
+
+def test_sigterm_ends_the_stream_like_ctrl_c(tmp_path):
+    tmp_path.chmod(0o755)
+    proc, state = _start_live(tmp_path / "t")
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+        assert proc.returncode == 0, proc.stdout.read()
+        _assert_ended(tmp_path / "t", state, "interrupted")
+    finally:
+        stop(proc, timeout=5)
+
+
+def test_an_encoder_that_dies_fails_the_command_and_still_ends_the_tree(tmp_path):
+    """ffmpeg killed outright (no trailer): the command says so, exits non-zero, and ends the
+    playlists itself."""
+    tmp_path.chmod(0o755)
+    proc, state = _start_live(tmp_path / "t")
+    try:
+        os.kill(state["extra"]["ffmpeg_pid"], signal.SIGKILL)
+        proc.wait(20)
+        output = proc.stdout.read()
+        assert proc.returncode == 2, output
+        assert "the live ffmpeg stopped on its own" in output
+        _assert_ended(tmp_path / "t", state, "ffmpeg exited")
+    finally:
+        stop(proc, timeout=5)
