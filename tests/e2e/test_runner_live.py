@@ -68,11 +68,17 @@ def test_live_run_reports_latency_and_stalls_with_confidence_intervals(run):
             means.append(lat["mean_s"])
             p95s.append(lat["p95_s"])
             stalls.append(n_stalls)
-            # Near the player's target, not drifting away: the median sample within the
-            # target it ended with plus one segment.
             values = sorted(s["latency_s"] for s in samples)
-            assert values[len(values) // 2] <= samples[-1]["target_s"] + \
-                scenario.live.segment_duration, (rec.key, seen)
+            if cond == "balanced":
+                # Near the player's target, not drifting away: the median sample within the
+                # target it ended with plus one segment. (After a path failure latency grows
+                # and is caught up only slowly: that is the result the scenario measures.)
+                assert values[len(values) // 2] <= samples[-1]["target_s"] + \
+                    scenario.live.segment_duration, (rec.key, seen)
+            else:
+                # Playback went on through the outage: samples cover the whole session.
+                t = [e["t_ms"] for e in events if e["type"] == "live_latency"]
+                assert t[-1] - t[0] >= (scenario.duration_s - 10) * 1000, (rec.key, seen)
         for metric, values in (("live_latency_mean_s", means), ("live_latency_p95_s", p95s),
                                ("stall_count", stalls)):
             row, want = rows[(cond, metric)], summarize(values)
