@@ -20,7 +20,7 @@ $(VENV_STAMP): pyproject.toml
 	@$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
 	@touch $@
 
-build: emulator player-bundle dashboard-assets
+build: emulator player-bundle player-driver dashboard-assets
 
 # --- compiled link emulator (netem/) ---
 LINKEM_DIR := netem/linkem
@@ -49,6 +49,13 @@ player/node_modules/.installed: player/package.json player/package-lock.json
 	@touch $@
 player/dist/index.html: player/node_modules/.installed player/build.mjs $(PLAYER_SRC)
 	@cd player && node build.mjs
+
+# --- Firefox driver (player/driver/: puppeteer-core, pinned; it downloads no browser) ---
+.PHONY: player-driver
+player-driver: player/driver/node_modules/.installed
+player/driver/node_modules/.installed: player/driver/package.json player/driver/package-lock.json
+	@cd player/driver && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
 
 # --- collector dashboard's chart library (server/web/, uPlot from npm, served locally) ---
 dashboard-assets: server/web/node_modules/.installed
@@ -97,4 +104,4 @@ bench: setup
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf build .venv player/node_modules player/dist server/web/node_modules .pytest_cache .ruff_cache
+	rm -rf build .venv player/node_modules player/driver/node_modules player/dist server/web/node_modules .pytest_cache .ruff_cache

@@ -16,12 +16,15 @@ from rich.console import Console
 from rich.table import Table
 
 from mpstream.errors import UserError
+from mpstream.player.browsers import BROWSERS, check_browser
+from mpstream.player.codecs import CODECS, check_codec
 from mpstream.player.session import MANIFESTS, play_session
 
 # What --json prints at least (issue: the player), in this order.
 JSON_FIELDS = (
-    "session", "player", "transport", "codec", "startup_delay_ms", "stall_count", "stall_ms",
-    "segments", "mean_download_rate_bps", "mean_bitrate_bps", "errors", "paths",
+    "session", "player", "browser", "transport", "codec", "startup_delay_ms", "stall_count",
+    "stall_ms", "segments", "mean_download_rate_bps", "mean_bitrate_bps", "dropped_frames",
+    "total_frames", "errors", "paths", "mptcp",
 )  # fmt: skip
 
 
@@ -39,7 +42,8 @@ def _fmt_rate(bps: Any) -> str:
 def _print_human(result: dict[str, Any], console: Console) -> None:
     table = Table(title=f"session {result.get('session')}", show_header=False)
     rows = [
-        ("player", f"{result.get('player')} over {result.get('transport')}"),
+        ("player", f"{result.get('player')} in {result.get('browser')} over "
+                   f"{result.get('transport')}"),
         ("codec", result.get("codec") or "–"),
         ("startup delay", f"{result.get('startup_delay_ms')} ms"),
         ("stalls", f"{result.get('stall_count')} ({result.get('stall_ms')} ms)"),
@@ -53,6 +57,9 @@ def _print_human(result: dict[str, Any], console: Console) -> None:
         ("errors", str(result.get("errors"))),
         ("played", f"{result.get('played_s')} s"),
     ]
+    if result.get("mptcp"):
+        rows.append(("MPTCP (client)", f"{result['mptcp']['mp_capable']} MP_CAPABLE, "
+                                       f"{result['mptcp']['mp_join']} MP_JOIN"))
     if result.get("live_latency_samples"):
         rows.append(("latency to live", f"mean {result['live_latency_mean_s']:.2f} s,"
                      f" p95 {result['live_latency_p95_s']:.2f} s"))
@@ -134,8 +141,15 @@ def play_url(url: str, *, player: str, transport: str, interfaces: str | None,
 @click.option("--player", type=click.Choice(["dashjs", "hlsjs"]),
               help="dashjs plays the MPD, hlsjs the HLS master playlist "
                    "[default with --url: from its ending].")
+@click.option("--browser", type=click.Choice(list(BROWSERS)), default="chromium",
+              show_default=True,
+              help="Headless browser: Debian's Chromium (no HEVC) or Firefox ESR (HEVC too).")
+@click.option("--codec", type=click.Choice(list(CODECS)), default="auto", show_default=True,
+              help="Video codec family to play: auto lets the player pick among what the "
+                   "browser decodes; avc or hevc keep only that family (refused up front if the "
+                   "browser cannot decode it).")
 @click.option("--transport", type=click.Choice(["mptcp", "tcp"]), default=None,
-              help="Chromium's sockets: mptcp (under mptcpize) or plain tcp. "
+              help="The browser's sockets: mptcp (under mptcpize) or plain tcp. "
                    "Default: the profile's mode (mptcp with --url).")
 @click.option("--duration", "duration_s", type=click.FloatRange(min=1), default=30.0,
               show_default=True, help="Seconds to play, from the play request.")
@@ -152,14 +166,16 @@ def play_url(url: str, *, player: str, transport: str, interfaces: str | None,
               help="Save a screenshot of the page (with its HUD) during playback.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def play(media: Path | None, profile: str | None, url: str | None, interfaces: str | None,
-         collector_url: str | None, player: str | None, transport: str | None,
+         collector_url: str | None, player: str | None, browser: str, codec: str,
+         transport: str | None,
          duration_s: float, buffer_s: float | None, target_latency_s: float | None,
          session_id: str | None,
          scenario: str | None, trial: int | None, name: str, screenshot: Path | None,
          as_json: bool) -> None:
-    """Play one session in headless Chromium, over the PROFILE's emulated paths (--media,
+    """Play one session in a headless browser, over the PROFILE's emulated paths (--media,
     --profile) or from --url over this host's own interfaces, and print the collector's
     summary with the bytes each path carried."""
+    check_browser(browser)
     if url is not None:
         if media is not None or profile is not None:
             raise UserError("--url plays from a server elsewhere: leave out --media and --profile")
@@ -170,7 +186,7 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
                           collector_url=collector_url, duration_s=duration_s,
                           session_id=session_id, scenario=scenario, trial=trial,
                           screenshot=screenshot, buffer_s=buffer_s,
-                          target_latency_s=target_latency_s)
+                          target_latency_s=target_latency_s, browser=browser, codec=codec)
         _output(result, session_id, as_json)
         return
     if interfaces is not None or collector_url is not None:
@@ -185,6 +201,9 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
 
     _check_media(media, player)
     prof = load_profile(profile)
+    # Before anything is built: a codec this browser cannot decode is refused here. (With --url
+    # the page refuses it, from the manifest it loads, before playing.)
+    check_codec(browser, codec, media, player)
     transport = transport or prof.mode
     session_id = session_id or f"play-{player}-{transport}-{time.strftime('%Y%m%dT%H%M%S')}"
     console = Console(stderr=True)
@@ -198,7 +217,8 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
                                   transport=transport, duration_s=duration_s,
                                   session_id=session_id, scenario=scenario, trial=trial,
                                   screenshot=screenshot, buffer_s=buffer_s,
-                                  target_latency_s=target_latency_s)
+                                  target_latency_s=target_latency_s, browser=browser,
+                                  codec=codec)
     _output(result, session_id, as_json)
 
 

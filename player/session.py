@@ -1,48 +1,42 @@
-"""One automated playback session: Debian's Chromium, headless, in a topology's client namespace.
+"""One automated playback session: a headless browser (Debian's Chromium or Firefox ESR, see
+player/browsers.py) in a topology's client namespace, every socket of it there, and MPTCP
+(under `mptcpize run`) when asked for.
 
-Playwright drives the browser over `--remote-debugging-pipe` (file descriptors 3 and 4). The
-executable it starts is a small wrapper generated per session that enters the client namespace
-(`ip netns exec`) and, for MPTCP, `mptcpize run` before exec'ing Chromium: both exec in place,
-so the pipe and the process Playwright holds are Chromium's own, and every socket Chromium
-opens lives in the namespace (and is MPTCP when asked for).
+The session proves its transport rather than trusting the wrapper: with MPTCP, the client
+namespace's MPTCP counters must show MP_CAPABLE connections (and MP_JOIN subflows when the
+topology has more than one path) opened during the session, or the session fails saying so.
+A browser whose network code escaped `mptcpize` (a process of its own that dropped LD_PRELOAD,
+say) would otherwise measure plain TCP under an MPTCP label.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
-import shlex
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 from mpstream.errors import UserError
+from mpstream.player.browsers import (
+    BROWSERS,
+    BrowserError,
+    BrowserGone,
+    BrowserTimeout,
+    Page,
+    check_browser,
+    chromium_in_namespace,
+    open_page,
+)
+from mpstream.player.codecs import CODECS, family
 
 DIST_DIR = Path(__file__).resolve().parent / "dist"
-CHROMIUM = os.environ.get("MPSTREAM_CHROMIUM", "/usr/bin/chromium")
 TRANSPORTS = ("mptcp", "tcp")
 PLAYERS = {"hlsjs": "hls", "dashjs": "dash"}
 MANIFESTS = {"hlsjs": "/media/hls/master.m3u8", "dashjs": "/media/dash/manifest.mpd"}
+# Kept under its old name for callers that drive Chromium's Playwright Browser themselves.
+browser_in_namespace = chromium_in_namespace
 
-# Playwright adds --headless, --no-sandbox (it runs as root here), --remote-debugging-pipe and
-# a fresh temporary --user-data-dir itself; these keep Chromium quiet, local and autoplaying.
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",  # HTTP over TCP (MPTCP) only: QUIC would bypass what is measured
-    "--no-first-run",
-    "--no-default-browser-check",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-extensions",
-    "--disable-dev-shm-usage",
-    "--autoplay-policy=no-user-gesture-required",
-]
-VIEWPORT = {"width": 1280, "height": 720}
 PAGE_LOAD_TIMEOUT_S = 60.0
 STARTUP_TIMEOUT_S = 30.0
 # The page drains its event queue for up to 15 s after the end; a little more on top.
@@ -50,6 +44,10 @@ DRAIN_MARGIN_S = 25.0
 SCREENSHOT_AFTER_S = 4.0
 HUD_TEXT = """Object.fromEntries([...document.querySelectorAll('#hud dd')]
     .map((dd) => [dd.dataset.field, dd.textContent]))"""
+# Client-side MPTCP counters (/proc/net/netstat, MPTcpExt) that prove MPTCP was spoken: the
+# server's SYN/ACK carried MP_CAPABLE, and the server answered an MP_JOIN of an extra subflow.
+MP_CAPABLE_COUNTER = "MPCapableSYNACKRX"
+MP_JOIN_COUNTER = "MPJoinSynAckRx"
 
 
 def page_url(
@@ -66,6 +64,7 @@ def page_url(
     startup_timeout_s: float = STARTUP_TIMEOUT_S,
     buffer_s: float | None = None,
     target_latency_s: float | None = None,
+    codec: str = "auto",
 ) -> str:
     """The player page's URL for one session (query parameters: see docs/player.md)."""
     params: dict[str, Any] = {
@@ -86,23 +85,13 @@ def page_url(
         params["buffer"] = f"{buffer_s:g}"
     if target_latency_s is not None:
         params["target_latency"] = f"{target_latency_s:g}"
+    if codec != "auto":
+        params["codec"] = codec
     return f"{base_url.rstrip('/')}/player/index.html?{urlencode(params)}"
 
 
-def write_browser_wrapper(directory: Path, netns: str | None, mptcp: bool) -> Path:
-    """A script that runs Chromium inside `netns` (or where this process runs, when None),
-    under mptcpize when `mptcp`."""
-    argv = ["ip", "netns", "exec", netns] if netns else []
-    if mptcp:
-        argv += ["mptcpize", "run"]
-    argv.append(CHROMIUM)
-    script = directory / "chromium-in-netns"
-    script.write_text(f'#!/bin/sh\nexec {shlex.join(argv)} "$@"\n')
-    script.chmod(0o755)
-    return script
-
-
-def check_prerequisites(player: str, transport: str, manifest_path: str) -> None:
+def check_prerequisites(player: str, transport: str, manifest_path: str,
+                        browser: str = "chromium", codec: str = "auto") -> None:
     if player not in PLAYERS:
         raise UserError(f"player {player!r}: choose one of {', '.join(PLAYERS)}")
     if transport not in TRANSPORTS:
@@ -113,38 +102,18 @@ def check_prerequisites(player: str, transport: str, manifest_path: str) -> None
     if not (DIST_DIR / "index.html").exists():
         raise UserError(f"the player page is not built ({DIST_DIR}/index.html is missing): "
                         "run `make player-bundle`")
-    if not Path(CHROMIUM).exists():
-        raise UserError(f"Chromium is not installed at {CHROMIUM}: run `make setup` (Debian "
-                        "package chromium) or point MPSTREAM_CHROMIUM at a Chromium binary")
+    if codec not in CODECS:
+        raise UserError(f"codec {codec!r}: choose one of {', '.join(CODECS)}")
+    if browser not in BROWSERS:
+        raise UserError(f"browser {browser!r}: choose one of {', '.join(BROWSERS)}")
+    check_browser(browser)
 
 
-@contextlib.contextmanager
-def browser_in_namespace(netns: str | None, *, mptcp: bool) -> Iterator[Any]:
-    """Headless Chromium (a Playwright Browser) whose every socket lives in `netns`, and is
-    MPTCP when `mptcp`; closed, with its temporary files, on the way out."""
-    from playwright.sync_api import Error as PlaywrightError
-    from playwright.sync_api import sync_playwright
-
-    with tempfile.TemporaryDirectory(prefix="mps-player-") as tmp, sync_playwright() as pw:
-        wrapper = write_browser_wrapper(Path(tmp), netns, mptcp)
-        try:
-            browser = pw.chromium.launch(executable_path=str(wrapper), headless=True,
-                                         args=CHROMIUM_FLAGS, timeout=60_000)
-        except PlaywrightError as exc:
-            raise UserError(f"Chromium did not start in namespace {netns or '(this one)'}: "
-                            f"{str(exc).splitlines()[0]}") from exc
-        try:
-            yield browser
-        finally:
-            with contextlib.suppress(PlaywrightError):
-                browser.close()
-
-
-def _collector_get(stack: Any, page: Any, path: str,
+def _collector_get(stack: Any, page: Page | None, path: str,
                    collector_url: str | None = None) -> dict[str, Any] | None:
     """GET an API path: from a collector elsewhere when `collector_url` names one; else
     straight over the collector's socket when the stack has one (works even when the emulated
-    paths are down), else from the page."""
+    paths are down, or the browser is gone), else from the page."""
     if collector_url is not None:
         import requests
 
@@ -161,10 +130,73 @@ def _collector_get(stack: Any, page: Any, path: str,
             status, body = unix_get(Path(socket_path), "/api/v1" + path)
             return json.loads(body) if status == 200 else None
         return None
-    return page.evaluate(
-        """async (url) => { const r = await fetch(url); return r.ok ? r.json() : null; }""",
-        "/api/v1" + path,
-    )
+    if page is None:
+        return None
+    url = json.dumps("/api/v1" + path)
+    return page.evaluate(f"fetch({url}).then((r) => (r.ok ? r.json() : null))")
+
+
+def _record_browser_failure(stack: Any, session_id: str, message: str) -> bool:
+    """The page cannot end a session whose browser died: its error and end records are added
+    here, after the last event that reached the collector, so the session ends as failed."""
+    socket_path = getattr(stack, "collector_socket", None)
+    if socket_path is None:
+        return False
+    from mpstream.server.stack import unix_get, unix_post
+
+    try:
+        status, body = unix_get(Path(socket_path), f"/api/v1/sessions/{session_id}")
+        if status != 200:
+            return False  # the page never registered the session
+        events = json.loads(body).get("events", [])
+        if any(e["type"] == "end" for e in events):
+            return False
+        seq = max((e["seq"] for e in events), default=-1) + 1
+        t_ms = max((e["t_ms"] for e in events), default=0)
+        position = max((e["data"].get("position", 0) for e in events
+                        if e["type"] == "playback"), default=0)
+        batch = {"events": [
+            {"seq": seq, "t_ms": t_ms, "type": "error",
+             "data": {"message": message[:2000], "fatal": True, "code": "browser_exited"}},
+            {"seq": seq + 1, "t_ms": t_ms, "type": "end",
+             "data": {"reason": "error", "position": position}},
+        ]}
+        status, _ = unix_post(Path(socket_path), f"/api/v1/sessions/{session_id}/events", batch)
+        return status == 200
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def mptcp_counters(topology: Any) -> dict[str, int]:
+    """The client namespace's MPTcpExt counters (/proc/net/netstat read inside it; this
+    process's own namespace when the topology has none, as on real hosts)."""
+    if getattr(topology, "client_ns", None) is None:
+        text = Path("/proc/net/netstat").read_text()
+    else:
+        text = topology.run("client", ["cat", "/proc/net/netstat"], capture_output=True,
+                            text=True, check=True).stdout
+    lines = text.splitlines()
+    for head, values in zip(lines[::2], lines[1::2], strict=False):
+        if head.startswith("MPTcpExt:"):
+            return dict(zip(head.split()[1:], map(int, values.split()[1:]), strict=True))
+    return {}
+
+
+def mptcp_evidence(before: dict[str, int], after: dict[str, int], paths: int,
+                   browser: str) -> tuple[dict[str, int], str | None]:
+    """MP_CAPABLE connections and MP_JOIN subflows opened during a session, and why that does
+    not prove MPTCP (None when it does)."""
+    evidence = {"mp_capable": after.get(MP_CAPABLE_COUNTER, 0) - before.get(MP_CAPABLE_COUNTER, 0),
+                "mp_join": after.get(MP_JOIN_COUNTER, 0) - before.get(MP_JOIN_COUNTER, 0)}
+    if evidence["mp_capable"] <= 0:
+        return evidence, (f"transport mptcp, but {browser} opened no MPTCP connection (no "
+                          f"MP_CAPABLE SYN/ACK counted in the client namespace): its sockets "
+                          f"were plain TCP, so mptcpize did not reach the process that opens "
+                          f"them")
+    if paths > 1 and evidence["mp_join"] <= 0:
+        return evidence, (f"transport mptcp, but no MP_JOIN subflow was opened over the "
+                          f"{paths} paths during the session ({browser})")
+    return evidence, None
 
 
 def _path_report(topology: Any, before: list[dict[str, int]], after: list[dict[str, int]]):
@@ -199,59 +231,63 @@ def play_session(
     buffer_s: float | None = None,
     collector_url: str | None = None,
     target_latency_s: float | None = None,
+    browser: str = "chromium",
+    codec: str = "auto",
 ) -> dict[str, Any]:
     """Plays `manifest_path` (a path on `stack`, or any manifest's URL) from `stack` in
-    headless Chromium inside `topology`'s client namespace for `duration_s` seconds (counted
+    headless `browser` inside `topology`'s client namespace for `duration_s` seconds (counted
     from the play request). `buffer_s` caps how far ahead the player buffers (default: the
-    library's own target). `target_latency_s` sets how far behind the live edge a live
-    stream is played (default: the library's own).
+    library's own target). `target_latency_s` sets how far behind the live edge a live stream
+    is played (default: the library's own). `codec` (auto, avc, hevc) restricts the video codec
+    family the player may use.
 
-    Returns the collector's summary of the session plus `paths` (bytes each client path
-    carried during the session, from the kernel's interface counters), `codec`, `page` (the
-    page's own account: events sent, codecs the browser can decode) and `failure`: None, or
-    a message saying why the session failed (manifest not found, no frame, collector down).
-    Events go to `collector_url` when given (a collector on another host), else to `stack`'s.
+    Returns the collector's summary of the session plus `browser`, `paths` (bytes each client
+    path carried during the session, from the kernel's interface counters), `mptcp` (MP_CAPABLE
+    and MP_JOIN counted in the client namespace), `codec` (what was decoded), `page` (the page's
+    own account: events sent, codecs the browser can decode) and `failure`: None, or a message
+    saying why the session failed (manifest not found, no frame, collector down, the browser
+    killed, MPTCP not really used, another codec than asked for). Events go to
+    `collector_url` when given (a collector on another host), else to `stack`'s.
     """
-    from playwright.sync_api import Error as PlaywrightError
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-    check_prerequisites(player, transport, manifest_path)
+    check_prerequisites(player, transport, manifest_path, browser, codec)
     url = page_url(stack.base_url, player=player, manifest_path=manifest_path,
                    session_id=session_id, transport=transport, duration_s=duration_s,
                    scenario=scenario, trial=trial, startup_timeout_s=startup_timeout_s,
                    buffer_s=buffer_s, collector=collector_url or "/api/v1",
-                   target_latency_s=target_latency_s)
+                   target_latency_s=target_latency_s, codec=codec)
+    mptcp = transport == "mptcp"
     before = topology.path_bytes()
+    counters_before = mptcp_counters(topology) if mptcp else {}
     report: dict[str, Any] = {}
     failure: str | None = None
     summary: dict[str, Any] | None = None
     hud: dict[str, str] | None = None
     console: list[str] = []
-    with browser_in_namespace(topology.client_ns, mptcp=transport == "mptcp") as browser:
-        page = browser.new_page(viewport=VIEWPORT)
-        page.on("console", lambda m: console.append(f"{m.type}: {m.text}"[:500]))
+    gone = False  # the browser died under the session
+    with open_page(browser, topology.client_ns, mptcp=mptcp) as page:
+        console = page.console
         try:
-            page.goto(url, wait_until="load", timeout=PAGE_LOAD_TIMEOUT_S * 1000)
-        except PlaywrightError as exc:
-            raise UserError(f"the player page {url} did not load from the server: "
-                            f"{str(exc).splitlines()[0]}") from exc
-        try:
-            page.wait_for_function(
-                "window.mpstream && ['playing', 'done'].includes(window.mpstream.state)",
-                timeout=(startup_timeout_s + 15) * 1000)
-            if screenshot is not None and page.evaluate("window.mpstream.state") == "playing":
-                page.wait_for_timeout(min(SCREENSHOT_AFTER_S, duration_s / 2) * 1000)
-                screenshot.parent.mkdir(parents=True, exist_ok=True)
-                page.screenshot(path=str(screenshot))
-                hud = page.evaluate(HUD_TEXT)
-            page.wait_for_function("window.mpstream.state === 'done'",
-                                   timeout=(duration_s + DRAIN_MARGIN_S) * 1000, polling=250)
-        except PlaywrightTimeout:
-            failure = (f"the player page did not finish the session within "
-                       f"{duration_s + DRAIN_MARGIN_S:g} s")
-        report = page.evaluate("window.mpstream ? window.mpstream.report() : {}") or {}
+            page.goto(url, PAGE_LOAD_TIMEOUT_S)
+        except BrowserTimeout as exc:
+            raise UserError(f"the player page {url} did not load from the server: {exc}") from exc
+        except BrowserGone as exc:
+            failure, gone = str(exc), True
+        except BrowserError as exc:
+            raise UserError(f"the player page {url} did not load from the server: {exc}") from exc
+        if failure is None:
+            try:
+                report, hud = _follow(page, duration_s, startup_timeout_s, screenshot)
+            except BrowserTimeout:
+                failure = (f"the player page did not finish the session within "
+                           f"{duration_s + DRAIN_MARGIN_S:g} s")
+                report = _page_report(page)
+            except BrowserGone as exc:
+                failure, gone = str(exc), True
+        if gone and collector_url is None:
+            _record_browser_failure(stack, session_id, f"{browser}: {failure}")
         failure = report.get("failure") or failure
-        summary = _collector_get(stack, page, f"/sessions/{session_id}/summary", collector_url)
+        summary = _collector_get(stack, None if gone else page, f"/sessions/{session_id}/summary",
+                                 collector_url)
     after = topology.path_bytes()
     if summary is None and failure is None:
         failure = (f"the collector has no summary of session {session_id} "
@@ -259,15 +295,44 @@ def play_session(
                    f"last error {report.get('sender_error')})")
     result: dict[str, Any] = dict(summary or {"session": session_id, "player": player,
                                              "transport": transport})
+    result["browser"] = browser
+    result["codec_requested"] = codec
     startup = report.get("startup") or {}
     result.setdefault("codec", startup.get("codec"))
     result["paths"] = _path_report(topology, before, after)
+    if mptcp:
+        result["mptcp"], problem = mptcp_evidence(counters_before, mptcp_counters(topology),
+                                                  len(topology.paths), browser)
+        failure = failure or problem
+    if codec != "auto" and result.get("codec") and family(result["codec"]) != codec:
+        failure = failure or (f"codec {codec} was asked for, but {result['codec']} was decoded")
     result["page"] = report
     if screenshot is not None:
         result["hud"] = hud  # what the HUD said when the screenshot was taken
     result["failure"] = failure
     result["url"] = url
     if failure:
-        result["console"] = console[-20:]
+        result["console"] = list(console)[-20:]
     return result
 
+
+def _page_report(page: Page) -> dict[str, Any]:
+    with contextlib.suppress(BrowserError):
+        return page.evaluate("window.mpstream ? window.mpstream.report() : {}") or {}
+    return {}
+
+
+def _follow(page: Page, duration_s: float, startup_timeout_s: float,
+            screenshot: Path | None) -> tuple[dict[str, Any], dict[str, str] | None]:
+    """Waits for the page to play and to finish; the page's report and (with a screenshot)
+    what the HUD showed."""
+    hud = None
+    page.wait_for("window.mpstream && ['playing', 'done'].includes(window.mpstream.state)",
+                  startup_timeout_s + 15)
+    if screenshot is not None and page.evaluate("window.mpstream.state") == "playing":
+        page.sleep(min(SCREENSHOT_AFTER_S, duration_s / 2))
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(screenshot)
+        hud = page.evaluate(HUD_TEXT)
+    page.wait_for("window.mpstream.state === 'done'", duration_s + DRAIN_MARGIN_S)
+    return page.evaluate("window.mpstream ? window.mpstream.report() : {}") or {}, hud

@@ -24,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import requests
 
@@ -70,6 +71,18 @@ def unix_get(sock_path: Path, path: str) -> tuple[int, bytes]:
     conn = _UnixHTTPConnection(sock_path)
     try:
         conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def unix_post(sock_path: Path, path: str, body: Any) -> tuple[int, bytes]:
+    """POST `body` as JSON to the collector's socket."""
+    conn = _UnixHTTPConnection(sock_path)
+    try:
+        conn.request("POST", path, body=json.dumps(body).encode(),
+                     headers={"Content-Type": "application/json"})
         resp = conn.getresponse()
         return resp.status, resp.read()
     finally:

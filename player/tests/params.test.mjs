@@ -6,7 +6,7 @@ test('all parameters are read', () => {
   const { config, errors } = parseParams('?src=/media/dash/manifest.mpd&player=dashjs&session=s_1&scenario=bal&trial=2&transport=mptcp&collector=/api/v1/&duration=25');
   assert.equal(parseParams('?buffer=4').config.buffer, 4);
   assert.deepEqual(errors, []);
-  assert.deepEqual(config, { src: '/media/dash/manifest.mpd', player: 'dashjs', session: 's_1', scenario: 'bal', trial: 2, transport: 'mptcp', collector: '/api/v1', duration: 25, startupTimeout: 30, buffer: null, targetLatency: null });
+  assert.deepEqual(config, { src: '/media/dash/manifest.mpd', player: 'dashjs', session: 's_1', scenario: 'bal', trial: 2, transport: 'mptcp', codec: 'auto', collector: '/api/v1', duration: 25, startupTimeout: 30, buffer: null, targetLatency: null });
 });
 
 test('the player follows the manifest when not given, and defaults fill in', () => {
@@ -17,6 +17,14 @@ test('the player follows the manifest when not given, and defaults fill in', () 
   assert.match(config.session, /^web-[0-9a-f]{16}$/);
   assert.equal(config.transport, 'unknown');
   assert.equal(config.duration, null);
+});
+
+test('codec is auto unless avc or hevc is asked for', () => {
+  assert.equal(parseParams('?codec=hevc').config.codec, 'hevc');
+  assert.equal(parseParams('?codec=avc').config.codec, 'avc');
+  const { config, errors } = parseParams('?codec=vp9');
+  assert.equal(config.codec, 'auto');
+  assert.deepEqual(errors, ['codec=vp9: must be one of auto, avc, hevc']);
 });
 
 test('bad parameters are named', () => {

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from mpstream.errors import UserError
-from mpstream.player import session
+from mpstream.player import browsers, session
 from mpstream.player.cli import play
 
 
@@ -28,8 +28,8 @@ def test_page_url_carries_every_parameter():
 
 @pytest.mark.parametrize("mptcp", [True, False])
 def test_wrapper_enters_the_namespace_and_passes_arguments(tmp_path, monkeypatch, mptcp):
-    monkeypatch.setattr(session, "CHROMIUM", "/bin/echo")
-    script = session.write_browser_wrapper(tmp_path, "mps-x-client", mptcp)
+    monkeypatch.setattr(browsers, "CHROMIUM", "/bin/echo")
+    script = browsers.write_browser_wrapper(tmp_path, "mps-x-client", mptcp)
     # Stand-ins for `ip netns exec NS` and `mptcpize run` that log themselves and exec the rest.
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

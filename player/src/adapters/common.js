@@ -35,3 +35,27 @@ export function resourceTiming(url, notBefore = 0) {
   }
   return null;
 }
+
+const VIDEO_FAMILIES = { avc1: 'avc', avc3: 'avc', hvc1: 'hevc', hev1: 'hevc' };
+
+/** The video codec family of an RFC 6381 codecs string (avc, hevc), or null (audio, other). */
+export function codecFamily(codecs) {
+  const prefix = String(codecs || '').split('.')[0].toLowerCase();
+  return VIDEO_FAMILIES[prefix] || null;
+}
+
+/**
+ * Why `family` (avc, hevc) cannot be played from this manifest in this browser, or null when it can:
+ * the manifest must offer it and Media Source must decode at least one of its codecs.
+ */
+export function codecProblem(family, support, what = 'MPD') {
+  const offered = Object.keys(support).filter((codec) => codecFamily(codec) === family);
+  if (!offered.length) {
+    const has = Object.keys(support).filter((codec) => codecFamily(codec)).join(', ') || 'none';
+    return `codec=${family}: the ${what} has no ${family} rendition (video codecs: ${has})`;
+  }
+  if (!offered.some((codec) => support[codec])) {
+    return `codec=${family}: this browser cannot decode ${offered.join(', ')} (MediaSource.isTypeSupported is false)`;
+  }
+  return null;
+}

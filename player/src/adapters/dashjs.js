@@ -2,7 +2,7 @@
 // browser's Resource Timing entry of the same request exists, its page-clock times are used
 // instead (same clock as everything else, sub-millisecond, true first byte).
 import { MediaPlayer } from 'dashjs';
-import { pageClock, resourceTiming, stripCmcd } from './common.js';
+import { codecFamily, codecProblem, pageClock, resourceTiming, stripCmcd } from './common.js';
 
 const E = MediaPlayer.events;
 const ERR = MediaPlayer.errors;
@@ -29,19 +29,25 @@ export function contentType(rep, adaptationSet = {}) {
   return `${rep.mimeType || adaptationSet.mimeType || mimeOf(rep)}; codecs="${rep.codecs || adaptationSet.codecs}"`;
 }
 
+/** Calls fn(representation, adaptationSet) for every representation of the MPD. */
+function eachRepresentation(manifest, fn) {
+  for (const period of (manifest && manifest.Period) || []) {
+    for (const set of period.AdaptationSet || []) {
+      for (const rep of set.Representation || []) fn(rep, set);
+    }
+  }
+}
+
 /** Every codec the MPD offers → whether this browser's Media Source can decode it. */
 function codecSupport(manifest) {
   const support = {};
-  for (const period of (manifest && manifest.Period) || []) {
-    for (const set of period.AdaptationSet || []) {
-      for (const rep of set.Representation || []) {
-        const codec = rep.codecs || set.codecs;
-        if (codec) support[codec] = MediaSource.isTypeSupported(contentType(rep, set));
-      }
-    }
-  }
+  eachRepresentation(manifest, (rep, set) => {
+    const codec = rep.codecs || set.codecs;
+    if (codec) support[codec] = MediaSource.isTypeSupported(contentType(rep, set));
+  });
   return support;
 }
+
 
 function rendition(rep) {
   if (!rep) return null;
@@ -59,6 +65,15 @@ export function createAdapter({ video, config, probe, fail }) {
   // dash.js drops representations Media Source cannot decode (the MPD's HEVC set in a browser
   // without an HEVC decoder, so AVC plays); what the browser said is kept for the record.
   let offered = {};
+  // codec=avc|hevc: a capabilities filter keeps only that family's video representations (audio
+  // and anything else untouched); dash.js applies it to the MPD before choosing what to play.
+  const codecOfRep = new Map();
+  if (config.codec && config.codec !== 'auto') {
+    player.registerCustomCapabilitiesFilter((rep) => {
+      const family = codecFamily(rep.codecs || codecOfRep.get(rep.id));
+      return family === null || family === config.codec;
+    });
+  }
   player.updateSettings({
     debug: { logLevel: 2 },
     streaming: {
@@ -79,6 +94,7 @@ export function createAdapter({ video, config, probe, fail }) {
 
   player.on(E.MANIFEST_LOADED, (e) => {
     offered = codecSupport(e.data);
+    eachRepresentation(e.data, (rep, set) => codecOfRep.set(rep.id, rep.codecs || set.codecs));
     const url = new URL(config.src, location.href).toString();
     const timing = resourceTiming(url, probe.playRequestedAt ?? 0);
     const now = performance.now();
@@ -88,6 +104,11 @@ export function createAdapter({ video, config, probe, fail }) {
       t_done: timing ? timing.responseEnd : now,
       bytes: timing ? timing.encodedBodySize || timing.transferSize : 0,
     });
+    const problem = config.codec && config.codec !== 'auto' ? codecProblem(config.codec, offered) : null;
+    if (problem) {
+      probe.error({ message: problem, fatal: true, code: 'codec_unsupported' });
+      fail(problem);
+    }
   });
 
   player.on(E.FRAGMENT_LOADING_COMPLETED, (e) => {

@@ -3,6 +3,9 @@
 
 export const PLAYERS = ['hlsjs', 'dashjs'];
 export const TRANSPORTS = ['mptcp', 'tcp', 'unknown'];
+// Which video codec family the player may use: auto lets the player pick among what the browser
+// decodes; avc / hevc keep only that family's representations.
+export const CODECS = ['auto', 'avc', 'hevc'];
 export const SESSION_ID_RULE = /^[A-Za-z0-9_-]{1,64}$/;
 
 const DEFAULT_SOURCES = { hlsjs: '/media/hls/master.m3u8', dashjs: '/media/dash/manifest.mpd' };
@@ -83,6 +86,12 @@ export function parseParams(search) {
     transport = 'unknown';
   }
 
+  let codec = params.get('codec') || 'auto';
+  if (!CODECS.includes(codec)) {
+    errors.push(`codec=${codec}: must be one of ${CODECS.join(', ')}`);
+    codec = 'auto';
+  }
+
   const collector = (params.get('collector') || '/api/v1').replace(/\/+$/, '');
   const duration = positiveNumber(params, 'duration', errors);
   const startupTimeout = positiveNumber(params, 'startup_timeout', errors) ?? DEFAULT_STARTUP_TIMEOUT_S;
@@ -92,7 +101,7 @@ export function parseParams(search) {
   const targetLatency = positiveNumber(params, 'target_latency', errors);
 
   return {
-    config: { src, player, session, scenario, trial, transport, collector, duration, startupTimeout, buffer, targetLatency },
+    config: { src, player, session, scenario, trial, transport, codec, collector, duration, startupTimeout, buffer, targetLatency },
     errors,
   };
 }
