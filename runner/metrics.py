@@ -67,6 +67,9 @@ def video_metrics(rec: TrialRecord) -> dict[str, float]:
         # Live streams only (NaN on demand, so the report leaves the rows out).
         "live_latency_mean_s": _or_nan(latency["mean_s"]),
         "live_latency_p95_s": _or_nan(latency["p95_s"]),
+        # The media element's counters (getVideoPlaybackQuality): the decoder kept up or not.
+        "decoded_frames": _frames(ev, "total_frames"),
+        "dropped_frames": _frames(ev, "dropped_frames"),
     }
     cap = rec.meta.get("capacity_bps")
     m["download_share"] = (
@@ -78,6 +81,12 @@ def video_metrics(rec: TrialRecord) -> dict[str, float]:
 
 def _or_nan(v) -> float:
     return math.nan if v is None else float(v)
+
+
+def _frames(events: list[dict], field: str) -> float:
+    counts = [e["data"].get(field) for e in events if e.get("type") == "playback"]
+    counts = [c for c in counts if c is not None]
+    return float(max(counts)) if counts else math.nan
 
 
 def _mbps(v) -> float:

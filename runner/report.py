@@ -39,6 +39,8 @@ METRIC_LABELS = {
     "played_s": ("played time", "s"),
     "live_latency_mean_s": ("latency to live, mean", "s"),
     "live_latency_p95_s": ("latency to live, p95", "s"),
+    "decoded_frames": ("decoded frames", "count"),
+    "dropped_frames": ("dropped frames", "count"),
     "download_rate_mbps": ("per-segment download rate", "Mbit/s"),
     "download_share": ("download rate / sum of path rates", ""),
     "throughput_mbps": ("iperf3 throughput", "Mbit/s"),
@@ -68,9 +70,27 @@ class Report:
     pngs: list[Path] = field(default_factory=list)
 
 
-def group_of(rec: TrialRecord, several_players: bool) -> str:
-    player = rec.meta.get("player")
-    return f"{rec.condition}/{player}" if several_players and player else rec.condition
+# Factors a scenario crosses with its conditions, and their value in trials that predate them.
+FACTORS = {"player": None, "browser": "chromium", "codec": "auto"}
+
+
+def varying_factors(records: list[TrialRecord]) -> frozenset[str]:
+    """The factors that take more than one value in the run: they name its groups."""
+    return frozenset(f for f, default in FACTORS.items()
+                     if len({r.meta.get(f) or default for r in records}) > 1)
+
+
+def group_of(rec: TrialRecord, several: frozenset[str] | frozenset[str]) -> str:
+    """condition[/player][/browser][/codec]: the factors that vary in the run (`several`; True
+    stands for the player alone)."""
+    if isinstance(several, bool):
+        several = frozenset({"player"}) if several else frozenset()
+    parts = [rec.condition]
+    for factor, default in FACTORS.items():
+        value = rec.meta.get(factor) or default
+        if factor in several and value:
+            parts.append(str(value))
+    return "/".join(parts)
 
 
 def metric_label(metric: str) -> tuple[str, str]:
@@ -95,7 +115,7 @@ def build_report(run_dir: Path, out_dir: Path | None = None) -> Report:
     out_dir = Path(out_dir) if out_dir else run_dir / "report"
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    several = len({r.meta.get("player") for r in records}) > 1
+    several = varying_factors(records)
     n_paths = n_paths_of(records)
     planned = [c["label"] for c in run.get("conditions", [])]
     groups: list[str] = []
@@ -141,7 +161,8 @@ def _isnan(v) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
-def _reference_keys(run: dict, records: list[TrialRecord], several: bool) -> dict[str, str]:
+def _reference_keys(run: dict, records: list[TrialRecord],
+                    several: frozenset[str]) -> dict[str, str]:
     out = {}
     for rec in records:
         ref = rec.meta["condition"].get("reference")
@@ -176,7 +197,8 @@ def _reference_rows(groups, summaries, ref_by_group) -> list[dict]:
 # --- CSV ---------------------------------------------------------------------------------
 
 
-def _write_csvs(report: Report, records: list[TrialRecord], several: bool, n_paths: int) -> None:
+def _write_csvs(report: Report, records: list[TrialRecord], several: frozenset[str],
+                n_paths: int) -> None:
     out = report.out_dir
     with (out / "trials.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
@@ -243,7 +265,7 @@ def _fmt(v) -> str:
 # --- figures -----------------------------------------------------------------------------
 
 
-def _write_figures(report: Report, records, several: bool, n_paths: int) -> list[Path]:
+def _write_figures(report: Report, records, several: frozenset[str], n_paths: int) -> list[Path]:
     ok = [r for r in records if r.ok]
     seg: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     recv_series: dict[str, list[dict]] = defaultdict(list)

@@ -118,6 +118,7 @@ def _run_video(topo, trial: Trial, scenario: Scenario, media_dir: Path, tdir: Pa
                 scenario=scenario.name, trial=trial.round,
                 screenshot=tdir / "last-frame.png", buffer_s=scenario.buffer_s,
                 target_latency_s=scenario.live.target_latency_s if scenario.live else None,
+                browser=trial.browser or "chromium", codec=trial.codec or "auto",
             )
         write_json(tdir / "summary.json", result)
         session = _fetch_session(stack, session_id)
@@ -165,6 +166,8 @@ def run_trial(scenario: Scenario, trial: Trial, *, run_id: str, run_dir: Path,
         "kind": scenario.kind,
         "condition": trial.condition.model_dump(mode="json"),
         "player": trial.player,
+        "browser": trial.browser,
+        "codec": trial.codec,
         "started_at": datetime.now(UTC).isoformat(),
         "status": "failed",
         "reason": "",
@@ -256,6 +259,8 @@ def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
         "buffer_s": scenario.buffer_s,
         "live": scenario.live.model_dump(mode="json") if scenario.live else None,
         "players": scenario.players,
+        "browsers": scenario.browsers,
+        "codecs": scenario.codecs,
         "conditions": [c.model_dump(mode="json") for c in scenario.all_conditions()],
         "plan": [t.key for t in plan],
     }
@@ -276,11 +281,32 @@ def preflight(scenario: Scenario) -> None:
         if not (DIST_DIR / "index.html").exists():
             problems.append(f"the player page is not built ({DIST_DIR}/index.html is missing): "
                             "run `make player-bundle`")
+        from mpstream.player.browsers import check_browser
+
+        for browser in scenario.browsers:
+            try:
+                check_browser(browser)
+            except UserError as exc:
+                problems.append(str(exc))
     for tool in ("ss", "iperf3" if scenario.kind == "iperf" else "ip"):
         if shutil.which(tool) is None:
             problems.append(f"{tool} is missing: run `make setup`")
     if problems:
         raise UserError("cannot run: " + "; ".join(problems))
+
+
+def check_codecs(scenario: Scenario, media_dir: Path, trials: list[Trial]) -> None:
+    """Every browser × codec × player the trials ask for can play from the media, checked once
+    before the first trial (a blank page of each browser says what it decodes)."""
+    from mpstream.player.codecs import check_codec
+
+    wanted = sorted({(t.browser or "chromium", t.codec or "auto", t.player) for t in trials
+                     if t.codec and t.codec != "auto" and t.player})
+    for browser, codec, player in wanted:
+        try:
+            check_codec(browser, codec, media_dir, player)
+        except UserError as exc:
+            raise UserError(f"cannot run: {player} in {browser}: {exc}") from None
 
 
 def run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None = None,
@@ -326,6 +352,7 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
             console.print("preparing media …")
             media_dir = prepare_media(scenario.media, scenario.base_dir, progress=progress)
             console.print(f"media: {media_dir}")
+            check_codecs(scenario, media_dir, todo)
         return _run_trials(scenario, out_dir, plan, todo, done, run_id, media_dir,
                            scenario_path, console, progress)
 

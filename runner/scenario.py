@@ -27,6 +27,8 @@ _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
 
 Player = Literal["dashjs", "hlsjs"]
 Transport = Literal["mptcp", "tcp"]
+Browser = Literal["chromium", "firefox"]
+Codec = Literal["auto", "avc", "hevc"]
 
 
 class _Strict(BaseModel):
@@ -137,6 +139,10 @@ class Scenario(_Strict):
     conditions: list[Condition] = Field(default_factory=list)
     sweep: Sweep | None = None
     players: list[Player] = Field(default_factory=lambda: ["dashjs"])
+    # Crossed with conditions and players like them: every browser plays every codec family.
+    browsers: list[Browser] = Field(default_factory=lambda: ["chromium"])
+    # auto: the player picks among what the browser decodes; avc / hevc: only that family.
+    codecs: list[Codec] = Field(default_factory=lambda: ["auto"])
     # For hls.js the HLS master playlist is played; for dash.js the MPD.
     trials: int = Field(3, ge=1, le=1000)
     duration_s: float = Field(60.0, gt=0, le=3600)
@@ -160,6 +166,16 @@ class Scenario(_Strict):
             raise ValueError("name at least one player (dashjs or hlsjs)")
         if len(set(v)) != len(v):
             raise ValueError("a player is listed twice")
+        return v
+
+    @field_validator("browsers", "codecs")
+    @classmethod
+    def _factor_unique(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("name at least one (browsers: chromium, firefox; codecs: auto, "
+                             "avc, hevc)")
+        if len(set(v)) != len(v):
+            raise ValueError("a value is listed twice")
         return v
 
     @model_validator(mode="after")
@@ -198,30 +214,41 @@ def build_profile(scenario: Scenario, cond: Condition):
 
 
 class Trial(_Strict):
-    """One run of one condition with one player; `key` names its folder."""
+    """One run of one condition with one player in one browser; `key` names its folder (the
+    browser and codec only when not the defaults, so earlier runs' keys stay as they were)."""
 
     round: int
     condition: Condition
     player: Player | None
     order: int
+    browser: Browser | None = None
+    codec: Codec | None = None
 
     @property
     def key(self) -> str:
         who = f"-{self.player}" if self.player else ""
+        if self.browser and self.browser != "chromium":
+            who += f"-{self.browser}"
+        if self.codec and self.codec != "auto":
+            who += f"-{self.codec}"
         return f"r{self.round:02d}-{self.condition.label}{who}"
 
 
 def expand_trials(scenario: Scenario, trials: int | None = None) -> list[Trial]:
     n = trials if trials is not None else scenario.trials
-    players: list[Player | None] = list(scenario.players) if scenario.kind == "video" else [None]
-    cells = [(c, p) for c in scenario.all_conditions() for p in players]
+    video = scenario.kind == "video"
+    players: list[Player | None] = list(scenario.players) if video else [None]
+    browsers: list[Browser | None] = list(scenario.browsers) if video else [None]
+    codecs: list[Codec | None] = list(scenario.codecs) if video else [None]
+    cells = list(itertools.product(scenario.all_conditions(), players, browsers, codecs))
     out: list[Trial] = []
     for r in range(n):
         # Each round is shuffled with its own seed, so adding trials never reorders earlier rounds.
         order = list(cells)
         random.Random(f"{scenario.seed}/{r}").shuffle(order)
-        for cond, player in order:
-            out.append(Trial(round=r, condition=cond, player=player, order=len(out)))
+        for cond, player, browser, codec in order:
+            out.append(Trial(round=r, condition=cond, player=player, browser=browser,
+                             codec=codec, order=len(out)))
     return out
 
 

@@ -13,8 +13,9 @@ from mpstream.runner.stats import Summary
 # The terminal shows the headline metrics; the HTML and CSV files have all of them.
 HEADLINE = (
     "startup_delay_ms", "stall_count", "stall_ms", "longest_stall_ms", "rebuffer_ratio",
-    "mean_bitrate_mbps", "switches", "download_rate_mbps", "download_share", "throughput_mbps",
-    "throughput_share", "retrans_per_s", "path0_bytes_share", "path0_rtt_ms", "path1_rtt_ms",
+    "mean_bitrate_mbps", "dropped_frames", "switches", "download_rate_mbps", "download_share",
+    "throughput_mbps", "throughput_share", "retrans_per_s", "path0_bytes_share", "path0_rtt_ms",
+    "path1_rtt_ms",
 )
 
 

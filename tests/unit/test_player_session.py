@@ -74,3 +74,49 @@ def test_play_refuses_a_media_tree_without_the_manifest(tmp_path):
                                        "--profile", "thesis-bandwidth-balanced"])
     assert isinstance(result.exception, UserError)
     assert "dash/manifest.mpd is missing" in str(result.exception)
+
+
+def test_mptcp_evidence_needs_mp_capable_and_a_join_per_extra_path():
+    before = {"MPCapableSYNACKRX": 5, "MPJoinSynAckRx": 2}
+    both = {"MPCapableSYNACKRX": 7, "MPJoinSynAckRx": 4}
+    assert session.mptcp_evidence(before, both, 2, "firefox") == (
+        {"mp_capable": 2, "mp_join": 2}, None)
+    evidence, problem = session.mptcp_evidence(before, before, 2, "firefox")
+    assert evidence == {"mp_capable": 0, "mp_join": 0}
+    assert "firefox opened no MPTCP connection" in problem
+    no_join = {"MPCapableSYNACKRX": 6, "MPJoinSynAckRx": 2}
+    assert "no MP_JOIN" in session.mptcp_evidence(before, no_join, 2, "chromium")[1]
+    assert session.mptcp_evidence(before, no_join, 1, "chromium")[1] is None
+
+
+@pytest.mark.parametrize("support, refused", [
+    ({'video/mp4; codecs="hvc1.1.6.L93.90"': False}, True),
+    ({'video/mp4; codecs="hvc1.1.6.L93.90"': True}, False),
+])
+def test_a_codec_the_browser_cannot_decode_is_refused(monkeypatch, tmp_path, support, refused):
+    from mpstream.player import codecs
+
+    monkeypatch.setattr(codecs, "content_types", lambda media, player, codec: list(support))
+    monkeypatch.setattr(codecs, "probe_support", lambda browser, types: support)
+    if refused:
+        with pytest.raises(UserError, match=r"--codec hevc: chromium cannot decode .*hvc1"):
+            codecs.check_codec("chromium", "hevc", tmp_path, "dashjs")
+    else:
+        assert codecs.check_codec("firefox", "hevc", tmp_path, "dashjs") == support
+    assert codecs.check_codec("chromium", "auto", tmp_path, "dashjs") == {}
+
+
+def test_a_codec_the_media_lacks_is_refused_without_a_browser(monkeypatch, tmp_path):
+    from mpstream.player import codecs
+
+    monkeypatch.setattr(codecs, "content_types", lambda media, player, codec: [])
+    monkeypatch.setattr(codecs, "probe_support", lambda *a: pytest.fail("no browser needed"))
+    with pytest.raises(UserError, match="no hevc rendition in its HLS renditions"):
+        codecs.check_codec("firefox", "hevc", tmp_path, "hlsjs")
+
+
+def test_codec_family_of_codec_strings():
+    from mpstream.player.codecs import family
+
+    assert [family(c) for c in ("avc1.64001f", "hev1.1.6", "HVC1.1.6.L93.90", "mp4a.40.2",
+                                None)] == ["avc", "hevc", "hevc", None, None]

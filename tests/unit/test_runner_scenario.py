@@ -94,6 +94,10 @@ def test_sweep_expands_to_every_combination_with_overrides_applied():
         ({"conditions": [{"label": "a", "profile": "p.toml"}] * 2}, "repeated: a"),
         ({"conditions": []}, "no conditions"),
         ({"colour": "red"}, "colour"),
+        ({"browsers": ["safari"]}, "browsers.0"),
+        ({"browsers": []}, "browsers"),
+        ({"codecs": ["vp9"]}, "codecs.0"),
+        ({"codecs": ["hevc", "hevc"]}, "codecs"),
     ],
 )
 def test_bad_input_names_the_field(base, change, field):
@@ -152,3 +156,22 @@ def test_live_scenario_plays_a_live_stream_instead_of_media():
     bad = {**raw, "live": {**raw["live"], "window_s": 1}}
     with pytest.raises(UserError, match="window_s"):
         parse_scenario(bad, base_dir=live.base_dir)
+
+
+def test_browsers_and_codecs_are_crossed_like_players(base):
+    sc = parse_scenario(_raw(browsers=["chromium", "firefox"], codecs=["avc", "hevc"]),
+                        base_dir=base)
+    trials = expand_trials(sc, 1)
+    cells = {(t.condition.label, t.player, t.browser, t.codec) for t in trials}
+    assert cells == {(c, "dashjs", b, k) for c in "ab" for b in ("chromium", "firefox")
+                     for k in ("avc", "hevc")}
+    keys = {t.key for t in trials}
+    assert len(keys) == 8
+    assert "r00-a-dashjs-firefox-hevc" in keys and "r00-b-dashjs-avc" in keys
+
+
+def test_defaults_keep_the_keys_and_order_of_scenarios_without_browsers(base):
+    sc = parse_scenario(_raw(players=["dashjs", "hlsjs"]), base_dir=base)
+    trials = expand_trials(sc)
+    assert {(t.browser, t.codec) for t in trials} == {("chromium", "auto")}
+    assert all(t.key.endswith(("-dashjs", "-hlsjs")) for t in trials)
