@@ -38,7 +38,9 @@ from mpstream.proc import pid_alive, stop
 
 BROWSERS = ("chromium", "firefox")
 CHROMIUM = os.environ.get("MPSTREAM_CHROMIUM", "/usr/bin/chromium")
-FIREFOX = os.environ.get("MPSTREAM_FIREFOX", "/usr/bin/firefox-esr")
+# Debian's firefox-esr; elsewhere a non-snap `firefox` on PATH.
+FIREFOX = (os.environ.get("MPSTREAM_FIREFOX") or shutil.which("firefox-esr")
+           or shutil.which("firefox") or "/usr/bin/firefox-esr")
 DRIVER_DIR = Path(__file__).resolve().parent / "driver"
 DRIVER_SCRIPT = DRIVER_DIR / "drive.mjs"
 VIEWPORT = {"width": 1280, "height": 720}
@@ -60,7 +62,7 @@ CHROMIUM_FLAGS = [
     "--autoplay-policy=no-user-gesture-required",
 ]
 
-# Firefox's counterparts: autoplay allowed, HTTP/3 off (QUIC would bypass what is measured), and
+# Firefox's counterparts: autoplay allowed, fine-grained page clocks, HTTP/3 off (QUIC would bypass what is measured), and
 # none of its own background traffic (updates, telemetry, captive-portal and connectivity
 # probes, safe browsing, prefetches) in the measured namespace. puppeteer adds its own
 # automation preferences on top.
@@ -82,6 +84,9 @@ FIREFOX_PREFS: dict[str, Any] = {
     "browser.safebrowsing.phishing.enabled": False,
     "extensions.update.enabled": False,
     "browser.shell.checkDefaultBrowser": False,
+    # performance.now() and Resource Timing are clamped to whole milliseconds by default (a
+    # fingerprinting defence); a measuring page wants them as fine as Chromium's.
+    "privacy.reduceTimerPrecision": False,
 }
 
 
