@@ -62,10 +62,10 @@ CHROMIUM_FLAGS = [
     "--autoplay-policy=no-user-gesture-required",
 ]
 
-# Firefox's counterparts: autoplay allowed, fine-grained page clocks, HTTP/3 off (QUIC would bypass what is measured), and
-# none of its own background traffic (updates, telemetry, captive-portal and connectivity
-# probes, safe browsing, prefetches) in the measured namespace. puppeteer adds its own
-# automation preferences on top.
+# Firefox's counterparts: autoplay allowed, fine-grained page clocks, HTTP/3 off (QUIC would
+# bypass what is measured), and none of its own background traffic (updates, telemetry,
+# captive-portal and connectivity probes, safe browsing, prefetches) in the measured namespace.
+# puppeteer adds its own automation preferences on top.
 FIREFOX_PREFS: dict[str, Any] = {
     "media.autoplay.default": 0,
     "media.autoplay.blocking_policy": 0,

@@ -17,7 +17,7 @@ export default [
     languageOptions: { ecmaVersion: 2022, sourceType: 'script', globals: { ...globals.browser, uPlot: 'readonly' } },
   },
   {
-    files: ['player/tests/**/*.mjs', 'player/*.mjs', 'player/*.js'],
+    files: ['player/tests/**/*.mjs', 'player/*.mjs', 'player/*.js', 'player/driver/*.mjs'],
     languageOptions: { ecmaVersion: 2022, sourceType: 'module', globals: { ...globals.node } },
   },
   {
