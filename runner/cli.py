@@ -56,9 +56,18 @@ def _report(run_dir: Path, out: Path | None, console: Console):
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where to write the report (default: RUN_DIR/report).")
-def report(run_dir: Path, out: Path | None) -> None:
+@click.option("--p1203-input", "p1203", is_flag=True,
+              help="Also write each session's ITU-T P.1203 mode-0 input JSON to "
+                   "REPORT/p1203/<trial>.json (docs/qoe.md).")
+def report(run_dir: Path, out: Path | None, p1203: bool) -> None:
     """Write the HTML report, CSV files and PNG figures of a run folder, and print its tables."""
-    _report(run_dir, out, Console())
+    console = Console()
+    rep = _report(run_dir, out, console)
+    if p1203:
+        from mpstream.runner.report import write_p1203_inputs
+
+        written = write_p1203_inputs(rep)
+        console.print(f"P.1203 mode-0 input of {len(written)} sessions: {rep.out_dir / 'p1203'}")
 
 
 @click.command()

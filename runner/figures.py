@@ -12,7 +12,7 @@ matplotlib.use("Agg")  # no display here; must precede pyplot
 import matplotlib.pyplot as plt
 import numpy as np
 
-from mpstream.runner.stats import summarize
+from mpstream.qoe.stats import summarize
 
 DPI = 110
 

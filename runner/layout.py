@@ -8,6 +8,7 @@
     RUN_DIR/trials/<key>/profile.json the profile as built (after the condition's overrides)
     RUN_DIR/trials/<key>/summary.json collector summary (video) + per-path bytes from play_session
     RUN_DIR/trials/<key>/events.json  collector events of the session, in seq order (video)
+    RUN_DIR/trials/<key>/session.json the collector's session record (video)
     RUN_DIR/trials/<key>/access.log   nginx's access log (JSON lines) (video)
     RUN_DIR/trials/<key>/iperf.json   iperf3 -J output (iperf)
     RUN_DIR/trials/<key>/samples-client.csv, samples-server.csv   kernel samples (sampler.FIELDS)
@@ -51,6 +52,8 @@ class TrialRecord:
     summary: dict = field(default_factory=dict)
     events: list[dict] = field(default_factory=list)
     iperf: dict | None = None
+    session: dict = field(default_factory=dict)  # the collector's session record
+    profile: dict = field(default_factory=dict)  # the network profile as built
 
     @property
     def key(self) -> str:
@@ -102,6 +105,8 @@ def load_trials(run_dir: Path) -> list[TrialRecord]:
                 summary=read_json(d / "summary.json", {}) or {},
                 events=read_json(d / "events.json", []) or [],
                 iperf=read_json(d / "iperf.json"),
+                session=read_json(d / "session.json", {}) or {},
+                profile=read_json(d / "profile.json", {}) or {},
             )
         )
     records.sort(key=lambda r: (r.meta.get("order", 0), r.key))

@@ -1,92 +1,81 @@
 """Per-trial figures computed from a trial's raw data (events, kernel samples, iperf output).
 
-QoE figures come from the player's events (docs/qoe-events.md), not from the collector's summary,
-so the report can be checked against the raw data alone; the summary fills only what the events
-cannot give on their own (time-weighted bitrate, played time) when present.
+QoE figures come from the player's events through mpstream.qoe, the module the collector's
+summary calls too, so the report and the collector agree on every session (docs/qoe.md).
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from datetime import datetime
 from pathlib import Path
 
-from mpstream.qoe import live_latency
-from mpstream.qoe import video_segment_rates as segment_rates
+from mpstream.qoe.metrics import session_metrics, stalls_after
+from mpstream.qoe.metrics import video_segment_rates as segment_rates
+from mpstream.qoe.scores import (
+    SCORE_FIELDS,
+    p1203_available,
+    p1203_input,
+    p1203_o46,
+    session_scores,
+)
 from mpstream.runner.layout import TrialRecord
 from mpstream.runner.sampler import read_samples
 
 BIN_S = 1.0
+# The report's QoE columns, straight from mpstream.qoe (rates shown in Mbit/s).
+QOE_COLUMNS = (
+    "startup_delay_ms", "manifest_ms", "first_segment_ms", "decode_ms", "stall_count",
+    "stall_ms", "longest_stall_ms", "rebuffer_ratio", "switches", "segments", "played_s",
+    "download_share",
+)  # fmt: skip
+
+__all__ = ["segment_rates", "trial_metrics", "video_metrics"]
 
 
+def _num(v) -> float:
+    return float(v) if v is not None else math.nan
 
-def stalls_ms(events: list[dict]) -> list[float]:
-    """Duration of every stall. A stall still open when the session ended (its path never came
-    back) lasts until the session's last event: leaving it out would hide the worst case."""
-    out: list[float] = []
-    open_at: float | None = None
-    for e in sorted(events, key=lambda e: e.get("seq", 0)):
-        if e.get("type") == "stall_start":
-            open_at = float(e["t_ms"])
-        elif e.get("type") == "stall_end":
-            out.append(float(e["data"].get("duration_ms", 0.0)))
-            open_at = None
-    if open_at is not None and events:
-        last = max(float(e["t_ms"]) for e in events)
-        out.append(max(0.0, last - open_at))
-    return out
+
+def event_page_ms(rec: TrialRecord) -> float | None:
+    """Page time (ms, the events' clock) of the scenario's first timed network event (a path
+    failure): the play request's page time plus the wall-clock time between the play request
+    and the event. None when the trial had no timed event or the times are missing."""
+    at = [e["at_s"] for e in rec.profile.get("events") or [] if e.get("at_s") is not None]
+    t0 = rec.meta.get("events_started_unix")
+    started = (rec.session or {}).get("started_at")
+    startup = next((e for e in rec.events if e.get("type") == "startup"), None)
+    if not at or t0 is None or not started or startup is None:
+        return None
+    play_request_ms = startup["t_ms"] - startup["data"]["startup_delay_ms"]
+    play_request_unix = datetime.fromisoformat(started).timestamp()
+    return play_request_ms + (t0 + min(at) - play_request_unix) * 1000
 
 
 def video_metrics(rec: TrialRecord) -> dict[str, float]:
-    ev = rec.events
-    s = rec.summary or {}
-    startup = next((e["data"] for e in ev if e.get("type") == "startup"), None)
-    stalls = stalls_ms(ev)
-    rates = [r for _, r in segment_rates(ev)]
-    played = s.get("played_s")
-    if played is None:
-        ends = [e["data"].get("position") for e in ev if e.get("type") in ("end", "playback")]
-        played = max((p for p in ends if p is not None), default=None)
-    stall_total = sum(stalls)
-    latency = live_latency(ev)
-    m: dict[str, float] = {
-        "startup_delay_ms": float(startup["startup_delay_ms"]) if startup else math.nan,
-        "stall_count": float(len(stalls)),
-        "stall_ms": stall_total,
-        "longest_stall_ms": max(stalls, default=0.0),
-        "rebuffer_ratio": (
-            stall_total / (stall_total + played * 1000.0)
-            if played is not None and (stall_total + played * 1000.0) > 0
-            else math.nan
-        ),
-        "switches": float(sum(1 for e in ev if e.get("type") == "quality_switch")),
-        "mean_bitrate_mbps": _mbps(s.get("mean_bitrate_bps")),
-        "segments": float(len(rates)),
-        "download_rate_mbps": (sum(rates) / len(rates) / 1e6) if rates else math.nan,
-        "played_s": float(played) if played is not None else math.nan,
-        # Live streams only (NaN on demand, so the report leaves the rows out).
-        "live_latency_mean_s": _or_nan(latency["mean_s"]),
-        "live_latency_p95_s": _or_nan(latency["p95_s"]),
-        # The media element's counters (getVideoPlaybackQuality): the decoder kept up or not.
-        "decoded_frames": _frames(ev, "total_frames"),
-        "dropped_frames": _frames(ev, "dropped_frames"),
-    }
-    cap = rec.meta.get("capacity_bps")
-    m["download_share"] = (
-        m["download_rate_mbps"] * 1e6 / cap if cap and not math.isnan(m["download_rate_mbps"])
-        else math.nan
-    )
+    q = session_metrics(rec.events, capacity_bps=rec.meta.get("capacity_bps"))
+    m: dict[str, float] = {k: _num(q[k]) for k in QOE_COLUMNS}
+    m["mean_bitrate_mbps"] = _num(q["mean_bitrate_bps"]) / 1e6
+    m["download_rate_mbps"] = _num(q["mean_download_rate_bps"]) / 1e6
+    # The media element's counters (getVideoPlaybackQuality): the decoder kept up or not;
+    # NaN without a playback sample (the session never played).
+    played_any = any(e.get("type") == "playback" for e in rec.events)
+    m["decoded_frames"] = float(q["total_frames"]) if played_any else math.nan
+    m["dropped_frames"] = float(q["dropped_frames"]) if played_any else math.nan
+    scores = session_scores(rec.events)
+    m.update({k: _num(scores[k]) for k in SCORE_FIELDS})
+    if p1203_available():
+        fps = (rec.meta.get("media") or {}).get("frame_rate")
+        o46, _ = p1203_o46(p1203_input(rec.events, fps=fps))
+        m["p1203_o46"] = _num(o46)
+    t_event = event_page_ms(rec)
+    if t_event is not None:
+        after = stalls_after(rec.events, t_event)
+        m["stalls_after_event"] = float(after["count"])
+        m["stall_ms_after_event"] = after["ms"]
+        m["longest_stall_after_event_ms"] = after["longest_ms"]
     return m
-
-
-def _or_nan(v) -> float:
-    return math.nan if v is None else float(v)
-
-
-def _frames(events: list[dict], field: str) -> float:
-    counts = [e["data"].get(field) for e in events if e.get("type") == "playback"]
-    counts = [c for c in counts if c is not None]
-    return float(max(counts)) if counts else math.nan
 
 
 def _mbps(v) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from pathlib import Path
 from jinja2 import Environment, select_autoescape
 
 from mpstream.errors import UserError
+from mpstream.qoe.stats import Summary, summarize
 from mpstream.runner import figures
 from mpstream.runner.layout import RUN_JSON, TrialRecord, load_trials, read_json
 from mpstream.runner.metrics import (
@@ -24,7 +26,6 @@ from mpstream.runner.metrics import (
 )
 from mpstream.runner.reference import THESIS, condition_text, published
 from mpstream.runner.sampler import read_samples
-from mpstream.runner.stats import Summary, summarize
 
 # Shown in this order, with these names and units; per-path metrics are added per path.
 METRIC_LABELS = {
@@ -43,6 +44,17 @@ METRIC_LABELS = {
     "dropped_frames": ("dropped frames", "count"),
     "download_rate_mbps": ("per-segment download rate", "Mbit/s"),
     "download_share": ("download rate / sum of path rates", ""),
+    "manifest_ms": ("startup: manifest", "ms"),
+    "first_segment_ms": ("startup: first segment", "ms"),
+    "decode_ms": ("startup: decode", "ms"),
+    "stalls_after_event": ("stalls after the network event", "count"),
+    "stall_ms_after_event": ("stall time after the network event", "ms"),
+    "longest_stall_after_event_ms": ("longest stall after the network event", "ms"),
+    "qoe_yin": ("QoE Yin (QoE_lin)", "kbit/s"),
+    "qoe_clae": ("QoE Clae", ""),
+    "qoe_duanmu": ("QoE Duanmu", ""),
+    "qoe_yu": ("QoE Yu", "Mbit/s"),
+    "p1203_o46": ("ITU-T P.1203 O46", "MOS"),
     "throughput_mbps": ("iperf3 throughput", "Mbit/s"),
     "throughput_share": ("throughput / sum of path rates", ""),
     "iperf_retransmits": ("iperf3 retransmits", "count"),
@@ -146,6 +158,23 @@ def build_report(run_dir: Path, out_dir: Path | None = None) -> Report:
     report.pngs = _write_figures(report, records, several, n_paths)
     _write_html(report, run)
     return report
+
+
+def write_p1203_inputs(report: Report) -> list[Path]:
+    """Each successful video trial's P.1203 mode-0 input as REPORT/p1203/<trial>.json."""
+    from mpstream.qoe.scores import p1203_input
+
+    out = report.out_dir / "p1203"
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for rec in load_trials(report.run_dir):
+        if not rec.ok or rec.meta.get("kind", "video") != "video":
+            continue
+        fps = (rec.meta.get("media") or {}).get("frame_rate")
+        path = out / f"{rec.key}.json"
+        path.write_text(json.dumps(p1203_input(rec.events, fps=fps), indent=2) + "\n")
+        written.append(path)
+    return written
 
 
 def _metric_order(per_trial: dict[str, list[dict]]) -> list[str]:

@@ -103,15 +103,26 @@ def _fetch_session(stack, session_id: str) -> dict:
     return json.loads(body)
 
 
+def _media_facts(media_dir: Path) -> dict[str, Any]:
+    """What the scores need of the encoded media and the probe does not record."""
+    media = read_json(Path(media_dir) / "media.json", {}) or {}
+    rates = [r.get("nominal_bitrate") for r in media.get("rungs", []) if r.get("nominal_bitrate")]
+    return {"frame_rate": media.get("frame_rate"), "top_bitrate_bps": max(rates, default=None)}
+
+
 def _run_video(topo, trial: Trial, scenario: Scenario, media_dir: Path, tdir: Path,
-               transport: str, session_id: str, start_samplers) -> dict[str, Any]:
+               transport: str, session_id: str, start_samplers, meta: dict) -> dict[str, Any]:
     from mpstream.player.session import play_session
     from mpstream.server.stack import ServerStack
 
     with ServerStack(media_dir, netns=topo.server_ns, host=topo.server_addr,
                      workdir=tdir / "server", mptcp=transport == "mptcp") as stack:
+        meta["media"] = _media_facts(media_dir)
         with start_samplers():
             topo.start_events()
+            # The wall clock of the profile's t=0, to place its timed events on the page's
+            # clock (runner/metrics.py: stalls after a path failure).
+            meta["events_started_unix"] = time.time()
             result = play_session(
                 topo, stack, player=trial.player, manifest_path=MANIFESTS[trial.player],
                 transport=transport, duration_s=scenario.duration_s, session_id=session_id,
@@ -198,7 +209,7 @@ def run_trial(scenario: Scenario, trial: Trial, *, run_id: str, run_dir: Path,
 
             if scenario.kind == "video":
                 result = _run_video(topo, trial, scenario, media_dir, tdir, transport,
-                                    session_id, start_samplers)
+                                    session_id, start_samplers, meta)
                 if result.get("failure"):
                     # A session that played and then broke (e.g. its only path died) is a
                     # result worth keeping; one that never showed a frame is not.

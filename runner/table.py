@@ -7,15 +7,17 @@ import math
 from rich.console import Console
 from rich.table import Table
 
+from mpstream.qoe.stats import Summary
 from mpstream.runner.report import Report, metric_label, num
-from mpstream.runner.stats import Summary
 
 # The terminal shows the headline metrics; the HTML and CSV files have all of them.
 HEADLINE = (
     "startup_delay_ms", "stall_count", "stall_ms", "longest_stall_ms", "rebuffer_ratio",
     "mean_bitrate_mbps", "dropped_frames", "switches", "download_rate_mbps", "download_share",
-    "throughput_mbps", "throughput_share", "retrans_per_s", "path0_bytes_share", "path0_rtt_ms",
-    "path1_rtt_ms",
+    "throughput_mbps",
+    "throughput_share", "retrans_per_s", "path0_bytes_share", "path0_rtt_ms", "path1_rtt_ms",
+    "stalls_after_event", "longest_stall_after_event_ms", "qoe_yin", "qoe_clae", "qoe_duanmu",
+    "qoe_yu", "p1203_o46",
 )
 
 

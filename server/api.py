@@ -25,9 +25,16 @@ def engine() -> Engine:
 
 
 def _body() -> Any:
-    from mpstream.server.app import read_json_body
+    """The request body as JSON, whatever its content type (sendBeacon posts text/plain)."""
+    raw = request.get_data(cache=False)
+    try:
+        return json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise schemas.ValidationProblem("body", f"not valid JSON ({exc})", 400) from None
 
-    return read_json_body()
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def _checked_id(session_id: str) -> str:

@@ -5,7 +5,6 @@ they like with their own database URLs.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -81,15 +80,3 @@ def create_app(database_url: str | None = None, *, noop_endpoint: bool | None = 
 
     return app
 
-
-def read_json_body() -> Any:
-    """The request body as JSON, whatever its content type (sendBeacon posts text/plain)."""
-    raw = request.get_data(cache=False)
-    try:
-        return json.loads(raw, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:
-        raise schemas.ValidationProblem("body", f"not valid JSON ({exc})", 400) from None
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")

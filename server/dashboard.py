@@ -9,7 +9,7 @@ from typing import Any
 
 from flask import Blueprint, abort, render_template, send_from_directory
 
-from mpstream.qoe import VIDEO_KINDS, segment_rate_bps
+from mpstream.qoe.metrics import VIDEO_KINDS, segment_rate_bps, stalls
 from mpstream.server import storage, summary
 from mpstream.server.api import _SESSION_ID, engine, session_filters, summaries_for
 
@@ -52,9 +52,9 @@ def timeline(events: list[dict[str, Any]]) -> dict[str, Any]:
             rate = segment_rate_bps(e["data"])
             if rate is not None:
                 rates.append([sec(e["data"]["t_done"]), rate])
-    stalls = [[sec(s), sec(t)] for s, t in summary.stall_intervals(events)]
+    halted = [[sec(s.start_ms), sec(s.end_ms)] for s in stalls(events)]
     end = max((sec(e["t_ms"]) for e in events), default=0.0)
-    return {"buffer": buffer, "bitrate": bitrate, "rates": rates, "stalls": stalls, "end": end}
+    return {"buffer": buffer, "bitrate": bitrate, "rates": rates, "stalls": halted, "end": end}
 
 
 @dashboard.get("/sessions/<session_id>")

@@ -13,8 +13,25 @@ from mpstream.server import schemas
 REF = "#/components/schemas/{model}"
 
 
+class ScoreInputsOut(BaseModel):
+    """What the QoE scores were computed from (docs/qoe.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+    segments: int
+    bitrates_kbps: list[float]
+    top_bitrate_kbps: float
+    startup_s: float
+    stall_count: int
+    stall_s: float
+    played_s: float
+    media_s: float
+    rate_change_sum_kbps: float
+    rate_changes: int
+    yu_switching_mbps: float | None
+
+
 class SummaryOut(BaseModel):
-    """GET /sessions/{id}/summary (definitions in docs/qoe-events.md)."""
+    """GET /sessions/{id}/summary (definitions in docs/qoe.md)."""
 
     model_config = ConfigDict(extra="forbid")
     session: str
@@ -25,22 +42,33 @@ class SummaryOut(BaseModel):
     trial: int | None
     codec: str | None
     startup_delay_ms: float | None
+    manifest_ms: float | None
+    first_segment_ms: float | None
+    decode_ms: float | None
     stall_count: int
     stall_ms: float
+    longest_stall_ms: float
     rebuffer_ratio: float | None
-    segments: int
-    mean_download_rate_bps: float | None
-    segment_rates_bps: list[float]
-    mean_bitrate_bps: float | None
+    played_s: float
     switches: int
+    mean_bitrate_bps: float | None
+    segments: int
+    downloads: int
+    mean_download_rate_bps: float | None
+    download_share: float | None
+    segment_rates_bps: list[float]
     dropped_frames: int
     total_frames: int
     errors: int
-    played_s: float
     end_reason: str | None
     live_latency_mean_s: float | None  # null for on-demand media
     live_latency_p95_s: float | None
     live_latency_samples: int
+    qoe_yin: float | None
+    qoe_clae: float | None
+    qoe_duanmu: float | None
+    qoe_yu: float | None
+    score_inputs: ScoreInputsOut
 
 
 class StatsOut(BaseModel):

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from mpstream.qoe.stats import summarize
 from mpstream.runner.layout import load_trials
 from mpstream.runner.metrics import segment_rates
 from mpstream.runner.report import build_report
 from mpstream.runner.run import run_scenario
 from mpstream.runner.scenario import parse_scenario
-from mpstream.runner.stats import summarize
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from mpstream.qoe.stats import summarize
 from mpstream.runner.layout import write_json
 from mpstream.runner.report import build_report
 from mpstream.runner.sampler import FIELDS
-from mpstream.runner.stats import summarize
 
 T_975_DF2 = 4.302652729911275  # Student's t, 97.5% quantile, 2 degrees of freedom
 SEG_BYTES = 6_000_000
@@ -24,8 +24,11 @@ def seg_durations_s(cond: str, k: int) -> list[float]:
 
 
 def make_events(cond: str, k: int) -> list[dict]:
+    bitrate = 4e6 + k * 1e6  # the rendition on screen throughout
     ev = [{"seq": 0, "t_ms": 10, "type": "startup",
-           "data": {"startup_delay_ms": 400.0 + 100 * k + (300 if cond == "single" else 0)}}]
+           "data": {"startup_delay_ms": 400.0 + 100 * k + (300 if cond == "single" else 0),
+                    "manifest_ms": 100.0, "first_segment_ms": 200.0, "decode_ms": 50.0,
+                    "codec": "avc1.64001f", "width": 1280, "height": 720, "bitrate": bitrate}}]
     t = 1000.0
     for i, d in enumerate(seg_durations_s(cond, k)):
         ev.append({"seq": len(ev), "t_ms": t, "type": "segment", "data": {
@@ -42,7 +45,11 @@ def make_events(cond: str, k: int) -> list[dict]:
         ev.append({"seq": len(ev), "t_ms": t, "type": "stall_start", "data": {"position": 10.0}})
         ev.append({"seq": len(ev), "t_ms": t + 1000, "type": "stall_end",
                    "data": {"position": 10.0, "duration_ms": 1000.0 + 250 * s}})
-    ev.append({"seq": len(ev), "t_ms": t, "type": "quality_switch", "data": {}})
+    ev.append({"seq": len(ev), "t_ms": t, "type": "quality_switch", "data": {
+        "from_bitrate": 1e6, "to_bitrate": bitrate, "width": 1280, "height": 720,
+        "codec": "avc1.64001f"}})
+    ev.append({"seq": len(ev), "t_ms": t + 1, "type": "end",
+               "data": {"reason": "duration", "position": 60.0}})
     return ev
 
 
@@ -83,7 +90,6 @@ def run_dir(tmp_path_factory) -> Path:
             order += 1
             write_json(d / "trial.json", meta)
             write_json(d / "events.json", make_events(cond["label"], k))
-            write_json(d / "summary.json", {"played_s": 60.0, "mean_bitrate_bps": 4e6 + k * 1e6})
             write_samples(d / "samples-client.csv", "client", {0: 3e6, 1: 1e6}, {})
             write_samples(d / "samples-server.csv", "server", {}, {0: 2, 1: 1 + k})
     bad = run / "trials" / "r03-single-dashjs"
@@ -227,7 +233,7 @@ def test_report_of_a_folder_that_is_not_a_run_says_so(tmp_path):
 
 
 def test_a_stall_still_open_at_the_end_counts_until_the_last_event():
-    from mpstream.runner.metrics import stalls_ms
+    from mpstream.qoe.metrics import stalls
 
     ev = [
         {"seq": 0, "t_ms": 1000, "type": "stall_start", "data": {"position": 1}},
@@ -235,5 +241,5 @@ def test_a_stall_still_open_at_the_end_counts_until_the_last_event():
         {"seq": 2, "t_ms": 20_000, "type": "stall_start", "data": {"position": 19}},
         {"seq": 3, "t_ms": 32_500, "type": "end", "data": {"reason": "duration", "position": 19}},
     ]
-    assert stalls_ms(ev) == [500.0, 12_500.0]
-    assert stalls_ms(ev[:2]) == [500.0]
+    assert [s.duration_ms for s in stalls(ev)] == [500.0, 12_500.0]
+    assert [s.duration_ms for s in stalls(ev[:2])] == [500.0]

@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from mpstream.qoe.stats import describe
 from mpstream.server import summary
 
 SESSION = {
@@ -52,7 +53,9 @@ def test_summary_matches_hand_computed_values():
     assert s["stall_ms"] == 1000
     assert s["played_s"] == 9.0
     assert s["rebuffer_ratio"] == pytest.approx(1 / (1 + 9))
-    assert s["segments"] == 4
+    # Video segments played (by index); every download of any kind is `downloads`.
+    assert (s["segments"], s["downloads"]) == (3, 4)
+    assert s["longest_stall_ms"] == 1000
     # Video segments only: the init segment's 400 kbit/s measures a round trip, not the path.
     assert s["segment_rates_bps"] == pytest.approx([2_000_000, 4_000_000])
     assert s["mean_download_rate_bps"] == pytest.approx(3_000_000)
@@ -106,7 +109,7 @@ def test_grouped_statistics_by_hand():
 
 
 def test_missing_metrics_are_not_counted():
-    d = summary.describe([None, 2.0, 4.0])
+    d = describe([None, 2.0, 4.0])
     assert d["n"] == 2 and d["mean"] == 3.0
 
 
