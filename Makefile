@@ -5,7 +5,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: setup system venv build emulator player-bundle dashboard-assets lint test test-unit test-integration test-e2e test-trixie test-live demo doctor bench clean
+.PHONY: setup system venv build emulator player-bundle dashboard-assets event-schema lint test test-unit test-integration test-e2e test-trixie test-live demo doctor bench clean
 
 setup: system venv build
 
@@ -62,6 +62,11 @@ dashboard-assets: server/web/node_modules/.installed
 server/web/node_modules/.installed: server/web/package.json server/web/package-lock.json
 	@cd server/web && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
+
+# The events' JSON Schema (docs/qoe-events.schema.json) from the collector's pydantic models:
+# run after changing server/schemas.py; tests/unit/test_event_schema.py fails until you do.
+event-schema: venv
+	@$(PY) -m mpstream.server.event_schema
 
 # Python (ruff) and JavaScript (ESLint, pinned in player/package.json): the player page, its
 # probe and tests, and the dashboard's scripts.

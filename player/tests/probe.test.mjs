@@ -3,11 +3,17 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { QoeProbe } from '../src/probe/probe.js';
+import { assertValidEvent } from './event-schema.mjs';
 
 function harness() {
   const events = [];
   const clock = { t: 1000 };
-  const probe = new QoeProbe({ emit: (e) => events.push(e), now: () => clock.t });
+  // Every event the probe emits must be one the collector accepts (seq as the sender adds it).
+  const emit = (e) => {
+    assertValidEvent({ seq: events.length, ...e });
+    events.push(e);
+  };
+  const probe = new QoeProbe({ emit, now: () => clock.t });
   return { probe, events, clock, types: () => events.map((e) => e.type) };
 }
 
