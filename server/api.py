@@ -7,10 +7,11 @@ import csv
 import io
 import json
 import re
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import sqlalchemy as sa
-from flask import Blueprint, Response, current_app, jsonify, request
+from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context
 from sqlalchemy.engine import Engine
 
 from mpstream.server import schemas, storage, summary
@@ -72,10 +73,48 @@ def session_filters() -> dict[str, Any]:
     return out
 
 
+def page_args(default_limit: int | None = storage.PAGE_DEFAULT) -> tuple[int | None, str | None]:
+    """`limit` (1 … PAGE_MAX; `default_limit` when absent) and `cursor` (the `next_cursor` of
+    the previous page: the id of its last session) from the query string."""
+    raw = request.args.get("limit")
+    limit = default_limit
+    if raw not in (None, ""):
+        if not raw.isdigit() or not 1 <= int(raw) <= storage.PAGE_MAX:
+            raise schemas.ValidationProblem(
+                "limit", f"must be an integer from 1 to {storage.PAGE_MAX}", 400)
+        limit = int(raw)
+    cursor = request.args.get("cursor") or None
+    if cursor is not None and (not _SESSION_ID.fullmatch(cursor)
+                               or not storage.session_exists(engine(), cursor)):
+        raise schemas.ValidationProblem(
+            "cursor", "not a session of this collector: give the next_cursor of the page "
+            "before (or no cursor for the first page)", 400)
+    return limit, cursor
+
+
+def sessions_page(filters: dict[str, Any], limit: int | None, cursor: str | None
+                 ) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of sessions and the cursor of the next (None on the last page)."""
+    if limit is None:
+        return storage.list_sessions(engine(), filters, after=cursor), None
+    found = storage.list_sessions(engine(), filters, limit=limit + 1, after=cursor)
+    more = len(found) > limit
+    found = found[:limit]
+    return found, found[-1]["id"] if more and found else None
+
+
+def summarize_sessions(found: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Summaries of the given sessions, their events read a page at a time."""
+    for i in range(0, len(found), 200):
+        chunk = found[i:i + 200]
+        by_id = storage.get_events(engine(), [s["id"] for s in chunk])
+        for s in chunk:
+            yield summary.summarize(s, by_id[s["id"]])
+
+
 def summaries_for(filters: dict[str, Any]) -> list[dict[str, Any]]:
-    found = storage.list_sessions(engine(), filters)
-    by_id = storage.get_events(engine(), [s["id"] for s in found])
-    return [summary.summarize(s, by_id[s["id"]]) for s in found]
+    """Every matching session's summary (the grouped statistics need them all)."""
+    return list(summarize_sessions(list(storage.iter_sessions(engine(), filters))))
 
 
 @api.get("/health")
@@ -107,7 +146,8 @@ def create_session() -> Any:
 
 @api.get("/sessions")
 def list_sessions() -> Any:
-    return jsonify(sessions=storage.list_sessions(engine(), session_filters()))
+    found, next_cursor = sessions_page(session_filters(), *page_args())
+    return jsonify(sessions=found, next_cursor=next_cursor)
 
 
 @api.get("/sessions/<session_id>")
@@ -159,38 +199,77 @@ def _csv_cell(value: Any) -> Any:
     return value
 
 
-def _csv_response(header: list[str], rows: list[list[Any]], name: str) -> Response:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows([[_csv_cell(v) for v in row] for row in rows])
-    return Response(
-        buf.getvalue(),
-        mimetype="text/csv",
-        headers={"Content-Disposition": f'attachment; filename="{name}"'},
-    )
+def _csv_stream(header: list[str], rows: Iterable[list[Any]], name: str,
+                next_cursor: str | None) -> Response:
+    """CSV written as it is produced: a large export never sits in memory whole."""
+
+    def lines() -> Iterator[str]:
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(header)
+        for row in rows:
+            writer.writerow([_csv_cell(v) for v in row])
+            if buf.tell() > 64 * 1024:
+                yield buf.getvalue()
+                buf.seek(0)
+                buf.truncate()
+        yield buf.getvalue()
+
+    headers = {"Content-Disposition": f'attachment; filename="{name}"'}
+    if next_cursor is not None:
+        headers["X-Next-Cursor"] = next_cursor
+    return Response(stream_with_context(lines()), mimetype="text/csv", headers=headers)
+
+
+def _export_sessions() -> tuple[Iterable[dict[str, Any]], str | None]:
+    """The sessions an export covers: with `limit`, one page (and the next cursor); without,
+    every matching session after `cursor`, read a page at a time while the CSV streams."""
+    filters = session_filters()
+    limit, cursor = page_args(default_limit=None)
+    if limit is not None:
+        return sessions_page(filters, limit, cursor)
+    return storage.iter_sessions(engine(), filters, after=cursor), None
+
+
+def _chunks(found: Iterable[dict[str, Any]], size: int = 200) -> Iterator[list[dict[str, Any]]]:
+    chunk: list[dict[str, Any]] = []
+    for s in found:
+        chunk.append(s)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 @api.get("/export/events.csv")
 def export_events() -> Any:
-    found = storage.list_sessions(engine(), session_filters())
-    by_id = storage.get_events(engine(), [s["id"] for s in found])
-    rows = [
-        [s["id"], ev["seq"], ev["t_ms"], ev["type"], json.dumps(ev["data"], sort_keys=True)]
-        for s in found
-        for ev in by_id[s["id"]]
-    ]
-    return _csv_response(["session", "seq", "t_ms", "type", "data"], rows, "events.csv")
+    found, next_cursor = _export_sessions()
+
+    def rows() -> Iterator[list[Any]]:
+        for chunk in _chunks(found):
+            by_id = storage.get_events(engine(), [s["id"] for s in chunk])
+            for s in chunk:
+                for ev in by_id[s["id"]]:
+                    yield [s["id"], ev["seq"], ev["t_ms"], ev["type"],
+                           json.dumps(ev["data"], sort_keys=True)]
+
+    return _csv_stream(["session", "seq", "t_ms", "type", "data"], rows(), "events.csv",
+                       next_cursor)
 
 
 @api.get("/export/summaries.csv")
 def export_summaries() -> Any:
+    found, next_cursor = _export_sessions()
     header = [*summary.SCALAR_FIELDS, "segment_rates_bps"]
-    rows = [
-        [*(s[f] for f in summary.SCALAR_FIELDS), " ".join(map(str, s["segment_rates_bps"]))]
-        for s in summaries_for(session_filters())
-    ]
-    return _csv_response(header, rows, "summaries.csv")
+
+    def rows() -> Iterator[list[Any]]:
+        for chunk in _chunks(found):
+            for s in summarize_sessions(chunk):
+                yield [*(s[f] for f in summary.SCALAR_FIELDS),
+                       " ".join(map(str, s["segment_rates_bps"]))]
+
+    return _csv_stream(header, rows(), "summaries.csv", next_cursor)
 
 
 @api.post("/noop")

@@ -7,11 +7,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, abort, render_template, send_from_directory
+from flask import Blueprint, abort, render_template, send_from_directory, url_for
 
 from mpstream.qoe.metrics import VIDEO_KINDS, segment_rate_bps, stalls
 from mpstream.server import storage, summary
-from mpstream.server.api import _SESSION_ID, engine, session_filters, summaries_for
+from mpstream.server.api import (
+    _SESSION_ID,
+    engine,
+    page_args,
+    session_filters,
+    sessions_page,
+    summarize_sessions,
+)
 
 WEB = Path(__file__).parent / "web"
 UPLOT_DIST = WEB / "node_modules" / "uplot" / "dist"
@@ -28,8 +35,15 @@ dashboard = Blueprint(
 
 @dashboard.get("/")
 def index() -> Any:
+    """A page of sessions (limit, cursor as in the API), oldest first, with a link onward."""
     filters = session_filters()
-    return render_template("sessions.html", summaries=summaries_for(filters), filters=filters)
+    limit, cursor = page_args()
+    found, next_cursor = sessions_page(filters, limit, cursor)
+    next_url = (url_for("dashboard.index", **filters, limit=limit, cursor=next_cursor)
+                if next_cursor else None)
+    return render_template("sessions.html", summaries=list(summarize_sessions(found)),
+                           filters=filters, next_url=next_url, first_page=cursor is None,
+                           first_url=url_for("dashboard.index", **filters, limit=limit))
 
 
 def timeline(events: list[dict[str, Any]]) -> dict[str, Any]:

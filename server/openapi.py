@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
-from mpstream.server import schemas
+from mpstream.server import schemas, storage
 
 REF = "#/components/schemas/{model}"
 
@@ -122,6 +122,20 @@ _SESSION_ID_PARAM = {
 }
 
 
+def _paging(default_limit: int | None) -> list[dict[str, Any]]:
+    limit: dict[str, Any] = {"type": "integer", "minimum": 1, "maximum": storage.PAGE_MAX}
+    if default_limit is not None:
+        limit["default"] = default_limit
+    return [
+        {"name": "limit", "in": "query", "required": False, "schema": limit,
+         "description": "at most this many sessions" + ("" if default_limit else
+                                                        " (default: all, streamed)")},
+        {"name": "cursor", "in": "query", "required": False,
+         "schema": {"type": "string", "pattern": schemas.SESSION_ID_PATTERN},
+         "description": "next_cursor of the page before (X-Next-Cursor for CSV)"},
+    ]
+
+
 def _filters() -> list[dict[str, Any]]:
     out = []
     for name in FILTER_NAMES:
@@ -180,9 +194,10 @@ def openapi_document(noop: bool = False) -> dict[str, Any]:
                 },
             },
             "get": {
-                "summary": "List sessions, filtered",
-                "parameters": _filters(),
-                "responses": {"200": _json(ok, "sessions"), "400": _error("bad filter")},
+                "summary": "List sessions, filtered, oldest first, a page at a time",
+                "parameters": [*_filters(), *_paging(storage.PAGE_DEFAULT)],
+                "responses": {"200": _json(ok, "{sessions, next_cursor}"),
+                              "400": _error("bad filter, limit or cursor")},
             },
         },
         "/sessions/{session_id}": {
@@ -228,12 +243,14 @@ def openapi_document(noop: bool = False) -> dict[str, Any]:
             }
         },
         "/export/events.csv": {
-            "get": {"summary": "Every event as CSV", "parameters": _filters(),
-                    "responses": {"200": _csv("CSV"), "400": _error("bad filter")}}
+            "get": {"summary": "Every event as CSV, streamed",
+                    "parameters": [*_filters(), *_paging(None)],
+                    "responses": {"200": _csv("CSV"), "400": _error("bad filter, limit or cursor")}}
         },
         "/export/summaries.csv": {
-            "get": {"summary": "One summary row per session as CSV", "parameters": _filters(),
-                    "responses": {"200": _csv("CSV"), "400": _error("bad filter")}}
+            "get": {"summary": "One summary row per session as CSV, streamed",
+                    "parameters": [*_filters(), *_paging(None)],
+                    "responses": {"200": _csv("CSV"), "400": _error("bad filter, limit or cursor")}}
         },
     }  # fmt: skip
     if noop:

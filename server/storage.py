@@ -52,8 +52,15 @@ events = sa.Table(
     sa.Column("data", sa.Text, nullable=False),
 )
 
+# Sessions are listed in creation order; pages continue after the last id of the page before
+# (keyset paging), which this index answers without scanning the table.
+SESSION_ORDER = sa.Index("sessions_created_id", sessions.c.created_at, sessions.c.id)
+
 SESSION_FIELDS = [c.name for c in sessions.columns if c.name != "created_at"]
 FILTERS = ("scenario", "trial", "player", "transport", "protocol")
+PAGE_DEFAULT = 100
+PAGE_MAX = 1000
+_IN_CHUNK = 500  # ids per IN (...) list: SQLite caps bound parameters
 
 
 def sqlite_url(path: str) -> str:
@@ -93,6 +100,8 @@ def make_engine(url: str) -> Engine:
 
 def create_schema(engine: Engine) -> None:
     metadata.create_all(engine, checkfirst=True)
+    # A database made before the index existed gets it too (create_all skips existing tables).
+    SESSION_ORDER.create(engine, checkfirst=True)
 
 
 class _WriterLock:
@@ -221,20 +230,60 @@ def _filtered(query: sa.Select, filters: dict[str, Any]) -> sa.Select:
     return query
 
 
-def list_sessions(engine: Engine, filters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    counts = (
-        sa.select(events.c.session_id, sa.func.count().label("event_count"))
-        .group_by(events.c.session_id)
-        .subquery()
-    )
-    query = (
-        sa.select(sessions, sa.func.coalesce(counts.c.event_count, 0).label("event_count"))
-        .select_from(sessions.outerjoin(counts, counts.c.session_id == sessions.c.id))
-        .order_by(sessions.c.created_at, sessions.c.id)
-    )
+def list_sessions(
+    engine: Engine,
+    filters: dict[str, Any] | None = None,
+    *,
+    limit: int | None = None,
+    after: str | None = None,
+) -> list[dict[str, Any]]:
+    """Sessions in creation order, each with its event_count. `after`: the id of the last
+    session of the previous page; `limit`: at most this many (all when None)."""
+    query = sa.select(sessions).order_by(sessions.c.created_at, sessions.c.id)
     query = _filtered(query, filters or {})
+    if after is not None:
+        anchor = sa.select(sessions.c.created_at).where(sessions.c.id == after).scalar_subquery()
+        query = query.where(sa.or_(
+            sessions.c.created_at > anchor,
+            sa.and_(sessions.c.created_at == anchor, sessions.c.id > after),
+        ))
+    if limit is not None:
+        query = query.limit(limit)
     with engine.connect() as conn:
-        return [_session_dict(r._mapping) for r in conn.execute(query)]
+        rows = [_session_dict(r._mapping) for r in conn.execute(query)]
+        counts = _event_counts(conn, [r["id"] for r in rows])
+    for row in rows:
+        row["event_count"] = counts.get(row["id"], 0)
+    return rows
+
+
+def iter_sessions(engine: Engine, filters: dict[str, Any] | None = None, *,
+                  after: str | None = None, limit: int | None = None,
+                  page: int = PAGE_MAX) -> Iterator[dict[str, Any]]:
+    """Every session (or `limit` of them) after `after`, fetched a page at a time, so a
+    caller can stream them without holding all in memory."""
+    left = limit
+    while left is None or left > 0:
+        size = page if left is None else min(page, left)
+        rows = list_sessions(engine, filters, limit=size, after=after)
+        yield from rows
+        if len(rows) < size:
+            return
+        after = rows[-1]["id"]
+        if left is not None:
+            left -= len(rows)
+
+
+def _event_counts(conn: Connection, ids: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for i in range(0, len(ids), _IN_CHUNK):
+        query = (
+            sa.select(events.c.session_id, sa.func.count())
+            .where(events.c.session_id.in_(ids[i:i + _IN_CHUNK]))
+            .group_by(events.c.session_id)
+        )
+        out.update({sid: n for sid, n in conn.execute(query)})
+    return out
 
 
 def _session_dict(mapping: Any) -> dict[str, Any]:
@@ -257,16 +306,17 @@ def get_events(engine: Engine, session_ids: Iterable[str]) -> dict[str, list[dic
     out: dict[str, list[dict[str, Any]]] = {sid: [] for sid in ids}
     if not ids:
         return out
-    query = (
-        sa.select(events)
-        .where(events.c.session_id.in_(ids))
-        .order_by(events.c.session_id, events.c.seq)
-    )
     with engine.connect() as conn:
-        for r in conn.execute(query):
-            out[r.session_id].append(
-                {"seq": r.seq, "t_ms": r.t_ms, "type": r.type, "data": json.loads(r.data)}
+        for i in range(0, len(ids), _IN_CHUNK):
+            query = (
+                sa.select(events)
+                .where(events.c.session_id.in_(ids[i:i + _IN_CHUNK]))
+                .order_by(events.c.session_id, events.c.seq)
             )
+            for r in conn.execute(query):
+                out[r.session_id].append(
+                    {"seq": r.seq, "t_ms": r.t_ms, "type": r.type, "data": json.loads(r.data)}
+                )
     return out
 
 
