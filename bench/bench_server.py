@@ -16,6 +16,7 @@ import random
 import signal
 import socket
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -24,9 +25,13 @@ from pathlib import Path
 import requests
 import sqlalchemy as sa
 
+from mpstream.paths import REPO_ROOT
 from mpstream.server import storage
 from mpstream.server.stack import ServerStack
-from mpstream.server.testing import make_tiny_media
+
+# The tests' real-server helpers (a tiny media tree); run from the repository root.
+sys.path.insert(0, str(REPO_ROOT))
+from tests.servers import make_tiny_media
 
 IPPROTO_MPTCP = 262
 BATCH = 50

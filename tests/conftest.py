@@ -3,6 +3,7 @@
 `make test-unit` runs the fast ones; `make test` runs all three.
 """
 
+import os
 from pathlib import Path
 
 import pytest
@@ -36,3 +37,21 @@ def trace_store(tmp_path, monkeypatch):
                          traces.synthetic(mbit * scale * 1e6, 20, seed=seed))
     monkeypatch.setenv("MPSTREAM_TRACES", str(store))
     return store
+
+
+TINY_MEDIA_SECONDS = 30.0
+
+
+@pytest.fixture(scope="session")
+def tiny_media(tmp_path_factory) -> Path:
+    """The `tiny` ladder from the synthetic source, made once per test session (or a tree made
+    earlier, named by $MPSTREAM_TEST_MEDIA, to save the encode when iterating)."""
+    prepared = os.environ.get("MPSTREAM_TEST_MEDIA")
+    if prepared:
+        return Path(prepared)
+    from mpstream.encoder.pipeline import encode_media
+
+    out = tmp_path_factory.getbasetemp() / "player-tiny-media"
+    if not (out / "media.json").is_file():
+        encode_media("synthetic", "tiny", 2.0, TINY_MEDIA_SECONDS, out, progress=False)
+    return out

@@ -11,7 +11,6 @@ import time
 import pytest
 
 from mpstream.netem.teardown import netns_pids
-from mpstream.player.testing import tiny_media  # noqa: F401
 from mpstream.proc import pid_alive
 
 pytestmark = pytest.mark.timeout(300)
@@ -24,7 +23,7 @@ def _namespaces(name: str) -> list[str]:
     return [line.split()[0] for line in out.splitlines() if line.startswith(f"mps-{name}-")]
 
 
-def test_play_json_reports_summary_and_paths(tiny_media):  # noqa: F811
+def test_play_json_reports_summary_and_paths(tiny_media):
     name = f"pc{os.getpid() % 100000}"
     done = subprocess.run(
         [*MPSTREAM, "play", "--media", str(tiny_media), "--player", "hlsjs",
@@ -44,7 +43,7 @@ def test_play_json_reports_summary_and_paths(tiny_media):  # noqa: F811
     assert _namespaces(name) == []
 
 
-def test_ctrl_c_tears_everything_down(tiny_media):  # noqa: F811
+def test_ctrl_c_tears_everything_down(tiny_media):
     name = f"pi{os.getpid() % 100000}"
     proc = subprocess.Popen(
         [*MPSTREAM, "play", "--media", str(tiny_media), "--player", "dashjs",

@@ -19,8 +19,8 @@ from PIL import Image
 
 from mpstream.netem.topology import Topology
 from mpstream.player.session import MANIFESTS, browser_in_namespace, page_url, play_session
-from mpstream.player.testing import collector_get, session_events, tiny_media  # noqa: F401
 from mpstream.server.stack import ServerStack
+from tests.sessions import collector_get, session_events
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -29,7 +29,7 @@ PLAYERS = ["dashjs", "hlsjs"]
 
 
 @pytest.fixture(scope="module")
-def balanced(tiny_media):  # noqa: F811
+def balanced(tiny_media):
     name = f"pl{os.getpid() % 100000}"
     with Topology.up("thesis-bandwidth-balanced", name=name) as topo, \
             ServerStack(tiny_media, netns=topo.server_ns, host=topo.server_addr) as stack:
@@ -199,7 +199,7 @@ def test_collector_down_is_reported(balanced):
     assert collector_get(stack, f"/sessions/{result['session']}") is None
 
 
-def test_stream_that_never_starts_ends_with_an_error(balanced, tiny_media, tmp_path):  # noqa: F811
+def test_stream_that_never_starts_ends_with_an_error(balanced, tiny_media, tmp_path):
     # A media tree whose manifest and init segments are there but no media segment is.
     broken = tmp_path / "media"
     shutil.copytree(tiny_media, broken)

@@ -10,8 +10,8 @@ import pytest
 
 from mpstream.netem.topology import Topology
 from mpstream.player.session import MANIFESTS, play_session
-from mpstream.player.testing import session_events, tiny_media  # noqa: F401
 from mpstream.server.stack import ServerStack
+from tests.sessions import session_events
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -46,7 +46,7 @@ set = {{ rate = {rate_bps}, queue_bytes = 30000 }}
 
 
 @pytest.mark.parametrize("player", ["dashjs", "hlsjs"])
-def test_throttled_path_stalls_with_durations(tiny_media, player, tmp_path):  # noqa: F811
+def test_throttled_path_stalls_with_durations(tiny_media, player, tmp_path):
     rate = _lowest_rung_bps(tiny_media) // 3
     name = f"ps{os.getpid() % 100000}"
     with Topology.up(_throttled_profile(tmp_path, rate), name=name) as topo, \

@@ -12,7 +12,7 @@ from playwright.sync_api import sync_playwright
 
 from mpstream.paths import BUILD_DIR
 from mpstream.server.stack import ServerStack
-from mpstream.server.testing import make_tiny_media
+from tests.servers import make_tiny_media
 
 CHROMIUM_ARGS = [
     "--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",

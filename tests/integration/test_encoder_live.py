@@ -21,7 +21,7 @@ from lxml import etree
 from mpstream.manifests.isobmff import read_sample_entries
 from mpstream.proc import pid_alive, stop
 from mpstream.server.stack import ServerStack
-from mpstream.server.testing import _free_port
+from tests.servers import _free_port
 
 SEGMENT_S = 1.0
 WINDOW_SEGMENTS = 4

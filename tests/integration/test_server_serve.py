@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from mpstream.proc import pid_alive
-from mpstream.server.testing import make_tiny_media
+from tests.servers import make_tiny_media
 
 REPO = Path(__file__).resolve().parents[2]
 MPSTREAM = str(REPO / ".venv" / "bin" / "mpstream")

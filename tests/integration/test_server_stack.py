@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from mpstream.proc import child_pids, pid_alive
 from mpstream.server.accesslog import read_access_log
 from mpstream.server.stack import ServerStack, sweep_stale_workdirs
-from mpstream.server.testing import make_tiny_media, throwaway_postgres
+from tests.servers import make_tiny_media, throwaway_postgres
 
 REPO = Path(__file__).resolve().parents[2]
 SESSION = {

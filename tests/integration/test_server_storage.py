@@ -8,7 +8,7 @@ import sqlalchemy as sa
 
 from mpstream.server import schemas, storage, summary
 from mpstream.server.app import ensure_schema
-from mpstream.server.testing import throwaway_postgres
+from tests.servers import throwaway_postgres
 from tests.unit.test_server_summary import EVENTS
 
 SESSION = {

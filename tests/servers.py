@@ -1,4 +1,5 @@
-"""Real servers for tests and benchmarks: a throwaway PostgreSQL cluster and a tiny media tree.
+"""Real servers for tests and benchmarks (bench/ imports this too): a throwaway PostgreSQL
+cluster and a tiny media tree.
 
 Both are the real thing (Debian's PostgreSQL, ffmpeg), made in a temporary directory and
 removed afterwards.

@@ -1,0 +1,21 @@
+"""Reading a played session back from the collector, for tests that play against real servers
+(tests/e2e/test_player_*.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def collector_get(stack: Any, path: str) -> Any:
+    """GET an API path over the collector's socket (None when it answers anything but 200)."""
+    from mpstream.server.stack import unix_get
+
+    status, body = unix_get(stack.collector_socket, "/api/v1" + path)
+    return json.loads(body) if status == 200 else None
+
+
+def session_events(stack: Any, session_id: str) -> list[dict[str, Any]]:
+    found = collector_get(stack, f"/sessions/{session_id}")
+    assert found is not None, f"the collector has no session {session_id}"
+    return found["events"]
