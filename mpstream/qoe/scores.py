@@ -105,11 +105,9 @@ def yu(bitrates_bps: list[float], media_s: float, stall_s: float) -> float | Non
 
 
 def top_bitrate(events: list[Event], bitrates_bps: list[float]) -> float:
-    """The ladder's top video bitrate: the startup event's `top_bitrate` when the player gave
-    it, else the highest bitrate the session fetched or showed."""
-    for e in in_order(events):
-        if e["type"] == "startup" and e["data"].get("top_bitrate"):
-            return float(e["data"]["top_bitrate"])
+    """R_max: the highest video bitrate the session fetched or showed. The probe does not
+    record the ladder's top rung, so a session that never reached it scores as if its own
+    highest rung were the top (docs/qoe.md)."""
     seen = [r for _, r in rendition_steps(events)] + bitrates_bps
     return max(seen, default=0.0)
 
