@@ -93,3 +93,19 @@ def test_stall_after_the_throttle_is_counted(report):
     rep, _ = report
     (row,) = rep.per_trial["stalls"]
     assert row["stalls_after_event"] == row["stall_count"] == 1
+
+
+def test_p1203_input_per_session(report):
+    from mpstream.runner.report import write_p1203_inputs
+
+    rep, _ = report
+    written = {p.stem: json.loads(p.read_text()) for p in write_p1203_inputs(rep)}
+    assert set(written) == {read(n, "trial.json")["key"] for n in NAMES}
+    stalls = written[read("stalls", "trial.json")["key"]]
+    segs = stalls["I13"]["segments"]
+    assert len(segs) == rep.per_trial["stalls"][0]["segments"]
+    assert all(s["codec"] == "h264" and s["fps"] == 25.0 and s["duration"] > 0 for s in segs)
+    assert [s["start"] for s in segs] == sorted(s["start"] for s in segs)
+    # the startup delay as a stall at 0, then the recorded stall
+    assert len(stalls["I23"]["stalling"]) == 1 + rep.per_trial["stalls"][0]["stall_count"]
+    assert stalls["I11"]["segments"], "dash.js fetched separate audio"
