@@ -12,8 +12,8 @@ import pytest
 from mpstream.encoder.live import LiveConfig, live_in_background
 from mpstream.netem.topology import Topology
 from mpstream.player.session import MANIFESTS, play_session
-from mpstream.player.testing import session_events
 from mpstream.server.stack import ServerStack
+from tests.sessions import session_events
 
 pytestmark = pytest.mark.timeout(300)
 
