@@ -28,7 +28,7 @@ BIN_S = 1.0
 QOE_COLUMNS = (
     "startup_delay_ms", "manifest_ms", "first_segment_ms", "decode_ms", "stall_count",
     "stall_ms", "longest_stall_ms", "rebuffer_ratio", "switches", "segments", "played_s",
-    "download_share",
+    "download_share", "live_latency_mean_s", "live_latency_p95_s",
 )  # fmt: skip
 
 __all__ = ["segment_rates", "trial_metrics", "video_metrics"]
