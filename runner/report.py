@@ -50,8 +50,6 @@ METRIC_LABELS = {
     "stalls_after_event": ("stalls after the network event", "count"),
     "stall_ms_after_event": ("stall time after the network event", "ms"),
     "longest_stall_after_event_ms": ("longest stall after the network event", "ms"),
-    "live_latency_mean_s": ("latency to live, mean", "s"),
-    "live_latency_p95_s": ("latency to live, 95th percentile", "s"),
     "qoe_yin": ("QoE Yin (QoE_lin)", "kbit/s"),
     "qoe_clae": ("QoE Clae", ""),
     "qoe_duanmu": ("QoE Duanmu", ""),

@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from mpstream.netem.teardown import netns_pids
-from mpstream.player.testing import tiny_media  # noqa: F401
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -63,7 +62,7 @@ def foreign_media(out: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def hosts(tiny_media, tmp_path_factory):  # noqa: F811
+def hosts(tiny_media, tmp_path_factory):
     media = tmp_path_factory.mktemp("realhost-media")
     for sub in ("hls", "dash"):
         (media / sub).symlink_to(tiny_media / sub)

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from mpstream.qoe import live_latency
+from mpstream.qoe.metrics import live_latency
+from mpstream.qoe.stats import summarize
 from mpstream.runner.layout import load_trials
 from mpstream.runner.report import build_report
 from mpstream.runner.run import run_scenario
 from mpstream.runner.scenario import load_scenario, parse_scenario
-from mpstream.runner.stats import summarize
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.long]
 
