@@ -17,8 +17,8 @@ import pytest
 from mpstream.netem.teardown import netns_pids
 from mpstream.netem.topology import Topology
 from mpstream.player.session import MANIFESTS, play_session
-from mpstream.player.testing import collector_get, session_events, tiny_media  # noqa: F401
 from mpstream.server.stack import ServerStack
+from tests.sessions import collector_get, session_events
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def balanced(tiny_media):  # noqa: F811
+def balanced(tiny_media):
     name = f"ff{os.getpid() % 100000}"
     with Topology.up("thesis-bandwidth-balanced", name=name) as topo, \
             ServerStack(tiny_media, netns=topo.server_ns, host=topo.server_addr) as stack:
@@ -87,7 +87,7 @@ def test_dashjs_plays_hevc_in_firefox_with_frames_decoded(balanced):
     assert urls and all("/dash/hevc-" in u for u in urls), urls[:3]
 
 
-def test_a_codec_the_browser_lacks_is_refused_before_anything_starts(tiny_media):  # noqa: F811
+def test_a_codec_the_browser_lacks_is_refused_before_anything_starts(tiny_media):
     before = set(subprocess.run(["ip", "netns", "list"], capture_output=True,
                                 text=True).stdout.split())
     proc = subprocess.run(
