@@ -36,6 +36,10 @@ profile=np03-2x10
 play_s=10
 # What a user of the release needs before `make setup`: make itself. (git runs on this side.)
 include=make,ca-certificates
+# For this script's own tests: a prepared root file system instead of the debootstrap one,
+# and which steps run.
+given_rootfs=${MPSTREAM_DISTRO_ROOTFS:-}
+steps=${MPSTREAM_DISTRO_STEPS:-setup unit heavy}
 # Where the clone and the media live inside the root file system.
 src=/root/mpstream
 media=/root/media
@@ -54,7 +58,7 @@ if [[ ${1:-} == --inside ]]; then
   cache=$(dirname "$(dirname "$run")")
   root=$run/root
   mount -t overlay overlay \
-    -o "lowerdir=$cache/rootfs,upperdir=$run/upper,workdir=$run/work" "$root"
+    -o "lowerdir=$(<"$run/rootfs"),upperdir=$run/upper,workdir=$run/work" "$root"
   mount -t proc proc "$root/proc"
   mount -t sysfs sysfs "$root/sys"
   # A /dev of its own with just the devices a system uses, TUN for the link emulator, and
@@ -136,11 +140,6 @@ fi
 # --- on the host -------------------------------------------------------------------------------
 [[ $(id -u) -eq 0 ]] || die "run as root (it mounts, chroots and makes namespaces): sudo make test-$suite"
 command -v git >/dev/null || die "git is needed to clone the current commit: apt-get install git"
-if ! command -v debootstrap >/dev/null; then
-  say "installing debootstrap"
-  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq debootstrap \
-    >/dev/null || die "could not install debootstrap: apt-get install debootstrap"
-fi
 for tool in unshare flock chroot pgrep; do
   command -v "$tool" >/dev/null || die "$tool is missing (util-linux, coreutils, procps)"
 done
@@ -154,12 +153,17 @@ mkdir -p "$cache/runs" "$cache/downloads/apt/partial" "$cache/downloads/pip" \
   "$cache/downloads/npm"
 
 # The root file system, built once. The stamp says how it was made; a change rebuilds it.
-rootfs=$cache/rootfs
+rootfs=${given_rootfs:-$cache/rootfs}
 stamp="2 $suite $include $mirror $security_mirror"
-(
+[[ -n $given_rootfs ]] || (
+
   flock 9
   if [[ ! -d $rootfs || ! -f $cache/rootfs.stamp || $(<"$cache/rootfs.stamp") != "$stamp" ]]; then
     say "building the $suite root file system in $rootfs (once; later runs reuse it)"
+    if ! command -v debootstrap >/dev/null; then
+      DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
+        debootstrap >/dev/null || die "could not install debootstrap: apt-get install debootstrap"
+    fi
     rm -rf "$rootfs.new" "$rootfs" "$cache/rootfs.stamp"
     if ! debootstrap --variant=minbase --include="$include" --cache-dir="$cache/downloads/apt" \
       "$suite" "$rootfs.new" "$mirror" >"$cache/debootstrap.log" 2>&1; then
@@ -203,11 +207,16 @@ echo $$ >"$run/pid"
 mkdir "$run/upper" "$run/work" "$run/root"
 echo "$repo" >"$run/repo"
 echo "$commit" >"$run/commit"
+echo "$rootfs" >"$run/rootfs"
+# The steps run this copy, so that editing or checking out the script meanwhile changes nothing.
+cp "$self" "$run/test-distro.sh"
+self=$run/test-distro.sh
 
 ns_pid=
 finish() {
   local rc=$?
   trap - EXIT INT TERM
+  set +e  # every line below runs, whatever the one before it returned
   if [[ -n $ns_pid ]] && kill -0 "$ns_pid" 2>/dev/null; then
     local init
     init=$(pgrep -P "$ns_pid" || true)
@@ -221,7 +230,7 @@ finish() {
   fi
   rm -rf "$run"
   if ((rc == 0)); then
-    say "passed: setup, unit tests, netem check $profile and a dash.js session on $suite"
+    say "passed ($steps) on $suite"
   else
     say "FAILED (exit $rc)"
   fi
@@ -243,12 +252,24 @@ in_namespaces() {
   return "$rc"
 }
 
-say "fresh clone of ${commit:0:12} and make setup, on $suite"
-in_namespaces setup
-say "doctor, unit tests and an encode (ffmpeg of $suite), in a network namespace of its own"
-in_namespaces unit --net
-say "netem check $profile and a ${play_s} s dash.js session, under $heavy_lock"
-exec 8>"$heavy_lock"
-flock 8
-in_namespaces heavy --net
-flock -u 8
+for step in $steps; do
+  case $step in
+    setup)
+      say "fresh clone of ${commit:0:12} and make setup, on $suite"
+      in_namespaces setup
+      ;;
+    unit)
+      say "doctor, unit tests and an encode (ffmpeg of $suite), in a network namespace of its own"
+      in_namespaces unit --net
+      ;;
+    heavy)
+      say "netem check $profile and a ${play_s} s dash.js session, under $heavy_lock"
+      exec 8>"$heavy_lock"
+      flock 8
+      in_namespaces heavy --net
+      flock -u 8
+      exec 8>&-
+      ;;
+    *) die "MPSTREAM_DISTRO_STEPS: unknown step $step (setup, unit, heavy)" ;;
+  esac
+done
