@@ -104,9 +104,9 @@ if [[ ${1:-} == --inside ]]; then
       ;;
     heavy)
       ip link set lo up
-      command="cd $src && .venv/bin/mpstream netem check $profile --name distro-chk \
+      command="cd $src && .venv/bin/mpstream netem check $profile --name distrochk \
         && .venv/bin/mpstream play --media $media --profile $profile --player dashjs \
-           --duration $play_s --name distro-play --json >/root/play.json \
+           --duration $play_s --name distroplay --json >/root/play.json \
         && .venv/bin/python scripts/check-play-json.py /root/play.json dashjs"
       ;;
     *) die "unknown step $step" ;;
@@ -265,7 +265,9 @@ for step in $steps; do
     heavy)
       say "netem check $profile and a ${play_s} s dash.js session, under $heavy_lock"
       exec 8>"$heavy_lock"
+      waited=$SECONDS
       flock 8
+      say "heavy lock taken after $((SECONDS - waited)) s"
       in_namespaces heavy --net
       flock -u 8
       exec 8>&-
