@@ -184,7 +184,8 @@ def list_() -> None:
         presets.add_row(name, prof.mode, links, prof.description)
     console.print(presets)
     for name, reason in unavailable:
-        console.print(f"{name}: unavailable: {reason}", markup=False, highlight=False)
+        console.print(f"{name}: unavailable: {reason}", markup=False, highlight=False,
+                      soft_wrap=True)
     live = live_topologies()
     if not live:
         console.print("no topology is up")
@@ -256,17 +257,16 @@ def traces_list() -> None:
     """The published traces, and whether each is on this machine (and where)."""
     from mpstream.netem import traces as store
 
-    table = Table(title="link traces (profile field: trace = NAME)")
-    for column in ("name", "description", "here"):
-        table.add_column(column)
+    # Plain lines, never wrapped: paths are long, and scripts grep this.
     for name, trace in store.PUBLISHED.items():
         found = [store.find(f) for f in trace.files()]
-        here = (str(found[0].parent) if all(found)
+        here = (f"in {found[0].parent}" if all(found)
                 else f"not here: `mpstream traces fetch {name}`")
-        table.add_row(name, trace.description, here)
-    console.print(table)
+        console.print(f"{name:<22} {here}  ({trace.description})", markup=False,
+                      highlight=False, soft_wrap=True)
     console.print("looked in: " + ", ".join(str(d) for d in store.search_dirs())
-                  + " (MPSTREAM_TRACES overrides the cache)", markup=False, highlight=False)
+                  + " (MPSTREAM_TRACES overrides the cache)", markup=False, highlight=False,
+                  soft_wrap=True)
 
 
 @traces.command(name="fetch")

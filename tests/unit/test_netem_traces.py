@@ -131,7 +131,8 @@ def test_netem_list_marks_a_preset_whose_trace_is_missing(tmp_path):
 def test_traces_cli_lists_synthesizes_and_fetches(tmp_path, trace_store):
     listed = mpstream("traces", "list")
     assert listed.returncode == 0, listed.stderr
-    assert str(trace_store) in listed.stdout  # the made-up TMobile-LTE-short is found there
+    # the made-up TMobile-LTE-short is found in the store
+    assert f"TMobile-LTE-short      in {trace_store}" in listed.stdout
     assert "not here: `mpstream traces fetch ATT-LTE-driving`" in listed.stdout
     made = mpstream("traces", "synth", str(tmp_path / "mine"), "--mean-rate", "8mbit",
                     "--seconds", "10")
