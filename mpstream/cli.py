@@ -26,6 +26,7 @@ SUBCOMMANDS = {
     "demo": "mpstream.runner.cli:demo",
     "doctor": "mpstream.doctor:doctor",
     "clean": "mpstream.clean:clean",
+    "paths": "mpstream.pathcheck:paths",
 }
 
 

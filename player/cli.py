@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-import socket
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -89,44 +87,6 @@ def _player_for(url: str, player: str | None) -> str:
                     "(--player dashjs or --player hlsjs)")
 
 
-def _check_url(url: str) -> None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UserError(f"--url {url!r}: give an http(s) URL of an HLS playlist or a DASH MPD, "
-                        "e.g. http://192.0.2.10:8080/media/dash/manifest.mpd")
-
-
-def _free_local_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def play_url(url: str, *, player: str, transport: str, interfaces: str | None,
-             collector_url: str | None, **session: Any) -> dict[str, Any]:
-    """One session from `url` in the namespace this process runs in: the player page and (unless
-    `collector_url`) the collector are served on loopback; `interfaces` are set up for MPTCP
-    for the session and restored after (mpstream.hostnet)."""
-    from mpstream.hostnet import HostPaths, parse_interfaces, route_interface
-    from mpstream.player.session import play_session
-    from mpstream.proc import signals_interrupt
-    from mpstream.server.stack import ServerStack
-
-    _check_url(url)
-    host = urlsplit(url).hostname or ""
-    specs = parse_interfaces(interfaces) if interfaces else [route_interface(host)]
-    with (
-        signals_interrupt(),
-        tempfile.TemporaryDirectory(prefix="mps-play-url-") as page_media,
-        HostPaths(specs, server=host, transport=transport) as paths,
-        ServerStack(Path(page_media), host="127.0.0.1", port=_free_local_port(),
-                    mptcp=False) as stack,
-    ):
-        result = play_session(paths, stack, player=player, manifest_path=url,
-                              transport=transport, collector_url=collector_url, **session)
-    return result
-
-
 @click.command()
 @click.option("--media", "media", type=click.Path(path_type=Path, file_okay=False),
               help="Media tree made by `mpstream encode` (hls/ and dash/ inside); with --profile.")
@@ -182,6 +142,8 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
         player = _player_for(url, player)
         transport = transport or "mptcp"
         session_id = session_id or f"play-{player}-{transport}-{time.strftime('%Y%m%dT%H%M%S')}"
+        from mpstream.player.real import play_url
+
         result = play_url(url, player=player, transport=transport, interfaces=interfaces,
                           collector_url=collector_url, duration_s=duration_s,
                           session_id=session_id, scenario=scenario, trial=trial,

@@ -80,6 +80,8 @@ class Report:
     failed: list[dict]
     metric_order: list[str] = field(default_factory=list)
     pngs: list[Path] = field(default_factory=list)
+    # Real-network trials: what `paths check` measured before and after each (one row each)
+    path_checks: list[dict] = field(default_factory=list)
 
 
 # Factors a scenario crosses with its conditions, and their value in trials that predate them.
@@ -153,7 +155,8 @@ def build_report(run_dir: Path, out_dir: Path | None = None) -> Report:
     reference_rows = _reference_rows(groups, summaries, ref_by_group)
 
     report = Report(run_dir, out_dir, out_dir / "report.html", groups, dict(per_trial),
-                    summaries, reference_rows, failed, metric_order)
+                    summaries, reference_rows, failed, metric_order,
+                    path_checks=path_check_rows(records))
     _write_csvs(report, records, several, n_paths)
     report.pngs = _write_figures(report, records, several, n_paths)
     _write_html(report, run)
@@ -175,6 +178,23 @@ def write_p1203_inputs(report: Report) -> list[Path]:
         path.write_text(json.dumps(p1203_input(rec.events, fps=fps), indent=2) + "\n")
         written.append(path)
     return written
+
+
+def path_check_rows(records: list[TrialRecord]) -> list[dict]:
+    """One row per real trial, moment (before, after) and interface, then the aggregate."""
+    rows = []
+    for rec in records:
+        for when, check in (rec.meta.get("path_checks") or {}).items():
+            entries = [(i["interface"], i) for i in check.get("interfaces", [])]
+            agg = check.get("aggregate") or {}
+            entries.append((f"{agg.get('transport', '')} aggregate", agg))
+            for what, e in entries:
+                rate = e.get("throughput_bps")
+                rows.append({"key": rec.key, "when": when, "what": what,
+                             "rtt_ms": e.get("rtt_ms"),
+                             "mbps": None if rate is None else rate / 1e6,
+                             "error": e.get("error", "")})
+    return rows
 
 
 def _metric_order(per_trial: dict[str, list[dict]]) -> list[str]:
@@ -360,6 +380,14 @@ rendered frame, which includes the manifest and first segment downloads.</p>
 <td>{{ r.label }}</td><td>{{ r.unit }}</td><td>{{ num(r.published) }}</td>
 <td>{{ ours(r) }}</td><td>{{ r.ours_n }}</td><td>{{ r.published_how }}</td></tr>
 {% endfor %}</table>{% endif %}
+{% if path_checks %}<h2>Real paths</h2>
+<p class="note">Measured by <code>mpstream paths check</code> just before and just after each
+trial on a real network: each interface alone (a timed download bound to it; the round trip is
+the TCP handshake's), then all of them together.</p>
+<table><tr><th>trial</th><th>when</th><th>path</th><th>RTT (ms)</th><th>throughput (Mbit/s)</th>
+<th>error</th></tr>{% for r in path_checks %}<tr><td>{{ r.key }}</td><td>{{ r.when }}</td>
+<td>{{ r.what }}</td><td>{{ num(r.rtt_ms) }}</td><td>{{ num(r.mbps) }}</td>
+<td style="text-align:left">{{ r.error }}</td></tr>{% endfor %}</table>{% endif %}
 <h2>Figures</h2>
 {% for name, data in images %}<figure><img alt="{{ name }}" src="data:image/png;base64,{{ data }}">
 <figcaption class="note">{{ name }}</figcaption></figure>{% endfor %}
@@ -415,6 +443,7 @@ def _write_html(report: Report, run: dict) -> None:
         summaries=report.summaries,
         per_trial=report.per_trial,
         reference_rows=report.reference_rows,
+        path_checks=report.path_checks,
         images=images,
         thesis=THESIS,
         label=metric_label,

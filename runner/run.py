@@ -20,6 +20,7 @@ import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from rich.console import Console
 from rich.progress import (
@@ -187,6 +188,9 @@ def run_trial(scenario: Scenario, trial: Trial, *, run_id: str, run_dir: Path,
         "sender": "server",
     }
     t_start = time.monotonic()
+    if trial.condition.kind == "real":
+        return _finish(meta, tdir, t_start, lambda: _run_real(trial, scenario, meta, tdir,
+                                                              session_id_for(run_id, trial)))
     try:
         profile = build_profile(scenario, trial.condition)
         transport = profile.mode
@@ -235,6 +239,69 @@ def run_trial(scenario: Scenario, trial: Trial, *, run_id: str, run_dir: Path,
     meta["elapsed_s"] = round(time.monotonic() - t_start, 2)
     write_json(tdir / TRIAL_JSON, meta)
     return meta
+
+
+def _finish(meta: dict, tdir: Path, t_start: float, body) -> dict:
+    """Runs `body` and records its outcome in trial.json, as run_trial does for emulated ones."""
+    try:
+        body()
+        meta["status"] = "ok"
+    except KeyboardInterrupt:
+        raise
+    except (UserError, TrialFailed) as exc:
+        meta["reason"] = str(exc)
+    except Exception as exc:
+        meta["reason"] = f"{type(exc).__name__}: {exc}"
+        (tdir / "error.txt").write_text(traceback.format_exc())
+    meta["finished_at"] = datetime.now(UTC).isoformat()
+    meta["elapsed_s"] = round(time.monotonic() - t_start, 2)
+    write_json(tdir / TRIAL_JSON, meta)
+    return meta
+
+
+def _run_real(trial: Trial, scenario: Scenario, meta: dict, tdir: Path, session_id: str) -> None:
+    """A real-network trial: the paths are checked, the session played from the condition's
+    URL over the host's interfaces, the paths checked again; the checks go in trial.json."""
+    from mpstream.hostnet import parse_interfaces, route_interface
+    from mpstream.pathcheck import check_paths
+    from mpstream.player.real import play_url
+
+    cond = trial.condition
+    transport = cond.transport or "mptcp"
+    url = cond.url_for(trial.player)
+    host = urlsplit(url).hostname or ""
+    specs = parse_interfaces(cond.interfaces) if cond.interfaces else [route_interface(host)]
+    meta.update(transport=transport, capacity_bps=None, session_id=session_id, url=url,
+                paths=[{"index": i, "name": s.name} for i, s in enumerate(specs)],
+                paths_in_use=list(range(len(specs) if transport == "mptcp" else 1)))
+    checks = meta["path_checks"] = {}
+    checks["before"] = check_paths(url, specs, seconds=cond.check_s, transport=transport)
+
+    def keep(stack) -> None:
+        session = _fetch_session(stack, session_id)
+        write_json(tdir / "events.json", session.pop("events", []))
+        write_json(tdir / "session.json", session)
+        if Path(stack.access_log).is_file():
+            shutil.copyfile(stack.access_log, tdir / "access.log")
+
+    try:
+        # The local server's files go to a temporary folder: a unix socket's path is short.
+        result = play_url(url, player=trial.player, transport=transport,
+                          interfaces=cond.interfaces, collector_url=None,
+                          on_done=keep,
+                          duration_s=scenario.duration_s, session_id=session_id,
+                          scenario=scenario.name, trial=trial.round,
+                          screenshot=tdir / "last-frame.png", buffer_s=scenario.buffer_s)
+    finally:
+        checks["after"] = check_paths(url, specs, seconds=cond.check_s, transport=transport)
+    write_json(tdir / "summary.json", result)
+    meta["path_bytes"] = [{"rx_bytes": p["rx_bytes"], "tx_bytes": p["tx_bytes"]}
+                          for p in result["paths"]]
+    if result.get("failure"):
+        events = read_json(tdir / "events.json", []) or []
+        if not any(e.get("type") == "startup" for e in events):
+            raise TrialFailed(f"player: {result['failure']}")
+        meta["player_failure"] = result["failure"]
 
 
 class _Samplers:
@@ -359,7 +426,7 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
         media_dir = None
         if scenario.kind == "video" and todo and scenario.live is not None:
             media_dir = resources.enter_context(_live_stream(scenario.live, out_dir, console))
-        elif scenario.kind == "video" and todo:
+        elif scenario.kind == "video" and scenario.media is not None and todo:
             console.print("preparing media …")
             media_dir = prepare_media(scenario.media, scenario.base_dir, progress=progress)
             console.print(f"media: {media_dir}")

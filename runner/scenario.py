@@ -70,10 +70,18 @@ class LiveSpec(_Strict):
 
 
 class Condition(_Strict):
-    """One network condition: a netem profile, optionally changed by `set`, and a transport."""
+    """One network condition: a netem profile, optionally changed by `set`, and a transport;
+    or (kind "real") a server's manifest `url` played over this host's `interfaces`."""
 
     label: str
-    profile: str
+    kind: Literal["emulated", "real"] = "emulated"
+    profile: str | None = None
+    # kind "real": the manifest's URL per player ({"dashjs" = URL, "hlsjs" = URL}) or one URL
+    # for all, and the interfaces as for `mpstream play --interfaces` (IF1,IF2[:backup]).
+    url: str | dict[str, str] | None = None
+    interfaces: str | None = None
+    # kind "real": seconds of each timed download of the path checks before and after a trial
+    check_s: float = Field(3.0, gt=0, le=60)
     # None: the profile's own mode (mptcp profiles run MPTCP, tcp profiles single-path TCP).
     transport: Transport | None = None
     # Overrides applied to the profile's raw data before it is loaded: dotted keys, `*` walks
@@ -82,6 +90,30 @@ class Condition(_Strict):
     # Key of this condition's published figures in mpstream.runner.reference (e.g.
     # "thesis/bandwidth/balanced"); none when the studies have no such condition.
     reference: str | None = None
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> Condition:
+        if self.kind == "emulated":
+            if self.profile is None:
+                raise ValueError("an emulated condition needs `profile` (or kind = \"real\" "
+                                 "with `url` and `interfaces`)")
+            if self.url is not None or self.interfaces is not None:
+                raise ValueError("`url` and `interfaces` go with kind = \"real\"")
+        else:
+            if self.url is None:
+                raise ValueError("a real condition needs `url` (the server's manifest)")
+            if self.profile is not None or self.set:
+                raise ValueError("a real condition has no `profile` or `set`: its paths are "
+                                 "the host's interfaces")
+        return self
+
+    def url_for(self, player: str) -> str:
+        if isinstance(self.url, dict):
+            if player not in self.url:
+                raise ValueError(f"condition {self.label}: no url for player {player}")
+            return self.url[player]
+        assert self.url is not None
+        return self.url
 
     @field_validator("label")
     @classmethod
@@ -187,9 +219,14 @@ class Scenario(_Strict):
         dup = {x for x in labels if labels.count(x) > 1}
         if dup:
             raise ValueError(f"condition labels must be unique; repeated: {', '.join(sorted(dup))}")
-        if self.kind == "video" and (self.media is None) == (self.live is None):
+        real_only = all(c.kind == "real" for c in conds)
+        if self.kind == "video" and self.media is not None and self.live is not None:
             raise ValueError("a video scenario needs either a [media] table (dir, or source and"
                              " ladder) or a [live] table (a live stream), not both")
+        if (self.kind == "video" and self.media is None and self.live is None
+                and not real_only):
+            raise ValueError("a video scenario needs either a [media] table (dir, or source and"
+                             " ladder) or a [live] table (a live stream)")
         return self
 
     def all_conditions(self) -> list[Condition]:
@@ -274,11 +311,29 @@ def parse_scenario(raw: dict[str, Any], *, base_dir: Path, origin: str = "scenar
     except ValidationError as exc:
         raise UserError(f"{origin}: invalid scenario: {_describe(exc)}") from None
     for cond in scenario.all_conditions():
+        if cond.kind == "real":
+            _check_real(scenario, cond, origin)
+            continue
         try:
             build_profile(scenario, cond)  # a bad profile is an error now, not mid-run
         except UserError as exc:
             raise UserError(f"{origin}: condition {cond.label!r}: {exc}") from None
     return scenario
+
+
+def _check_real(scenario: Scenario, cond: Condition, origin: str) -> None:
+    from mpstream.hostnet import parse_interfaces
+
+    if scenario.kind != "video":
+        raise UserError(f"{origin}: condition {cond.label!r}: real conditions play video; "
+                        "an iperf scenario runs on emulated paths only")
+    try:
+        for player in scenario.players:
+            cond.url_for(player)
+        if cond.interfaces:
+            parse_interfaces(cond.interfaces)
+    except (ValueError, UserError) as exc:
+        raise UserError(f"{origin}: condition {cond.label!r}: {exc}") from None
 
 
 def _describe(exc: ValidationError) -> str:

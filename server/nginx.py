@@ -21,6 +21,8 @@ from mpstream.paths import REPO_ROOT
 TEMPLATE = Path(__file__).parent / "nginx.conf.j2"
 PLAYER_DIST = REPO_ROOT / "player" / "dist"
 WORKER_USER = "www-data"
+# Size of /probe/blob, the file `mpstream paths check` downloads for a while (sparse).
+PROBE_BYTES = 1 << 30
 
 
 def nginx_binary() -> str:
@@ -157,6 +159,9 @@ class NginxConfig:
             for sub in ("tmp", "tmp/body", "tmp/proxy", "tmp/fastcgi", "tmp/uwsgi", "tmp/scgi"):
                 os.chown(self.workdir / sub, entry.pw_uid, entry.pw_gid)
         self.path.write_text(self.render())
+        with open(self.workdir / "probe.blob", "wb") as blob:
+            blob.truncate(PROBE_BYTES)
+        (self.workdir / "probe.blob").chmod(0o644)
         if not check:
             return self.path
         done = subprocess.run(
