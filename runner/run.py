@@ -288,7 +288,8 @@ def _run_real(trial: Trial, scenario: Scenario, meta: dict, tdir: Path, session_
         # The local server's files go to a temporary folder: a unix socket's path is short.
         result = play_url(url, player=trial.player, transport=transport,
                           interfaces=cond.interfaces, collector_url=None,
-                          on_done=keep,
+                          on_done=keep, browser=trial.browser or "chromium",
+                          codec=trial.codec or "auto",
                           duration_s=scenario.duration_s, session_id=session_id,
                           scenario=scenario.name, trial=trial.round,
                           screenshot=tdir / "last-frame.png", buffer_s=scenario.buffer_s)
