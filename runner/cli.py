@@ -23,8 +23,11 @@ RESULTS_DIR = REPO_ROOT / "results"
 @click.option("--retry-failed", is_flag=True, help="On resume, run failed trials again too.")
 @click.option("--report/--no-report", "make_report", default=True,
               help="Write the report when the run ends (default: yes).")
+@click.option("--pcap", is_flag=True,
+              help="Keep a packet capture of each trial (headers only, every client path "
+                   "interface and the server's; trials/<key>/pcap/*.pcap.gz, for Wireshark).")
 def run(scenario: str, trials: int | None, out_dir: Path | None, retry_failed: bool,
-        make_report: bool) -> None:
+        make_report: bool, pcap: bool) -> None:
     """Run SCENARIO (a name in runner/scenarios/ or a TOML file): every condition, player and
     trial, in interleaved order, keeping each trial's raw data."""
     from mpstream.runner.run import run_scenario
@@ -37,7 +40,7 @@ def run(scenario: str, trials: int | None, out_dir: Path | None, retry_failed: b
         out_dir = RESULTS_DIR / f"{sc.name}-{stamp}"
     console = Console()
     run_scenario(sc, out_dir, trials=trials, scenario_path=path, retry_failed=retry_failed,
-                 console=console)
+                 console=console, pcap=pcap)
     if make_report:
         _report(out_dir, None, console)
 

@@ -12,6 +12,8 @@
     RUN_DIR/trials/<key>/access.log   nginx's access log (JSON lines) (video)
     RUN_DIR/trials/<key>/iperf.json   iperf3 -J output (iperf)
     RUN_DIR/trials/<key>/samples-client.csv, samples-server.csv   kernel samples (sampler.FIELDS)
+    RUN_DIR/trials/<key>/mptcp-counters.json  nstat MPTcpExt* of both namespaces, before/after
+    RUN_DIR/trials/<key>/pcap/*.pcap.gz  packet headers per interface (with --pcap)
     RUN_DIR/report/                   written by `mpstream report`
 
 A trial folder without trial.json was interrupted; a resumed run does it again.

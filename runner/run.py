@@ -35,6 +35,7 @@ from rich.progress import (
 from mpstream.errors import UserError
 from mpstream.netem import traces
 from mpstream.proc import signals_interrupt, stop
+from mpstream.runner.capture import CounterSnapshots, PacketCapture
 from mpstream.runner.layout import (
     RUN_JSON,
     TRIAL_JSON,
@@ -163,7 +164,7 @@ def _run_iperf(topo, scenario: Scenario, tdir: Path, transport: str, start_sampl
 
 
 def run_trial(scenario: Scenario, trial: Trial, *, run_id: str, run_dir: Path,
-              media_dir: Path | None, topo_name: str) -> dict:
+              media_dir: Path | None, topo_name: str, pcap: bool = False) -> dict:
     """Runs one trial and writes its folder; returns its trial.json content."""
     from mpstream.netem.topology import Topology
 
@@ -209,7 +210,7 @@ def run_trial(scenario: Scenario, trial: Trial, *, run_id: str, run_dir: Path,
                               "client_addr": str(p.client_addr)} for p in topo.paths]
 
             def start_samplers():
-                return _Samplers(topo, tdir, addr_to_path.get)
+                return _Samplers(topo, tdir, addr_to_path.get, pcap=pcap)
 
             if scenario.kind == "video":
                 result = _run_video(topo, trial, scenario, media_dir, tdir, transport,
@@ -306,23 +307,50 @@ def _run_real(trial: Trial, scenario: Scenario, meta: dict, tdir: Path, session_
 
 
 class _Samplers:
-    """Both ends' kernel samplers, sharing one time origin (the events' t=0)."""
+    """What watches a trial: both ends' kernel samplers sharing one time origin (the events'
+    t=0), the MPTcpExt counters of both namespaces before and after, and with `pcap` the
+    packet headers on every client path interface and the server's."""
 
-    def __init__(self, topo, tdir: Path, path_of):
+    def __init__(self, topo, tdir: Path, path_of, *, pcap: bool = False):
         t0 = time.monotonic()
+        self.tdir = tdir
         self.samplers = [
             SubflowSampler(topo.client_ns, "client", tdir / "samples-client.csv", path_of, t0=t0),
             SubflowSampler(topo.server_ns, "server", tdir / "samples-server.csv", path_of, t0=t0),
         ]
+        self.counters = CounterSnapshots({"client": topo.client_ns, "server": topo.server_ns})
+        self.capture = None
+        if pcap:
+            targets = [(topo.client_ns, p.client_ifname, f"client-{p.client_ifname}")
+                       for p in topo.paths]
+            targets.append((topo.server_ns, "eth0", "server-eth0"))
+            self.capture = PacketCapture(targets, tdir / "pcap")
 
     def __enter__(self):
-        for s in self.samplers:
-            s.start()
+        self.counters.take_before()
+        started = []
+        try:
+            if self.capture is not None:
+                self.capture.start()
+                started.append(self.capture)
+            for s in self.samplers:
+                s.start()
+                started.append(s)
+        except BaseException:
+            for thing in reversed(started):
+                thing.stop()
+            raise
         return self
 
     def __exit__(self, *exc):
         for s in self.samplers:
             s.stop()
+        if self.capture is not None:
+            self.capture.stop()
+        try:
+            self.counters.take_after()
+        finally:
+            write_json(self.tdir / "mptcp-counters.json", self.counters.as_json())
 
 
 def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
@@ -367,7 +395,7 @@ def preflight(scenario: Scenario) -> None:
                 check_browser(browser)
             except UserError as exc:
                 problems.append(str(exc))
-    for tool in ("ss", "iperf3" if scenario.kind == "iperf" else "ip"):
+    for tool in ("ss", "nstat", "stdbuf", "iperf3" if scenario.kind == "iperf" else "ip"):
         if shutil.which(tool) is None:
             problems.append(f"{tool} is missing: run `make setup`")
     if problems:
@@ -390,17 +418,21 @@ def check_codecs(scenario: Scenario, media_dir: Path, trials: list[Trial]) -> No
 
 def run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None = None,
                  scenario_path: Path | None = None, retry_failed: bool = False,
-                 console: Console | None = None, progress: bool = True) -> dict[str, str]:
-    """Runs (or resumes) the scenario into out_dir; returns key -> status of every trial."""
+                 console: Console | None = None, progress: bool = True,
+                 pcap: bool = False) -> dict[str, str]:
+    """Runs (or resumes) the scenario into out_dir; returns key -> status of every trial.
+
+    `pcap`: keep a header-only packet capture of every trial (trials/<key>/pcap/)."""
     # SIGTERM tears down like Ctrl-C, and the run stays resumable.
     with signals_interrupt():
         return _run_scenario(scenario, out_dir, trials=trials, scenario_path=scenario_path,
-                             retry_failed=retry_failed, console=console, progress=progress)
+                             retry_failed=retry_failed, console=console, progress=progress,
+                             pcap=pcap)
 
 
 def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
                   scenario_path: Path | None, retry_failed: bool, console: Console | None,
-                  progress: bool) -> dict[str, str]:
+                  progress: bool, pcap: bool = False) -> dict[str, str]:
     console = console or Console()
     # Absolute: the servers of a trial run from their own working directories.
     out_dir = Path(out_dir).resolve()
@@ -468,7 +500,7 @@ def _run_trials(scenario: Scenario, out_dir: Path, plan: list[Trial], todo: list
             bar.update(task, description=f"{trial.key}")
             try:
                 meta = run_trial(scenario, trial, run_id=run_id, run_dir=out_dir,
-                                 media_dir=media_dir, topo_name=f"run{os.getpid()}")
+                                 media_dir=media_dir, topo_name=f"run{os.getpid()}", pcap=pcap)
             except KeyboardInterrupt:
                 bar.stop()
                 console.print(f"interrupted during {trial.key}; resume with: mpstream run "

@@ -2,8 +2,18 @@
 tests/integration/test_runner_sampler.py)."""
 
 import csv
+import io
 
-from mpstream.runner.sampler import FIELDS, parse_ss, read_samples, socket_rows, split_host_port
+from mpstream.runner.metrics import binned_by_path
+from mpstream.runner.sampler import (
+    DESTROYED,
+    FIELDS,
+    SubflowSampler,
+    parse_ss,
+    read_samples,
+    socket_rows,
+    split_host_port,
+)
 
 SS = (
     "ESTAB 0      131072          10.0.1.2:40082          10.9.0.1:8080 "
@@ -57,3 +67,45 @@ def test_rows_name_the_path_from_the_client_side_address(tmp_path):
     back = read_samples(out)
     assert back[0]["t_s"] == 1.25 and back[0]["retrans_total"] == 7 and back[0]["path"] == 0
     assert back[2]["path"] is None and back[2]["rtt_ms"] is None
+
+
+# What `ss -E -tinHe` prints as sockets are freed: the first subflow of an MPTCP connection as
+# the kernel reset it (tcp_disconnect: peer port gone, counters zero) and a subflow freed with
+# its final counters.
+SS_DESTROY = (
+    "UNCONN 0      2672822                 *:5301 [::ffff:10.1.0.2]:*     ino:0 sk:100c\n"
+    "\t rto:1000 mss:536 cwnd:10 lastsnd:632 app_limited\n"
+    "UNCONN 1      0      10.1.1.2%p1:59229 10.2.0.2:5301 ino:0 sk:100e\n"
+    "\t ts sack cubic wscale:10,10 rto:204 rtt:10.3/2.1 mss:1428 cwnd:10 bytes_sent:38 "
+    "bytes_acked:38 bytes_received:7286520 segs_out:2600\n"
+)
+
+
+class _FakeEvents:
+    def __init__(self, text):
+        self.stdout = io.StringIO(text)
+
+
+def test_destroy_events_become_rows_with_final_counters(tmp_path):
+    paths = {"10.1.0.2": 0, "10.1.1.2": 1}.get
+    sampler = SubflowSampler(None, "client", tmp_path / "c.csv", paths, t0=0.0)
+    out = io.StringIO()
+    sampler._writer = csv.DictWriter(out, fieldnames=FIELDS)
+    sampler._events = _FakeEvents(SS_DESTROY)
+    sampler._follow_destroys()
+    rows = list(csv.DictReader(io.StringIO(out.getvalue()), fieldnames=FIELDS))
+    assert sampler.destroyed == 2 and len(rows) == 2
+    assert {r["state"] for r in rows} == {DESTROYED}
+    reset, final = rows
+    assert reset["bytes_received"] == "" and reset["peer"] == "[::ffff:10.1.0.2]:*"
+    assert final["path"] == "1" and final["bytes_received"] == "7286520"
+    assert final["cc"] == "cubic" and float(final["rtt_ms"]) == 10.3
+
+
+def test_a_destroy_row_adds_the_bytes_after_the_last_poll():
+    def row(t, state, received):
+        return {"t_s": t, "local": "10.1.1.2:59229", "peer": "10.2.0.2:5301", "path": 1,
+                "state": state, "bytes_received": received}
+
+    rows = [row(0.1, "ESTAB", 1_000), row(0.2, "ESTAB", 5_000), row(0.25, DESTROYED, 6_500)]
+    assert binned_by_path(rows, "bytes_received", bin_s=1.0) == {1: {0: 6_500}}
