@@ -101,6 +101,10 @@ class LinkFields(_Strict):
     loss: float | None = None
     queue_bytes: int | None = None
     queue_packets: int | None = None
+    # Active queue management at the queue's head: CoDel (RFC 8289) or none (drop-tail only).
+    aqm: Literal["codel", "none"] | None = None
+    codel_target_ms: float | None = None
+    codel_interval_ms: float | None = None
 
     @field_validator("rate", mode="before")
     @classmethod
@@ -119,6 +123,14 @@ class LinkFields(_Strict):
             raise ValueError(
                 f"queue_packets must be above 0 (got {value}); leave it out for no limit"
             )
+        return value
+
+    @field_validator("codel_target_ms", "codel_interval_ms")
+    @classmethod
+    def _positive_ms(cls, value: float | None, info: Any) -> float | None:
+        if value is not None and not 0 < value <= 60000:
+            raise ValueError(f"{info.field_name} must be above 0 and at most 60000 ms "
+                             f"(got {value}); RFC 8289's defaults are 5 and 100")
         return value
 
     @field_validator("delay_ms", "jitter_ms")
@@ -158,6 +170,9 @@ class Link(BaseModel):
     loss: float = 0.0
     queue_bytes: int | None = None
     queue_packets: int | None = None
+    aqm: str = "none"
+    codel_target_ms: float = 5.0
+    codel_interval_ms: float = 100.0
 
     def emulator_config(self) -> dict[str, Any]:
         return {
@@ -169,6 +184,9 @@ class Link(BaseModel):
             "queue_bytes": self.queue_bytes,
             "queue_packets": self.queue_packets,
             "down": False,
+            "aqm": self.aqm,
+            "codel_target_ms": self.codel_target_ms,
+            "codel_interval_ms": self.codel_interval_ms,
         }
 
     @property
@@ -192,6 +210,8 @@ class Link(BaseModel):
             parts.append(f"queue {self.queue_bytes / 1000:g} KB")
         elif self.queue_packets:
             parts.append(f"queue {self.queue_packets} pkt")
+        if self.aqm == "codel":
+            parts.append(f"CoDel {self.codel_target_ms:g}/{self.codel_interval_ms:g} ms")
         return ", ".join(parts)
 
 
@@ -361,6 +381,9 @@ class Profile(_Strict):
             loss=merged.get("loss") or 0.0,
             queue_bytes=merged.get("queue_bytes"),
             queue_packets=merged.get("queue_packets"),
+            aqm=merged.get("aqm") or "none",
+            codel_target_ms=merged.get("codel_target_ms") or 5.0,
+            codel_interval_ms=merged.get("codel_interval_ms") or 100.0,
         )
 
     def _resolve_trace(self, spec: LinkSpec, direction: str, where: str) -> Path | None:

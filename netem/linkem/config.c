@@ -103,7 +103,8 @@ static int parse_link(struct ctx *c, const struct json_value *obj, const char *w
                       struct link_patch *patch)
 {
     static const char *const keys[] = {"rate_bps", "trace", "delay_ms", "jitter_ms", "loss",
-                                       "queue_bytes", "queue_packets", "down", NULL};
+                                       "queue_bytes", "queue_packets", "down", "aqm",
+                                       "codel_target_ms", "codel_interval_ms", NULL};
     if (obj->type != JSON_OBJECT)
         return field_error(c, where, "must be an object (got %s)", json_type_name(obj->type));
     if (check_keys(c, obj, where, keys) < 0)
@@ -166,6 +167,26 @@ static int parse_link(struct ctx *c, const struct json_value *obj, const char *w
             return field_error(c, FIELD("down"), "must be true or false (got %s)",
                                json_type_name(v->type));
         p->down = v->boolean;
+    }
+    if ((v = json_get(obj, "aqm"))) {
+        patch->fields |= FIELD_AQM;
+        if (v->type == JSON_NULL || (v->type == JSON_STRING && !strcmp(v->string, "none")))
+            p->codel = false;
+        else if (v->type == JSON_STRING && !strcmp(v->string, "codel"))
+            p->codel = true;
+        else
+            return field_error(c, FIELD("aqm"), "must be \"codel\", \"none\" or null");
+    }
+    if ((v = json_get(obj, "codel_target_ms"))) {
+        patch->fields |= FIELD_CODEL_TARGET;
+        if (get_number(c, FIELD("codel_target_ms"), v, 0.001, 60000, &p->codel_target_ms) < 0)
+            return -1;
+    }
+    if ((v = json_get(obj, "codel_interval_ms"))) {
+        patch->fields |= FIELD_CODEL_INTERVAL;
+        if (get_number(c, FIELD("codel_interval_ms"), v, 0.001, 60000,
+                       &p->codel_interval_ms) < 0)
+            return -1;
     }
 #undef FIELD
     return 0;
@@ -290,6 +311,7 @@ static char *read_file(const char *path, char *err, size_t errlen)
 static const struct link_params DEFAULT_LINK = {
     .rate_bps = 0, .trace = NULL, .delay_ms = 0, .jitter_ms = 0, .loss = 0,
     .queue_bytes = -1, .queue_packets = -1, .down = false,
+    .codel = false, .codel_target_ms = 5.0, .codel_interval_ms = 100.0,
 };
 
 int config_load(const char *path, struct config *cfg, char *err, size_t errlen)
@@ -373,6 +395,9 @@ void link_patch_apply(const struct link_patch *patch, struct link_params *p)
     if (patch->fields & FIELD_QUEUE_BYTES) p->queue_bytes = v->queue_bytes;
     if (patch->fields & FIELD_QUEUE_PACKETS) p->queue_packets = v->queue_packets;
     if (patch->fields & FIELD_DOWN) p->down = v->down;
+    if (patch->fields & FIELD_AQM) p->codel = v->codel;
+    if (patch->fields & FIELD_CODEL_TARGET) p->codel_target_ms = v->codel_target_ms;
+    if (patch->fields & FIELD_CODEL_INTERVAL) p->codel_interval_ms = v->codel_interval_ms;
 }
 
 /* DEFAULT QUEUE. A drop-tail queue much shorter than the bandwidth-delay product keeps a

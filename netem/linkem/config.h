@@ -22,6 +22,9 @@ enum {
     FIELD_QUEUE_BYTES = 1 << 5,
     FIELD_QUEUE_PACKETS = 1 << 6,
     FIELD_DOWN = 1 << 7,
+    FIELD_AQM = 1 << 8,
+    FIELD_CODEL_TARGET = 1 << 9,
+    FIELD_CODEL_INTERVAL = 1 << 10,
 };
 
 struct link_patch {

@@ -92,8 +92,9 @@ static bool queue_has_room(const struct link *l, uint32_t len)
     return true;
 }
 
-static void queue_push(struct link *l, struct packet *p)
+static void queue_push(struct link *l, struct packet *p, uint64_t now)
 {
+    p->enq = now;
     fifo_push(&l->q_head, &l->q_tail, p);
     l->q_bytes += p->len;
     l->q_packets++;
@@ -103,7 +104,7 @@ static void queue_push(struct link *l, struct packet *p)
         l->st.max_queue_packets = l->q_packets;
 }
 
-static struct packet *queue_pop(struct link *l)
+static struct packet *fifo_queue_pop(struct link *l)
 {
     struct packet *p = fifo_pop(&l->q_head, &l->q_tail);
     if (p) {
@@ -111,6 +112,99 @@ static struct packet *queue_pop(struct link *l)
         l->q_packets--;
     }
     return p;
+}
+
+/* ---- stage: CoDel at the queue's head (RFC 8289, section 5, as its pseudocode reads) ----
+ *
+ * A packet's sojourn time is how long it waited in the queue. Nothing is dropped while the
+ * sojourn time dips below target at least once per interval (a good queue: a burst that
+ * drains). Once it has stayed above target for a whole interval, CoDel enters the dropping
+ * state: it drops one packet, then the next at interval/sqrt(count) later, count growing by
+ * one a drop, until a packet's sojourn time falls below target. Re-entering soon after leaving
+ * (within 16 intervals) resumes from the previous drop rate instead of starting over. */
+
+#define CODEL_MAXPACKET 1500u   /* a queue holding no more than one MTU is never "standing" */
+
+static uint64_t ms_to_ns(double ms)
+{
+    return (uint64_t)(ms * (double)NS_PER_MS + 0.5);
+}
+
+static uint64_t codel_control_law(const struct link *l, uint64_t t, uint32_t count)
+{
+    return t + (uint64_t)((double)ms_to_ns(l->p.codel_interval_ms) / sqrt((double)count));
+}
+
+struct codel_result {
+    struct packet *p;
+    bool ok_to_drop;
+};
+
+static struct codel_result codel_dodequeue(struct link *l, uint64_t now)
+{
+    struct codel *c = &l->codel;
+    struct codel_result r = {fifo_queue_pop(l), false};
+    if (!r.p) {
+        c->first_above_time = 0;
+        return r;
+    }
+    uint64_t sojourn = now - r.p->enq;
+    if (sojourn < ms_to_ns(l->p.codel_target_ms) || l->q_bytes <= CODEL_MAXPACKET) {
+        c->first_above_time = 0;
+    } else if (c->first_above_time == 0) {
+        c->first_above_time = now + ms_to_ns(l->p.codel_interval_ms);
+    } else if (now >= c->first_above_time) {
+        r.ok_to_drop = true;
+    }
+    return r;
+}
+
+static void codel_drop(struct link *l, struct packet *p)
+{
+    l->st.dropped_aqm_packets++;
+    l->st.dropped_aqm_bytes += p->len;
+    free(p);
+}
+
+static struct packet *codel_dequeue(struct link *l, uint64_t now)
+{
+    struct codel *c = &l->codel;
+    struct codel_result r = codel_dodequeue(l, now);
+    if (!r.p) {
+        c->dropping = false;
+        return NULL;
+    }
+    if (c->dropping) {
+        if (!r.ok_to_drop) {
+            c->dropping = false;
+        }
+        while (c->dropping && now >= c->drop_next) {
+            codel_drop(l, r.p);
+            c->count++;
+            r = codel_dodequeue(l, now);
+            if (!r.ok_to_drop)
+                c->dropping = false;
+            else
+                c->drop_next = codel_control_law(l, c->drop_next, c->count);
+        }
+    } else if (r.ok_to_drop) {
+        codel_drop(l, r.p);
+        r = codel_dodequeue(l, now);
+        c->dropping = true;
+        uint32_t delta = c->count - c->lastcount;
+        c->count = 1;
+        if (delta > 1 && now - c->drop_next < 16 * ms_to_ns(l->p.codel_interval_ms))
+            c->count = delta;
+        c->drop_next = codel_control_law(l, now, c->count);
+        c->lastcount = c->count;
+    }
+    return r.p;
+}
+
+/* The packet the rate server takes next at time t. */
+static struct packet *queue_pop(struct link *l, uint64_t t)
+{
+    return l->p.codel ? codel_dequeue(l, t) : fifo_queue_pop(l);
 }
 
 /* ---- stage: delay line ---- */
@@ -198,7 +292,7 @@ static void fixed_advance(struct link *l, uint64_t now)
         uint64_t t = l->serve_done;
         delay_push(l, l->serving, t);
         l->serving = NULL;
-        struct packet *next = queue_pop(l);
+        struct packet *next = queue_pop(l, t);
         if (next)
             fixed_start(l, next, t);
         else
@@ -220,7 +314,7 @@ static void trace_use_opportunity(struct link *l, uint64_t t)
     uint32_t budget = TRACE_OPPORTUNITY_BYTES;
     while (budget) {
         if (!l->serving) {
-            l->serving = queue_pop(l);
+            l->serving = queue_pop(l, t);
             if (!l->serving)
                 break;
             l->serving->left = l->serving->len;
@@ -315,7 +409,7 @@ void link_enqueue(struct link *l, struct packet *pkt, uint64_t now)
         free(pkt);
         return;
     }
-    queue_push(l, pkt);
+    queue_push(l, pkt, now);
 }
 
 /* The model itself never needs a wake-up: link_advance() catches up exactly whenever it is
@@ -363,7 +457,7 @@ uint64_t link_next_deadline(const struct link *l)
 static void drop_held_while_down(struct link *l)
 {
     struct packet *p;
-    while ((p = queue_pop(l)) != NULL || (p = l->serving) != NULL) {
+    while ((p = fifo_queue_pop(l)) != NULL || (p = l->serving) != NULL) {
         if (p == l->serving)
             l->serving = NULL;
         l->st.dropped_down_packets++;
@@ -407,11 +501,11 @@ void link_set_params(struct link *l, const struct link_params *p, uint64_t now)
         link_restart_trace(l, now);
     if (mode == SERVER_UNLIMITED) {
         struct packet *q;
-        while ((q = queue_pop(l)) != NULL)
+        while ((q = fifo_queue_pop(l)) != NULL)
             delay_push(l, q, now);
     }
     if (mode == SERVER_FIXED && !l->serving) {
-        struct packet *q = queue_pop(l);
+        struct packet *q = queue_pop(l, now);
         if (q)
             fixed_start(l, q, now);
     }

@@ -1,6 +1,7 @@
 /* The link model of one direction: a pipeline of small stages, each with one job,
  *
  *     arrival -> down gate -> loss -> drop-tail queue -> rate server -> delay line -> delivery
+ *                                      (+ CoDel at its head)
  *
  * It knows nothing of file descriptors or clocks: the caller passes "now" (ns on any monotonic
  * time base) into every call and asks for the next deadline, so the same code runs under the
@@ -22,6 +23,7 @@
 struct packet {
     struct packet *next;
     uint64_t t;          /* delay line: release time */
+    uint64_t enq;        /* queue: arrival time (CoDel's sojourn time) */
     uint32_t len;
     uint32_t left;       /* trace server: bytes still to be carried */
     unsigned char data[];
@@ -45,6 +47,9 @@ struct link_params {
     int64_t queue_bytes;          /* -1 = no byte limit */
     int64_t queue_packets;        /* -1 = no packet limit */
     bool down;
+    bool codel;                   /* CoDel AQM (RFC 8289) at the queue's head */
+    double codel_target_ms;       /* acceptable standing queue delay (RFC: 5 ms) */
+    double codel_interval_ms;     /* the window it must persist over (RFC: 100 ms) */
 };
 
 struct link_stats {
@@ -54,6 +59,15 @@ struct link_stats {
     uint64_t dropped_loss_packets, dropped_loss_bytes;
     uint64_t dropped_down_packets, dropped_down_bytes;
     uint64_t max_queue_bytes, max_queue_packets;
+    uint64_t dropped_aqm_packets, dropped_aqm_bytes;
+};
+
+/* CoDel's state (RFC 8289, section 5). */
+struct codel {
+    uint64_t first_above_time;    /* 0: sojourn not (continuously) above target */
+    uint64_t drop_next;
+    uint32_t count, lastcount;
+    bool dropping;
 };
 
 /* Called for each packet leaving the delay line; the callee owns the packet (free() it). */
@@ -69,6 +83,7 @@ struct link {
     /* drop-tail queue: packets waiting for the rate server */
     struct packet *q_head, *q_tail;
     uint64_t q_bytes, q_packets;
+    struct codel codel;
 
     /* rate server: the packet being serialised (fixed rate) or carried (trace) */
     struct packet *serving;

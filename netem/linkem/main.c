@@ -238,7 +238,8 @@ static void write_link_stats(FILE *f, const struct emulator *em, int d)
             "\"write_errors\": %llu,\n"
             "    \"max_queue_bytes\": %llu, \"max_queue_packets\": %llu, "
             "\"queue_limit_bytes\": %lld, \"queue_limit_packets\": %lld,\n"
-            "    \"held_at_exit_packets\": %llu}",
+            "    \"dropped_aqm_packets\": %llu, \"dropped_aqm_bytes\": %llu, "
+            "\"held_at_exit_packets\": %llu}",
             DIR_NAME[d], (unsigned long long)s->packets_in, (unsigned long long)s->bytes_in,
             (unsigned long long)s->packets_out, (unsigned long long)s->bytes_out,
             (unsigned long long)s->dropped_queue_packets,
@@ -250,8 +251,10 @@ static void write_link_stats(FILE *f, const struct emulator *em, int d)
             (unsigned long long)em->out[d].write_errors,
             (unsigned long long)s->max_queue_bytes, (unsigned long long)s->max_queue_packets,
             (long long)l->p.queue_bytes, (long long)l->p.queue_packets,
+            (unsigned long long)s->dropped_aqm_packets, (unsigned long long)s->dropped_aqm_bytes,
             (unsigned long long)(s->packets_in - s->packets_out - s->dropped_queue_packets -
-                                 s->dropped_loss_packets - s->dropped_down_packets));
+                                 s->dropped_loss_packets - s->dropped_down_packets -
+                                 s->dropped_aqm_packets));
 }
 
 static void write_stats(const struct emulator *em)
@@ -290,11 +293,13 @@ static void print_resolved(const struct emulator *em)
         struct link_params p = resolved(em, d);
         printf(", \"%s\": {\"rate_bps\": %llu, \"trace_mean_bps\": %llu, \"delay_ms\": %g, "
                "\"jitter_ms\": %g, \"loss\": %g, \"queue_bytes\": %lld, "
-               "\"queue_packets\": %lld, \"down\": %s}",
+               "\"queue_packets\": %lld, \"down\": %s, \"aqm\": \"%s\", "
+               "\"codel_target_ms\": %g, \"codel_interval_ms\": %g}",
                DIR_NAME[d], (unsigned long long)p.rate_bps,
                (unsigned long long)(p.trace ? trace_mean_bps(p.trace) : 0), p.delay_ms,
                p.jitter_ms, p.loss, (long long)p.queue_bytes, (long long)p.queue_packets,
-               p.down ? "true" : "false");
+               p.down ? "true" : "false", p.codel ? "codel" : "none", p.codel_target_ms,
+               p.codel_interval_ms);
     }
     printf("}\n");
 }

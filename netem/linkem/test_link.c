@@ -78,7 +78,8 @@ static int conserved(const struct link *l)
 {
     const struct link_stats *s = &l->st;
     return s->packets_in == s->packets_out + s->dropped_queue_packets +
-                                s->dropped_loss_packets + s->dropped_down_packets;
+                                s->dropped_loss_packets + s->dropped_down_packets +
+                                s->dropped_aqm_packets;
 }
 
 static char trace_path[64];
@@ -575,6 +576,120 @@ struct test {
     int (*fn)(void);
 };
 
+
+/* ---- CoDel (RFC 8289) ----
+ * A 1500-byte packet takes exactly 1 ms at 12 Mbit/s. N packets arrive together at t = 0: the
+ * first is served at once, packet k (k >= 1) waits in the queue and is dequeued at k ms (one
+ * ms later per packet dropped before it), its sojourn time being its dequeue time. */
+
+static struct link_params codel_params(void)
+{
+    struct link_params p = params();
+    p.rate_bps = 12000000;
+    p.codel = true;
+    p.codel_target_ms = 5.0;
+    p.codel_interval_ms = 100.0;
+    return p;
+}
+
+/* Steps the fake clock 1 ms at a time from where it is up to end_ms and records at which ms
+ * each AQM drop from now on happened. */
+static size_t codel_drop_times(struct link *l, int end_ms, int *times, size_t max)
+{
+    size_t n = 0;
+    uint64_t seen = l->st.dropped_aqm_packets;
+    for (int t = (int)(l->now / NS_PER_MS); t <= end_ms; t++) {
+        run_until(l, MS(t));
+        for (; seen < l->st.dropped_aqm_packets && n < max; seen++)
+            times[n++] = t;
+    }
+    return n;
+}
+
+/* Drops begin only once the sojourn time has stayed above target for a whole interval: the
+ * sojourn first reaches target (5 ms) at the dequeue at 5 ms, so the first drop is at 105 ms,
+ * not before. Then each next drop follows the control law: interval / sqrt(count) after the
+ * previous scheduled drop time, at the first dequeue at or after that time (dequeues fall on
+ * whole ms here). */
+static int test_codel_drop_schedule(void)
+{
+    struct link l;
+    struct link_params p = codel_params();
+    start(&l, &p, 1);
+    arrive(&l, 0, 1500, 600);
+    int times[64];
+    size_t n = codel_drop_times(&l, 104, times, 64);
+    CHECK(n == 0, "dropped %zu packets before 105 ms (first at %d ms)", n, n ? times[0] : -1);
+    n = codel_drop_times(&l, 599, times, 64);
+    CHECK(n >= 8, "only %zu drops in 600 ms of a standing queue", n);
+    CHECK(times[0] == 105, "first drop at %d ms, want 105 (target reached at 5 ms + interval)",
+          times[0]);
+    double scheduled = 105.0;
+    for (size_t i = 1; i < n; i++) {
+        scheduled += 100.0 / sqrt((double)i);
+        int want = (int)ceil(scheduled - 1e-9);
+        CHECK(times[i] == want, "drop %zu at %d ms, want %d (interval/sqrt(%zu) after %.3f)",
+              i + 1, times[i], want, i, scheduled - 100.0 / sqrt((double)i));
+    }
+    run_until(&l, MS(2000));
+    CHECK(l.st.dropped_queue_packets == 0, "no tail drops: the queue has no limit");
+    CHECK(conserved(&l), "packets conserved");
+    link_free(&l);
+    return 0;
+}
+
+/* A good queue is left alone: bursts that drain within an interval, however high the sojourn
+ * time rises during them, never cause a drop; nor does a standing queue below target. */
+static int test_codel_good_queue_no_drops(void)
+{
+    struct link l;
+    struct link_params p = codel_params();
+    start(&l, &p, 1);
+    for (int b = 0; b < 10; b++)
+        arrive(&l, MS(200 * b), 1500, 80);   /* sojourn up to 79 ms, drained by 80 ms */
+    run_until(&l, MS(2000));
+    CHECK(l.st.dropped_aqm_packets == 0, "%llu drops of a draining burst",
+          (unsigned long long)l.st.dropped_aqm_packets);
+    /* 4 packets every 4 ms on a 1 ms-a-packet link: sojourn 1..3 ms, always below target. */
+    for (int t = 2000; t < 4000; t += 4)
+        arrive(&l, MS(t), 1500, 4);
+    run_until(&l, MS(4100));
+    CHECK(l.st.dropped_aqm_packets == 0, "%llu drops below target",
+          (unsigned long long)l.st.dropped_aqm_packets);
+    CHECK(l.st.packets_out == l.st.packets_in, "everything delivered");
+    link_free(&l);
+    return 0;
+}
+
+/* Dropping stops as soon as a packet's sojourn falls below target, and a new episode soon
+ * after (within 16 intervals) resumes near the previous drop rate (count = the previous
+ * episode's drops beyond the first) instead of starting from 1. */
+static int test_codel_leaves_and_resumes(void)
+{
+    struct link l;
+    struct link_params p = codel_params();
+    start(&l, &p, 1);
+    arrive(&l, 0, 1500, 400);
+    int times[64];
+    size_t first = codel_drop_times(&l, 1000, times, 64);
+    CHECK(first >= 4, "first episode dropped %zu", first);
+    CHECK(!l.codel.dropping, "still dropping after the queue drained");
+    uint32_t count1 = l.codel.count;
+    CHECK(count1 == first, "count %u after %zu drops", count1, first);
+    /* The second standing queue starts at 1000 ms: its first drop is again one interval after
+     * the sojourn reached target, at 1105 ms; the next comes interval/sqrt(count1 - 1 + 1)
+     * later, not a whole interval later. */
+    arrive(&l, MS(1000), 1500, 400);
+    size_t n = codel_drop_times(&l, 1400, times, 64);
+    CHECK(n >= 2 && times[0] == 1105, "second episode starts at %d ms", n ? times[0] : -1);
+    uint32_t resumed = count1 - 1;   /* delta = count - lastcount, lastcount was 1 */
+    int want = (int)ceil(1105.0 + 100.0 / sqrt((double)resumed) - 1e-9);
+    CHECK(times[1] == want, "second drop at %d ms, want %d (count resumed at %u)", times[1],
+          want, resumed);
+    link_free(&l);
+    return 0;
+}
+
 static const struct test TESTS[] = {
     {"fixed_rate_serialization", test_fixed_rate_serialization},
     {"fixed_rate_exact_over_busy_period", test_fixed_rate_exact_over_busy_period},
@@ -594,6 +709,9 @@ static const struct test TESTS[] = {
     {"default_queue", test_default_queue},
     {"config_events", test_config_events},
     {"wakeups_only_for_deliveries", test_wakeups_only_for_deliveries},
+    {"codel_drop_schedule", test_codel_drop_schedule},
+    {"codel_good_queue_no_drops", test_codel_good_queue_no_drops},
+    {"codel_leaves_and_resumes", test_codel_leaves_and_resumes},
 };
 #define N_TESTS (sizeof TESTS / sizeof TESTS[0])
 

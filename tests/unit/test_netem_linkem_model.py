@@ -29,6 +29,9 @@ MODEL_TESTS = [
     "default_queue",
     "config_events",
     "wakeups_only_for_deliveries",
+    "codel_drop_schedule",
+    "codel_good_queue_no_drops",
+    "codel_leaves_and_resumes",
 ]
 
 EMULATOR = BUILD_DIR / "mpstream-linkem"
@@ -91,6 +94,17 @@ def test_check_fills_in_default_queue(tmp_path):
     assert resolved["b_to_a"]["queue_packets"] == 50
 
 
+def test_check_reports_codel_settings(tmp_path):
+    r = check(tmp_path, BASE | {"b_to_a": {"rate_bps": 5_000_000, "aqm": "codel",
+                                           "codel_target_ms": 10, "codel_interval_ms": 200}})
+    assert r.returncode == 0, r.stderr
+    resolved = json.loads(r.stdout)
+    assert resolved["b_to_a"]["aqm"] == "codel"
+    assert (resolved["b_to_a"]["codel_target_ms"], resolved["b_to_a"]["codel_interval_ms"]) \
+        == (10, 200)
+    assert resolved["a_to_b"]["aqm"] == "none"  # off unless asked for, per direction
+
+
 def test_check_reads_a_trace(tmp_path):
     trace = traces.write(tmp_path / "cell.down", traces.synthetic(16.7e6, 20, seed=2))
     r = check(tmp_path, BASE | {"b_to_a": {"trace": str(trace)}})
@@ -117,6 +131,8 @@ def test_check_reads_a_trace(tmp_path):
         (BASE | {"events": [{"at_s": 1, "set": {"loss": 2}}]}, "events[0].set.loss", "between"),
         (BASE | {"events": [{"at_s": 1, "set": {}}]}, "events[0].set", "changes nothing"),
         (BASE | {"stats_path": 3}, "stats_path", "file path"),
+        (BASE | {"a_to_b": {"aqm": "pie"}}, "a_to_b.aqm", "codel"),
+        (BASE | {"b_to_a": {"codel_target_ms": 0}}, "b_to_a.codel_target_ms", "between"),
     ],
 )
 def test_bad_config_names_the_field(tmp_path, config, field, rule):

@@ -235,3 +235,23 @@ def test_a_profile_survives_the_state_file_round_trip(trace_store):
             for direction in ("uplink", "downlink"):
                 assert again.link(i, direction) == profile.link(i, direction), (name, i)
             assert again.emulator_events(i) == profile.emulator_events(i)
+
+
+def test_codel_per_direction_reaches_the_emulator():
+    profile = profile_from_dict({"paths": [
+        {"rate": "25mbit"},
+        {"rate": "5mbit", "downlink": {"aqm": "codel", "codel_target_ms": 10}},
+    ]})
+    down = profile.link(1, "downlink").emulator_config()
+    assert (down["aqm"], down["codel_target_ms"], down["codel_interval_ms"]) == ("codel", 10, 100)
+    assert profile.link(1, "uplink").emulator_config()["aqm"] == "none"
+    assert profile.link(0, "downlink").emulator_config()["aqm"] == "none"
+    assert "CoDel 10/100 ms" in profile.link(1, "downlink").describe()
+    everywhere = load_profile("thesis-bandwidth-unbalanced", {"paths.*.aqm": "codel"})
+    assert all(everywhere.link(i, d).aqm == "codel" for i in (0, 1) for d in ("uplink", "downlink"))
+
+
+def test_bad_codel_settings_are_named():
+    assert "paths.0.aqm" in error_of({"paths": [{"rate": "1mbit", "aqm": "red"}]})
+    message = error_of({"paths": [{"rate": "1mbit", "downlink": {"codel_interval_ms": 0}}]})
+    assert "paths.0.downlink.codel_interval_ms" in message and "above 0" in message
