@@ -465,7 +465,7 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
             console.print(f"media: {media_dir}")
             check_codecs(scenario, media_dir, todo)
         return _run_trials(scenario, out_dir, plan, todo, done, run_id, media_dir,
-                           scenario_path, console, progress)
+                           scenario_path, console, progress, pcap)
 
 
 @contextlib.contextmanager
@@ -489,7 +489,7 @@ def _live_stream(live, out_dir: Path, console: Console):
 def _run_trials(scenario: Scenario, out_dir: Path, plan: list[Trial], todo: list[Trial],
                 done: dict[str, str], run_id: str, media_dir: Path | None,
                 scenario_path: Path | None, console: Console,
-                progress: bool) -> dict[str, str]:
+                progress: bool, pcap: bool = False) -> dict[str, str]:
 
     statuses = dict(done)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
