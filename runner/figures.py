@@ -126,3 +126,30 @@ def metric_bars(path: Path, groups: list[str], summaries: dict, metrics: list[st
         ax.set_title(f"{name}" + (f" ({unit})" if unit else ""), fontsize=9)
         ax.grid(axis="y", alpha=0.3)
     return _save(fig, path)
+
+
+def subflow_timeline(path: Path, title: str, series: dict[int, dict[str, list]],
+                     segments: list[dict], n_paths: int) -> Path:
+    """Two panels over the trial clock: bytes in flight (KB) and cwnd (packets) per path, with
+    each segment's request (dashed) and last byte (solid) as vertical lines."""
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
+    for p in range(n_paths):
+        s = series.get(p)
+        if not s:
+            continue
+        order = np.argsort(s["t"])
+        t = np.array(s["t"])[order]
+        top.plot(t, np.array(s["inflight"])[order], ".", ms=2, label=f"path {p}")
+        bottom.plot(t, np.array(s["cwnd"])[order], ".", ms=2, label=f"path {p}")
+    for seg in segments:
+        for ax in (top, bottom):
+            if seg.get("request_page_s") is not None:
+                ax.axvline(seg["request_page_s"], color="0.6", ls="--", lw=0.6)
+            if seg.get("last_byte_s") is not None:
+                ax.axvline(seg["last_byte_s"], color="0.3", lw=0.6)
+    top.set_ylabel("bytes in flight (KB)")
+    bottom.set_ylabel("cwnd (packets)")
+    bottom.set_xlabel("trial time (s); dashed: segment requested, solid: its last byte")
+    top.set_title(title)
+    _legend(top)
+    return _save(fig, path)

@@ -17,6 +17,7 @@ from jinja2 import Environment, select_autoescape
 from mpstream.errors import UserError
 from mpstream.qoe.stats import Summary, summarize
 from mpstream.runner import figures
+from mpstream.runner.evidence import segment_evidence, timeline_figure
 from mpstream.runner.layout import RUN_JSON, TrialRecord, load_trials, read_json
 from mpstream.runner.metrics import (
     binned_by_path,
@@ -275,11 +276,17 @@ def _write_csvs(report: Report, records: list[TrialRecord], several: frozenset[s
             w.writerow({k: _fmt(v) if isinstance(v, float) else v for k, v in r.items()})
     with (out / "segments.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["condition", "trial", "segment_index", "download_rate_bps"])
+        evidence_cols = ["url", "bytes", "request_page_s", "request_nginx_s",
+                         "nginx_request_time_s", "nginx_connection", "first_byte_s",
+                         "last_byte_s", *[f"bytes_path{p}" for p in range(n_paths)]]
+        w.writerow(["condition", "trial", "segment_index", "download_rate_bps", *evidence_cols])
         for rec in records:
             if rec.ok:
+                evidence = {row["segment_index"]: row for row in segment_evidence(rec, n_paths)}
                 for idx, rate in segment_rates(rec.events):
-                    w.writerow([group_of(rec, several), rec.key, idx, f"{rate:.0f}"])
+                    ev = evidence.get(idx, {})
+                    w.writerow([group_of(rec, several), rec.key, idx, f"{rate:.0f}",
+                                *[_fmt(ev.get(c)) for c in evidence_cols]])
     with (out / "paths_per_second.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["condition", "trial", "second", "path", "bytes_received", "retransmissions"])
@@ -338,6 +345,12 @@ def _write_figures(report: Report, records, several: frozenset[str], n_paths: in
     if n_paths and any(recv_series.values()):
         made.append(figures.path_share(report.out_dir / "path-share.png", groups, recv_series,
                                        n_paths))
+    # One timeline a video trial, beside the report (not in the page: a run may have hundreds).
+    for rec in ok:
+        if rec.meta.get("kind", "video") == "video":
+            (report.out_dir / "timelines").mkdir(exist_ok=True)
+            timeline_figure(rec, segment_evidence(rec, n_paths), n_paths,
+                            report.out_dir / "timelines" / f"{rec.key}.png")
     bars = [m for m in ("startup_delay_ms", "stall_ms", "mean_bitrate_mbps", "download_rate_mbps",
                         "throughput_mbps", "retrans_per_s") if m in report.metric_order]
     if bars:
@@ -400,7 +413,9 @@ the TCP handshake's), then all of them together.</p>
 <td>{{ g }}</td>{% for m in metrics %}<td>{{ num(t.get(m)) }}</td>{% endfor %}</tr>{% endfor %}
 {% endfor %}</table>
 <p class="note">CSV files beside this page: trials.csv, conditions.csv, reference.csv,
-segments.csv, paths_per_second.csv. Raw data per trial: {{ run_dir }}/trials/.</p>
+segments.csv (per segment: page, nginx and kernel times, bytes per path),
+paths_per_second.csv; timelines/&lt;trial&gt;.png (subflows' bytes in flight and cwnd with
+segment boundaries). Raw data per trial: {{ run_dir }}/trials/.</p>
 </body></html>
 """
 

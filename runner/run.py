@@ -36,6 +36,7 @@ from mpstream.errors import UserError
 from mpstream.netem import traces
 from mpstream.proc import signals_interrupt, stop
 from mpstream.runner.capture import CounterSnapshots, PacketCapture
+from mpstream.runner.evidence import write_clock
 from mpstream.runner.layout import (
     RUN_JSON,
     TRIAL_JSON,
@@ -313,6 +314,7 @@ class _Samplers:
 
     def __init__(self, topo, tdir: Path, path_of, *, pcap: bool = False):
         t0 = time.monotonic()
+        write_clock(tdir, t0, time.time())
         self.tdir = tdir
         self.samplers = [
             SubflowSampler(topo.client_ns, "client", tdir / "samples-client.csv", path_of, t0=t0),

@@ -1,0 +1,135 @@
+"""Per-segment evidence of a video trial: for each media segment, when the page asked for it,
+when nginx got the request, when its first and last bytes reached the page, and how many bytes
+each path carried meanwhile, all on one clock; and a timeline figure of each subflow's bytes in
+flight and congestion window with the segment boundaries over it.
+
+The trial clock is the kernel samplers' (seconds from the samplers' start, `t_s` of the samples;
+clock.json holds its origin in Unix time). nginx logs Unix time (`msec`, the response's end, and
+`request_time`, so the request arrived at msec - request_time). The page's clock is
+performance.now(); it is placed on Unix time by the manifest request: the page's request time of
+the first manifest is taken as nginx's arrival time of it (the error is the request's one-way
+trip, a few ms on the emulated paths).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from urllib.parse import urlparse
+
+from mpstream.runner.layout import TrialRecord
+from mpstream.runner.metrics import socket_increments
+from mpstream.runner.sampler import read_samples
+
+CLOCK_JSON = "clock.json"
+# A sample counts towards a segment from its request up to one sampling interval after its last
+# byte (the sample that sees the last bytes is taken up to 100 ms later).
+SAMPLE_SLACK_S = 0.1
+
+
+def write_clock(tdir: Path, t0_monotonic: float, t0_unix: float) -> None:
+    (tdir / CLOCK_JSON).write_text(json.dumps({"t0_monotonic": t0_monotonic,
+                                               "t0_unix": t0_unix}))
+
+
+def _access_log(rec: TrialRecord) -> list[dict]:
+    path = rec.dir / "access.log"
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def _last_segment_events(events: list[dict]) -> dict[int, dict]:
+    last: dict[int, dict] = {}
+    for e in sorted(events, key=lambda e: e.get("seq", 0)):
+        d = e.get("data", {})
+        if e.get("type") == "segment" and d.get("kind") in ("video", "muxed"):
+            last[d["index"]] = d
+    return last
+
+
+def segment_evidence(rec: TrialRecord, n_paths: int) -> list[dict]:
+    """One dict a video segment (its last download), times in seconds on the trial clock
+    (None where a source is missing), bytes_path<i> from the client's kernel samples."""
+    segs = _last_segment_events(rec.events)
+    if not segs:
+        return []
+    clock = rec.dir / CLOCK_JSON
+    t0_unix = json.loads(clock.read_text())["t0_unix"] if clock.is_file() else None
+    log = _access_log(rec)
+    arrivals: dict[str, list[tuple[float, dict]]] = defaultdict(list)
+    for r in log:
+        arrivals[r.get("uri", "")].append((float(r["msec"]) - float(r["request_time"]), r))
+
+    # Page clock -> Unix time, anchored on the first manifest request.
+    page_to_unix = None
+    manifests = sorted((e for e in rec.events if e.get("type") == "manifest"),
+                       key=lambda e: e["data"].get("t_request", math.inf))
+    if manifests:
+        m = manifests[0]["data"]
+        seen = arrivals.get(urlparse(m.get("url", "")).path)
+        if seen:
+            page_to_unix = min(t for t, _ in seen) - m["t_request"] / 1000.0
+
+    def page_s(t_ms):
+        if page_to_unix is None or t0_unix is None or t_ms is None:
+            return None
+        return page_to_unix + t_ms / 1000.0 - t0_unix
+
+    incs = socket_increments(read_samples(rec.samples_client), "bytes_received") \
+        if rec.samples_client.is_file() else []
+    rows = []
+    for idx in sorted(segs):
+        d = segs[idx]
+        req, first, done = page_s(d.get("t_request")), page_s(d.get("t_first_byte")), \
+            page_s(d.get("t_done"))
+        row: dict = {"segment_index": idx, "url": d.get("url", ""), "bytes": d.get("bytes"),
+                     "request_page_s": req, "request_nginx_s": None,
+                     "nginx_request_time_s": None, "nginx_connection": None,
+                     "first_byte_s": first, "last_byte_s": done}
+        cands = arrivals.get(urlparse(d.get("url", "")).path, [])
+        if cands and t0_unix is not None:
+            # The log line of this download: the arrival closest to the page's request.
+            ref = (req + t0_unix) if req is not None else cands[-1][0]
+            t_arr, line = min(cands, key=lambda c: abs(c[0] - ref))
+            row.update(request_nginx_s=t_arr - t0_unix,
+                       nginx_request_time_s=float(line["request_time"]),
+                       nginx_connection=line.get("connection"))
+        for p in range(n_paths):
+            row[f"bytes_path{p}"] = None
+        if req is not None and done is not None:
+            for p in range(n_paths):
+                row[f"bytes_path{p}"] = sum(inc for t, path, inc in incs
+                                            if path == p and req < t <= done + SAMPLE_SLACK_S)
+        rows.append(row)
+    return rows
+
+
+def timeline_figure(rec: TrialRecord, segments: list[dict], n_paths: int, out: Path) -> Path | None:
+    """Bytes in flight (bytes_sent - bytes_acked) and cwnd of every sender socket on a path,
+    by path, over the trial, with each segment's request (dashed) and last byte (solid)."""
+    from mpstream.runner import figures
+
+    if not rec.samples_server.is_file():
+        return None
+    rows = [r for r in read_samples(rec.samples_server) if r["path"] is not None
+            and r["state"] != "DESTROYED"]
+    if not rows:
+        return None
+    series: dict[int, dict[str, list]] = defaultdict(lambda: {"t": [], "inflight": [],
+                                                              "cwnd": []})
+    for r in rows:
+        s = series[r["path"]]
+        s["t"].append(r["t_s"])
+        s["inflight"].append(max(0, r["bytes_sent"] - r["bytes_acked"]) / 1000.0)
+        s["cwnd"].append(r["cwnd"])
+    return figures.subflow_timeline(out, f"{rec.key}: sender subflows and segments",
+                                    dict(series), segments, n_paths)

@@ -1,0 +1,91 @@
+"""The per-segment evidence from a trial folder built here: page, nginx and kernel times are put
+on the samplers' clock, and each path's bytes during a segment come from the client samples."""
+
+import csv
+import json
+
+import pytest
+
+from mpstream.runner.evidence import segment_evidence, timeline_figure, write_clock
+from mpstream.runner.layout import TrialRecord
+from mpstream.runner.sampler import FIELDS
+
+T0_UNIX = 1_700_000_000.0
+PAGE_TO_UNIX = T0_UNIX + 0.5  # the page's performance.now() = 0 half a second after t0
+
+
+def _trial(tmp_path) -> TrialRecord:
+    write_clock(tmp_path, 100.0, T0_UNIX)
+    events = [
+        {"seq": 0, "t_ms": 100, "type": "manifest",
+         "data": {"url": "http://10.2.0.2/media/dash/manifest.mpd", "t_request": 100.0,
+                  "t_done": 120.0, "bytes": 3000}},
+        {"seq": 1, "t_ms": 1000, "type": "segment",
+         "data": {"url": "http://10.2.0.2/media/dash/v1/1.m4s", "kind": "video", "index": 1,
+                  "bytes": 700_000, "t_request": 1000.0, "t_first_byte": 1300.0,
+                  "t_done": 2000.0}},
+        # a re-download of segment 1: the evidence is of the last one, as the rates are
+        {"seq": 2, "t_ms": 2500, "type": "segment",
+         "data": {"url": "http://10.2.0.2/media/dash/v1/1.m4s", "kind": "video", "index": 1,
+                  "bytes": 700_000, "t_request": 2500.0, "t_first_byte": 2520.0,
+                  "t_done": 3000.0}},
+    ]
+    log = [
+        # manifest: arrived at page 100 ms (the anchor), answered in 20 ms
+        {"msec": PAGE_TO_UNIX + 0.120, "request_time": 0.020, "uri": "/media/dash/manifest.mpd",
+         "connection": 1},
+        {"msec": PAGE_TO_UNIX + 1.990, "request_time": 0.985, "uri": "/media/dash/v1/1.m4s",
+         "connection": 1},
+        {"msec": PAGE_TO_UNIX + 2.995, "request_time": 0.490, "uri": "/media/dash/v1/1.m4s",
+         "connection": 1},
+    ]
+    (tmp_path / "access.log").write_text("".join(json.dumps(r) + "\n" for r in log))
+    with (tmp_path / "samples-client.csv").open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=FIELDS)
+        w.writeheader()
+        # path 0: 10 kB each 0.1 s from t=0; path 1: 5 kB each 0.1 s from t=3.0 on
+        for step in range(51):
+            t = step / 10
+            w.writerow({k: "" for k in FIELDS} | {
+                "t_s": f"{t:.3f}", "host": "client", "path": 0, "local": "10.1.0.2:1",
+                "peer": "10.2.0.2:80", "state": "ESTAB", "bytes_received": 10_000 * step})
+            if t >= 3.0:
+                w.writerow({k: "" for k in FIELDS} | {
+                    "t_s": f"{t:.3f}", "host": "client", "path": 1, "local": "10.1.1.2:2",
+                    "peer": "10.2.0.2:80", "state": "ESTAB",
+                    "bytes_received": 5_000 * (step - 29)})
+    with (tmp_path / "samples-server.csv").open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=FIELDS)
+        w.writeheader()
+        for step in range(51):
+            w.writerow({k: "" for k in FIELDS} | {
+                "t_s": f"{step / 10:.3f}", "host": "server", "path": 0, "local": "10.2.0.2:80",
+                "peer": "10.1.0.2:1", "state": "ESTAB", "bytes_sent": 20_000 * step,
+                "bytes_acked": 20_000 * step - 5_000, "cwnd": 10 + step})
+    return TrialRecord(dir=tmp_path, meta={"key": "r00-x-dashjs", "status": "ok",
+                                           "condition": {"label": "x"}}, events=events)
+
+
+def test_segment_times_on_the_trial_clock_and_bytes_per_path(tmp_path):
+    rec = _trial(tmp_path)
+    (row,) = segment_evidence(rec, 2)
+    assert row["segment_index"] == 1 and row["bytes"] == 700_000
+    # page times: the manifest's page request (100 ms) is nginx's arrival of it (0.6 s on the
+    # trial clock), so page ms t is trial second 0.5 + t / 1000.
+    assert row["request_page_s"] == pytest.approx(3.0)
+    assert row["first_byte_s"] == pytest.approx(3.02)
+    assert row["last_byte_s"] == pytest.approx(3.5)
+    # nginx: the second log line of that URI is this download (arrival 3.495 - 0.490 + 0.5)
+    assert row["request_nginx_s"] == pytest.approx(3.005)
+    assert row["nginx_request_time_s"] == pytest.approx(0.49)
+    # samples after 3.0 up to 3.5 + 0.1: 6 samples; path 1's first sample (t=3.0) is at the
+    # request, not after it, and its socket counts from zero: 6 samples of 5 kB
+    assert row["bytes_path0"] == 60_000
+    assert row["bytes_path1"] == 30_000
+
+
+def test_timeline_figure_is_written(tmp_path):
+    rec = _trial(tmp_path)
+    out = timeline_figure(rec, segment_evidence(rec, 2), 2, tmp_path / "t.png")
+    assert out is not None and out.stat().st_size > 5_000
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
