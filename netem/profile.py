@@ -265,7 +265,20 @@ class Profile(_Strict):
     paths: list[PathSpec] = Field(min_length=1, max_length=8)
     server_link: LinkSpec | None = None  # shared link between router and server (e.g. NP03)
     events: list[EventSpec] = []
+    # Kernel settings for both ends (client and server namespaces alike, so a comparison of
+    # transports stays fair), e.g. {"net.ipv4.tcp_slow_start_after_idle" = 0}.
+    sysctls: dict[str, int | str] = {}
     source: Path | None = None  # where the profile was read from (for trace lookup)
+
+    @field_validator("sysctls")
+    @classmethod
+    def _sysctl_names(cls, value: dict[str, int | str]) -> dict[str, int | str]:
+        for key in value:
+            if not re.fullmatch(r"net\.(ipv4\.tcp_[a-z0-9_]+|mptcp\.[a-z0-9_]+)", key):
+                raise ValueError(
+                    f"{key!r} is not a per-namespace TCP setting: give net.ipv4.tcp_* or "
+                    "net.mptcp.* names (e.g. net.ipv4.tcp_slow_start_after_idle)")
+        return value
 
     @model_validator(mode="after")
     def _references(self) -> Profile:

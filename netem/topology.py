@@ -265,6 +265,7 @@ class Topology:
             # Each connection starts from scratch, not from metrics cached by an earlier trial.
             "net.ipv4.tcp_no_metrics_save": 1,
         }
+        host.update({k: v for k, v in p.sysctls.items()})
         if not Path("/proc/sys/net/mptcp/path_manager").exists():
             host.pop("net.mptcp.path_manager")  # kernels before 6.15: pm_type 0 is the default
         if not kernel_has_mptcp():  # mode tcp on a kernel without MPTCP
