@@ -5,6 +5,8 @@ Everything a run varies comes from the environment, so the same file serves the 
   MPSTREAM_COLLECTOR_BIND     where to listen (default 127.0.0.1:8081; ServerStack: a unix socket)
   MPSTREAM_COLLECTOR_WORKERS  worker processes (default: sized to the machine, see below)
   MPSTREAM_COLLECTOR_PIDFILE  where the master writes its pid (for `kill -HUP`)
+  MPSTREAM_DATABASE_WAIT_S    wait up to this long for DATABASE_URL to accept connections
+                              before starting workers (a database started beside the collector)
 Graceful restart: SIGHUP starts fresh workers (re-reading the app) and retires the old ones
 after their requests finish; the listening socket stays open.
 """
@@ -32,3 +34,15 @@ accesslog = None  # nginx logs every request
 errorlog = "-"
 loglevel = os.environ.get("MPSTREAM_COLLECTOR_LOGLEVEL", "warning")
 proc_name = "mpstream-collector"
+
+
+def on_starting(server):
+    """Workers build the app, which creates the schema, at once; a database that is still
+    starting would make them fail to boot, so the master waits for it first when asked to."""
+    wait_s = float(os.environ.get("MPSTREAM_DATABASE_WAIT_S") or 0)
+    url = os.environ.get("DATABASE_URL")
+    if wait_s > 0 and url:
+        from mpstream.server.storage import wait_for_database
+
+        server.log.info("waiting up to %g s for the database", wait_s)
+        wait_for_database(url, wait_s)

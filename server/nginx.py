@@ -222,7 +222,14 @@ def main(argv: list[str] | None = None) -> None:
     # before the collector's container may be up, so the check is left to nginx's own start.
     config.write(check=False)
     argv_nginx = config.argv("-g", "daemon off; master_process on;")
-    if not config.multipath and shutil.which("mptcpize"):
+    if not config.multipath:
+        # Without MPTCP the stack would still serve, silently over plain TCP: refuse instead.
+        if not shutil.which("mptcpize"):
+            raise SystemExit(
+                "nginx here has no `listen ... multipath` and mptcpize is not installed: "
+                "install the mptcpize package (Debian) in the image, or an nginx with "
+                "multipath support (1.29.7+)."
+            )
         argv_nginx = ["mptcpize", "run", *argv_nginx]
     os.execvp(argv_nginx[0], argv_nginx)
 

@@ -12,6 +12,7 @@ import fcntl
 import json
 import os
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -102,6 +103,25 @@ def create_schema(engine: Engine) -> None:
     metadata.create_all(engine, checkfirst=True)
     # A database made before the index existed gets it too (create_all skips existing tables).
     SESSION_ORDER.create(engine, checkfirst=True)
+
+
+def wait_for_database(url: str, timeout_s: float, interval_s: float = 0.5) -> None:
+    """Return once the database at `url` accepts a connection; after `timeout_s` re-raise the
+    last error. For a collector whose database starts beside it (a compose stack where the
+    engine cannot wait on the database's health check) rather than before it."""
+    engine = make_engine(url)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            try:
+                with engine.connect():
+                    return
+            except sa.exc.OperationalError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(interval_s)
+    finally:
+        engine.dispose()
 
 
 class _WriterLock:
