@@ -95,6 +95,18 @@ test-live: setup
 test-trixie:
 	@scripts/test-distro.sh trixie
 
+# docker-compose.yml for real, with podman: the images (from a Debian base made with debootstrap,
+# kept in podman's store), the stack up on a free 127.0.0.1 port, a player session from the host's
+# Chromium over MPTCP, QoE events read back from PostgreSQL, then down. Its own target: several
+# minutes on a fresh machine, about one once the images are cached.
+.PHONY: test-compose compose-images
+test-compose: setup
+	@scripts/pytest.sh -m compose tests/compose
+
+# The images alone (the same as test-compose builds), for `podman-compose up` by hand.
+compose-images: setup
+	@$(PY) -c 'from tests.compose.stack import build_images; build_images()'
+
 # The thesis bandwidth experiment in short: encode the sample, one trial each of balanced MPTCP,
 # unbalanced MPTCP and single-path TCP, then the comparison table and the HTML report's path.
 demo: setup

@@ -1,6 +1,7 @@
 """Tests are marked by the folder they live in: tests/unit, tests/integration, tests/e2e.
 
-`make test-unit` runs the fast ones; `make test` runs all three.
+`make test-unit` runs the fast ones; `make test` runs all three. tests/compose (container images
+and the compose stack) runs on its own: `make test-compose`.
 """
 
 import os
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-_KINDS = ("unit", "integration", "e2e")
+_KINDS = ("unit", "integration", "e2e", "compose")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -17,7 +18,8 @@ def pytest_collection_modifyitems(config, items):
         kind = next((k for k in _KINDS if k in parts), None)
         if kind is None:
             raise pytest.UsageError(
-                f"{item.nodeid}: tests live under tests/unit, tests/integration or tests/e2e"
+                f"{item.nodeid}: tests live under tests/unit, tests/integration, tests/e2e "
+                "or tests/compose"
             )
         item.add_marker(getattr(pytest.mark, kind))
 
