@@ -5,7 +5,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: setup system venv build emulator player-bundle dashboard-assets event-schema lint test test-unit test-integration test-e2e test-trixie test-live demo doctor bench clean
+.PHONY: test-real-networks setup system venv build emulator player-bundle dashboard-assets event-schema lint test test-unit test-integration test-e2e test-trixie test-live demo doctor bench clean
 
 setup: system venv build
 
@@ -85,6 +85,11 @@ test-integration: setup
 
 test-e2e: setup
 	@scripts/pytest.sh -m "e2e and not long"
+
+# Real networks' slower proofs (about 3 minutes): paths check and a runner `real` condition on two
+# test hosts, and `trace record` through emulated paths of known rate and of a known trace.
+test-real-networks: setup
+	@scripts/pytest.sh -m long tests/e2e/test_real_hosts.py tests/integration/test_trace_record.py
 
 # Live streaming's long proof (about 4 minutes): `mpstream run` of a live scenario, its report.
 test-live: setup

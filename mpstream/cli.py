@@ -27,6 +27,7 @@ SUBCOMMANDS = {
     "doctor": "mpstream.doctor:doctor",
     "clean": "mpstream.clean:clean",
     "paths": "mpstream.pathcheck:paths",
+    "trace": "mpstream.netem.record:trace",
 }
 
 

@@ -236,6 +236,7 @@ def test_sigkill_then_mpstream_clean_restores_the_host(hosts):
     assert not netns_pids(HC), "processes left in the client host"
 
 
+@pytest.mark.long
 def test_paths_check_measures_each_interface_then_the_aggregate(hosts):
     before = host_state()
     env = {**os.environ, "MPSTREAM_STATE_DIR": str(hosts["state_dir"])}
@@ -256,6 +257,7 @@ def test_paths_check_measures_each_interface_then_the_aggregate(hosts):
     assert min(agg["interface_rx_bytes"].values()) > 0.2 * sum(agg["interface_rx_bytes"].values())
 
 
+@pytest.mark.long
 def test_runner_real_condition_checks_the_paths_around_the_trial(hosts, tmp_path):
     url = f"http://{SRV}:{PORT}/media/dash/manifest.mpd"
     (tmp_path / "real.toml").write_text(f"""
