@@ -86,7 +86,7 @@ def test_live_run_reports_latency_and_stalls_with_confidence_intervals(run):
             assert float(row["mean"]) == pytest.approx(want.mean, rel=1e-6)
             assert float(row["ci95_high"] or "nan") == pytest.approx(
                 want.ci_high, rel=1e-6, nan_ok=True)
-    html = (out / "report" / "index.html").read_text()
+    html = (out / "report" / "report.html").read_text()
     assert "latency to live, mean" in html and "latency to live, p95" in html
     assert not [p for p in Path("/proc").glob("[0-9]*/cwd")
                 if _link(p).startswith(str(out / "live-tree"))], "a process still in the tree"
