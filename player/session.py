@@ -208,6 +208,8 @@ def _path_report(topology: Any, before: list[dict[str, int]], after: list[dict[s
             "interface": info.client_ifname,
             "rx_bytes": a["rx_bytes"] - b["rx_bytes"],
             "tx_bytes": a["tx_bytes"] - b["tx_bytes"],
+            **({"rx_packets": a["rx_packets"] - b["rx_packets"]}
+               if "rx_packets" in a and "rx_packets" in b else {}),
         })
     total = sum(p["rx_bytes"] for p in paths) or 1
     for p in paths:
