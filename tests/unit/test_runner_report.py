@@ -243,3 +243,23 @@ def test_a_stall_still_open_at_the_end_counts_until_the_last_event():
     ]
     assert [s.duration_ms for s in stalls(ev)] == [500.0, 12_500.0]
     assert [s.duration_ms for s in stalls(ev[:2])] == [500.0]
+
+
+def test_groups_name_the_browser_and_codec_only_when_they_vary(tmp_path):
+    from mpstream.runner.layout import TrialRecord
+    from mpstream.runner.report import group_of, varying_factors
+
+    def rec(key, **meta):
+        return TrialRecord(dir=tmp_path, meta={"key": key, "condition": {"label": "bal"},
+                                               "player": "dashjs", **meta})
+
+    old = rec("r00-bal-dashjs")  # a trial from before browsers existed
+    ff = rec("r00-bal-dashjs-firefox-hevc", browser="firefox", codec="hevc")
+    cr = rec("r00-bal-dashjs-avc", browser="chromium", codec="avc")
+    assert varying_factors([old]) == frozenset()
+    assert group_of(old, varying_factors([old])) == "bal"
+    several = varying_factors([old, ff, cr])
+    assert several == {"browser", "codec"}
+    assert [group_of(r, several) for r in (old, ff, cr)] == [
+        "bal/chromium/auto", "bal/firefox/hevc", "bal/chromium/avc"]
+    assert group_of(ff, True) == "bal/dashjs"
