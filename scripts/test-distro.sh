@@ -213,10 +213,12 @@ cp "$self" "$run/test-distro.sh"
 self=$run/test-distro.sh
 
 ns_pid=
+lock_pid=
 finish() {
   local rc=$?
   trap - EXIT INT TERM
   set +e  # every line below runs, whatever the one before it returned
+  [[ -n $lock_pid ]] && kill "$lock_pid" 2>/dev/null
   if [[ -n $ns_pid ]] && kill -0 "$ns_pid" 2>/dev/null; then
     local init
     init=$(pgrep -P "$ns_pid" || true)
@@ -266,7 +268,11 @@ for step in $steps; do
       say "netem check $profile and a ${play_s} s dash.js session, under $heavy_lock"
       exec 8>"$heavy_lock"
       waited=$SECONDS
-      flock 8
+      # In the background, so that Ctrl-C or SIGTERM is handled while waiting for the lock.
+      flock 8 &
+      lock_pid=$!
+      wait "$lock_pid"
+      lock_pid=
       say "heavy lock taken after $((SECONDS - waited)) s"
       in_namespaces heavy --net
       flock -u 8

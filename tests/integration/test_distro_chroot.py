@@ -6,6 +6,7 @@ The step runs in a stand-in root file system made of this host's own bash and ip
 makes a network namespace, starts a child and waits (the real root file system is Debian 13's,
 too slow to build here; `make test-trixie` itself runs on it)."""
 
+import fcntl
 import os
 import re
 import shutil
@@ -138,3 +139,45 @@ def test_a_failing_step_fails_the_run_and_is_cleaned_up(tmp_path):
     assert list(runs.iterdir()) == []
     assert netns not in _host_netns()
     assert str(tmp_path) not in Path("/proc/self/mountinfo").read_text()
+
+
+def test_a_run_waiting_for_the_heavy_lock_stops_on_sigterm(tmp_path):
+    lock = tmp_path / "heavy.lock"
+    with lock.open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # someone else is measuring
+        rootfs = stand_in_root(tmp_path / "rootfs", "unused", "exit 0")
+        env = {**os.environ, "MPSTREAM_CACHE": str(tmp_path / "cache"),
+               "MPSTREAM_DISTRO_ROOTFS": str(rootfs), "MPSTREAM_DISTRO_STEPS": "heavy",
+               "MPSTREAM_HEAVY_LOCK": str(lock)}
+        proc = subprocess.Popen(["bash", str(SCRIPT), "trixie"], env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 30
+            waiting = []
+            while not waiting and time.monotonic() < deadline:
+                waiting = [p for p in _children(proc.pid) if _comm(p) == "flock"]
+                time.sleep(0.1)
+            assert waiting, "the run is not waiting for the lock"
+            proc.send_signal(signal.SIGTERM)
+            output, _ = proc.communicate(timeout=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.returncode == 143, output
+        assert not any(Path(f"/proc/{p}").exists() and _comm(p) == "flock" for p in waiting)
+        assert list((tmp_path / "cache" / "trixie" / "runs").iterdir()) == []
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
