@@ -26,8 +26,9 @@ REPO = Path(__file__).resolve().parents[2]
 CONTAINERS_CONF = REPO / "docker" / "podman" / "containers.conf"
 BASE_IMAGE = "localhost/mpstream-base:bookworm"
 PODMAN_COMPOSE = Path(sys.executable).parent / "podman-compose"
-# nginx and the collector share one image, built once (for the collector).
-BUILT_SERVICES = ("encoder", "postgres", "collector")
+# Service -> the image it builds; nginx shares the collector's, built once.
+BUILT_SERVICES = {"encoder": "mpstream-encoder", "postgres": "mpstream-postgres",
+                  "collector": "mpstream-server"}
 PROJECT_LABEL = "io.podman.compose.project"
 
 
@@ -50,7 +51,12 @@ def build_images() -> None:
     """The Debian base (debootstrap, made once), then the project's images; both come from
     podman's layer cache when nothing they are built from changed."""
     run([str(REPO / "scripts" / "container-base.sh"), BASE_IMAGE], timeout=900)
-    run([str(PODMAN_COMPOSE), "-p", "mpstream-build", "build", *BUILT_SERVICES], timeout=1200)
+    # One at a time: two cores, and podman-compose's parallel build can end 0 with an image
+    # missing, so each is checked.
+    for service, image in BUILT_SERVICES.items():
+        run([str(PODMAN_COMPOSE), "-p", "mpstream-build", "build", service], timeout=900)
+        if run(["podman", "image", "exists", image], check=False).returncode != 0:
+            raise RuntimeError(f"podman-compose build {service} made no image {image}")
 
 
 def free_port() -> int:
@@ -195,3 +201,23 @@ def host_browser(mptcp: bool) -> Iterator[Any]:
             yield browser
         finally:
             browser.close()
+
+
+def main(argv: list[str]) -> None:
+    """`python -m tests.compose.stack up PROJECT`: bring the stack up, say "up" on stdout, hold
+    it until SIGTERM or Ctrl-C, then take it down (the teardown test's subject)."""
+    from mpstream.proc import signals_interrupt
+
+    if argv[:1] != ["up"] or len(argv) != 2:
+        raise SystemExit("usage: python -m tests.compose.stack up PROJECT")
+    with signals_interrupt(), ComposeStack(argv[1], encode_s=4):
+        print("up", flush=True)
+        while True:
+            time.sleep(3600)
+
+
+if __name__ == "__main__":
+    try:
+        main(sys.argv[1:])
+    except KeyboardInterrupt:
+        sys.exit(130)

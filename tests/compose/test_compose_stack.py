@@ -4,9 +4,13 @@ The images build from a Debian base made here (scripts/container-base.sh), the s
 under a project name of its own with nginx published on a free port of 127.0.0.1, headless
 Chromium on the host plays the player page through that port under mptcpize, and then:
 nginx's container counted MPTCP connections, the page's QoE events are rows in PostgreSQL,
-and `down` leaves no container, pod, network or volume of the project behind."""
+and `down` leaves no container, pod, network or volume of the project behind, also when the
+process holding the stack gets SIGTERM."""
 
 import os
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -14,11 +18,14 @@ import pytest
 from mpstream.player.session import MANIFESTS, page_url
 from mpstream.proc import signals_interrupt
 from tests.compose.stack import (
+    REPO,
     ComposeStack,
     build_images,
     host_browser,
     leftovers,
     mptcp_counters,
+    podman_env,
+    remove_leftovers,
 )
 
 pytestmark = pytest.mark.timeout(900)
@@ -78,3 +85,22 @@ def test_player_page_over_mptcp_and_events_reach_postgres(stack):
     assert int(types["segment"]) >= 2, types
     transport = stack.psql(f"SELECT transport FROM sessions WHERE id = '{session}'")
     assert transport.strip() == "mptcp"
+
+
+def test_sigterm_takes_the_stack_down():
+    build_images()
+    project = f"mpscomposeterm{os.getpid()}"
+    holder = subprocess.Popen([sys.executable, "-m", "tests.compose.stack", "up", project],
+                              cwd=REPO, env=podman_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "up"
+        running = leftovers(project)
+        assert {"containers", "networks", "volumes"} <= set(running), running
+        holder.send_signal(signal.SIGTERM)
+        assert holder.wait(timeout=180) == 130
+        assert leftovers(project) == {}
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        remove_leftovers(project)  # after a failure above; nothing is left otherwise

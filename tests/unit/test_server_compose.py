@@ -143,3 +143,12 @@ def test_collector_waits_for_a_database_that_is_not_up_then_gives_up(tmp_path):
         wait_for_database("postgresql+psycopg://u:p@127.0.0.1:1/db", timeout_s=1.0,
                           interval_s=0.2)
     assert 1.0 <= time.monotonic() - started < 10
+
+
+def test_the_compose_test_builds_every_image_the_file_runs():
+    from tests.compose.stack import BUILT_SERVICES
+
+    images = {s["image"] for s in SERVICES.values()}
+    assert set(BUILT_SERVICES.values()) == images
+    for service, image in BUILT_SERVICES.items():
+        assert SERVICES[service]["image"] == image and "build" in SERVICES[service]
