@@ -187,7 +187,7 @@ def host_browser(mptcp: bool) -> Iterator[Any]:
     sockets MPTCP (mptcpize) when `mptcp`."""
     from playwright.sync_api import sync_playwright
 
-    from mpstream.player.session import CHROMIUM, CHROMIUM_FLAGS
+    from mpstream.player.browsers import CHROMIUM, CHROMIUM_FLAGS
 
     with tempfile.TemporaryDirectory(prefix="mps-compose-browser-") as tmp, \
             sync_playwright() as pw:
