@@ -33,10 +33,12 @@ def trace_store(tmp_path, monkeypatch):
 
     store = tmp_path / "traces"
     store.mkdir()
-    for seed, (name, mbit) in enumerate([("TMobile-LTE-short", 16.7), ("Verizon-LTE-short", 5.0)]):
-        for direction, scale in (("down", 1.0), ("up", 0.4)):
-            traces.write(store / f"{name}.{direction}",
-                         traces.synthetic(mbit * scale * 1e6, 20, seed=seed))
+    # The published traces' mean rates (down, up), in Mbit/s, so that checks of the presets
+    # that use them judge the same capacities.
+    means = {"TMobile-LTE-short": (16.7, 13.3), "Verizon-LTE-short": (5.0, 5.9)}
+    for seed, (name, (down, up)) in enumerate(means.items()):
+        for direction, mbit in (("down", down), ("up", up)):
+            traces.write(store / f"{name}.{direction}", traces.synthetic(mbit * 1e6, 20, seed=seed))
     monkeypatch.setenv("MPSTREAM_TRACES", str(store))
     return store
 

@@ -38,7 +38,7 @@ def _check_with_reruns(profile, name, attempts=3):
 
 
 @pytest.mark.parametrize("preset", preset_names())
-def test_preset_measures_as_configured(preset):
+def test_preset_measures_as_configured(preset, trace_store):
     report = _check_with_reruns(load_profile(preset), f"pr{os.getpid()}")
     assert report.ok, _describe(report)
     judged = {m.check for m in report.measurements if m.judged}
