@@ -161,19 +161,11 @@ def finish_mpd(path: Path, renames: dict[str, str], codecs: dict[str, str],
     segment rate, and no bitstreamSwitching claim (rungs have their own parameter sets)."""
     tree = etree.parse(str(path))
     root = tree.getroot()
-    for info in root.findall(f"{_Q}ProgramInformation"):
-        info.clear()
-        etree.SubElement(info, f"{_Q}Title").text = title
-    for empty in root.findall(f"{_Q}ServiceDescription"):
-        if len(empty) == 0:
-            root.remove(empty)
-    for aset in root.iter(f"{_Q}AdaptationSet"):
-        aset.attrib.pop("bitstreamSwitching", None)
     for rep in root.iter(f"{_Q}Representation"):
         new_id = renames[rep.get("id")]
         rep.set("id", new_id)
-        rep.set("codecs", codecs[new_id])
         rep.set("bandwidth", str(bandwidths[new_id]))
+    _clean_for_players(root, codecs, title)
     tree.write(str(path), xml_declaration=True, encoding="utf-8", pretty_print=True)
 
 

@@ -193,7 +193,7 @@ def run_trial(scenario: Scenario, trial: Trial, *, run_id: str, run_dir: Path,
     if trial.condition.kind == "real":
         return _finish(meta, tdir, t_start, lambda: _run_real(trial, scenario, meta, tdir,
                                                               session_id_for(run_id, trial)))
-    try:
+    def emulated() -> None:
         profile = build_profile(scenario, trial.condition)
         transport = profile.mode
         meta.update(
@@ -229,27 +229,17 @@ def run_trial(scenario: Scenario, trial: Trial, *, run_id: str, run_dir: Path,
                 meta["path_bytes"] = topo.path_bytes()
             except Exception as exc:  # a counter we lack is no reason to lose the trial
                 meta["path_bytes_error"] = str(exc)
-        meta["status"] = "ok"
-    except KeyboardInterrupt:
-        raise  # no trial.json: the resumed run does this trial again
-    except (UserError, TrialFailed) as exc:
-        meta["reason"] = str(exc)
-    except Exception as exc:
-        meta["reason"] = f"{type(exc).__name__}: {exc}"
-        (tdir / "error.txt").write_text(traceback.format_exc())
-    meta["finished_at"] = datetime.now(UTC).isoformat()
-    meta["elapsed_s"] = round(time.monotonic() - t_start, 2)
-    write_json(tdir / TRIAL_JSON, meta)
-    return meta
+
+    return _finish(meta, tdir, t_start, emulated)
 
 
 def _finish(meta: dict, tdir: Path, t_start: float, body) -> dict:
-    """Runs `body` and records its outcome in trial.json, as run_trial does for emulated ones."""
+    """Runs `body` and records its outcome in trial.json: ok, or failed with the reason."""
     try:
         body()
         meta["status"] = "ok"
     except KeyboardInterrupt:
-        raise
+        raise  # no trial.json: the resumed run does this trial again
     except (UserError, TrialFailed) as exc:
         meta["reason"] = str(exc)
     except Exception as exc:
