@@ -150,8 +150,9 @@ def _which(program: str) -> str | None:
     if program == "initdb":  # Debian keeps it out of PATH, per PostgreSQL version
         found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
         return str(found[-1]) if found else shutil.which("initdb")
-    return shutil.which(program) or next(
-        (str(p) for p in (Path("/usr/sbin") / program,) if p.exists()), None)
+    # /usr/sbin is not on every user's PATH (nginx lives there).
+    sbin = Path("/usr/sbin") / program
+    return shutil.which(program) or (str(sbin) if sbin.exists() else None)
 
 
 def check_programs() -> list[Finding]:

@@ -7,16 +7,7 @@ import sys
 from pathlib import Path
 
 from mpstream import doctor
-
-MPSTREAM = str(Path(sys.executable).parent / "mpstream")
-
-
-def fake_proc(tmp_path, values):
-    for key, value in values.items():
-        path = tmp_path / key.replace(".", "/")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(value + "\n")
-    return tmp_path
+from tests.unit.test_netem_cli import MPSTREAM, fake_proc
 
 
 def by_name(findings):
