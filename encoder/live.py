@@ -44,7 +44,7 @@ from pathlib import Path
 
 from mpstream.encoder.commands import LiveLayout, intermediates, live_command
 from mpstream.encoder.ladder import Ladder, load_ladder
-from mpstream.encoder.runner import FfmpegFailed
+from mpstream.encoder.runner import FfmpegFailed, stderr_tail
 from mpstream.encoder.sources import LiveSource, resolve_live_source
 from mpstream.encoder.tools import require_tools
 from mpstream.errors import UserError
@@ -222,12 +222,10 @@ def run_live(
             state.end_reason = reason
             state.write(out)
         if reason.startswith("ffmpeg exited"):
-            stderr.seek(0)
-            tail = stderr.read().decode(errors="replace").strip().splitlines()[-6:]
             raise FfmpegFailed(
-                f"the live ffmpeg stopped on its own ({reason}):"
-                f" {' | '.join(tail) or 'no message'}. Check that the source still delivers"
-                " (a camera unplugged?) and that the disk has space."
+                f"the live ffmpeg stopped on its own ({reason}): {stderr_tail(stderr)}."
+                " Check that the source still delivers (a camera unplugged?) and that the disk"
+                " has space."
             )
     return state
 

@@ -54,13 +54,18 @@ def run_ffmpeg(
         if returncode == 0:
             progress.update(task, completed=total_seconds)
             return
-        stderr.seek(0)
-        tail = stderr.read().decode(errors="replace").strip().splitlines()[-6:]
     raise FfmpegFailed(
         f"ffmpeg failed while {label.lower()} (exit {returncode}):"
-        f" {' | '.join(tail) or 'no message'}."
+        f" {stderr_tail(stderr)}."
         " Check that the source plays (`ffplay SOURCE`) and that the disk has space."
     )
+
+
+def stderr_tail(stderr, lines: int = 6) -> str:
+    """The last lines ffmpeg wrote to `stderr` (a binary temp file), on one line."""
+    stderr.seek(0)
+    tail = stderr.read().decode(errors="replace").strip().splitlines()[-lines:]
+    return " | ".join(tail) or "no message"
 
 
 def _seconds(out_time_us: str | None) -> float:
