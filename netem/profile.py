@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from mpstream.errors import UserError
 from mpstream.netem import traces
+from mpstream.sending import SendOptions
 
 PRESETS_DIR = Path(__file__).parent / "profiles"
 
@@ -268,6 +269,8 @@ class Profile(_Strict):
     # Kernel settings for both ends (client and server namespaces alike, so a comparison of
     # transports stays fair), e.g. {"net.ipv4.tcp_slow_start_after_idle" = 0}.
     sysctls: dict[str, int | str] = {}
+    # How the origin's nginx sends (tcp_nopush, tcp_nodelay, sndbuf), for both transports alike.
+    server: SendOptions = SendOptions()
     source: Path | None = None  # where the profile was read from (for trace lookup)
 
     @field_validator("sysctls")

@@ -173,7 +173,8 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
         if not as_json:
             console.print(f"topology {topo.name} up: {len(topo.paths)} path(s); serving {media}")
         with ServerStack(media.resolve(), netns=topo.server_ns, host=topo.server_addr,
-                         mptcp=transport == "mptcp") as stack:
+                         mptcp=transport == "mptcp",
+                         send=prof.server) as stack:
             topo.start_events()
             result = play_session(topo, stack, player=player, manifest_path=MANIFESTS[player],
                                   transport=transport, duration_s=duration_s,

@@ -119,7 +119,8 @@ def _run_video(topo, trial: Trial, scenario: Scenario, media_dir: Path, tdir: Pa
     from mpstream.server.stack import ServerStack
 
     with ServerStack(media_dir, netns=topo.server_ns, host=topo.server_addr,
-                     workdir=tdir / "server", mptcp=transport == "mptcp") as stack:
+                     workdir=tdir / "server", mptcp=transport == "mptcp",
+                     send=topo.profile.server) as stack:
         meta["media"] = _media_facts(media_dir)
         with start_samplers():
             topo.start_events()

@@ -10,10 +10,12 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import click
+from pydantic import ValidationError
 from rich.console import Console
 
 from mpstream.errors import UserError
 from mpstream.paths import BUILD_DIR, DEFAULT_MEDIA, MEDIA_CACHE, REPO_ROOT
+from mpstream.sending import SendOptions
 from mpstream.server.stack import ServerStack
 
 
@@ -125,15 +127,25 @@ def _raise_stop(signum: int, _frame: object) -> None:
     help="SQLAlchemy URL of the QoE database [default: $DATABASE_URL, else SQLite under results/].",
 )
 @click.option("--tcp", "plain_tcp", is_flag=True, help="Serve plain TCP instead of MPTCP.")
+@click.option("--tcp-nopush/--no-tcp-nopush", default=False, show_default=True,
+              help="nginx tcp_nopush (TCP_CORK around sendfile). Off: under MPTCP a corked "
+                   "subflow stalls the whole connection for up to 200 ms "
+                   "(docs/mptcp-penalties.md).")
+@click.option("--sndbuf", metavar="SIZE",
+              help="nginx's socket send buffer (listen sndbuf=, e.g. 4m) [default: autotuned].")
 def serve(
     media: Path | None, netns: str | None, host: str | None, port: int,
     database_url: str | None, plain_tcp: bool, listens: tuple[str, ...],
-    announce: tuple[str, ...],
+    announce: tuple[str, ...], tcp_nopush: bool, sndbuf: str | None,
 ) -> None:
     """Serve media, the player and the QoE collector; prints the URLs; Ctrl-C stops both."""
     from mpstream.hostnet import announced
 
     console = Console()
+    try:
+        send = SendOptions(tcp_nopush=tcp_nopush, sndbuf=sndbuf)
+    except ValidationError as exc:
+        raise UserError(f"--sndbuf: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
     if media is None:
         media = find_media()
         console.print(f"media      {media}", highlight=False)
@@ -168,7 +180,7 @@ def serve(
         with announced(list(announce)), ServerStack(
             media.resolve(), netns=netns, host=host, port=port, database_url=database_url,
             mptcp=not plain_tcp, workdir=BUILD_DIR / "serve" / str(port),
-            also_listen=tuple(a for a in addresses if a != (host, port)),
+            also_listen=tuple(a for a in addresses if a != (host, port)), send=send,
         ) as stack:
             for url in player_urls(stack, media):
                 console.print(f"player     {url}", highlight=False, soft_wrap=True)

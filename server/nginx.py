@@ -17,6 +17,7 @@ import jinja2
 
 from mpstream.errors import UserError
 from mpstream.paths import REPO_ROOT
+from mpstream.sending import SendOptions
 
 TEMPLATE = Path(__file__).parent / "nginx.conf.j2"
 PLAYER_DIST = REPO_ROOT / "player" / "dist"
@@ -96,6 +97,7 @@ class NginxConfig:
     body_limit: str = "2m"  # the collector's own 1 MiB limit answers with a JSON 413
     worker_processes: str = "auto"
     also_listen: tuple[str, ...] = ()  # further "host:port" (a multi-homed server's addresses)
+    send: SendOptions = SendOptions()  # tcp_nopush, tcp_nodelay, sndbuf
 
     @property
     def access_log(self) -> Path:
@@ -130,6 +132,7 @@ class NginxConfig:
             api_rate=self.api_rate,
             api_burst=self.api_burst,
             body_limit=self.body_limit,
+            send=self.send,
         )
 
     def share_with_workers(self, socket_path: Path) -> None:

@@ -32,6 +32,7 @@ from mpstream.errors import UserError
 from mpstream.proc import pid_alive, stop
 from mpstream.server import process, storage
 from mpstream.server.app import ensure_schema
+from mpstream.sending import SendOptions
 from mpstream.server.nginx import NginxConfig, supports_multipath_listen
 
 GUNICORN_CONF = Path(__file__).parent / "gunicorn_conf.py"
@@ -105,6 +106,7 @@ class ServerStack:
         api_rate: int = 5000,
         api_burst: int = 10000,
         also_listen: tuple[tuple[str, int], ...] = (),
+        send: SendOptions | None = None,
     ):
         self.media_dir = Path(media_dir)
         self.netns = netns
@@ -118,6 +120,8 @@ class ServerStack:
         self.api_burst = api_burst
         # (host, port) nginx listens on besides host:port (a multi-homed server)
         self.also_listen = tuple(also_listen)
+        # nginx's socket options (tcp_nopush, tcp_nodelay, sndbuf)
+        self.send = send or SendOptions()
         self._own_workdir = workdir is None
         self.workdir = Path(workdir) if workdir else None
         self._database_url = database_url
@@ -277,6 +281,7 @@ class ServerStack:
             multipath=self.mptcp and supports_multipath_listen(),
             api_rate=self.api_rate,
             api_burst=self.api_burst,
+            send=self.send,
         )
 
     def _start_nginx(self) -> None:
@@ -343,6 +348,7 @@ class ServerStack:
             "database_url": self.database_url,
             "access_log": str(self.access_log),
             "mptcp": self.mptcp_method,
+            "send": self.send.model_dump(),
             "netns": self.netns,
             "nginx_pid": self.nginx.pid if self.nginx else None,
             "collector_pid": self.collector.pid if self.collector else None,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from mpstream.sending import SendOptions
 from mpstream.server.nginx import NginxConfig, supports_multipath_listen
 
 
@@ -26,7 +27,7 @@ def directives(text: str) -> set[str]:
 def test_rendered_directives(config):
     d = directives(config.render())
     for expected in (
-        "sendfile on;", "tcp_nopush on;", "server_tokens off;", "autoindex off;",
+        "sendfile on;", "tcp_nopush off;", "tcp_nodelay on;", "server_tokens off;", "autoindex off;",
         "keepalive_timeout 65s;", "client_max_body_size 2m;", "limit_req_status 429;",
         "access_log " + str(config.access_log) + " mpstream_json;",
         "proxy_pass http://collector;",
@@ -43,6 +44,21 @@ def test_rendered_directives(config):
 def test_multipath_listen_when_asked(config, tmp_path):
     mp = NginxConfig(**{**config.__dict__, "multipath": True})
     assert "listen 127.0.0.1:18080 multipath backlog=4096;" in directives(mp.render())
+
+
+def test_send_options_reach_nginx(config, tmp_path):
+    sent = NginxConfig(**{**config.__dict__,
+                          "send": SendOptions(tcp_nopush=True, tcp_nodelay=False, sndbuf="4M")})
+    d = directives(sent.render())
+    assert {"tcp_nopush on;", "tcp_nodelay off;"} <= d
+    assert "listen 127.0.0.1:18080 backlog=4096 sndbuf=4m;" in d
+    sent.write()  # nginx -t accepts them
+
+
+@pytest.mark.parametrize("size", ["lots", "0", "4g", "-1", ""])
+def test_send_buffer_sizes_nginx_cannot_read_are_refused(size):
+    with pytest.raises(ValueError, match="not a size nginx reads"):
+        SendOptions(sndbuf=size)
 
 
 def test_nginx_accepts_the_configuration(config):
