@@ -84,8 +84,16 @@ def segment_evidence(rec: TrialRecord, n_paths: int) -> list[dict]:
             return None
         return page_to_unix + t_ms / 1000.0 - t0_unix
 
-    incs = socket_increments(read_samples(rec.samples_client), "bytes_received") \
-        if rec.samples_client.is_file() else []
+    client = read_samples(rec.samples_client) if rec.samples_client.is_file() else []
+    incs = socket_increments(client, "bytes_received")
+    held = _held_polls(read_samples(rec.samples_server)) if rec.samples_server.is_file() else []
+    # What reached the client and the page could not read yet: an MPTCP connection's own
+    # socket (its receive queue, and what waits behind a hole in its sequence), else the TCP
+    # sockets themselves.
+    mptcp_level = rec.samples_mptcp("client")
+    unread = [(r["t_s"], r["rmem"]) for r in
+              (read_samples(mptcp_level) if mptcp_level.is_file() else
+               [r for r in client if r["path"] is not None and r["state"] != "DESTROYED"])]
     rows = []
     for idx in sorted(segs):
         d = segs[idx]
@@ -94,7 +102,8 @@ def segment_evidence(rec: TrialRecord, n_paths: int) -> list[dict]:
         row: dict = {"segment_index": idx, "url": d.get("url", ""), "bytes": d.get("bytes"),
                      "request_page_s": req, "request_nginx_s": None,
                      "nginx_request_time_s": None, "nginx_connection": None,
-                     "first_byte_s": first, "last_byte_s": done}
+                     "first_byte_s": first, "last_byte_s": done,
+                     "sender_held_s": None, "client_unread_max_bytes": None}
         cands = arrivals.get(urlparse(d.get("url", "")).path, [])
         if cands and t0_unix is not None:
             # The log line of this download: the arrival closest to the page's request.
@@ -109,13 +118,36 @@ def segment_evidence(rec: TrialRecord, n_paths: int) -> list[dict]:
             for p in range(n_paths):
                 row[f"bytes_path{p}"] = sum(inc for t, path, inc in incs
                                             if path == p and req < t <= done + SAMPLE_SLACK_S)
+            row["sender_held_s"] = round(sum(dt for t, dt in held if req < t <= done), 3)
+            row["client_unread_max_bytes"] = max(
+                (b for t, b in unread if req < t <= done + SAMPLE_SLACK_S), default=0)
         rows.append(row)
     return rows
 
 
+def _held_polls(server_rows: list[dict]) -> list[tuple[float, float]]:
+    """(poll time, poll interval) of each server poll that found data held back: bytes written
+    to a subflow and not sent (notsent) while no subflow on a path had a byte in flight. A
+    sender limited by its congestion window or the receiver's window has bytes in flight; one
+    that holds bytes with nothing in flight waits on itself (a corked socket, its timer)."""
+    polls: dict[float, list[dict]] = defaultdict(list)
+    for r in server_rows:
+        if r["path"] is not None and r["state"] not in ("DESTROYED", "LISTEN"):
+            polls[r["t_s"]].append(r)
+    times = sorted(polls)
+    out = []
+    for before, t in zip([None, *times], times):
+        rows = polls[t]
+        if before is not None and all(r["unacked"] == 0 for r in rows) \
+                and any(r["notsent"] > 0 for r in rows):
+            out.append((t, t - before))
+    return out
+
+
 def timeline_figure(rec: TrialRecord, segments: list[dict], n_paths: int, out: Path) -> Path | None:
-    """Bytes in flight (bytes_sent - bytes_acked) and cwnd of every sender socket on a path,
-    by path, over the trial, with each segment's request (dashed) and last byte (solid)."""
+    """Bytes in flight (bytes_sent - bytes_acked), cwnd and bytes held unsent (notsent) of every
+    sender socket on a path, by path, over the trial, with what the client held unread, and
+    each segment's request (dashed) and last byte (solid)."""
     from mpstream.runner import figures
 
     if not rec.samples_server.is_file():
@@ -125,11 +157,21 @@ def timeline_figure(rec: TrialRecord, segments: list[dict], n_paths: int, out: P
     if not rows:
         return None
     series: dict[int, dict[str, list]] = defaultdict(lambda: {"t": [], "inflight": [],
-                                                              "cwnd": []})
+                                                              "cwnd": [], "notsent": []})
     for r in rows:
         s = series[r["path"]]
         s["t"].append(r["t_s"])
         s["inflight"].append(max(0, r["bytes_sent"] - r["bytes_acked"]) / 1000.0)
         s["cwnd"].append(r["cwnd"])
+        s["notsent"].append(r["notsent"] / 1000.0)
+    unread: dict[float, int] = defaultdict(int)
+    source = rec.samples_mptcp("client")
+    if not source.is_file():
+        source = rec.samples_client
+    if source.is_file():
+        for r in read_samples(source):
+            if r["state"] != "DESTROYED":
+                unread[r["t_s"]] += r["rmem"]
     return figures.subflow_timeline(out, f"{rec.key}: sender subflows and segments",
-                                    dict(series), segments, n_paths)
+                                    dict(series), segments, n_paths,
+                                    unread={t: unread[t] / 1000.0 for t in sorted(unread)})

@@ -129,10 +129,13 @@ def metric_bars(path: Path, groups: list[str], summaries: dict, metrics: list[st
 
 
 def subflow_timeline(path: Path, title: str, series: dict[int, dict[str, list]],
-                     segments: list[dict], n_paths: int) -> Path:
-    """Two panels over the trial clock: bytes in flight (KB) and cwnd (packets) per path, with
-    each segment's request (dashed) and last byte (solid) as vertical lines."""
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
+                     segments: list[dict], n_paths: int,
+                     unread: dict[float, float] | None = None) -> Path:
+    """Three panels over the trial clock: bytes in flight (KB) and cwnd (packets) per path, and
+    bytes held at the sender unsent (KB, notsent) per path beside the bytes the client held
+    unread (KB, all its connections), with each segment's request (dashed) and last byte (solid)
+    as vertical lines."""
+    fig, (top, middle, bottom) = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
     for p in range(n_paths):
         s = series.get(p)
         if not s:
@@ -140,16 +143,23 @@ def subflow_timeline(path: Path, title: str, series: dict[int, dict[str, list]],
         order = np.argsort(s["t"])
         t = np.array(s["t"])[order]
         top.plot(t, np.array(s["inflight"])[order], ".", ms=2, label=f"path {p}")
-        bottom.plot(t, np.array(s["cwnd"])[order], ".", ms=2, label=f"path {p}")
+        middle.plot(t, np.array(s["cwnd"])[order], ".", ms=2, label=f"path {p}")
+        bottom.plot(t, np.array(s.get("notsent", np.zeros(len(t))))[order], ".", ms=2,
+                    label=f"path {p}: held unsent at the server")
+    if unread:
+        bottom.plot(list(unread), list(unread.values()), "-", color="k", lw=0.8,
+                    label="unread at the client")
     for seg in segments:
-        for ax in (top, bottom):
+        for ax in (top, middle, bottom):
             if seg.get("request_page_s") is not None:
                 ax.axvline(seg["request_page_s"], color="0.6", ls="--", lw=0.6)
             if seg.get("last_byte_s") is not None:
                 ax.axvline(seg["last_byte_s"], color="0.3", lw=0.6)
     top.set_ylabel("bytes in flight (KB)")
-    bottom.set_ylabel("cwnd (packets)")
+    middle.set_ylabel("cwnd (packets)")
+    bottom.set_ylabel("held (KB)")
     bottom.set_xlabel("trial time (s); dashed: segment requested, solid: its last byte")
     top.set_title(title)
     _legend(top)
+    _legend(bottom)
     return _save(fig, path)

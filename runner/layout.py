@@ -12,6 +12,7 @@
     RUN_DIR/trials/<key>/access.log   nginx's access log (JSON lines) (video)
     RUN_DIR/trials/<key>/iperf.json   iperf3 -J output (iperf)
     RUN_DIR/trials/<key>/samples-client.csv, samples-server.csv   kernel samples (sampler.FIELDS)
+    RUN_DIR/trials/<key>/samples-{client,server}-mptcp.csv         MPTCP connections' own sockets
     RUN_DIR/trials/<key>/mptcp-counters.json  nstat MPTcpExt* of both namespaces, before/after
     RUN_DIR/trials/<key>/pcap/*.pcap.gz  packet headers per interface (with --pcap)
     RUN_DIR/report/                   written by `mpstream report`
@@ -76,6 +77,10 @@ class TrialRecord:
     @property
     def samples_server(self) -> Path:
         return self.dir / "samples-server.csv"
+
+    def samples_mptcp(self, host: str) -> Path:
+        """The MPTCP connections' own sockets of `host` (client or server)."""
+        return self.dir / f"samples-{host}-mptcp.csv"
 
 
 def trial_dir(run_dir: Path, key: str) -> Path:

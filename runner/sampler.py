@@ -1,5 +1,6 @@
 """Per-subflow kernel samples: every TCP socket (MPTCP subflows are TCP sockets) of a network
-namespace, read with `ss -tinHe` every 100 ms and written as CSV rows.
+namespace, read with `ss -tinmHe` every 100 ms and written as CSV rows; and, in a file of their
+own, the MPTCP connections' sockets (`ss -MinmHe`).
 
 Polling alone loses the bytes a socket carries between its last sample and its end (all of them
 for a socket that lives less than one interval). So beside the poll, `ss -E` follows the
@@ -45,7 +46,23 @@ FIELDS = (
     "rtt_ms",
     "cwnd",
     "cc",
+    # Socket memory (`ss -m` skmem): rmem, data received and not yet read by the application
+    # (for an MPTCP connection's own socket, also the data waiting behind a hole in its
+    # sequence); rcvbuf and sndbuf, the buffer sizes; wmem, data queued to send.
+    "rmem",
+    "rcvbuf",
+    "wmem",
+    "sndbuf",
+    # Bytes the application wrote that the socket has not sent yet (tcp_info's notsent):
+    # what a corked subflow is holding; and the packets sent and not yet acknowledged.
+    "notsent",
+    "unacked",
 )
+
+# The `mptcp` column: 0 a plain TCP socket, 1 an MPTCP subflow, MPTCP_LEVEL an MPTCP connection's
+# own socket (`ss -M`: one a connection, beside its subflows), written to a file of its own with
+# the same columns (no byte counters: the kernel reports none there).
+MPTCP_LEVEL = 2
 
 # A row written from a socket-destroy event (final counters), not from the periodic poll.
 DESTROYED = "DESTROYED"
@@ -69,7 +86,10 @@ _INT_FIELDS = {
     "bytes_received": "bytes_received",
     "bytes_retrans": "bytes_retrans",
     "cwnd": "cwnd",
+    "notsent": "notsent",
+    "unacked": "unacked",
 }
+_SKMEM = re.compile(r"skmem:\(r(\d+),rb(\d+),t\d+,tb(\d+),f\d+,w(\d+)")
 _CCS = ("cubic", "bbr", "reno", "bic", "vegas", "westwood", "htcp", "dctcp")
 
 
@@ -83,7 +103,7 @@ def split_host_port(endpoint: str) -> tuple[str, int]:
 
 
 def parse_ss(text: str) -> list[dict]:
-    """Parses `ss -tinHe` output (header-less, state column present) into one dict a socket."""
+    """Parses `ss -tinmHe` (or `ss -MinmHe`) output (header-less, state column present) into one dict a socket."""
     sockets: list[dict] = []
     current: dict | None = None
     for line in text.splitlines():
@@ -104,6 +124,9 @@ def parse_ss(text: str) -> list[dict]:
 
 
 def _parse_info(line: str, sock: dict) -> None:
+    skmem = _SKMEM.search(line)
+    if skmem:
+        sock["rmem"], sock["rcvbuf"], sock["sndbuf"], sock["wmem"] = map(int, skmem.groups())
     tokens = line.split()
     for tok in tokens:
         if tok in _CCS:
@@ -144,6 +167,8 @@ def socket_rows(
             mptcp=s.get("mptcp", 0),
             retrans_total=s.get("retrans_total", 0),
             bytes_retrans=s.get("bytes_retrans", 0),
+            notsent=s.get("notsent", 0),
+            unacked=s.get("unacked", 0),
         )
         rows.append(row)
     return rows
@@ -170,8 +195,12 @@ class SubflowSampler:
         *,
         t0: float | None = None,
         interval_s: float = 0.1,
+        mptcp_level: bool = False,
     ):
         self.netns, self.host, self.out, self.path_of = netns, host, Path(out), path_of
+        # True: the MPTCP connections' own sockets (`ss -M`), polled only: the kernel sends no
+        # destroy events for them, and they carry no byte counters to lose.
+        self.mptcp_level = mptcp_level
         self.t0 = time.monotonic() if t0 is None else t0
         self.interval_s = interval_s
         self.samples = 0
@@ -189,12 +218,12 @@ class SubflowSampler:
         return ["ip", "netns", "exec", self.netns, *argv] if self.netns else argv
 
     def _argv(self) -> list[str]:
-        return self._in_netns(["ss", "-tinHe"])
+        return self._in_netns(["ss", "-MinmHe" if self.mptcp_level else "-tinmHe"])
 
     def _events_argv(self) -> list[str]:
         # ss writes through stdio: line-buffered, each report reaches us as it happens and
         # nothing is lost in a buffer when ss is stopped.
-        return self._in_netns(["stdbuf", "-oL", "ss", "-E", "-tinHe"])
+        return self._in_netns(["stdbuf", "-oL", "ss", "-E", "-tinmHe"])
 
     def _write(self, rows: list[dict]) -> None:
         with self._lock:
@@ -235,7 +264,11 @@ class SubflowSampler:
         if proc.returncode != 0:
             self.errors.append(proc.stderr.strip()[:200])
             return []
-        return socket_rows(parse_ss(proc.stdout), t_s=t, host=self.host, path_of=self.path_of)
+        rows = socket_rows(parse_ss(proc.stdout), t_s=t, host=self.host, path_of=self.path_of)
+        if self.mptcp_level:
+            for row in rows:
+                row["mptcp"] = MPTCP_LEVEL
+        return rows
 
     def _loop(self) -> None:
         next_at = time.monotonic()
@@ -258,6 +291,11 @@ class SubflowSampler:
         self._fh = self.out.open("w", newline="")
         self._writer = csv.DictWriter(self._fh, fieldnames=FIELDS)
         self._writer.writeheader()
+        if self.mptcp_level:
+            self._thread = threading.Thread(target=self._loop, name=f"sampler-{self.host}-mptcp",
+                                            daemon=True)
+            self._thread.start()
+            return self
         # Destroy events first: a socket that ends before the first poll is still reported.
         try:
             self._events = subprocess.Popen(self._events_argv(), stdout=subprocess.PIPE,
@@ -305,7 +343,8 @@ def read_samples(path: Path) -> list[dict]:
             rec["t_s"] = float(row["t_s"])
             rec["path"] = int(row["path"]) if row["path"] not in ("", None) else None
             for k in ("bytes_sent", "bytes_acked", "bytes_received", "bytes_retrans",
-                      "retrans_total", "cwnd", "mptcp"):
+                      "retrans_total", "cwnd", "mptcp", "rmem", "rcvbuf", "wmem", "sndbuf",
+                      "notsent", "unacked"):
                 rec[k] = int(row[k]) if row.get(k) not in ("", None) else 0
             rec["rtt_ms"] = float(row["rtt_ms"]) if row.get("rtt_ms") not in ("", None) else None
             out.append(rec)
