@@ -125,6 +125,24 @@ def segment_evidence(rec: TrialRecord, n_paths: int) -> list[dict]:
     return rows
 
 
+def evidence_metrics(rec: TrialRecord, n_paths: int) -> dict[str, float]:
+    """Per-trial figures of the evidence, for the report's tables with CIs: how long the sender
+    held data with nothing in flight during the first video segment and over all of them (as a
+    share of the time segments were downloading), and the most the client held unread during
+    the first segment."""
+    rows = [r for r in segment_evidence(rec, n_paths)
+            if r["request_page_s"] is not None and r["last_byte_s"] is not None]
+    if not rows:
+        return {}
+    first = min(rows, key=lambda r: r["segment_index"])
+    busy = sum(max(0.0, r["last_byte_s"] - r["request_page_s"]) for r in rows)
+    return {
+        "first_segment_held_ms": first["sender_held_s"] * 1000.0,
+        "held_share": sum(r["sender_held_s"] for r in rows) / busy if busy > 0 else math.nan,
+        "first_segment_unread_kb": first["client_unread_max_bytes"] / 1000.0,
+    }
+
+
 def _held_polls(server_rows: list[dict]) -> list[tuple[float, float]]:
     """(poll time, poll interval) of each server poll that found data held back: bytes written
     to a subflow and not sent (notsent) while no subflow on a path had a byte in flight. A

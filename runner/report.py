@@ -17,7 +17,7 @@ from jinja2 import Environment, select_autoescape
 from mpstream.errors import UserError
 from mpstream.qoe.stats import Summary, summarize
 from mpstream.runner import figures
-from mpstream.runner.evidence import segment_evidence, timeline_figure
+from mpstream.runner.evidence import evidence_metrics, segment_evidence, timeline_figure
 from mpstream.runner.layout import RUN_JSON, TrialRecord, load_trials, read_json
 from mpstream.runner.metrics import (
     binned_by_path,
@@ -48,6 +48,9 @@ METRIC_LABELS = {
     "manifest_ms": ("startup: manifest", "ms"),
     "first_segment_ms": ("startup: first segment", "ms"),
     "decode_ms": ("startup: decode", "ms"),
+    "first_segment_held_ms": ("first segment: sender held data, nothing in flight", "ms"),
+    "held_share": ("segment time the sender held data, nothing in flight", ""),
+    "first_segment_unread_kb": ("first segment: most the client held unread", "KB"),
     "stalls_after_event": ("stalls after the network event", "count"),
     "stall_ms_after_event": ("stall time after the network event", "ms"),
     "longest_stall_after_event_ms": ("longest stall after the network event", "ms"),
@@ -143,7 +146,8 @@ def build_report(run_dir: Path, out_dir: Path | None = None) -> Report:
         if not rec.ok:
             failed.append({"key": rec.key, "group": g, "reason": rec.meta.get("reason", "")})
             continue
-        per_trial[g].append({"key": rec.key, **trial_metrics(rec, n_paths)})
+        per_trial[g].append({"key": rec.key, **trial_metrics(rec, n_paths),
+                             **evidence_metrics(rec, n_paths)})
     groups.sort(key=lambda g: (planned.index(g.split("/")[0]) if g.split("/")[0] in planned
                                else len(planned), g))
 
@@ -278,7 +282,8 @@ def _write_csvs(report: Report, records: list[TrialRecord], several: frozenset[s
         w = csv.writer(fh)
         evidence_cols = ["url", "bytes", "request_page_s", "request_nginx_s",
                          "nginx_request_time_s", "nginx_connection", "first_byte_s",
-                         "last_byte_s", *[f"bytes_path{p}" for p in range(n_paths)]]
+                         "last_byte_s", "sender_held_s", "client_unread_max_bytes",
+                         *[f"bytes_path{p}" for p in range(n_paths)]]
         w.writerow(["condition", "trial", "segment_index", "download_rate_bps", *evidence_cols])
         for rec in records:
             if rec.ok:

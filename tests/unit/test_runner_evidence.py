@@ -89,3 +89,56 @@ def test_timeline_figure_is_written(tmp_path):
     out = timeline_figure(rec, segment_evidence(rec, 2), 2, tmp_path / "t.png")
     assert out is not None and out.stat().st_size > 5_000
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _rewrite(path, rows):
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=FIELDS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: "" for k in FIELDS} | r)
+
+
+def test_held_time_counts_polls_with_unsent_bytes_and_nothing_in_flight(tmp_path):
+    rec = _trial(tmp_path)  # segment 1 (last download): 3.0 s to 3.5 s on the trial clock
+    base = {"host": "server", "local": "10.2.0.2:80", "state": "ESTAB", "bytes_sent": 5,
+            "bytes_acked": 5}
+    polls = {2.9: (88, 0), 3.0: (0, 0), 3.1: (88, 0), 3.2: (88, 0), 3.3: (88, 0),
+             3.4: (500, 5),  # bytes in flight: the sender is not holding back, it is limited
+             3.5: (0, 0), 1.0: (88, 0)}
+    rows = []
+    for t, (notsent, unacked) in sorted(polls.items()):
+        rows.append(base | {"t_s": f"{t:.3f}", "path": 0, "peer": "10.1.0.2:1",
+                            "notsent": notsent, "unacked": unacked})
+        # the other path's subflow idle in the same poll
+        rows.append(base | {"t_s": f"{t:.3f}", "path": 1, "peer": "10.1.1.2:2"})
+    _rewrite(tmp_path / "samples-server.csv", rows)
+    (row,) = segment_evidence(rec, 2)
+    assert row["sender_held_s"] == pytest.approx(0.3)  # polls 3.1-3.3, 0.1 s each
+    # TCP: what the client's sockets held unread (here none)
+    assert row["client_unread_max_bytes"] == 0
+
+    # MPTCP: the connection's own socket holds what the page cannot read yet
+    _rewrite(rec.samples_mptcp("client"), [
+        {"t_s": f"{t:.3f}", "host": "client", "path": 0, "state": "ESTAB", "mptcp": 2,
+         "rmem": rmem} for t, rmem in ((3.2, 847_872), (3.3, 1_000), (4.0, 999_999))])
+    (row,) = segment_evidence(rec, 2)
+    assert row["client_unread_max_bytes"] == 847_872
+
+
+def test_evidence_metrics_of_a_trial(tmp_path):
+    from mpstream.runner.evidence import evidence_metrics
+
+    rec = _trial(tmp_path)
+    base = {"host": "server", "local": "10.2.0.2:80", "peer": "10.1.0.2:1", "state": "ESTAB",
+            "path": 0}
+    _rewrite(tmp_path / "samples-server.csv", [
+        base | {"t_s": f"{t:.3f}", "notsent": 88 if t in (3.2, 3.3) else 0}
+        for t in (3.0, 3.1, 3.2, 3.3, 3.4)])
+    _rewrite(rec.samples_mptcp("client"), [
+        {"t_s": "3.200", "host": "client", "path": 0, "state": "ESTAB", "mptcp": 2,
+         "rmem": 250_000}])
+    m = evidence_metrics(rec, 2)
+    assert m["first_segment_held_ms"] == pytest.approx(200.0)
+    assert m["held_share"] == pytest.approx(0.2 / 0.5)  # one segment, 0.5 s downloading
+    assert m["first_segment_unread_kb"] == pytest.approx(250.0)

@@ -109,3 +109,50 @@ def test_a_destroy_row_adds_the_bytes_after_the_last_poll():
 
     rows = [row(0.1, "ESTAB", 1_000), row(0.2, "ESTAB", 5_000), row(0.25, DESTROYED, 6_500)]
     assert binned_by_path(rows, "bytes_received", bin_s=1.0) == {1: {0: 6_500}}
+
+
+# `ss -tinmHe` of a corked server subflow (bytes held, none in flight) and `ss -MinmHe` of the
+# client's MPTCP connection socket holding data the page has not read.
+SS_MEMORY = (
+    "ESTAB 0      88      10.2.0.2:8080 10.1.0.2:52940 ino:2207 sk:1e <->\n"
+    "\t skmem:(r0,rb131072,t0,tb658432,f3848,w4344,o0,bl0,d0) ts sack cubic wscale:10,10 "
+    "rto:204 rtt:22.5/3 mss:1448 cwnd:81 bytes_sent:1200196 bytes_acked:1200196 notsent:88 "
+    "tcp-ulp-mptcp flags:Mec token:0000(id:0)/9c1a(id:0)\n"
+)
+SS_MPTCP_LEVEL = (
+    "ESTAB 847872 0      10.1.0.2:52940 10.2.0.2:8080 ino:2207153 sk:1425 <->\n"
+    "\t skmem:(r847872,rb4905931,t0,tb96256,f6080,w0,o0,bl0,d0) subflows:1 "
+    "subflows_max:2 token:9c1a write_seq:ddf6 snd_una:ddf6 rcv_nxt:7a8b\n"
+)
+
+
+def test_socket_memory_notsent_and_unacked_are_read(tmp_path):
+    (held,) = parse_ss(SS_MEMORY)
+    assert (held["rmem"], held["rcvbuf"], held["sndbuf"], held["wmem"]) == (0, 131072, 658432,
+                                                                            4344)
+    assert held["notsent"] == 88 and "unacked" not in held  # ss prints unacked only when > 0
+    (a, *_) = parse_ss(SS)
+    assert a["unacked"] == 3 and "rmem" not in a  # no -m on that line
+    rows = socket_rows([held], t_s=0.5, host="server", path_of={"10.1.0.2": 0}.get)
+    assert rows[0]["notsent"] == 88 and rows[0]["unacked"] == 0
+
+
+def test_mptcp_level_sampler_polls_ss_m_and_marks_its_rows(tmp_path, monkeypatch):
+    import subprocess
+
+    from mpstream.runner.sampler import MPTCP_LEVEL
+
+    seen = []
+
+    def fake_run(argv, **kw):
+        seen.append(argv)
+        return subprocess.CompletedProcess(argv, 0, SS_MPTCP_LEVEL, "")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    sampler = SubflowSampler("ns1", "client", tmp_path / "m.csv", {"10.1.0.2": 0}.get,
+                             t0=0.0, mptcp_level=True)
+    (row,) = sampler.sample_once()
+    assert seen[0][-2:] == ["ss", "-MinmHe"]
+    assert row["mptcp"] == MPTCP_LEVEL and row["token"] == "9c1a"
+    assert row["rmem"] == 847872 and row["rcvbuf"] == 4905931 and row["path"] == 0
+    assert row["bytes_received"] == ""  # the connection's socket has no byte counters here
