@@ -56,20 +56,20 @@ def _last_segment_events(events: list[dict]) -> dict[int, dict]:
     return last
 
 
-def segment_evidence(rec: TrialRecord, n_paths: int) -> list[dict]:
-    """One dict a video segment (its last download), times in seconds on the trial clock
-    (None where a source is missing), bytes_path<i> from the client's kernel samples."""
-    segs = _last_segment_events(rec.events)
-    if not segs:
-        return []
+def _arrivals(rec: TrialRecord) -> dict[str, list[tuple[float, dict]]]:
+    """nginx's log lines by URI, each with its request's arrival in Unix time."""
+    arrivals: dict[str, list[tuple[float, dict]]] = defaultdict(list)
+    for r in _access_log(rec):
+        arrivals[r.get("uri", "")].append((float(r["msec"]) - float(r["request_time"]), r))
+    return arrivals
+
+
+def _page_clock(rec: TrialRecord, arrivals: dict[str, list[tuple[float, dict]]]):
+    """(t0_unix, page_s): the trial clock's origin in Unix time, and a function from the page's
+    milliseconds to seconds on the trial clock (None where it cannot be placed), anchored on the
+    first manifest request: the page's request time of it is nginx's arrival time of it."""
     clock = rec.dir / CLOCK_JSON
     t0_unix = json.loads(clock.read_text())["t0_unix"] if clock.is_file() else None
-    log = _access_log(rec)
-    arrivals: dict[str, list[tuple[float, dict]]] = defaultdict(list)
-    for r in log:
-        arrivals[r.get("uri", "")].append((float(r["msec"]) - float(r["request_time"]), r))
-
-    # Page clock -> Unix time, anchored on the first manifest request.
     page_to_unix = None
     manifests = sorted((e for e in rec.events if e.get("type") == "manifest"),
                        key=lambda e: e["data"].get("t_request", math.inf))
@@ -84,9 +84,21 @@ def segment_evidence(rec: TrialRecord, n_paths: int) -> list[dict]:
             return None
         return page_to_unix + t_ms / 1000.0 - t0_unix
 
+    return t0_unix, page_s
+
+
+def segment_evidence(rec: TrialRecord, n_paths: int) -> list[dict]:
+    """One dict a video segment (its last download), times in seconds on the trial clock
+    (None where a source is missing), bytes_path<i> from the client's kernel samples."""
+    segs = _last_segment_events(rec.events)
+    if not segs:
+        return []
+    arrivals = _arrivals(rec)
+    t0_unix, page_s = _page_clock(rec, arrivals)
+
     client = read_samples(rec.samples_client) if rec.samples_client.is_file() else []
     incs = socket_increments(client, "bytes_received")
-    held = _held_polls(read_samples(rec.samples_server)) if rec.samples_server.is_file() else []
+    held = _held_polls(rec)
     # What reached the client and the page could not read yet: an MPTCP connection's own
     # socket (its receive queue, and what waits behind a hole in its sequence), else the TCP
     # sockets themselves.
@@ -127,37 +139,56 @@ def segment_evidence(rec: TrialRecord, n_paths: int) -> list[dict]:
 
 def evidence_metrics(rec: TrialRecord, n_paths: int) -> dict[str, float]:
     """Per-trial figures of the evidence, for the report's tables with CIs: how long the sender
-    held data with nothing in flight during the first video segment and over all of them (as a
-    share of the time segments were downloading), and the most the client held unread during
-    the first segment."""
+    held data back with nothing in flight while the page waited for its first video segment
+    (its first download, the one startup waits for), and over the downloads of all segments as
+    a share of the time they took."""
+    held = _held_polls(rec)
+    out: dict[str, float] = {}
+    first = min((e["data"] for e in rec.events if e.get("type") == "segment"
+                 and e.get("data", {}).get("kind") in ("video", "muxed")),
+                key=lambda d: d.get("t_request", math.inf), default=None)
+    if first is not None:
+        _, page_s = _page_clock(rec, _arrivals(rec))
+        req, done = page_s(first.get("t_request")), page_s(first.get("t_done"))
+        if req is not None and done is not None:
+            out["first_segment_held_ms"] = 1000.0 * sum(dt for t, dt in held if req < t <= done)
     rows = [r for r in segment_evidence(rec, n_paths)
             if r["request_page_s"] is not None and r["last_byte_s"] is not None]
-    if not rows:
-        return {}
-    first = min(rows, key=lambda r: r["segment_index"])
     busy = sum(max(0.0, r["last_byte_s"] - r["request_page_s"]) for r in rows)
-    return {
-        "first_segment_held_ms": first["sender_held_s"] * 1000.0,
-        "held_share": sum(r["sender_held_s"] for r in rows) / busy if busy > 0 else math.nan,
-        "first_segment_unread_kb": first["client_unread_max_bytes"] / 1000.0,
-    }
+    if busy > 0:
+        out["held_share"] = sum(r["sender_held_s"] for r in rows) / busy
+    return out
 
 
-def _held_polls(server_rows: list[dict]) -> list[tuple[float, float]]:
-    """(poll time, poll interval) of each server poll that found data held back: bytes written
-    to a subflow and not sent (notsent) while no subflow on a path had a byte in flight. A
-    sender limited by its congestion window or the receiver's window has bytes in flight; one
-    that holds bytes with nothing in flight waits on itself (a corked socket, its timer)."""
-    polls: dict[float, list[dict]] = defaultdict(list)
-    for r in server_rows:
+def _connection(row: dict) -> str:
+    """The connection a server socket belongs to: an MPTCP subflow's connection token (the
+    part after the slash of `token:local(id)/remote(id)`), else the socket itself."""
+    token = row.get("token") or ""
+    if "/" in token:
+        return token.split("/", 1)[1].split("(", 1)[0]
+    return f"{row['local']}>{row['peer']}"
+
+
+def _held_polls(rec: TrialRecord) -> list[tuple[float, float]]:
+    """(poll time, poll interval) of each server poll that found a connection holding data
+    back: bytes written to one of its subflows and not sent (notsent) while none of its
+    subflows had a packet in flight. A sender limited by its congestion window or by the
+    receiver's window has packets in flight; one that holds bytes with nothing in flight waits
+    on itself (a corked socket waits for its 200 ms timer)."""
+    if not rec.samples_server.is_file():
+        return []
+    polls: dict[float, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in read_samples(rec.samples_server):
         if r["path"] is not None and r["state"] not in ("DESTROYED", "LISTEN"):
-            polls[r["t_s"]].append(r)
+            polls[r["t_s"]][_connection(r)].append(r)
     times = sorted(polls)
     out = []
     for before, t in zip([None, *times], times):
-        rows = polls[t]
-        if before is not None and all(r["unacked"] == 0 for r in rows) \
-                and any(r["notsent"] > 0 for r in rows):
+        if before is None:
+            continue
+        if any(all(r["unacked"] == 0 for r in subflows) and any(r["notsent"] > 0
+                                                                 for r in subflows)
+               for subflows in polls[t].values()):
             out.append((t, t - before))
     return out
 

@@ -50,7 +50,6 @@ METRIC_LABELS = {
     "decode_ms": ("startup: decode", "ms"),
     "first_segment_held_ms": ("first segment: sender held data, nothing in flight", "ms"),
     "held_share": ("segment time the sender held data, nothing in flight", ""),
-    "first_segment_unread_kb": ("first segment: most the client held unread", "KB"),
     "stalls_after_event": ("stalls after the network event", "count"),
     "stall_ms_after_event": ("stall time after the network event", "ms"),
     "longest_stall_after_event_ms": ("longest stall after the network event", "ms"),

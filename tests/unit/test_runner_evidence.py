@@ -126,19 +126,39 @@ def test_held_time_counts_polls_with_unsent_bytes_and_nothing_in_flight(tmp_path
     assert row["client_unread_max_bytes"] == 847_872
 
 
+def test_held_is_per_connection(tmp_path):
+    rec = _trial(tmp_path)
+    base = {"host": "server", "local": "10.2.0.2:80", "state": "ESTAB", "mptcp": 1}
+
+    def sub(t, path, token, notsent, unacked):
+        return base | {"t_s": f"{t:.3f}", "path": path, "peer": f"10.1.{path}.2:{path + 1}",
+                       "token": f"0000(id:{path})/{token}(id:0)", "notsent": notsent,
+                       "unacked": unacked}
+
+    _rewrite(tmp_path / "samples-server.csv", [
+        sub(3.0, 0, "aa", 0, 0),
+        # connection aa holds 88 bytes with none of its subflows in flight, while connection
+        # bb sends: aa is held
+        sub(3.1, 0, "aa", 88, 0), sub(3.1, 1, "aa", 0, 0), sub(3.1, 0, "bb", 0, 9),
+        # aa's other subflow has packets in flight: aa is sending, not holding back
+        sub(3.2, 0, "aa", 88, 0), sub(3.2, 1, "aa", 0, 4),
+    ])
+    (row,) = segment_evidence(rec, 2)
+    assert row["sender_held_s"] == pytest.approx(0.1)
+
+
 def test_evidence_metrics_of_a_trial(tmp_path):
     from mpstream.runner.evidence import evidence_metrics
 
     rec = _trial(tmp_path)
     base = {"host": "server", "local": "10.2.0.2:80", "peer": "10.1.0.2:1", "state": "ESTAB",
             "path": 0}
+    # The first download of segment 1 (the one startup waits for) spans 1.5-2.5 s on the trial
+    # clock; its last download, 3.0-3.5 s.
+    held_at = (1.7, 1.8, 1.9, 3.2, 3.3)
     _rewrite(tmp_path / "samples-server.csv", [
-        base | {"t_s": f"{t:.3f}", "notsent": 88 if t in (3.2, 3.3) else 0}
-        for t in (3.0, 3.1, 3.2, 3.3, 3.4)])
-    _rewrite(rec.samples_mptcp("client"), [
-        {"t_s": "3.200", "host": "client", "path": 0, "state": "ESTAB", "mptcp": 2,
-         "rmem": 250_000}])
+        base | {"t_s": f"{t / 10:.3f}", "notsent": 88 if t / 10 in held_at else 0}
+        for t in range(10, 40)])
     m = evidence_metrics(rec, 2)
-    assert m["first_segment_held_ms"] == pytest.approx(200.0)
-    assert m["held_share"] == pytest.approx(0.2 / 0.5)  # one segment, 0.5 s downloading
-    assert m["first_segment_unread_kb"] == pytest.approx(250.0)
+    assert m["first_segment_held_ms"] == pytest.approx(300.0)
+    assert m["held_share"] == pytest.approx(0.2 / 0.5)  # last downloads: 0.5 s, 0.2 s held
