@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
+from itertools import pairwise
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -183,9 +184,7 @@ def _held_polls(rec: TrialRecord) -> list[tuple[float, float]]:
             polls[r["t_s"]][_connection(r)].append(r)
     times = sorted(polls)
     out = []
-    for before, t in zip([None, *times], times):
-        if before is None:
-            continue
+    for before, t in pairwise(times):
         if any(all(r["unacked"] == 0 for r in subflows) and any(r["notsent"] > 0
                                                                  for r in subflows)
                for subflows in polls[t].values()):

@@ -103,7 +103,8 @@ def split_host_port(endpoint: str) -> tuple[str, int]:
 
 
 def parse_ss(text: str) -> list[dict]:
-    """Parses `ss -tinmHe` (or `ss -MinmHe`) output (header-less, state column present) into one dict a socket."""
+    """Parses `ss -tinmHe` (or `ss -MinmHe`) output (header-less, state column present) into
+    one dict a socket."""
     sockets: list[dict] = []
     current: dict | None = None
     for line in text.splitlines():

@@ -145,7 +145,8 @@ def serve(
     try:
         send = SendOptions(tcp_nopush=tcp_nopush, sndbuf=sndbuf)
     except ValidationError as exc:
-        raise UserError(f"--sndbuf: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+        reason = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise UserError(f"--sndbuf: {reason}") from None
     if media is None:
         media = find_media()
         console.print(f"media      {media}", highlight=False)

@@ -97,7 +97,8 @@ class NginxConfig:
     body_limit: str = "2m"  # the collector's own 1 MiB limit answers with a JSON 413
     worker_processes: str = "auto"
     also_listen: tuple[str, ...] = ()  # further "host:port" (a multi-homed server's addresses)
-    send: SendOptions = SendOptions()  # tcp_nopush, tcp_nodelay, sndbuf
+    # tcp_nopush, tcp_nodelay, sndbuf (a frozen model: one shared default is safe)
+    send: SendOptions = SendOptions()  # noqa: RUF009
 
     @property
     def access_log(self) -> Path:

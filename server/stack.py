@@ -30,9 +30,9 @@ import requests
 
 from mpstream.errors import UserError
 from mpstream.proc import pid_alive, stop
+from mpstream.sending import SendOptions
 from mpstream.server import process, storage
 from mpstream.server.app import ensure_schema
-from mpstream.sending import SendOptions
 from mpstream.server.nginx import NginxConfig, supports_multipath_listen
 
 GUNICORN_CONF = Path(__file__).parent / "gunicorn_conf.py"

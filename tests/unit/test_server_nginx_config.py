@@ -27,7 +27,8 @@ def directives(text: str) -> set[str]:
 def test_rendered_directives(config):
     d = directives(config.render())
     for expected in (
-        "sendfile on;", "tcp_nopush off;", "tcp_nodelay on;", "server_tokens off;", "autoindex off;",
+        "sendfile on;", "tcp_nopush off;", "tcp_nodelay on;", "server_tokens off;",
+        "autoindex off;",
         "keepalive_timeout 65s;", "client_max_body_size 2m;", "limit_req_status 429;",
         "access_log " + str(config.access_log) + " mpstream_json;",
         "proxy_pass http://collector;",
