@@ -194,8 +194,9 @@ def _held_polls(rec: TrialRecord) -> list[tuple[float, float]]:
 
 def timeline_figure(rec: TrialRecord, segments: list[dict], n_paths: int, out: Path) -> Path | None:
     """Bytes in flight (bytes_sent - bytes_acked), cwnd and bytes held unsent (notsent) of every
-    sender socket on a path, by path, over the trial, with what the client held unread, and
-    each segment's request (dashed) and last byte (solid)."""
+    sender socket on a path, by path, over the trial, with what the client held unread, the
+    polls that found the sender holding data back (shaded), and each segment's request (dashed)
+    and last byte (solid)."""
     from mpstream.runner import figures
 
     if not rec.samples_server.is_file():
@@ -222,4 +223,5 @@ def timeline_figure(rec: TrialRecord, segments: list[dict], n_paths: int, out: P
                 unread[r["t_s"]] += r["rmem"]
     return figures.subflow_timeline(out, f"{rec.key}: sender subflows and segments",
                                     dict(series), segments, n_paths,
-                                    unread={t: unread[t] / 1000.0 for t in sorted(unread)})
+                                    unread={t: unread[t] / 1000.0 for t in sorted(unread)},
+                                    held=_held_polls(rec))

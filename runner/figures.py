@@ -130,11 +130,13 @@ def metric_bars(path: Path, groups: list[str], summaries: dict, metrics: list[st
 
 def subflow_timeline(path: Path, title: str, series: dict[int, dict[str, list]],
                      segments: list[dict], n_paths: int,
-                     unread: dict[float, float] | None = None) -> Path:
+                     unread: dict[float, float] | None = None,
+                     held: list[tuple[float, float]] | None = None) -> Path:
     """Three panels over the trial clock: bytes in flight (KB) and cwnd (packets) per path, and
     bytes held at the sender unsent (KB, notsent) per path beside the bytes the client held
     unread (KB, all its connections), with each segment's request (dashed) and last byte (solid)
-    as vertical lines."""
+    as vertical lines, and shaded the (poll time, interval) spans in `held`: the sender held
+    data back with nothing in flight."""
     fig, (top, middle, bottom) = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
     for p in range(n_paths):
         s = series.get(p)
@@ -149,6 +151,11 @@ def subflow_timeline(path: Path, title: str, series: dict[int, dict[str, list]],
     if unread:
         bottom.plot(list(unread), list(unread.values()), "-", color="k", lw=0.8,
                     label="unread at the client")
+    for n, (t, dt) in enumerate(held or []):
+        for ax in (top, middle, bottom):
+            ax.axvspan(t - dt, t, color="tab:red", alpha=0.25, lw=0,
+                       label="sender held data, nothing in flight" if n == 0 and ax is top
+                       else None)
     for seg in segments:
         for ax in (top, middle, bottom):
             if seg.get("request_page_s") is not None:
