@@ -76,6 +76,15 @@ def test_every_trial_ran_and_kept_its_raw_data(run):
             assert (d / name).stat().st_size > 0, (key, name)
         access = [json.loads(line) for line in (d / "access.log").read_text().splitlines()]
         assert any("/media/dash/" in json.dumps(rec) for rec in access)
+        # MPTCP trials also sample each connection's own socket: its buffers are real sizes
+        mptcp_level = [d / f"samples-{host}-mptcp.csv" for host in ("client", "server")]
+        if key.split("-")[1] == "balanced":
+            for path in mptcp_level:
+                rows = _csv(path)
+                assert rows and all(r["mptcp"] == "2" for r in rows), path
+                assert max(int(r["rcvbuf"]) for r in rows) > 0, path
+        else:
+            assert not any(p.exists() for p in mptcp_level)
 
 
 def test_report_numbers_match_the_raw_data(run):
@@ -113,6 +122,9 @@ def test_report_numbers_match_the_raw_data(run):
             assert float(row["mean"]) == pytest.approx(want.mean, rel=1e-6)
             assert float(row["ci95_high"] or "nan") == pytest.approx(want.ci_high, rel=1e-6,
                                                                       nan_ok=True)
+        # the evidence's figures are there for every condition, computed from the samples
+        assert int(rows[(cond, "held_share")]["n"]) == 2
+        assert 0.0 <= float(rows[(cond, "held_share")]["mean"]) <= 1.0
         cap = trials[0].meta["capacity_bps"]
         assert cap == 30e6
         assert float(rows[(cond, "download_share")]["mean"]) == pytest.approx(
