@@ -380,6 +380,12 @@ th{background:#f3f3f3} .note{color:#555;font-size:.9em} img{max-width:100%}
 {{ n_ok }} trials succeeded, {{ failed|length }} failed. Values are mean ± sd over trials with
 the 95% confidence interval (Student's t) in brackets; n is the number of trials that gave the
 figure.</p>
+{% if explained %}<h2>What the evidence says, per condition</h2>
+<p class="note">From the kernel samples (<code>segments.csv</code>, <code>timelines/</code>): the
+sender <em>held data back</em> when a connection had bytes written and not sent with nothing in
+flight (a corked socket waits for its timer); the slowest path's RTT is the sender's smoothed
+RTT there, its queue included. Definitions: docs/mptcp-penalties.md.</p>
+<ul>{% for line in explained %}<li>{{ line }}</li>{% endfor %}</ul>{% endif %}
 <h2>Per condition</h2>
 <table><tr><th>metric</th><th>unit</th>{% for g in groups %}<th>{{ g }}</th>{% endfor %}</tr>
 {% for m in metrics %}<tr><td>{{ label(m)[0] }}</td><td>{{ label(m)[1] }}</td>
@@ -447,6 +453,39 @@ def _ours(r: dict) -> str:
                         r["ours_ci_high"]))
 
 
+def explanations(report: Report) -> list[str]:
+    """One sentence a condition that joins its startup, the first segment, the time the
+    sender held data back, the download share and the slowest path's RTT (video runs only)."""
+    out = []
+    for g in report.groups:
+        s = report.summaries.get(g, {})
+
+        def mean(metric: str, s=s) -> float:
+            return s[metric].mean if metric in s and s[metric].n else math.nan
+
+        if math.isnan(mean("startup_delay_ms")):
+            continue
+        parts = [f"{g}: startup {mean('startup_delay_ms'):.0f} ms"]
+        if not math.isnan(mean("first_segment_ms")):
+            parts.append(f"the first video segment {mean('first_segment_ms'):.0f} ms of it")
+        if not math.isnan(mean("first_segment_held_ms")):
+            parts.append(f"the sender held data back {mean('first_segment_held_ms'):.0f} ms "
+                         "during that segment")
+        if not math.isnan(mean("download_share")):
+            parts.append(f"segments came at {100 * mean('download_share'):.1f}% of the path "
+                         "sum")
+        if not math.isnan(mean("held_share")):
+            parts.append(f"held {100 * mean('held_share'):.1f}% of segment time")
+        rtts = {k: mean(k) for k in s if k.startswith("path") and k.endswith("_rtt_ms")}
+        rtts = {k: v for k, v in rtts.items() if not math.isnan(v)}
+        if len(rtts) > 1:
+            slowest = max(rtts, key=rtts.get)
+            parts.append(f"slowest path's RTT {rtts[slowest]:.0f} ms "
+                         f"({slowest.removesuffix('_rtt_ms')})")
+        out.append("; ".join(parts) + ".")
+    return out
+
+
 def _write_html(report: Report, run: dict) -> None:
     env = Environment(autoescape=select_autoescape(default=True, default_for_string=True))
     images = [(p.name, base64.b64encode(p.read_bytes()).decode()) for p in report.pngs]
@@ -469,5 +508,6 @@ def _write_html(report: Report, run: dict) -> None:
         cell=cell,
         num=num,
         ours=_ours,
+        explained=explanations(report),
     )
     report.html.write_text(html)

@@ -263,3 +263,28 @@ def test_groups_name_the_browser_and_codec_only_when_they_vary(tmp_path):
     assert [group_of(r, several) for r in (old, ff, cr)] == [
         "bal/chromium/auto", "bal/firefox/hevc", "bal/chromium/avc"]
     assert group_of(ff, True) == "bal/dashjs"
+
+
+def test_explanations_join_the_evidence_per_condition(tmp_path):
+    from mpstream.qoe.stats import summarize
+    from mpstream.runner.report import Report, explanations
+
+    summaries = {
+        "unbalanced": {"startup_delay_ms": summarize([1000.0, 1200.0]),
+                       "first_segment_ms": summarize([900.0]),
+                       "first_segment_held_ms": summarize([300.0, 100.0]),
+                       "download_share": summarize([0.87]),
+                       "held_share": summarize([0.03]),
+                       "path0_rtt_ms": summarize([40.0]), "path1_rtt_ms": summarize([153.0])},
+        "single": {"startup_delay_ms": summarize([500.0]), "path0_rtt_ms": summarize([40.0])},
+        "iperf": {"throughput_mbps": summarize([28.0])},  # no player: nothing to explain
+    }
+    report = Report(tmp_path, tmp_path, tmp_path / "r.html", list(summaries), {}, summaries,
+                    [], [])
+    lines = explanations(report)
+    assert lines == [
+        "unbalanced: startup 1100 ms; the first video segment 900 ms of it; the sender held "
+        "data back 200 ms during that segment; segments came at 87.0% of the path sum; held "
+        "3.0% of segment time; slowest path's RTT 153 ms (path1).",
+        "single: startup 500 ms.",
+    ]
