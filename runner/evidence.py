@@ -142,7 +142,8 @@ def evidence_metrics(rec: TrialRecord, n_paths: int) -> dict[str, float]:
     """Per-trial figures of the evidence, for the report's tables with CIs: how long the sender
     held data back with nothing in flight while the page waited for its first video segment
     (its first download, the one startup waits for), and over the downloads of all segments as
-    a share of the time they took."""
+    a share of the time they took; and each path's share of the bytes that arrived during that
+    first download."""
     held = _held_polls(rec)
     out: dict[str, float] = {}
     first = min((e["data"] for e in rec.events if e.get("type") == "segment"
@@ -153,6 +154,16 @@ def evidence_metrics(rec: TrialRecord, n_paths: int) -> dict[str, float]:
         req, done = page_s(first.get("t_request")), page_s(first.get("t_done"))
         if req is not None and done is not None:
             out["first_segment_held_ms"] = 1000.0 * sum(dt for t, dt in held if req < t <= done)
+            # Which paths carried the bytes that arrived meanwhile: a path given more than its
+            # capacity share makes the segment wait for it (the scheduler's first guess).
+            incs = socket_increments(read_samples(rec.samples_client), "bytes_received") \
+                if rec.samples_client.is_file() else []
+            per_path = [sum(inc for t, path, inc in incs
+                            if path == p and req < t <= done + SAMPLE_SLACK_S)
+                        for p in range(n_paths)]
+            if n_paths > 1 and sum(per_path) > 0:
+                for p, b in enumerate(per_path):
+                    out[f"path{p}_first_segment_share"] = b / sum(per_path)
     rows = [r for r in segment_evidence(rec, n_paths)
             if r["request_page_s"] is not None and r["last_byte_s"] is not None]
     busy = sum(max(0.0, r["last_byte_s"] - r["request_page_s"]) for r in rows)

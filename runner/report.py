@@ -68,6 +68,7 @@ PATH_METRICS = {
     "mbytes": ("bytes received", "MB"),
     "retrans_per_s": ("retransmissions", "packets/s"),
     "rtt_ms": ("sender's smoothed RTT", "ms"),
+    "first_segment_share": ("share of the first segment's bytes", ""),
 }
 
 
@@ -479,9 +480,13 @@ def explanations(report: Report) -> list[str]:
         rtts = {k: mean(k) for k in s if k.startswith("path") and k.endswith("_rtt_ms")}
         rtts = {k: v for k, v in rtts.items() if not math.isnan(v)}
         if len(rtts) > 1:
-            slowest = max(rtts, key=rtts.get)
-            parts.append(f"slowest path's RTT {rtts[slowest]:.0f} ms "
-                         f"({slowest.removesuffix('_rtt_ms')})")
+            slowest = max(rtts, key=rtts.get).removesuffix("_rtt_ms")
+            parts.append(f"slowest path's RTT {rtts[max(rtts, key=rtts.get)]:.0f} ms "
+                         f"({slowest})")
+            if not math.isnan(mean(f"{slowest}_first_segment_share")):
+                parts.append(f"{slowest} carried "
+                             f"{100 * mean(f'{slowest}_first_segment_share'):.0f}% of the "
+                             "bytes of the first segment")
         out.append("; ".join(parts) + ".")
     return out
 

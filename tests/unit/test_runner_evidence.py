@@ -161,4 +161,7 @@ def test_evidence_metrics_of_a_trial(tmp_path):
         for t in range(10, 40)])
     m = evidence_metrics(rec, 2)
     assert m["first_segment_held_ms"] == pytest.approx(300.0)
+    # client samples: path 0 brings 10 kB each 0.1 s; path 1 only from 3.0 s, after the first
+    # download (1.5-2.5 s) ended
+    assert m["path0_first_segment_share"] == 1.0 and m["path1_first_segment_share"] == 0.0
     assert m["held_share"] == pytest.approx(0.2 / 0.5)  # last downloads: 0.5 s, 0.2 s held

@@ -275,7 +275,8 @@ def test_explanations_join_the_evidence_per_condition(tmp_path):
                        "first_segment_held_ms": summarize([300.0, 100.0]),
                        "download_share": summarize([0.87]),
                        "held_share": summarize([0.03]),
-                       "path0_rtt_ms": summarize([40.0]), "path1_rtt_ms": summarize([153.0])},
+                       "path0_rtt_ms": summarize([40.0]), "path1_rtt_ms": summarize([153.0]),
+                       "path1_first_segment_share": summarize([0.3, 0.2])},
         "single": {"startup_delay_ms": summarize([500.0]), "path0_rtt_ms": summarize([40.0])},
         "iperf": {"throughput_mbps": summarize([28.0])},  # no player: nothing to explain
     }
@@ -285,6 +286,7 @@ def test_explanations_join_the_evidence_per_condition(tmp_path):
     assert lines == [
         "unbalanced: startup 1100 ms; the first video segment 900 ms of it; the sender held "
         "data back 200 ms during that segment; segments came at 87.0% of the path sum; held "
-        "3.0% of segment time; slowest path's RTT 153 ms (path1).",
+        "3.0% of segment time; slowest path's RTT 153 ms (path1); path1 carried 25% of the "
+        "bytes of the first segment.",
         "single: startup 500 ms.",
     ]
