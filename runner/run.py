@@ -308,14 +308,10 @@ class _Samplers:
         write_clock(tdir, t0, time.time())
         self.tdir = tdir
         self.samplers = [
-            SubflowSampler(topo.client_ns, "client", tdir / "samples-client.csv", path_of, t0=t0),
-            SubflowSampler(topo.server_ns, "server", tdir / "samples-server.csv", path_of, t0=t0),
+            SubflowSampler(ns, host, tdir / f"samples-{host}.csv", path_of, t0=t0,
+                           mptcp_out=tdir / f"samples-{host}-mptcp.csv")
+            for host, ns in (("client", topo.client_ns), ("server", topo.server_ns))
         ]
-        if topo.profile.mode == "mptcp":
-            self.samplers += [
-                SubflowSampler(ns, host, tdir / f"samples-{host}-mptcp.csv", path_of, t0=t0,
-                               mptcp_level=True)
-                for host, ns in (("client", topo.client_ns), ("server", topo.server_ns))]
         self.counters = CounterSnapshots({"client": topo.client_ns, "server": topo.server_ns})
         self.capture = None
         if pcap:

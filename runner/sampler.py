@@ -90,6 +90,7 @@ _INT_FIELDS = {
     "unacked": "unacked",
 }
 _SKMEM = re.compile(r"skmem:\(r(\d+),rb(\d+),t\d+,tb(\d+),f\d+,w(\d+)")
+_NETIDS = {"tcp", "mptcp"}
 _CCS = ("cubic", "bbr", "reno", "bic", "vegas", "westwood", "htcp", "dctcp")
 
 
@@ -103,8 +104,8 @@ def split_host_port(endpoint: str) -> tuple[str, int]:
 
 
 def parse_ss(text: str) -> list[dict]:
-    """Parses `ss -tinmHe` (or `ss -MinmHe`) output (header-less, state column present) into
-    one dict a socket."""
+    """Parses `ss -tinmHe` or `ss -tMinmHe` output (header-less, state column present; with
+    two socket kinds ss puts a netid column first: tcp or mptcp) into one dict a socket."""
     sockets: list[dict] = []
     current: dict | None = None
     for line in text.splitlines():
@@ -112,8 +113,11 @@ def parse_ss(text: str) -> list[dict]:
             continue
         if not line[0].isspace():
             cols = line.split()
+            netid = cols.pop(0) if cols and cols[0] in _NETIDS else "tcp"
             if len(cols) >= 5 and cols[0] in _STATES:
                 current = {"state": cols[0], "local": cols[3], "peer": cols[4]}
+                if netid == "mptcp":
+                    current["mptcp"] = MPTCP_LEVEL
                 sockets.append(current)
                 # `-e` puts uid/ino/sk on this line; nothing there we need.
                 continue
@@ -196,12 +200,17 @@ class SubflowSampler:
         *,
         t0: float | None = None,
         interval_s: float = 0.1,
-        mptcp_level: bool = False,
+        mptcp_out: Path | None = None,
     ):
         self.netns, self.host, self.out, self.path_of = netns, host, Path(out), path_of
-        # True: the MPTCP connections' own sockets (`ss -M`), polled only: the kernel sends no
-        # destroy events for them, and they carry no byte counters to lose.
-        self.mptcp_level = mptcp_level
+        # Where the MPTCP connections' own sockets go (None: not sampled). The same poll lists
+        # them (`ss -tM`), so both files see one instant and a trial of either transport runs
+        # the same processes; the file is written once the first connection is seen. They are
+        # polled only: the kernel sends no destroy events for them, and they carry no byte
+        # counters to lose.
+        self.mptcp_out = Path(mptcp_out) if mptcp_out else None
+        self._mptcp_fh = None
+        self._mptcp_writer: csv.DictWriter | None = None
         self.t0 = time.monotonic() if t0 is None else t0
         self.interval_s = interval_s
         self.samples = 0
@@ -219,7 +228,7 @@ class SubflowSampler:
         return ["ip", "netns", "exec", self.netns, *argv] if self.netns else argv
 
     def _argv(self) -> list[str]:
-        return self._in_netns(["ss", "-MinmHe" if self.mptcp_level else "-tinmHe"])
+        return self._in_netns(["ss", "-tMinmHe" if self.mptcp_out else "-tinmHe"])
 
     def _events_argv(self) -> list[str]:
         # ss writes through stdio: line-buffered, each report reaches us as it happens and
@@ -227,9 +236,17 @@ class SubflowSampler:
         return self._in_netns(["stdbuf", "-oL", "ss", "-E", "-tinmHe"])
 
     def _write(self, rows: list[dict]) -> None:
+        subflows = [r for r in rows if r["mptcp"] != MPTCP_LEVEL]
+        connections = [r for r in rows if r["mptcp"] == MPTCP_LEVEL]
         with self._lock:
-            if self._writer is not None and rows:
-                self._writer.writerows(rows)
+            if self._writer is not None and subflows:
+                self._writer.writerows(subflows)
+            if self._writer is not None and connections and self.mptcp_out is not None:
+                if self._mptcp_writer is None:
+                    self._mptcp_fh = self.mptcp_out.open("w", newline="")
+                    self._mptcp_writer = csv.DictWriter(self._mptcp_fh, fieldnames=FIELDS)
+                    self._mptcp_writer.writeheader()
+                self._mptcp_writer.writerows(connections)
 
     def _follow_destroys(self) -> None:
         """Reads `ss -E` until it ends: each report is a header line and one info line."""
@@ -265,11 +282,7 @@ class SubflowSampler:
         if proc.returncode != 0:
             self.errors.append(proc.stderr.strip()[:200])
             return []
-        rows = socket_rows(parse_ss(proc.stdout), t_s=t, host=self.host, path_of=self.path_of)
-        if self.mptcp_level:
-            for row in rows:
-                row["mptcp"] = MPTCP_LEVEL
-        return rows
+        return socket_rows(parse_ss(proc.stdout), t_s=t, host=self.host, path_of=self.path_of)
 
     def _loop(self) -> None:
         next_at = time.monotonic()
@@ -292,11 +305,6 @@ class SubflowSampler:
         self._fh = self.out.open("w", newline="")
         self._writer = csv.DictWriter(self._fh, fieldnames=FIELDS)
         self._writer.writeheader()
-        if self.mptcp_level:
-            self._thread = threading.Thread(target=self._loop, name=f"sampler-{self.host}-mptcp",
-                                            daemon=True)
-            self._thread.start()
-            return self
         # Destroy events first: a socket that ends before the first poll is still reported.
         try:
             self._events = subprocess.Popen(self._events_argv(), stdout=subprocess.PIPE,
@@ -324,9 +332,11 @@ class SubflowSampler:
             if self._events.stdout is not None:
                 self._events.stdout.close()
         with self._lock:
-            if self._fh is not None:
-                self._fh.close()
+            for fh in (self._fh, self._mptcp_fh):
+                if fh is not None:
+                    fh.close()
             self._fh, self._writer = None, None
+            self._mptcp_fh, self._mptcp_writer = None, None
 
     def __enter__(self) -> SubflowSampler:
         return self.start()

@@ -119,8 +119,13 @@ SS_MEMORY = (
     "rto:204 rtt:22.5/3 mss:1448 cwnd:81 bytes_sent:1200196 bytes_acked:1200196 notsent:88 "
     "tcp-ulp-mptcp flags:Mec token:0000(id:0)/9c1a(id:0)\n"
 )
-SS_MPTCP_LEVEL = (
-    "ESTAB 847872 0      10.1.0.2:52940 10.2.0.2:8080 ino:2207153 sk:1425 <->\n"
+# `ss -tMinmHe`: with two socket kinds ss puts the netid first; an MPTCP connection's own socket
+# (holding data the page has not read) beside its subflow.
+SS_BOTH_KINDS = (
+    "tcp   ESTAB 0      0      10.1.0.2:52940 10.2.0.2:8080 ino:2207153 sk:568 <->\n"
+    "\t skmem:(r0,rb4905931,t0,tb46080,f1920,w0,o0,bl0,d1) ts sack cubic rtt:10.4/3.9 "
+    "cwnd:10 bytes_received:1380375 tcp-ulp-mptcp flags:Mmec token:0000(id:0)/9c1a(id:0)\n"
+    "mptcp ESTAB 847872 0      10.1.0.2:52940 10.2.0.2:8080 ino:2207153 sk:1425 <->\n"
     "\t skmem:(r847872,rb4905931,t0,tb96256,f6080,w0,o0,bl0,d0) subflows:1 "
     "subflows_max:2 token:9c1a write_seq:ddf6 snd_una:ddf6 rcv_nxt:7a8b\n"
 )
@@ -137,22 +142,41 @@ def test_socket_memory_notsent_and_unacked_are_read(tmp_path):
     assert rows[0]["notsent"] == 88 and rows[0]["unacked"] == 0
 
 
-def test_mptcp_level_sampler_polls_ss_m_and_marks_its_rows(tmp_path, monkeypatch):
+def test_one_poll_writes_subflows_and_connections_to_their_own_files(tmp_path, monkeypatch):
     import subprocess
 
     from mpstream.runner.sampler import MPTCP_LEVEL
 
     seen = []
+    output = {"text": SS_BOTH_KINDS}
 
     def fake_run(argv, **kw):
         seen.append(argv)
-        return subprocess.CompletedProcess(argv, 0, SS_MPTCP_LEVEL, "")
+        return subprocess.CompletedProcess(argv, 0, output["text"], "")
 
     monkeypatch.setattr(subprocess, "run", fake_run)
-    sampler = SubflowSampler("ns1", "client", tmp_path / "m.csv", {"10.1.0.2": 0}.get,
-                             t0=0.0, mptcp_level=True)
-    (row,) = sampler.sample_once()
-    assert seen[0][-2:] == ["ss", "-MinmHe"]
-    assert row["mptcp"] == MPTCP_LEVEL and row["token"] == "9c1a"
-    assert row["rmem"] == 847872 and row["rcvbuf"] == 4905931 and row["path"] == 0
-    assert row["bytes_received"] == ""  # the connection's socket has no byte counters here
+    sampler = SubflowSampler("ns1", "client", tmp_path / "c.csv", {"10.1.0.2": 0}.get,
+                             t0=0.0, mptcp_out=tmp_path / "c-mptcp.csv")
+    sampler._fh = (tmp_path / "c.csv").open("w", newline="")
+    sampler._writer = csv.DictWriter(sampler._fh, fieldnames=FIELDS)
+    sampler._writer.writeheader()
+    rows = sampler.sample_once()
+    assert seen[0][-2:] == ["ss", "-tMinmHe"]
+    sampler._write(rows)
+    sampler.stop()
+    (subflow,) = read_samples(tmp_path / "c.csv")
+    (connection,) = read_samples(tmp_path / "c-mptcp.csv")
+    assert subflow["mptcp"] == 1 and subflow["bytes_received"] == 1380375
+    assert connection["mptcp"] == MPTCP_LEVEL and connection["token"] == "9c1a"
+    assert connection["rmem"] == 847872 and connection["rcvbuf"] == 4905931
+    assert connection["path"] == 0 and connection["bytes_received"] == 0  # no counters there
+
+    # A TCP trial's poll lists no connection: no MPTCP file is written.
+    output["text"] = SS
+    plain = SubflowSampler(None, "client", tmp_path / "t.csv", {}.get, t0=0.0,
+                           mptcp_out=tmp_path / "t-mptcp.csv")
+    plain._fh = (tmp_path / "t.csv").open("w", newline="")
+    plain._writer = csv.DictWriter(plain._fh, fieldnames=FIELDS)
+    plain._write(plain.sample_once())
+    plain.stop()
+    assert not (tmp_path / "t-mptcp.csv").exists()
