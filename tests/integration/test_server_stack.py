@@ -169,6 +169,29 @@ def test_listener_is_mptcp_and_both_client_kinds_work(stack, media):
     assert got.returncode == 0 and got.stdout == (media / "hls/360p/seg_000.ts").read_bytes()
 
 
+def _listener_sndbuf(port: int) -> int:
+    out = subprocess.run(["ss", "-Mlntm"], capture_output=True, text=True).stdout
+    block = re.search(rf"127\.0\.0\.1:{port}\b.*?\n\s*skmem:\(([^)]*)\)", out, re.S)
+    assert block, out
+    return int(re.search(r"\btb(\d+)", block.group(1)).group(1))
+
+
+def test_send_options_reach_the_listening_socket(stack, media):
+    from mpstream.sending import SendOptions
+
+    with ServerStack(media, port=free_port(),
+                     send=SendOptions(sndbuf="1m", tcp_nopush=True)) as tuned:
+        # SO_SNDBUF as nginx set it (the kernel doubles what it is given); the default stack's
+        # listener keeps the kernel's own size
+        assert _listener_sndbuf(tuned.port) == 2 * 1024 * 1024
+        assert _listener_sndbuf(stack.port) != 2 * 1024 * 1024
+        assert tuned.describe()["send"] == {"tcp_nopush": True, "tcp_nodelay": True,
+                                            "sndbuf": "1m"}
+        url = tuned.base_url + "/media/hls/360p/seg_000.ts"
+        got = subprocess.run(["mptcpize", "run", "curl", "-sf", url], capture_output=True)
+        assert got.stdout == (media / "hls/360p/seg_000.ts").read_bytes()
+
+
 def test_collector_graceful_restart_keeps_answering(stack):
     master = stack.collector.pid
     old = child_pids(master)
