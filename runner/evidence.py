@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 from urllib.parse import urlparse
@@ -88,25 +89,40 @@ def _page_clock(rec: TrialRecord, arrivals: dict[str, list[tuple[float, dict]]])
     return t0_unix, page_s
 
 
-def segment_evidence(rec: TrialRecord, n_paths: int) -> list[dict]:
-    """One dict a video segment (its last download), times in seconds on the trial clock
-    (None where a source is missing), bytes_path<i> from the client's kernel samples."""
-    segs = _last_segment_events(rec.events)
-    if not segs:
-        return []
+@dataclass
+class TrialEvidence:
+    """A trial's evidence, computed once from its files: the rows of segments.csv, the
+    per-trial figures for the report's tables, and what the timeline figure draws."""
+
+    segments: list[dict]
+    metrics: dict[str, float]
+    held: list[tuple[float, float]]  # (poll time, interval) of the polls that found data held
+    server: list[dict]  # the sender's sockets on a path, polled (not DESTROYED) rows
+    unread: dict[float, int]  # poll time -> bytes the client held unread, all connections
+
+
+def trial_evidence(rec: TrialRecord, n_paths: int) -> TrialEvidence:
+    """Reads the trial's samples, access log and page events once, and derives from them:
+    per video segment (its last download) the times in seconds on the trial clock (None where a
+    source is missing), the time the sender held data back, the most the client held unread,
+    and bytes_path<i>; and the per-trial figures (`_metrics`)."""
     arrivals = _arrivals(rec)
     t0_unix, page_s = _page_clock(rec, arrivals)
-
     client = read_samples(rec.samples_client) if rec.samples_client.is_file() else []
     incs = socket_increments(client, "bytes_received")
-    held = _held_polls(rec)
+    server = read_samples(rec.samples_server) if rec.samples_server.is_file() else []
+    held = _held_polls(server)
     # What reached the client and the page could not read yet: an MPTCP connection's own
     # socket (its receive queue, and what waits behind a hole in its sequence), else the TCP
     # sockets themselves.
     mptcp_level = rec.samples_mptcp("client")
-    unread = [(r["t_s"], r["rmem"]) for r in
-              (read_samples(mptcp_level) if mptcp_level.is_file() else
-               [r for r in client if r["path"] is not None and r["state"] != "DESTROYED"])]
+    unread: dict[float, int] = defaultdict(int)
+    for r in (read_samples(mptcp_level) if mptcp_level.is_file() else
+              [r for r in client if r["path"] is not None]):
+        if r["state"] != "DESTROYED":
+            unread[r["t_s"]] += r["rmem"]
+
+    segs = _last_segment_events(rec.events)
     rows = []
     for idx in sorted(segs):
         d = segs[idx]
@@ -125,50 +141,58 @@ def segment_evidence(rec: TrialRecord, n_paths: int) -> list[dict]:
             row.update(request_nginx_s=t_arr - t0_unix,
                        nginx_request_time_s=float(line["request_time"]),
                        nginx_connection=line.get("connection"))
+        per_path = _bytes_by_path(incs, n_paths, req, done)
         for p in range(n_paths):
-            row[f"bytes_path{p}"] = None
+            row[f"bytes_path{p}"] = per_path[p] if per_path else None
         if req is not None and done is not None:
-            for p in range(n_paths):
-                row[f"bytes_path{p}"] = sum(inc for t, path, inc in incs
-                                            if path == p and req < t <= done + SAMPLE_SLACK_S)
-            row["sender_held_s"] = round(sum(dt for t, dt in held if req < t <= done), 3)
+            row["sender_held_s"] = round(_held_s(held, req, done), 3)
             row["client_unread_max_bytes"] = max(
-                (b for t, b in unread if req < t <= done + SAMPLE_SLACK_S), default=0)
+                (b for t, b in unread.items() if req < t <= done + SAMPLE_SLACK_S), default=0)
         rows.append(row)
-    return rows
+    metrics = _metrics(rec, n_paths, page_s, incs, held, rows)
+    return TrialEvidence(rows, metrics,
+                         held, [r for r in server if r["path"] is not None
+                                and r["state"] != "DESTROYED"], dict(unread))
 
 
-def evidence_metrics(rec: TrialRecord, n_paths: int) -> dict[str, float]:
-    """Per-trial figures of the evidence, for the report's tables with CIs: how long the sender
-    held data back with nothing in flight while the page waited for its first video segment
-    (its first download, the one startup waits for), and over the downloads of all segments as
-    a share of the time they took; and each path's share of the bytes that arrived during that
-    first download."""
-    held = _held_polls(rec)
+def _bytes_by_path(incs, n_paths: int, req: float | None, done: float | None) -> list[int]:
+    """Bytes each path received from a download's request up to a poll after its last byte
+    ([] when the download cannot be placed on the trial clock)."""
+    if req is None or done is None:
+        return []
+    return [sum(inc for t, path, inc in incs if path == p and req < t <= done + SAMPLE_SLACK_S)
+            for p in range(n_paths)]
+
+
+def _held_s(held: list[tuple[float, float]], req: float, done: float) -> float:
+    return sum(dt for t, dt in held if req < t <= done)
+
+
+def _metrics(rec: TrialRecord, n_paths: int, page_s, incs, held, rows: list[dict]
+             ) -> dict[str, float]:
+    """Per-trial figures for the report's tables with CIs: how long the sender held data back
+    with nothing in flight while the page waited for its first video segment (its first
+    download, the one startup waits for), and over the downloads of all segments as a share of
+    the time they took; and each path's share of the bytes that arrived during that first
+    download."""
     out: dict[str, float] = {}
     first = min((e["data"] for e in rec.events if e.get("type") == "segment"
                  and e.get("data", {}).get("kind") in ("video", "muxed")),
                 key=lambda d: d.get("t_request", math.inf), default=None)
     if first is not None:
-        _, page_s = _page_clock(rec, _arrivals(rec))
         req, done = page_s(first.get("t_request")), page_s(first.get("t_done"))
         if req is not None and done is not None:
-            out["first_segment_held_ms"] = 1000.0 * sum(dt for t, dt in held if req < t <= done)
+            out["first_segment_held_ms"] = 1000.0 * _held_s(held, req, done)
             # Which paths carried the bytes that arrived meanwhile: a path given more than its
             # capacity share makes the segment wait for it (the scheduler's first guess).
-            incs = socket_increments(read_samples(rec.samples_client), "bytes_received") \
-                if rec.samples_client.is_file() else []
-            per_path = [sum(inc for t, path, inc in incs
-                            if path == p and req < t <= done + SAMPLE_SLACK_S)
-                        for p in range(n_paths)]
+            per_path = _bytes_by_path(incs, n_paths, req, done)
             if n_paths > 1 and sum(per_path) > 0:
                 for p, b in enumerate(per_path):
                     out[f"path{p}_first_segment_share"] = b / sum(per_path)
-    rows = [r for r in segment_evidence(rec, n_paths)
-            if r["request_page_s"] is not None and r["last_byte_s"] is not None]
-    busy = sum(max(0.0, r["last_byte_s"] - r["request_page_s"]) for r in rows)
+    placed = [r for r in rows if r["request_page_s"] is not None and r["last_byte_s"] is not None]
+    busy = sum(max(0.0, r["last_byte_s"] - r["request_page_s"]) for r in placed)
     if busy > 0:
-        out["held_share"] = sum(r["sender_held_s"] for r in rows) / busy
+        out["held_share"] = sum(r["sender_held_s"] for r in placed) / busy
     return out
 
 
@@ -181,16 +205,14 @@ def _connection(row: dict) -> str:
     return f"{row['local']}>{row['peer']}"
 
 
-def _held_polls(rec: TrialRecord) -> list[tuple[float, float]]:
+def _held_polls(server_rows: list[dict]) -> list[tuple[float, float]]:
     """(poll time, poll interval) of each server poll that found a connection holding data
     back: bytes written to one of its subflows and not sent (notsent) while none of its
     subflows had a packet in flight. A sender limited by its congestion window or by the
     receiver's window has packets in flight; one that holds bytes with nothing in flight waits
     on itself (a corked socket waits for its 200 ms timer)."""
-    if not rec.samples_server.is_file():
-        return []
     polls: dict[float, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for r in read_samples(rec.samples_server):
+    for r in server_rows:
         if r["path"] is not None and r["state"] not in ("DESTROYED", "LISTEN"):
             polls[r["t_s"]][_connection(r)].append(r)
     times = sorted(polls)
@@ -203,36 +225,25 @@ def _held_polls(rec: TrialRecord) -> list[tuple[float, float]]:
     return out
 
 
-def timeline_figure(rec: TrialRecord, segments: list[dict], n_paths: int, out: Path) -> Path | None:
+def timeline_figure(rec: TrialRecord, evidence: TrialEvidence, n_paths: int,
+                    out: Path) -> Path | None:
     """Bytes in flight (bytes_sent - bytes_acked), cwnd and bytes held unsent (notsent) of every
     sender socket on a path, by path, over the trial, with what the client held unread, the
     polls that found the sender holding data back (shaded), and each segment's request (dashed)
     and last byte (solid)."""
     from mpstream.runner import figures
 
-    if not rec.samples_server.is_file():
-        return None
-    rows = [r for r in read_samples(rec.samples_server) if r["path"] is not None
-            and r["state"] != "DESTROYED"]
-    if not rows:
+    if not evidence.server:
         return None
     series: dict[int, dict[str, list]] = defaultdict(lambda: {"t": [], "inflight": [],
                                                               "cwnd": [], "notsent": []})
-    for r in rows:
+    for r in evidence.server:
         s = series[r["path"]]
         s["t"].append(r["t_s"])
         s["inflight"].append(max(0, r["bytes_sent"] - r["bytes_acked"]) / 1000.0)
         s["cwnd"].append(r["cwnd"])
         s["notsent"].append(r["notsent"] / 1000.0)
-    unread: dict[float, int] = defaultdict(int)
-    source = rec.samples_mptcp("client")
-    if not source.is_file():
-        source = rec.samples_client
-    if source.is_file():
-        for r in read_samples(source):
-            if r["state"] != "DESTROYED":
-                unread[r["t_s"]] += r["rmem"]
+    unread = {t: evidence.unread[t] / 1000.0 for t in sorted(evidence.unread)}
     return figures.subflow_timeline(out, f"{rec.key}: sender subflows and segments",
-                                    dict(series), segments, n_paths,
-                                    unread={t: unread[t] / 1000.0 for t in sorted(unread)},
-                                    held=_held_polls(rec))
+                                    dict(series), evidence.segments, n_paths, unread=unread,
+                                    held=evidence.held)

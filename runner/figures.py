@@ -146,7 +146,7 @@ def subflow_timeline(path: Path, title: str, series: dict[int, dict[str, list]],
         t = np.array(s["t"])[order]
         top.plot(t, np.array(s["inflight"])[order], ".", ms=2, label=f"path {p}")
         middle.plot(t, np.array(s["cwnd"])[order], ".", ms=2, label=f"path {p}")
-        bottom.plot(t, np.array(s.get("notsent", np.zeros(len(t))))[order], ".", ms=2,
+        bottom.plot(t, np.array(s["notsent"])[order], ".", ms=2,
                     label=f"path {p}: held unsent at the server")
     if unread:
         bottom.plot(list(unread), list(unread.values()), "-", color="k", lw=0.8,

@@ -17,7 +17,7 @@ from jinja2 import Environment, select_autoescape
 from mpstream.errors import UserError
 from mpstream.qoe.stats import Summary, summarize
 from mpstream.runner import figures
-from mpstream.runner.evidence import evidence_metrics, segment_evidence, timeline_figure
+from mpstream.runner.evidence import TrialEvidence, timeline_figure, trial_evidence
 from mpstream.runner.layout import RUN_JSON, TrialRecord, load_trials, read_json
 from mpstream.runner.metrics import (
     binned_by_path,
@@ -86,6 +86,7 @@ class Report:
     pngs: list[Path] = field(default_factory=list)
     # Real-network trials: what `paths check` measured before and after each (one row each)
     path_checks: list[dict] = field(default_factory=list)
+    evidence: dict[str, TrialEvidence] = field(default_factory=dict)  # ok trial key -> evidence
 
 
 # Factors a scenario crosses with its conditions, and their value in trials that predate them.
@@ -139,6 +140,7 @@ def build_report(run_dir: Path, out_dir: Path | None = None) -> Report:
     groups: list[str] = []
     per_trial: dict[str, list[dict]] = defaultdict(list)
     failed = []
+    evidence: dict[str, TrialEvidence] = {}  # per ok trial, read once for tables, CSV, figure
     for rec in records:
         g = group_of(rec, several)
         if g not in groups:
@@ -146,8 +148,9 @@ def build_report(run_dir: Path, out_dir: Path | None = None) -> Report:
         if not rec.ok:
             failed.append({"key": rec.key, "group": g, "reason": rec.meta.get("reason", "")})
             continue
+        evidence[rec.key] = trial_evidence(rec, n_paths)
         per_trial[g].append({"key": rec.key, **trial_metrics(rec, n_paths),
-                             **evidence_metrics(rec, n_paths)})
+                             **evidence[rec.key].metrics})
     groups.sort(key=lambda g: (planned.index(g.split("/")[0]) if g.split("/")[0] in planned
                                else len(planned), g))
 
@@ -161,7 +164,7 @@ def build_report(run_dir: Path, out_dir: Path | None = None) -> Report:
 
     report = Report(run_dir, out_dir, out_dir / "report.html", groups, dict(per_trial),
                     summaries, reference_rows, failed, metric_order,
-                    path_checks=path_check_rows(records))
+                    path_checks=path_check_rows(records), evidence=evidence)
     _write_csvs(report, records, several, n_paths)
     report.pngs = _write_figures(report, records, several, n_paths)
     _write_html(report, run)
@@ -287,9 +290,9 @@ def _write_csvs(report: Report, records: list[TrialRecord], several: frozenset[s
         w.writerow(["condition", "trial", "segment_index", "download_rate_bps", *evidence_cols])
         for rec in records:
             if rec.ok:
-                evidence = {row["segment_index"]: row for row in segment_evidence(rec, n_paths)}
+                rows = {r["segment_index"]: r for r in report.evidence[rec.key].segments}
                 for idx, rate in segment_rates(rec.events):
-                    ev = evidence.get(idx, {})
+                    ev = rows.get(idx, {})
                     w.writerow([group_of(rec, several), rec.key, idx, f"{rate:.0f}",
                                 *[_fmt(ev.get(c)) for c in evidence_cols]])
     with (out / "paths_per_second.csv").open("w", newline="") as fh:
@@ -354,7 +357,7 @@ def _write_figures(report: Report, records, several: frozenset[str], n_paths: in
     for rec in ok:
         if rec.meta.get("kind", "video") == "video":
             (report.out_dir / "timelines").mkdir(exist_ok=True)
-            timeline_figure(rec, segment_evidence(rec, n_paths), n_paths,
+            timeline_figure(rec, report.evidence[rec.key], n_paths,
                             report.out_dir / "timelines" / f"{rec.key}.png")
     bars = [m for m in ("startup_delay_ms", "stall_ms", "mean_bitrate_mbps", "download_rate_mbps",
                         "throughput_mbps", "retrans_per_s") if m in report.metric_order]

@@ -1,6 +1,6 @@
 """Per-subflow kernel samples: every TCP socket (MPTCP subflows are TCP sockets) of a network
-namespace, read with `ss -tinmHe` every 100 ms and written as CSV rows; and, in a file of their
-own, the MPTCP connections' sockets (`ss -MinmHe`).
+namespace, read with `ss -tinmHe` every 100 ms and written as CSV rows; and, when asked, the
+MPTCP connections' own sockets from the same poll (`ss -tMinmHe`), in a file of their own.
 
 Polling alone loses the bytes a socket carries between its last sample and its end (all of them
 for a socket that lives less than one interval). So beside the poll, `ss -E` follows the

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mpstream.runner.evidence import segment_evidence, timeline_figure, write_clock
+from mpstream.runner.evidence import timeline_figure, trial_evidence, write_clock
 from mpstream.runner.layout import TrialRecord
 from mpstream.runner.sampler import FIELDS
 
@@ -68,7 +68,7 @@ def _trial(tmp_path) -> TrialRecord:
 
 def test_segment_times_on_the_trial_clock_and_bytes_per_path(tmp_path):
     rec = _trial(tmp_path)
-    (row,) = segment_evidence(rec, 2)
+    (row,) = trial_evidence(rec, 2).segments
     assert row["segment_index"] == 1 and row["bytes"] == 700_000
     # page times: the manifest's page request (100 ms) is nginx's arrival of it (0.6 s on the
     # trial clock), so page ms t is trial second 0.5 + t / 1000.
@@ -86,7 +86,7 @@ def test_segment_times_on_the_trial_clock_and_bytes_per_path(tmp_path):
 
 def test_timeline_figure_is_written(tmp_path):
     rec = _trial(tmp_path)
-    out = timeline_figure(rec, segment_evidence(rec, 2), 2, tmp_path / "t.png")
+    out = timeline_figure(rec, trial_evidence(rec, 2), 2, tmp_path / "t.png")
     assert out is not None and out.stat().st_size > 5_000
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -113,7 +113,7 @@ def test_held_time_counts_polls_with_unsent_bytes_and_nothing_in_flight(tmp_path
         # the other path's subflow idle in the same poll
         rows.append(base | {"t_s": f"{t:.3f}", "path": 1, "peer": "10.1.1.2:2"})
     _rewrite(tmp_path / "samples-server.csv", rows)
-    (row,) = segment_evidence(rec, 2)
+    (row,) = trial_evidence(rec, 2).segments
     assert row["sender_held_s"] == pytest.approx(0.3)  # polls 3.1-3.3, 0.1 s each
     # TCP: what the client's sockets held unread (here none)
     assert row["client_unread_max_bytes"] == 0
@@ -122,7 +122,7 @@ def test_held_time_counts_polls_with_unsent_bytes_and_nothing_in_flight(tmp_path
     _rewrite(rec.samples_mptcp("client"), [
         {"t_s": f"{t:.3f}", "host": "client", "path": 0, "state": "ESTAB", "mptcp": 2,
          "rmem": rmem} for t, rmem in ((3.2, 847_872), (3.3, 1_000), (4.0, 999_999))])
-    (row,) = segment_evidence(rec, 2)
+    (row,) = trial_evidence(rec, 2).segments
     assert row["client_unread_max_bytes"] == 847_872
 
 
@@ -143,13 +143,11 @@ def test_held_is_per_connection(tmp_path):
         # aa's other subflow has packets in flight: aa is sending, not holding back
         sub(3.2, 0, "aa", 88, 0), sub(3.2, 1, "aa", 0, 4),
     ])
-    (row,) = segment_evidence(rec, 2)
+    (row,) = trial_evidence(rec, 2).segments
     assert row["sender_held_s"] == pytest.approx(0.1)
 
 
 def test_evidence_metrics_of_a_trial(tmp_path):
-    from mpstream.runner.evidence import evidence_metrics
-
     rec = _trial(tmp_path)
     base = {"host": "server", "local": "10.2.0.2:80", "peer": "10.1.0.2:1", "state": "ESTAB",
             "path": 0}
@@ -159,7 +157,7 @@ def test_evidence_metrics_of_a_trial(tmp_path):
     _rewrite(tmp_path / "samples-server.csv", [
         base | {"t_s": f"{t / 10:.3f}", "notsent": 88 if t / 10 in held_at else 0}
         for t in range(10, 40)])
-    m = evidence_metrics(rec, 2)
+    m = trial_evidence(rec, 2).metrics
     assert m["first_segment_held_ms"] == pytest.approx(300.0)
     # client samples: path 0 brings 10 kB each 0.1 s; path 1 only from 3.0 s, after the first
     # download (1.5-2.5 s) ended
