@@ -483,9 +483,9 @@ def explanations(report: Report) -> list[str]:
         rtts = {k: mean(k) for k in s if k.startswith("path") and k.endswith("_rtt_ms")}
         rtts = {k: v for k, v in rtts.items() if not math.isnan(v)}
         if len(rtts) > 1:
-            slowest = max(rtts, key=rtts.get).removesuffix("_rtt_ms")
-            parts.append(f"slowest path's RTT {rtts[max(rtts, key=rtts.get)]:.0f} ms "
-                         f"({slowest})")
+            key = max(rtts, key=rtts.get)
+            slowest = key.removesuffix("_rtt_ms")
+            parts.append(f"slowest path's RTT {rtts[key]:.0f} ms ({slowest})")
             if not math.isnan(mean(f"{slowest}_first_segment_share")):
                 parts.append(f"{slowest} carried "
                              f"{100 * mean(f'{slowest}_first_segment_share'):.0f}% of the "

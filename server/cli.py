@@ -131,19 +131,21 @@ def _raise_stop(signum: int, _frame: object) -> None:
               help="nginx tcp_nopush (TCP_CORK around sendfile). Off: under MPTCP a corked "
                    "subflow stalls the whole connection for up to 200 ms "
                    "(docs/mptcp-penalties.md).")
+@click.option("--tcp-nodelay/--no-tcp-nodelay", default=True, show_default=True,
+              help="nginx tcp_nodelay (TCP_NODELAY on keep-alive connections).")
 @click.option("--sndbuf", metavar="SIZE",
               help="nginx's socket send buffer (listen sndbuf=, e.g. 4m) [default: autotuned].")
 def serve(
     media: Path | None, netns: str | None, host: str | None, port: int,
     database_url: str | None, plain_tcp: bool, listens: tuple[str, ...],
-    announce: tuple[str, ...], tcp_nopush: bool, sndbuf: str | None,
+    announce: tuple[str, ...], tcp_nopush: bool, tcp_nodelay: bool, sndbuf: str | None,
 ) -> None:
     """Serve media, the player and the QoE collector; prints the URLs; Ctrl-C stops both."""
     from mpstream.hostnet import announced
 
     console = Console()
     try:
-        send = SendOptions(tcp_nopush=tcp_nopush, sndbuf=sndbuf)
+        send = SendOptions(tcp_nopush=tcp_nopush, tcp_nodelay=tcp_nodelay, sndbuf=sndbuf)
     except ValidationError as exc:
         reason = exc.errors()[0]["msg"].removeprefix("Value error, ")
         raise UserError(f"--sndbuf: {reason}") from None
