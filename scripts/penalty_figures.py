@@ -1,0 +1,125 @@
+"""The figures of docs/mptcp-penalties.md that the report does not print, from run folders.
+
+    .venv/bin/python scripts/penalty_figures.py first-segment RUN_DIR [RUN_DIR ...]
+    .venv/bin/python scripts/penalty_figures.py late-segments RUN_DIR [--from-index 5]
+    .venv/bin/python scripts/penalty_figures.py ratio RUN_DIR CONDITION_A CONDITION_B
+
+first-segment: per trial of the unbalanced conditions (--conditions), the first video and audio
+downloads' times at the page, the slow path's (path 1's) share of the bytes during the video one,
+and the time that share needs at the slow path's rate, with their correlation. late-segments:
+per unbalanced condition, the downloads from --from-index on (after the buffer filled): time,
+slow path's share, peak RTT of the slow path.
+ratio: startup delay of A over B, with a bootstrap 95% interval of the ratio of the means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+from pathlib import Path
+
+from mpstream.runner.evidence import trial_evidence
+from mpstream.runner.layout import load_trials
+from mpstream.runner.metrics import trial_metrics
+
+SLOW_PATH = 1
+
+
+UNBALANCED = "unbalanced,unbalanced-bbr,unbalanced-queue20"  # nginx without the cork
+
+
+def _trials(run_dirs: list[Path], conditions: str):
+    wanted = set(conditions.split(","))
+    for run_dir in run_dirs:
+        for rec in load_trials(run_dir):
+            if rec.ok and rec.condition in wanted:
+                yield rec
+
+
+def first_segment(run_dirs: list[Path], conditions: str) -> None:
+    predicted, observed = [], []
+    for rec in _trials(run_dirs, conditions):
+        first = {}
+        for e in sorted((e for e in rec.events if e.get("type") == "segment"),
+                        key=lambda e: e["data"]["t_request"]):
+            kind = {"video": "video", "muxed": "video", "audio": "audio"}.get(e["data"]["kind"])
+            if kind:  # not an init segment
+                first.setdefault(kind, e["data"])
+        took = {k: d["t_done"] - d["t_request"] for k, d in first.items()}
+        audio = took.get("audio", float("nan"))
+        line = f"{rec.dir.parent.parent.name:14} {rec.key:32} video {took['video']:4.0f} ms  " \
+               f"audio {audio:4.0f} ms"
+        n_paths = len(rec.profile["paths"])
+        share = trial_evidence(rec, n_paths).metrics.get(f"path{SLOW_PATH}_first_segment_share")
+        if share is not None:  # two paths: what the slow path's part needs at its rate
+            slow_bps = float(rec.profile["paths"][SLOW_PATH]["rate"])
+            predicted.append(1000 * share * first["video"]["bytes"] * 8 / slow_bps)
+            observed.append(took["video"])
+            line += f"  slow share {share:.2f}  predicted {predicted[-1]:4.0f} ms"
+        print(line)
+    if len(observed) > 2:
+        print(f"correlation {statistics.correlation(predicted, observed):.2f} "
+              f"over {len(observed)} trials")
+
+
+def late_segments(run_dirs: list[Path], conditions: str, from_index: int) -> None:
+    by_condition: dict[str, list[tuple[float, float, float]]] = {}
+    for rec in _trials(run_dirs, conditions):
+        ev = trial_evidence(rec, 2)
+        for row in ev.segments:
+            if row["segment_index"] < from_index or row["request_page_s"] is None:
+                continue
+            a, b = row["request_page_s"], row["last_byte_s"]
+            total = sum(row[f"bytes_path{p}"] or 0 for p in (0, 1))
+            rtts = [r["rtt_ms"] for r in ev.server
+                    if r["path"] == SLOW_PATH and a < r["t_s"] <= b and r["rtt_ms"]]
+            by_condition.setdefault(rec.condition, []).append(
+                (b - a, (row[f"bytes_path{SLOW_PATH}"] or 0) / total if total else 0.0,
+                 max(rtts, default=float("nan"))))
+    for condition, rows in by_condition.items():
+        cols = list(zip(*rows, strict=True))
+        print(f"{condition:24} n={len(rows):3}  time {min(cols[0]):.2f}-{max(cols[0]):.2f} s "
+              f"(median {statistics.median(cols[0]):.2f})  slow share median "
+              f"{statistics.median(cols[1]):.2f} (max {max(cols[1]):.2f})  slow RTT peak "
+              f"median {statistics.median(cols[2]):.0f} ms")
+
+
+def ratio(run_dir: Path, a: str, b: str, resamples: int = 10_000) -> None:
+    startup = {a: [], b: []}
+    for rec in load_trials(run_dir):
+        if rec.ok and rec.condition in startup:
+            startup[rec.condition].append(trial_metrics(rec, 2)["startup_delay_ms"])
+    xs, ys = startup[a], startup[b]
+    rng = random.Random(1)
+    boot = sorted(statistics.mean(rng.choices(xs, k=len(xs)))
+                  / statistics.mean(rng.choices(ys, k=len(ys))) for _ in range(resamples))
+    print(f"{a} {statistics.mean(xs):.0f} ms (n={len(xs)}) / {b} {statistics.mean(ys):.0f} ms "
+          f"(n={len(ys)}) = {statistics.mean(xs) / statistics.mean(ys):.3f}; bootstrap 95% "
+          f"[{boot[int(0.025 * resamples)]:.2f}, {boot[int(0.975 * resamples)]:.2f}]")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    for name in ("first-segment", "late-segments"):
+        p = sub.add_parser(name)
+        p.add_argument("runs", nargs="+", type=Path)
+        p.add_argument("--conditions", default=UNBALANCED, help="comma-separated labels")
+        if name == "late-segments":
+            p.add_argument("--from-index", type=int, default=5)
+    p = sub.add_parser("ratio")
+    p.add_argument("run", type=Path)
+    p.add_argument("a")
+    p.add_argument("b")
+    args = parser.parse_args()
+    if args.what == "first-segment":
+        first_segment(args.runs, args.conditions)
+    elif args.what == "late-segments":
+        late_segments(args.runs, args.conditions, args.from_index)
+    else:
+        ratio(args.run, args.a, args.b)
+
+
+if __name__ == "__main__":
+    main()
