@@ -169,14 +169,21 @@ def percentile(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, round(q / 100 * (len(s) - 1)))]
 
 
-@pytest.mark.parametrize("one_way_ms", [0.5, 10, 50])
+# 40 ms, not 50: ping prints a round trip of 100 ms or more in whole milliseconds, too coarse
+# for a bound of a millisecond.
+@pytest.mark.parametrize("one_way_ms", [0.5, 10, 40])
 def test_ping_rtt_is_twice_the_delay(path, one_way_ms):
     path.start({"delay_ms": one_way_ms})
-    rtts = path.ping_rtts(60)
-    assert len(rtts) == 60
+    rtts = path.ping_rtts(100)
+    assert len(rtts) == 100
     configured = 2 * one_way_ms
-    assert min(rtts) >= configured
-    assert percentile(rtts, 99) <= configured + 1.0, rtts
+    assert min(rtts) >= configured, sorted(rtts)
+    # The emulator's own cost (a TUN read and a write each way) is 0.2-0.5 ms, so the typical
+    # round trip sits within half a millisecond and nine in ten within one. The rarest few are
+    # left to the host: on these 2-core VMs even a SCHED_FIFO timer wakes up to 1.8 ms late
+    # under load (p99.9 1.5 ms), and a round trip takes four wake-ups.
+    assert percentile(rtts, 50) <= configured + 0.5, sorted(rtts)
+    assert percentile(rtts, 90) <= configured + 1.0, sorted(rtts)
 
 
 def test_tcp_reaches_the_rate(path):
@@ -260,8 +267,10 @@ def test_jitter_varies_delay_without_reordering(path):
     path.start({"delay_ms": 10, "jitter_ms": 4}, {"delay_ms": 10})
     rtts = path.ping_rtts(150, interval=0.02)
     assert len(rtts) == 150
-    # round trip: 20 ms plus the uplink's jitter in [-4, +4] (and a busy host's lateness)
-    assert min(rtts) >= 16 and percentile(rtts, 99) <= 25, sorted(rtts)
+    # round trip: 20 ms plus the uplink's jitter in [-4, +4], plus the emulator's own cost; the
+    # top 5% are left to the host (see test_ping_rtt_is_twice_the_delay). A jitter reaching +6
+    # would put the 95th percentile at 25.5 ms.
+    assert min(rtts) >= 16 and percentile(rtts, 95) <= 25, sorted(rtts)
     assert max(rtts) - min(rtts) > 4
     assert abs(sorted(rtts)[75] - 20) < 1.5
     # a dense UDP stream through the same jitter arrives in order
