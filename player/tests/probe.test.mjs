@@ -46,6 +46,22 @@ test('startup delay splits into manifest, first segment and decode time that add
   assert.equal(events.filter((e) => e.type === 'startup').length, 1, 'startup is recorded once');
 });
 
+test('a first frame stamped before its segment ended still splits into phases that add up', () => {
+  // Resource Timing and the compositor are different clocks; a playback run saw the frame
+  // 1.2 ms before the first segment's responseEnd, and decode time went below zero.
+  const { probe, events } = harness();
+  probe.playRequested(); // t = 1000
+  probe.manifestLoaded({ url: '/m.mpd', t_request: 1001, t_done: 1040.3, bytes: 1 });
+  segment(probe, 1050, 1284.6, { kind: 'video' });
+  probe.firstFrame(1283.4, R360);
+  const { data } = events.find((e) => e.type === 'startup');
+  assert.equal(data.startup_delay_ms, 283.4);
+  assert.equal(data.manifest_ms, 40.3);
+  assert.equal(data.first_segment_ms, 243.1);
+  assert.equal(data.decode_ms, 0);
+  assert.ok(Math.abs(data.manifest_ms + data.first_segment_ms + data.decode_ms - data.startup_delay_ms) < 0.01);
+});
+
 test('init segments do not count as the first media segment', () => {
   const { probe, events } = harness();
   probe.playRequested();

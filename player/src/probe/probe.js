@@ -19,10 +19,6 @@ function rounded(value, digits = 3) {
   return Math.round(value * scale) / scale;
 }
 
-function nonNegative(value) {
-  return value === null || value === undefined || !Number.isFinite(value) ? null : Math.max(0, value);
-}
-
 export class QoeProbe {
   /**
    * @param {object} options
@@ -106,21 +102,27 @@ export class QoeProbe {
    * First frame rendered. Startup delay is split into manifest time (play request → the last
    * manifest needed before the first media segment was requested), first segment time (→ that
    * segment fully downloaded) and decode time (→ the frame on screen); the three add up.
+   * The boundaries come from different clocks of the browser (Resource Timing's responseEnd,
+   * the compositor's presentation time), which can disagree by a millisecond or so: each
+   * boundary is placed within [play request, first frame] and after the one before it, so a
+   * frame stamped just before its segment's responseEnd gives a decode time of 0, not a sum
+   * larger than the startup delay.
    */
   firstFrame(tMs, rendition) {
     if (this.started || this.ended || this.playRequestedAt === null) return;
     const t0 = this.playRequestedAt;
+    const end = Math.max(t0, tMs);
+    const within = (t, from) => (t === null || !Number.isFinite(t) ? null : Math.min(end, Math.max(from, t)));
     const seg = this.firstMediaSegment;
     const before = seg ? this.manifests.filter((m) => m.t_done <= seg.t_request) : this.manifests;
-    const manifestDone = before.length ? Math.max(...before.map((m) => m.t_done)) : null;
-    const manifestMs = manifestDone === null ? null : nonNegative(manifestDone - t0);
-    const segmentDone = seg ? seg.t_done : null;
-    const firstSegmentMs =
-      segmentDone === null ? null : nonNegative(segmentDone - (manifestDone ?? t0));
-    const decodeMs = nonNegative(tMs - (segmentDone ?? manifestDone ?? t0));
+    const manifestDone = within(before.length ? Math.max(...before.map((m) => m.t_done)) : null, t0);
+    const segmentDone = within(seg ? seg.t_done : null, manifestDone ?? t0);
+    const manifestMs = manifestDone === null ? null : manifestDone - t0;
+    const firstSegmentMs = segmentDone === null ? null : segmentDone - (manifestDone ?? t0);
+    const decodeMs = end - (segmentDone ?? manifestDone ?? t0);
     this.rendition = { ...rendition };
     this.startup = {
-      startup_delay_ms: rounded(Math.max(0, tMs - t0)),
+      startup_delay_ms: rounded(end - t0),
       // A phase the player gave no timing for counts as 0 (the collector wants numbers).
       manifest_ms: rounded(manifestMs ?? 0),
       first_segment_ms: rounded(firstSegmentMs ?? 0),
