@@ -85,18 +85,29 @@ def late_segments(run_dirs: list[Path], conditions: str, from_index: int) -> Non
               f"median {statistics.median(cols[2]):.0f} ms")
 
 
-def ratio(run_dir: Path, a: str, b: str, resamples: int = 10_000) -> None:
+def bootstrap_ratio(xs: list[float], ys: list[float], resamples: int = 10_000,
+                    seed: int = 1) -> tuple[float, float, float]:
+    """mean(xs) / mean(ys), and the 2.5th and 97.5th percentiles of that ratio over resamples
+    of each sample with replacement."""
+    rng = random.Random(seed)
+    boot = sorted(statistics.mean(rng.choices(xs, k=len(xs)))
+                  / statistics.mean(rng.choices(ys, k=len(ys))) for _ in range(resamples))
+    return (statistics.mean(xs) / statistics.mean(ys), boot[int(0.025 * resamples)],
+            boot[int(0.975 * resamples)])
+
+
+def ratio(run_dir: Path, a: str, b: str) -> None:
     startup = {a: [], b: []}
     for rec in load_trials(run_dir):
         if rec.ok and rec.condition in startup:
             startup[rec.condition].append(trial_metrics(rec, 2)["startup_delay_ms"])
     xs, ys = startup[a], startup[b]
-    rng = random.Random(1)
-    boot = sorted(statistics.mean(rng.choices(xs, k=len(xs)))
-                  / statistics.mean(rng.choices(ys, k=len(ys))) for _ in range(resamples))
+    if len(xs) < 2 or len(ys) < 2:
+        raise SystemExit(f"ratio: need two or more ok trials of each; {a} has {len(xs)}, "
+                         f"{b} has {len(ys)} in {run_dir}")
+    value, low, high = bootstrap_ratio(xs, ys)
     print(f"{a} {statistics.mean(xs):.0f} ms (n={len(xs)}) / {b} {statistics.mean(ys):.0f} ms "
-          f"(n={len(ys)}) = {statistics.mean(xs) / statistics.mean(ys):.3f}; bootstrap 95% "
-          f"[{boot[int(0.025 * resamples)]:.2f}, {boot[int(0.975 * resamples)]:.2f}]")
+          f"(n={len(ys)}) = {value:.3f}; bootstrap 95% [{low:.2f}, {high:.2f}]")
 
 
 def main() -> None:

@@ -1,0 +1,67 @@
+"""scripts/penalty_figures.py: the ratio the docs quote for startup delays, from a run folder
+built here (trial.json and events.json, as the runner writes them)."""
+
+import importlib.util
+import json
+import statistics
+
+import pytest
+
+from mpstream.paths import REPO_ROOT
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location(
+        "penalty_figures", REPO_ROOT / "scripts" / "penalty_figures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+figures = _script()
+
+
+def _run(tmp_path, startups: dict[str, list[float]]):
+    order = 0
+    for label, values in startups.items():
+        for i, ms in enumerate(values):
+            key = f"r{i:02d}-{label}-dashjs"
+            d = tmp_path / "trials" / key
+            d.mkdir(parents=True)
+            (d / "trial.json").write_text(json.dumps(
+                {"key": key, "status": "ok", "order": order, "condition": {"label": label}}))
+            (d / "events.json").write_text(json.dumps([
+                {"seq": 0, "t_ms": 100.0 + ms, "type": "startup",
+                 "data": {"startup_delay_ms": ms, "manifest_ms": 0, "first_segment_ms": ms,
+                          "decode_ms": 0, "codec": "avc1.64001f", "width": 1280,
+                          "height": 720, "bitrate": 1_500_000}}]))
+            order += 1
+    return tmp_path
+
+
+def test_bootstrap_ratio_of_constant_samples_is_exact():
+    assert figures.bootstrap_ratio([600.0] * 5, [500.0] * 5, resamples=200) == (1.2, 1.2, 1.2)
+
+
+def test_bootstrap_interval_holds_the_ratio_and_narrows_with_more_trials():
+    xs = [480.0, 520.0, 610.0, 455.0, 530.0]
+    ys = [470.0, 505.0, 430.0, 515.0, 480.0]
+    value, low, high = figures.bootstrap_ratio(xs, ys, resamples=2000)
+    assert value == pytest.approx(statistics.mean(xs) / statistics.mean(ys))
+    assert low < value < high
+    _, low4, high4 = figures.bootstrap_ratio(xs * 4, ys * 4, resamples=2000)
+    assert high4 - low4 < 0.75 * (high - low)
+
+
+def test_ratio_reads_the_startup_delays_of_a_run(tmp_path, capsys):
+    run = _run(tmp_path, {"balanced": [500.0, 520.0, 480.0], "single": [400.0, 420.0, 380.0],
+                          "other": [9000.0, 9000.0]})
+    figures.ratio(run, "balanced", "single")
+    out = capsys.readouterr().out
+    assert out.startswith("balanced 500 ms (n=3) / single 400 ms (n=3) = 1.250; bootstrap 95% [")
+
+
+def test_ratio_names_a_condition_without_trials(tmp_path):
+    run = _run(tmp_path, {"balanced": [500.0, 520.0]})
+    with pytest.raises(SystemExit, match="single has 0"):
+        figures.ratio(run, "balanced", "single")
