@@ -125,6 +125,12 @@ def _loss(chain: list[Link]) -> float:
     return 1 - math.prod(1 - link.loss for link in chain)
 
 
+def rtt_slack_ms(configured_ms: float, jitter_ms: float = 0.0) -> float:
+    """How far a path's median round trip may stray from the configured one (both directions'
+    jitter added)."""
+    return RTT_TOLERANCE_MS + RTT_TOLERANCE_FRACTION * configured_ms + jitter_ms
+
+
 def _ping_measurements(topo: Topology, profile: Profile) -> list[Measurement]:
     procs = []
     for path in topo.paths:
@@ -142,8 +148,7 @@ def _ping_measurements(topo: Topology, profile: Profile) -> list[Measurement]:
         both = _chain(profile, path.index, "uplink") + _chain(profile, path.index, "downlink")
         label = f"{path.index} {path.name}"
         configured = profile.rtt_ms(path.index) + _serialization_ms(both, PING_BYTES)
-        slack = RTT_TOLERANCE_MS + RTT_TOLERANCE_FRACTION * configured + \
-            sum(link.jitter_ms for link in both)
+        slack = rtt_slack_ms(configured, sum(link.jitter_ms for link in both))
         traced = [link.trace for link in both if link.trace]
         high = None if traced else configured + slack
         note = "trace: waits for delivery opportunities, lower bound only" if traced else ""
