@@ -3,6 +3,7 @@
     .venv/bin/python scripts/penalty_figures.py first-segment RUN_DIR [RUN_DIR ...]
     .venv/bin/python scripts/penalty_figures.py late-segments RUN_DIR [--from-index 5]
     .venv/bin/python scripts/penalty_figures.py ratio RUN_DIR CONDITION_A CONDITION_B
+    .venv/bin/python scripts/penalty_figures.py peak-notsent RUN_DIR [--conditions A,B]
 
 first-segment: per trial of the unbalanced conditions (--conditions), the first video and audio
 downloads' times at the page, the slow path's (path 1's) share of the bytes during the video one,
@@ -10,6 +11,8 @@ and the time that share needs at the slow path's rate, with their correlation. l
 per unbalanced condition, the downloads from --from-index on (after the buffer filled): time,
 slow path's share, peak RTT of the slow path.
 ratio: startup delay of A over B, with a bootstrap 95% interval of the ratio of the means.
+peak-notsent: per trial, the most bytes one of the server's subflows held written and not sent
+at a poll (`notsent` in samples-server.csv).
 """
 
 from __future__ import annotations
@@ -110,6 +113,17 @@ def ratio(run_dir: Path, a: str, b: str) -> None:
           f"(n={len(ys)}) = {value:.3f}; bootstrap 95% [{low:.2f}, {high:.2f}]")
 
 
+def peak_notsent(run_dirs: list[Path], conditions: str) -> None:
+    by_condition: dict[str, list[int]] = {}
+    for rec in _trials(run_dirs, conditions):
+        peak = max((r["notsent"] or 0 for r in trial_evidence(rec, 2).server), default=0)
+        by_condition.setdefault(rec.condition, []).append(peak)
+    for condition, peaks in by_condition.items():
+        print(f"{condition:24} n={len(peaks):3}  peak subflow notsent per trial "
+              f"{min(peaks) // 1024}-{max(peaks) // 1024} KB: "
+              f"{', '.join(str(p // 1024) for p in peaks)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -119,6 +133,10 @@ def main() -> None:
         p.add_argument("--conditions", default=UNBALANCED, help="comma-separated labels")
         if name == "late-segments":
             p.add_argument("--from-index", type=int, default=5)
+    p = sub.add_parser("peak-notsent")
+    p.add_argument("runs", nargs="+", type=Path)
+    p.add_argument("--conditions", default="unbalanced,unbalanced-lowat16k",
+                   help="comma-separated labels")
     p = sub.add_parser("ratio")
     p.add_argument("run", type=Path)
     p.add_argument("a")
@@ -128,6 +146,8 @@ def main() -> None:
         first_segment(args.runs, args.conditions)
     elif args.what == "late-segments":
         late_segments(args.runs, args.conditions, args.from_index)
+    elif args.what == "peak-notsent":
+        peak_notsent(args.runs, args.conditions)
     else:
         ratio(args.run, args.a, args.b)
 

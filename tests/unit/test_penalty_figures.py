@@ -65,3 +65,22 @@ def test_ratio_names_a_condition_without_trials(tmp_path):
     run = _run(tmp_path, {"balanced": [500.0, 520.0]})
     with pytest.raises(SystemExit, match="single has 0"):
         figures.ratio(run, "balanced", "single")
+
+
+def test_peak_notsent_is_the_largest_held_at_one_poll_per_trial(tmp_path, capsys):
+    import csv
+
+    from mpstream.runner.sampler import FIELDS
+
+    run = _run(tmp_path, {"unbalanced": [500.0, 520.0]})
+    for i, peak in enumerate((300_000, 410_000)):
+        with (run / "trials" / f"r{i:02d}-unbalanced-dashjs" / "samples-server.csv").open(
+                "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=FIELDS)
+            w.writeheader()
+            for t, notsent in ((0.1, 1_000), (0.2, peak), (0.3, 0)):
+                w.writerow({k: "" for k in FIELDS} | {
+                    "t_s": t, "host": "server", "path": 1, "local": "10.2.0.2:8080",
+                    "peer": "10.1.1.2:5", "state": "ESTAB", "notsent": notsent})
+    figures.peak_notsent([run], "unbalanced")
+    assert "peak subflow notsent per trial 292-400 KB: 292, 400" in capsys.readouterr().out
