@@ -1,0 +1,33 @@
+"""Golden runs: two small run folders written by `mpstream run` before the trial became typed
+parts (a dash.js run over unbalanced MPTCP and single-path TCP, and an iperf3 run), with the
+CSV files `mpstream report` made of them then. The report of today must give the same rows:
+the trial record's migration, the one reading of a trial's data and the report's metrics all
+stand behind these files."""
+
+import csv
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mpstream.runner.report import build_report
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "runs"
+CSVS = ("conditions.csv", "trials.csv", "segments.csv")
+
+
+def _rows(path: Path) -> list[list[str]]:
+    with path.open(newline="") as fh:
+        return list(csv.reader(fh))
+
+
+@pytest.mark.parametrize("run", ["video", "iperf"])
+@pytest.mark.parametrize("name", CSVS)
+def test_report_of_a_run_from_before_the_refactor_is_unchanged(tmp_path, run, name):
+    run_dir = tmp_path / run
+    shutil.copytree(FIXTURES / run, run_dir)
+    report = build_report(run_dir, tmp_path / "report")
+    expected = _rows(FIXTURES / f"{run}-expected" / name)
+    got = _rows(report.out_dir / name)
+    assert got[0] == expected[0], f"{name}: columns changed"
+    assert got == expected
