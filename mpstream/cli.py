@@ -22,6 +22,7 @@ SUBCOMMANDS = {
     "serve": "mpstream.server.cli:serve",
     "play": "mpstream.player.cli:play",
     "run": "mpstream.runner.cli:run",
+    "trial": "mpstream.runner.trial:trial",
     "report": "mpstream.runner.cli:report",
     "demo": "mpstream.runner.cli:demo",
     "doctor": "mpstream.doctor:doctor",

@@ -24,13 +24,15 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mpstream.errors import UserError
+from mpstream.network import Network, PathCounters, PathInfo
 from mpstream.proc import pid_alive
+from mpstream.transport import Transport, get_transport, mptcp_enabled
 
 # Not under /run/mpstream/, whose folders are netem topologies (`netem clean` removes them).
 STATE_DIR = Path(os.environ.get("MPSTREAM_STATE_DIR", "/run/mpstream-hostnet"))
@@ -146,13 +148,6 @@ def route_interface(host: str) -> InterfaceSpec:
 def read_limits() -> dict[str, int]:
     text = ip("mptcp", "limits", "show").stdout.split()
     return {k: int(v) for k, v in zip(text[::2], text[1::2], strict=True)}
-
-
-def mptcp_enabled() -> bool:
-    try:
-        return Path("/proc/sys/net/mptcp/enabled").read_text().strip() == "1"
-    except OSError:
-        return False
 
 
 # --- the undo log -------------------------------------------------------------------------------
@@ -280,30 +275,19 @@ def _route_argv(route: dict[str, Any], dev: str) -> list[str]:
 
 
 @dataclass
-class PathInfo:
-    """One client path as `play_session` reads it (the same fields as an emulated path's)."""
-
-    index: int
-    client_ifname: str
-    client_addr: str
-    backup: bool = False
-
-
-@dataclass
-class HostPaths:
-    """The host's interfaces set up for one MPTCP session towards `server`.
+class HostPaths(Network):
+    """The host's interfaces set up for one session towards `server` over `transport`.
 
     The first interface carries the initial subflow (a rule sends traffic to the server through
-    it); each further interface gets a `subflow` endpoint (`backup` when asked). Use as a
-    context manager; `paths` and `path_bytes()` read like an emulated topology's, and
-    `client_ns` is None (the session runs where this process runs).
+    it); with a transport on the kernel's MPTCP each further interface gets a `subflow`
+    endpoint (`backup` when asked). Use as a context manager. The client is this process's own
+    network namespace; the server is another host, where nothing is run.
     """
 
     specs: list[InterfaceSpec]
     server: str
-    transport: str = "mptcp"
+    transport: Transport = field(default_factory=lambda: get_transport("mptcp"))
     purpose: str = "mpstream play"
-    client_ns: None = None
     interfaces: list[Interface] = field(default_factory=list)
     family: int = 4
     server_addr: str = ""
@@ -311,11 +295,26 @@ class HostPaths:
 
     @property
     def paths(self) -> list[PathInfo]:
-        return [PathInfo(i, itf.name, itf.address, itf.backup)
+        return [PathInfo(i, itf.name, itf.address, itf.name, itf.backup)
                 for i, itf in enumerate(self.interfaces)]
 
-    def path_bytes(self) -> list[dict[str, int]]:
+    def netns(self, host: str) -> str | None:
+        if host != "client":
+            raise UserError(f"{host}: the server of a real network is another host; mpstream "
+                            "runs nothing there")
+        return None
+
+    def path_bytes(self) -> list[PathCounters]:
         return interface_bytes([itf.name for itf in self.interfaces])
+
+    def capacity_bps(self, paths: Sequence[int]) -> float | None:
+        return None  # a real path's rate is measured (paths check), not configured
+
+    def start_events(self) -> None:
+        pass  # a real network has no timed events of ours
+
+    def down(self) -> None:
+        self.restore()
 
     def __enter__(self) -> HostPaths:
         self.setup()
@@ -332,7 +331,7 @@ class HostPaths:
             raise UserError(f"--interfaces: the first interface ({self.specs[0].name}) carries "
                             "the initial subflow and cannot be a backup; list a backup later.")
         self.interfaces = [describe_interface(s, self.family) for s in self.specs]
-        if self.transport != "mptcp" or len(self.interfaces) < 2:
+        if not self.transport.kernel_mptcp or len(self.interfaces) < 2:
             return  # one path: nothing to set up, only its counters are read
         if not mptcp_enabled():
             raise UserError("MPTCP is off in this kernel: `sysctl -w net.mptcp.enabled=1` "
@@ -470,10 +469,10 @@ def announced(addresses: list[str], purpose: str = "mpstream serve") -> Iterator
                             + f"); run `mpstream clean` (state in {state.path}).")
 
 
-def interface_bytes(names: list[str]) -> list[dict[str, int]]:
+def interface_bytes(names: list[str]) -> list[PathCounters]:
     """Received and sent bytes of each interface, from the kernel's counters."""
     links = {link["ifname"]: link for link in ip_json("-s", "link", "show")}
-    out = []
+    out: list[PathCounters] = []
     for name in names:
         if name not in links:
             raise UserError(f"interface {name} disappeared during the session")

@@ -13,7 +13,6 @@ counters.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,6 +21,7 @@ import click
 
 from mpstream.errors import UserError
 from mpstream.hostnet import HostPaths, InterfaceSpec, interface_bytes, parse_interfaces
+from mpstream.transport import TRANSPORTS, Transport, get_transport
 
 PROBE_PATH = "/probe/blob"  # served by `mpstream serve` (server/nginx.conf.j2)
 
@@ -34,17 +34,19 @@ def probe_url_for(url: str) -> str:
 
 
 def timed_download(url: str, seconds: float, interface: str | None = None,
-                   mptcp: bool = False) -> dict[str, Any]:
-    """curl fetches `url` for at most `seconds`; round trip (ms) and throughput (bit/s)."""
+                   transport: Transport | None = None) -> dict[str, Any]:
+    """curl fetches `url` for at most `seconds` (over `transport`, plain TCP when None); round
+    trip (ms) and throughput (bit/s)."""
     argv = ["curl", "-s", "-o", "/dev/null", "-w", "%{json}", "--max-time", f"{seconds:g}",
             "--connect-timeout", "5"]
     if interface:
         argv += ["--interface", interface]
     argv.append(url)
-    if mptcp:
-        if shutil.which("mptcpize") is None:
-            raise UserError("mptcpize is missing: install the mptcpd package (`make setup`)")
-        argv = ["mptcpize", "run", *argv]
+    if transport is not None:
+        missing = transport.missing()
+        if missing:
+            raise UserError("; ".join(missing))
+        argv = transport.wrap(argv)
     done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 15)
     try:
         info = json.loads(done.stdout)
@@ -66,23 +68,25 @@ def timed_download(url: str, seconds: float, interface: str | None = None,
 
 
 def check_paths(url: str, specs: list[InterfaceSpec], *, probe_url: str | None = None,
-                seconds: float = 3.0, transport: str = "mptcp") -> dict[str, Any]:
+                seconds: float = 3.0, transport: Transport | None = None) -> dict[str, Any]:
     """Each interface alone, then all of them together over `transport`."""
+    transport = transport or get_transport("mptcp")
     probe = probe_url or probe_url_for(url)
     out: dict[str, Any] = {"url": url, "probe_url": probe, "seconds": seconds,
                            "interfaces": [], "aggregate": None}
-    with HostPaths(specs, server=urlsplit(url).hostname or "", transport="tcp") as plain:
+    server = urlsplit(url).hostname or ""
+    with HostPaths(specs, server=server, transport=get_transport("tcp")) as plain:
         for path in plain.paths:
             out["interfaces"].append({"interface": path.client_ifname,
                                       "address": path.client_addr,
                                       **timed_download(probe, seconds, path.client_ifname)})
-    with HostPaths(specs, server=urlsplit(url).hostname or "", transport=transport,
+    with HostPaths(specs, server=server, transport=transport,
                    purpose="mpstream paths check") as paths:
         names = [p.client_ifname for p in paths.paths]
         before = interface_bytes(names)
-        agg = timed_download(probe, seconds, mptcp=transport == "mptcp")
+        agg = timed_download(probe, seconds, transport=transport)
         after = interface_bytes(names)
-    agg["transport"] = transport
+    agg["transport"] = transport.name
     agg["interface_rx_bytes"] = {n: a["rx_bytes"] - b["rx_bytes"]
                                  for n, a, b in zip(names, after, before, strict=True)}
     out["aggregate"] = agg
@@ -113,14 +117,14 @@ def paths() -> None:
                                   f"{PROBE_PATH}, which `mpstream serve` offers].")
 @click.option("--seconds", type=click.FloatRange(0.5, 60), default=3.0, show_default=True,
               help="Length of each timed download.")
-@click.option("--transport", type=click.Choice(["mptcp", "tcp"]), default="mptcp",
+@click.option("--transport", type=click.Choice(list(TRANSPORTS)), default="mptcp",
               show_default=True, help="Transport of the aggregate measurement.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def check(url: str, interfaces: str, probe_url: str | None, seconds: float, transport: str,
           as_json: bool) -> None:
     """Round trip and throughput of each interface to the server, then the aggregate."""
     result = check_paths(url, parse_interfaces(interfaces), probe_url=probe_url,
-                         seconds=seconds, transport=transport)
+                         seconds=seconds, transport=get_transport(transport))
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:

@@ -39,6 +39,10 @@ from mpstream.netem.profile import Link, Profile
 from mpstream.netem.system import require_tools
 from mpstream.netem.topology import Topology
 from mpstream.netem.traces import mean_bps as trace_mean_bps
+from mpstream.transport import get_transport
+
+# The aggregate of an mptcp profile is measured by iperf3 speaking MPTCP at both ends.
+MPTCP_WRAP = get_transport("mptcp").wrap
 
 RTT_TOLERANCE_MS = 1.5
 RTT_TOLERANCE_FRACTION = 0.05
@@ -188,7 +192,8 @@ def _iperf(topo: Topology, argv: list[str], *, mptcp: bool, duration_s: float) -
     (iperf3 3.12) come out above what the link can carry."""
     proc = topo.run("client", ["iperf3", "-c", topo.server_addr, "-R", "-J",
                                "-t", f"{duration_s + WARMUP_S:g}", *argv],
-                    mptcp=mptcp, capture_output=True, text=True, timeout=duration_s + 30)
+                    wrap=MPTCP_WRAP if mptcp else None, capture_output=True, text=True,
+                    timeout=duration_s + 30)
     try:
         intervals = [i["sum"] for i in json.loads(proc.stdout)["intervals"]]
     except (ValueError, KeyError):
@@ -277,7 +282,7 @@ def run_check(profile: Profile, *, name: str, duration_s: float = 3.0) -> CheckR
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
         if profile.mode == "mptcp":
             servers.append(topo.popen("server", ["iperf3", "-s", "-p", str(MPTCP_PORT)],
-                                      mptcp=True, stdout=subprocess.DEVNULL,
+                                      wrap=MPTCP_WRAP, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL))
         _wait_listening(topo, TCP_PORT)
         if profile.mode == "mptcp":

@@ -212,9 +212,13 @@ def exec_(name: str, host: str, argv: tuple[str, ...], mptcp: bool) -> None:
     """Run a command on HOST of topology NAME: `mpstream netem exec t1 client -- curl ...`."""
     from mpstream.netem.system import require_root
     from mpstream.netem.topology import Topology
+    from mpstream.transport import get_transport
 
     require_root()
-    command = Topology.attach(name).command(host, list(argv), mptcp=mptcp)
+    topo = Topology.attach(name)
+    # Wrapped only when the topology runs MPTCP: in tcp mode programs stay plain TCP.
+    wrap = get_transport("mptcp").wrap if mptcp and topo.mptcp else None
+    command = topo.command(host, list(argv), wrap=wrap)
     sys.stdout.flush()
     os.execvp(command[0], command)
 

@@ -22,12 +22,12 @@ import signal
 import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from mpstream.errors import UserError
-from mpstream.netem import teardown
+from mpstream.netem import teardown, traces
 from mpstream.netem.profile import Profile, load_profile
 from mpstream.netem.system import (
     PROC_SYS,
@@ -42,6 +42,7 @@ from mpstream.netem.system import (
     sysctl,
 )
 from mpstream.netem.teardown import STATE_DIR, netns_name
+from mpstream.network import Network, PathCounters, PathInfo
 from mpstream.proc import stop_pids
 
 SERVER_ADDR = "10.2.0.2"
@@ -51,21 +52,17 @@ NAME_RULE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_]{0,31}$")
 READY_TIMEOUT_S = 10.0
 
 
-@dataclass(frozen=True)
-class PathInfo:
-    index: int
-    name: str
-    client_addr: str  # the client's address on this path (bind to it to pin traffic here)
-    client_ifname: str  # interface in the client namespace
-    router_addr: str  # next hop from the client over this path
-
-
 def _path_info(profile: Profile, index: int) -> PathInfo:
     return PathInfo(index=index, name=profile.path_label(index), client_addr=f"10.1.{index}.2",
-                    client_ifname=f"p{index}", router_addr=f"10.1.{index}.1")
+                    client_ifname=f"p{index}", backup=profile.paths[index].backup)
 
 
-class Topology:
+def router_addr(index: int) -> str:
+    """The next hop from the client over path `index`."""
+    return f"10.1.{index}.1"
+
+
+class Topology(Network):
     """A running topology. Build it with `Topology.up(profile, name)`; use it as a context
     manager so that it is always torn down, or call `down()`."""
 
@@ -80,7 +77,8 @@ class Topology:
         self.server_ns = netns_name(name, "server")
         self.link_ns = netns_name(name, "link")
         self.server_addr = SERVER_ADDR
-        self.paths = [_path_info(profile, i) for i in range(len(profile.paths))]
+        self.single_path = profile.tcp_path
+        self._paths = [_path_info(profile, i) for i in range(len(profile.paths))]
         self.state_dir = STATE_DIR / name
         self._down = False
         self.detached = False
@@ -168,6 +166,10 @@ class Topology:
     # ---- running programs on the hosts ------------------------------------------------------
 
     @property
+    def paths(self) -> list[PathInfo]:
+        return self._paths
+
+    @property
     def mptcp(self) -> bool:
         return self.profile.mode == "mptcp"
 
@@ -177,28 +179,12 @@ class Topology:
         except KeyError:
             raise UserError(f"host {host!r}: choose client, server or link") from None
 
-    def command(self, host: str, argv: Sequence[str], *, mptcp: bool = False) -> list[str]:
-        """argv run inside `host`'s namespace; `mptcp=True` wraps it in `mptcpize run` when
-        the profile's mode is mptcp (and not in tcp mode, where programs stay plain TCP)."""
-        wrapped = list(argv)
-        if mptcp and self.mptcp:
-            wrapped = ["mptcpize", "run", *wrapped]
-        return ["ip", "netns", "exec", self.netns(host), *wrapped]
-
-    def run(self, host: str, argv: Sequence[str], *, mptcp: bool = False,
-            **kw: Any) -> subprocess.CompletedProcess:
-        return subprocess.run(self.command(host, argv, mptcp=mptcp), **kw)
-
-    def popen(self, host: str, argv: Sequence[str], *, mptcp: bool = False,
-              **kw: Any) -> subprocess.Popen:
-        return subprocess.Popen(self.command(host, argv, mptcp=mptcp), **kw)
-
-    def path_bytes(self) -> list[dict[str, int]]:
+    def path_bytes(self) -> list[PathCounters]:
         """Kernel byte counters of each client path interface (rx = towards the client)."""
         out = sh(["ip", "-n", self.client_ns, "-s", "-j", "link", "show"]).stdout
         by_name = {link["ifname"]: link.get("stats64", link.get("stats", {}))
                    for link in json.loads(out)}
-        result = []
+        result: list[PathCounters] = []
         for path in self.paths:
             stats = by_name[path.client_ifname]
             result.append({"rx_bytes": int(stats["rx"]["bytes"]),
@@ -206,6 +192,21 @@ class Topology:
                            "rx_packets": int(stats["rx"]["packets"]),
                            "tx_packets": int(stats["tx"]["packets"])})
         return result
+
+    def capacity_bps(self, paths: Sequence[int]) -> float | None:
+        """The sum of the nominal downlink rates of `paths` (a trace's mean rate), capped by a
+        shared server link's rate; None when one of them is unlimited."""
+        total = 0.0
+        for i in paths:
+            link = self.profile.link(i, "downlink")
+            rate = traces.mean_bps(link.trace) if link.trace is not None else link.rate_bps
+            if not rate:
+                return None
+            total += float(rate)
+        shared = self.profile.server_link_model("downlink")
+        if shared is not None and shared.rate_bps:
+            total = min(total, float(shared.rate_bps))
+        return total
 
     def start_events(self) -> None:
         """Makes now the t=0 of the profile's timed events (path failures, changes)."""
@@ -288,7 +289,7 @@ class Topology:
             i = path.index
             lines += [f"link add c{i} type veth peer name {path.client_ifname} "
                       f"netns {self.client_ns}",
-                      f"addr add {path.router_addr}/24 dev c{i}", f"link set c{i} up"]
+                      f"addr add {router_addr(path.index)}/24 dev c{i}", f"link set c{i} up"]
         ip_batch(self.link_ns, lines)
 
     def _configure_client(self) -> None:
@@ -301,12 +302,12 @@ class Topology:
                 f"addr add {path.client_addr}/24 dev {path.client_ifname}",
                 f"link set {path.client_ifname} up",
                 # Traffic from this path's address leaves by this path (pins subflows, -B binds).
-                f"route add {SERVER_SUBNET} via {path.router_addr} dev {path.client_ifname} "
+                f"route add {SERVER_SUBNET} via {router_addr(path.index)} dev {path.client_ifname} "
                 f"table {table}",
                 f"rule add from {path.client_addr} lookup {table} pref {table}",
             ]
         primary = self.paths[p.primary_path]
-        lines.append(f"route add {SERVER_SUBNET} via {primary.router_addr} "
+        lines.append(f"route add {SERVER_SUBNET} via {router_addr(primary.index)} "
                      f"dev {primary.client_ifname}")
         extra = [path for path in self.paths if path.index != p.primary_path]
         if p.mode == "mptcp":

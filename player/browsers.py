@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mpstream.errors import UserError
+from mpstream.network import Wrapper
 from mpstream.proc import pid_alive, stop
 
 BROWSERS = ("chromium", "firefox")
@@ -135,16 +136,16 @@ def check_browser(browser: str) -> None:
             raise UserError("node is missing (it runs the Firefox driver): run `make setup`")
 
 
-def write_browser_wrapper(directory: Path, netns: str | None, mptcp: bool,
+def write_browser_wrapper(directory: Path, netns: str | None, wrap: Wrapper | None,
                           target: str | None = None) -> Path:
-    """A script that exec's the browser inside `netns` (when given) under mptcpize (when
-    `mptcp`); every step exec's in place, so the process its starter holds is the browser's."""
+    """A script that exec's the browser inside `netns` (when given) wrapped by a transport's
+    `wrap` (e.g. `mptcpize run`); every step exec's in place, so the process its starter holds
+    is the browser's."""
     argv: list[str] = []
     if netns is not None:
         argv += ["ip", "netns", "exec", netns]
-    if mptcp:
-        argv += ["mptcpize", "run"]
-    argv.append(target or CHROMIUM)
+    browser = [target or CHROMIUM]
+    argv += wrap(browser) if wrap is not None else browser
     script = directory / "browser-in-netns"
     script.write_text(f'#!/bin/sh\nexec {shlex.join(argv)} "$@"\n')
     script.chmod(0o755)
@@ -194,14 +195,14 @@ class _PlaywrightPage:
 
 
 @contextlib.contextmanager
-def chromium_in_namespace(netns: str | None, *, mptcp: bool) -> Iterator[Any]:
+def chromium_in_namespace(netns: str | None, *, wrap: Wrapper | None = None) -> Iterator[Any]:
     """Headless Chromium (a Playwright Browser) whose every socket lives in `netns`, and is
-    MPTCP when `mptcp`; closed, with its temporary files, on the way out."""
+    wrapped by a transport's `wrap` when given; closed, with its temporary files, on the way out."""
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory(prefix="mps-player-") as tmp, sync_playwright() as pw:
-        wrapper = write_browser_wrapper(Path(tmp), netns, mptcp)
+        wrapper = write_browser_wrapper(Path(tmp), netns, wrap)
         try:
             browser = pw.chromium.launch(executable_path=str(wrapper), headless=True,
                                          args=CHROMIUM_FLAGS, timeout=LAUNCH_TIMEOUT_S * 1000)
@@ -216,8 +217,8 @@ def chromium_in_namespace(netns: str | None, *, mptcp: bool) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def _chromium(netns: str | None, mptcp: bool) -> Iterator[_PlaywrightPage]:
-    with chromium_in_namespace(netns, mptcp=mptcp) as browser:
+def _chromium(netns: str | None, wrap: Wrapper | None) -> Iterator[_PlaywrightPage]:
+    with chromium_in_namespace(netns, wrap=wrap) as browser:
         yield _PlaywrightPage(browser.new_page(viewport=VIEWPORT))
 
 
@@ -229,14 +230,14 @@ class FirefoxDriver:
 
     browser = "firefox"
 
-    def __init__(self, netns: str | None, mptcp: bool, workdir: Path):
+    def __init__(self, netns: str | None, wrap: Wrapper | None, workdir: Path):
         self.console: list[str] = []
         self.firefox_pid: int | None = None
         self.version: str | None = None
         self._replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self._next_id = 0
         self._gone: str | None = None
-        target = write_browser_wrapper(workdir, None, mptcp, target=FIREFOX)
+        target = write_browser_wrapper(workdir, None, wrap, target=FIREFOX)
         options = {"executablePath": str(target), "prefs": FIREFOX_PREFS,
                    "launchTimeoutMs": int(LAUNCH_TIMEOUT_S * 1000)}
         argv = ["node", str(DRIVER_SCRIPT), json.dumps(options)]
@@ -363,9 +364,9 @@ class _FirefoxPage:
 
 
 @contextlib.contextmanager
-def _firefox(netns: str | None, mptcp: bool) -> Iterator[_FirefoxPage]:
+def _firefox(netns: str | None, wrap: Wrapper | None) -> Iterator[_FirefoxPage]:
     with tempfile.TemporaryDirectory(prefix="mps-firefox-") as tmp:
-        driver = FirefoxDriver(netns, mptcp, Path(tmp))
+        driver = FirefoxDriver(netns, wrap, Path(tmp))
         try:
             try:
                 driver.start()
@@ -382,10 +383,12 @@ def _where(netns: str | None) -> str:
 
 
 @contextlib.contextmanager
-def open_page(browser: str, netns: str | None, *, mptcp: bool) -> Iterator[Page]:
+def open_page(browser: str, netns: str | None, *,
+              wrap: Wrapper | None = None) -> Iterator[Page]:
     """A page of headless `browser` whose every socket lives in `netns` (None: this one), and
-    is MPTCP when `mptcp`; the browser, its driver and temporary files go on the way out."""
+    speaks the transport whose `wrap` is given (e.g. MPTCP); the browser, its driver and
+    temporary files go on the way out."""
     check_browser(browser)
     opener = _chromium if browser == "chromium" else _firefox
-    with opener(netns, mptcp) as page:
+    with opener(netns, wrap) as page:
         yield page

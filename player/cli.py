@@ -16,13 +16,14 @@ from rich.table import Table
 from mpstream.errors import UserError
 from mpstream.player.browsers import BROWSERS, check_browser
 from mpstream.player.codecs import CODECS, check_codec
-from mpstream.player.session import MANIFESTS, play_session
+from mpstream.player.session import MANIFESTS, PlayRequest, PlayResult, play_session
+from mpstream.transport import TRANSPORTS, for_network_mode, get_transport
 
 # What --json prints at least (issue: the player), in this order.
 JSON_FIELDS = (
     "session", "player", "browser", "transport", "codec", "startup_delay_ms", "stall_count",
     "stall_ms", "segments", "mean_download_rate_bps", "mean_bitrate_bps", "dropped_frames",
-    "total_frames", "errors", "paths", "mptcp",
+    "total_frames", "errors", "paths", "proof",
 )  # fmt: skip
 
 
@@ -55,9 +56,10 @@ def _print_human(result: dict[str, Any], console: Console) -> None:
         ("errors", str(result.get("errors"))),
         ("played", f"{result.get('played_s')} s"),
     ]
-    if result.get("mptcp"):
-        rows.append(("MPTCP (client)", f"{result['mptcp']['mp_capable']} MP_CAPABLE, "
-                                       f"{result['mptcp']['mp_join']} MP_JOIN"))
+    proof = result.get("proof")
+    if isinstance(proof, dict) and proof:
+        rows.append(("on the wire (client)",
+                     ", ".join(f"{n} {name}" for name, n in proof.items())))
     if result.get("live_latency_samples"):
         rows.append(("latency to live", f"mean {result['live_latency_mean_s']:.2f} s,"
                      f" p95 {result['live_latency_p95_s']:.2f} s"))
@@ -108,7 +110,7 @@ def _player_for(url: str, player: str | None) -> str:
               help="Video codec family to play: auto lets the player pick among what the "
                    "browser decodes; avc or hevc keep only that family (refused up front if the "
                    "browser cannot decode it).")
-@click.option("--transport", type=click.Choice(["mptcp", "tcp"]), default=None,
+@click.option("--transport", type=click.Choice(list(TRANSPORTS)), default=None,
               help="The browser's sockets: mptcp (under mptcpize) or plain tcp. "
                    "Default: the profile's mode (mptcp with --url).")
 @click.option("--duration", "duration_s", type=click.FloatRange(min=1), default=30.0,
@@ -140,15 +142,15 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
         if media is not None or profile is not None:
             raise UserError("--url plays from a server elsewhere: leave out --media and --profile")
         player = _player_for(url, player)
-        transport = transport or "mptcp"
-        session_id = session_id or f"play-{player}-{transport}-{time.strftime('%Y%m%dT%H%M%S')}"
+        chosen = get_transport(transport or "mptcp")
+        session_id = session_id or f"play-{player}-{chosen.name}-{time.strftime('%Y%m%dT%H%M%S')}"
         from mpstream.player.real import play_url
 
-        result = play_url(url, player=player, transport=transport, interfaces=interfaces,
-                          collector_url=collector_url, duration_s=duration_s,
-                          session_id=session_id, scenario=scenario, trial=trial,
-                          screenshot=screenshot, buffer_s=buffer_s,
-                          target_latency_s=target_latency_s, browser=browser, codec=codec)
+        result = play_url(url, interfaces, PlayRequest(
+            player=player, transport=chosen, manifest_path=url, collector_url=collector_url,
+            duration_s=duration_s, session_id=session_id, scenario=scenario, trial=trial,
+            screenshot=screenshot, buffer_s=buffer_s, target_latency_s=target_latency_s,
+            browser=browser, codec=codec))
         _output(result, session_id, as_json)
         return
     if interfaces is not None or collector_url is not None:
@@ -166,31 +168,29 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
     # Before anything is built: a codec this browser cannot decode is refused here. (With --url
     # the page refuses it, from the manifest it loads, before playing.)
     check_codec(browser, codec, media, player)
-    transport = transport or prof.mode
-    session_id = session_id or f"play-{player}-{transport}-{time.strftime('%Y%m%dT%H%M%S')}"
+    chosen = get_transport(transport) if transport else for_network_mode(prof.mode)
+    session_id = session_id or f"play-{player}-{chosen.name}-{time.strftime('%Y%m%dT%H%M%S')}"
     console = Console(stderr=True)
     with Topology.up(prof, name=name) as topo:
         if not as_json:
             console.print(f"topology {topo.name} up: {len(topo.paths)} path(s); serving {media}")
         with ServerStack(media.resolve(), netns=topo.server_ns, host=topo.server_addr,
-                         mptcp=transport == "mptcp",
-                         send=prof.server) as stack:
+                         mptcp=chosen.kernel_mptcp, send=prof.server) as stack:
             topo.start_events()
-            result = play_session(topo, stack, player=player, manifest_path=MANIFESTS[player],
-                                  transport=transport, duration_s=duration_s,
-                                  session_id=session_id, scenario=scenario, trial=trial,
-                                  screenshot=screenshot, buffer_s=buffer_s,
-                                  target_latency_s=target_latency_s, browser=browser,
-                                  codec=codec)
+            result = play_session(topo, stack, PlayRequest(
+                player=player, transport=chosen, duration_s=duration_s, session_id=session_id,
+                scenario=scenario, trial=trial, screenshot=screenshot, buffer_s=buffer_s,
+                target_latency_s=target_latency_s, browser=browser, codec=codec))
     _output(result, session_id, as_json)
 
 
-def _output(result: dict[str, Any], session_id: str, as_json: bool) -> None:
+def _output(played: PlayResult, session_id: str, as_json: bool) -> None:
+    result = played.as_json()
     if as_json:
         ordered = {key: result.get(key) for key in JSON_FIELDS}
         ordered.update({k: v for k, v in result.items() if k not in ordered})
         click.echo(json.dumps(ordered, indent=2))
     else:
         _print_human(result, Console())
-    if result["failure"]:
-        raise UserError(f"session {session_id} failed: {result['failure']}", exit_code=1)
+    if played.failure:
+        raise UserError(f"session {session_id} failed: {played.failure}", exit_code=1)

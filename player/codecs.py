@@ -55,7 +55,7 @@ def probe_support(browser: str, types: list[str]) -> dict[str, bool]:
     """What a blank page of headless `browser` says of each type (MediaSource.isTypeSupported)."""
     from mpstream.player.browsers import open_page
 
-    with open_page(browser, None, mptcp=False) as page:
+    with open_page(browser, None) as page:
         page.goto("about:blank", 30)
         return page.evaluate(
             f"Object.fromEntries({json.dumps(types)}.map((t) => "

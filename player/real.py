@@ -5,14 +5,18 @@ MPTCP for the session and restored after (mpstream.hostnet)."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from mpstream.errors import UserError
+from mpstream.hostnet import HostPaths, parse_interfaces, route_interface
+from mpstream.player.session import PageServer, PlayRequest, PlayResult, play_session
+from mpstream.server.stack import ServerStack
+from mpstream.transport import Transport
 
 
 def _check_url(url: str) -> None:
@@ -28,31 +32,38 @@ def _free_local_port() -> int:
         return sock.getsockname()[1]
 
 
-def play_url(url: str, *, player: str, transport: str, interfaces: str | None,
-             collector_url: str | None, on_done: Callable[[Any], None] | None = None,
-             **session: Any) -> dict[str, Any]:
-    """Plays `url` (`interfaces`: "IF1,IF2[:backup]", default the route to the server's).
-    `on_done(stack)` runs once the session has ended, while the local collector still
-    answers."""
-    from mpstream.hostnet import HostPaths, parse_interfaces, route_interface
-    from mpstream.player.session import play_session
-    from mpstream.proc import signals_interrupt
-    from mpstream.server.stack import ServerStack
-
-    _check_url(url)
-    host = urlsplit(url).hostname or ""
-    specs = parse_interfaces(interfaces) if interfaces else [route_interface(host)]
-    with (
-        signals_interrupt(),
-        tempfile.TemporaryDirectory(prefix="mps-play-url-") as page_media,
-        HostPaths(specs, server=host, transport=transport) as paths,
-        ServerStack(Path(page_media), host="127.0.0.1", port=_free_local_port(),
-                    mptcp=False) as stack,
-    ):
-        result = play_session(paths, stack, player=player, manifest_path=url,
-                              transport=transport, collector_url=collector_url, **session)
+def play_url(url: str, interfaces: str | None, request: PlayRequest,
+             on_done: Callable[[PageServer], None] | None = None) -> PlayResult:
+    """Plays `request` (its manifest: `url`) over this host's `interfaces` ("IF1,IF2[:backup]",
+    default the route to the server's). `on_done(server)` runs once the session has ended,
+    while the local collector still answers."""
+    with real_network(url, interfaces, request.transport) as paths, page_server() as stack:
+        result = play_session(paths, stack, request)
         if on_done is not None:
             on_done(stack)
     return result
 
 
+@contextlib.contextmanager
+def real_network(url: str, interfaces: str | None, transport: Transport) -> Iterator[HostPaths]:
+    """This host's interfaces towards `url`'s server, set up for `transport` and restored on
+    the way out (also on SIGTERM)."""
+    from mpstream.proc import signals_interrupt
+
+    _check_url(url)
+    host = urlsplit(url).hostname or ""
+    specs = parse_interfaces(interfaces) if interfaces else [route_interface(host)]
+    with signals_interrupt(), HostPaths(specs, server=host, transport=transport) as paths:
+        yield paths
+
+
+@contextlib.contextmanager
+def page_server() -> Iterator[ServerStack]:
+    """The player page and a collector on loopback (plain TCP), with its files in a temporary
+    folder (a unix socket's path must be short)."""
+    with (
+        tempfile.TemporaryDirectory(prefix="mps-play-url-") as page_media,
+        ServerStack(Path(page_media), host="127.0.0.1", port=_free_local_port(),
+                    mptcp=False) as stack,
+    ):
+        yield stack

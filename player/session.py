@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypedDict
 from urllib.parse import urlencode
 
 from mpstream.errors import UserError
+from mpstream.network import Network, PathCounters
 from mpstream.player.browsers import (
     BROWSERS,
     BrowserError,
@@ -29,9 +31,9 @@ from mpstream.player.browsers import (
     open_page,
 )
 from mpstream.player.codecs import CODECS, family
+from mpstream.transport import Transport
 
 DIST_DIR = Path(__file__).resolve().parent / "dist"
-TRANSPORTS = ("mptcp", "tcp")
 PLAYERS = {"hlsjs": "hls", "dashjs": "dash"}
 MANIFESTS = {"hlsjs": "/media/hls/master.m3u8", "dashjs": "/media/dash/manifest.mpd"}
 # Kept under its old name for callers that drive Chromium's Playwright Browser themselves.
@@ -44,10 +46,6 @@ DRAIN_MARGIN_S = 25.0
 SCREENSHOT_AFTER_S = 4.0
 HUD_TEXT = """Object.fromEntries([...document.querySelectorAll('#hud dd')]
     .map((dd) => [dd.dataset.field, dd.textContent]))"""
-# Client-side MPTCP counters (/proc/net/netstat, MPTcpExt) that prove MPTCP was spoken: the
-# server's SYN/ACK carried MP_CAPABLE, and the server answered an MP_JOIN of an extra subflow.
-MP_CAPABLE_COUNTER = "MPCapableSYNACKRX"
-MP_JOIN_COUNTER = "MPJoinSynAckRx"
 
 
 def page_url(
@@ -90,12 +88,104 @@ def page_url(
     return f"{base_url.rstrip('/')}/player/index.html?{urlencode(params)}"
 
 
-def check_prerequisites(player: str, transport: str, manifest_path: str,
-                        browser: str = "chromium", codec: str = "auto") -> None:
+@dataclass(frozen=True)
+class PlayRequest:
+    """One session to play. `manifest_path`: a path on the server, or any manifest's URL.
+    `duration_s` counts from the play request. `buffer_s` caps how far ahead the player
+    buffers (default: the library's own target); `target_latency_s` sets how far behind the
+    live edge a live stream is played; `codec` (auto, avc, hevc) restricts the video codec
+    family. Events go to `collector_url` when given (a collector on another host), else to the
+    page server's collector."""
+
+    player: str
+    transport: Transport
+    session_id: str
+    duration_s: float
+    manifest_path: str = ""
+    scenario: str | None = None
+    trial: int | None = None
+    screenshot: Path | None = None
+    startup_timeout_s: float = STARTUP_TIMEOUT_S
+    buffer_s: float | None = None
+    collector_url: str | None = None
+    target_latency_s: float | None = None
+    browser: str = "chromium"
+    codec: str = "auto"
+
+    @property
+    def manifest(self) -> str:
+        return self.manifest_path or MANIFESTS.get(self.player, "")
+
+
+class PageServer(Protocol):
+    """What serves the player page (and, usually, the media and the collector)."""
+
+    @property
+    def base_url(self) -> str: ...
+
+    @property
+    def collector_socket(self) -> Path | None: ...
+
+
+class PathReport(TypedDict, total=False):
+    index: int
+    address: str
+    interface: str
+    rx_bytes: int
+    tx_bytes: int
+    rx_packets: int
+    rx_share: float
+
+
+JsonObject = dict[str, object]
+
+
+@dataclass
+class PlayResult:
+    """A played session: the collector's summary of it (`summary`), the bytes each client path
+    carried (from the kernel's interface counters), what proves the transport on the wire
+    (`proof`, e.g. MP_CAPABLE and MP_JOIN), the codec decoded, the page's own account and
+    `failure`: None, or why the session failed (manifest not found, no frame, collector down,
+    the browser killed, the transport not really used, another codec than asked for)."""
+
+    summary: JsonObject
+    browser: str
+    transport: str
+    codec_requested: str
+    codec: str | None
+    paths: list[PathReport]
+    proof: dict[str, int] | None
+    page: JsonObject
+    url: str
+    failure: str | None = None
+    hud: dict[str, str] | None = None
+    console: list[str] = field(default_factory=list)
+    screenshot_taken: bool = False
+
+    @property
+    def startup_seen(self) -> bool:
+        return self.summary.get("startup_delay_ms") is not None
+
+    def as_json(self) -> JsonObject:
+        """The flat object of `play --json` and a trial's summary.json: the summary's fields,
+        then the session's own."""
+        out: JsonObject = dict(self.summary)
+        out.update(browser=self.browser, codec_requested=self.codec_requested,
+                   paths=self.paths, proof=self.proof, page=self.page, failure=self.failure,
+                   url=self.url)
+        out.setdefault("transport", self.transport)
+        out.setdefault("codec", self.codec)
+        if self.screenshot_taken:
+            out["hud"] = self.hud  # what the HUD said when the screenshot was taken
+        if self.failure:
+            out["console"] = self.console[-20:]
+        return out
+
+
+def check_prerequisites(player: str, manifest_path: str, browser: str = "chromium",
+                        codec: str = "auto") -> None:
     if player not in PLAYERS:
         raise UserError(f"player {player!r}: choose one of {', '.join(PLAYERS)}")
-    if transport not in TRANSPORTS:
-        raise UserError(f"transport {transport!r}: choose mptcp or tcp")
     if not manifest_path.startswith(("/", "http://", "https://")):
         raise UserError(f"manifest_path {manifest_path!r}: give a path on the server, e.g. "
                         f"{MANIFESTS[player]}, or an http(s) URL")
@@ -109,10 +199,10 @@ def check_prerequisites(player: str, transport: str, manifest_path: str,
     check_browser(browser)
 
 
-def _collector_get(stack: Any, page: Page | None, path: str,
-                   collector_url: str | None = None) -> dict[str, Any] | None:
+def _collector_get(server: PageServer, page: Page | None, path: str,
+                   collector_url: str | None = None) -> JsonObject | None:
     """GET an API path: from a collector elsewhere when `collector_url` names one; else
-    straight over the collector's socket when the stack has one (works even when the emulated
+    straight over the collector's socket when the server has one (works even when the emulated
     paths are down, or the browser is gone), else from the page."""
     if collector_url is not None:
         import requests
@@ -122,7 +212,7 @@ def _collector_get(stack: Any, page: Page | None, path: str,
         except requests.RequestException:
             return None
         return resp.json() if resp.status_code == 200 else None
-    socket_path = getattr(stack, "collector_socket", None)
+    socket_path = server.collector_socket
     if socket_path is not None:
         from mpstream.server.stack import unix_get
 
@@ -136,10 +226,10 @@ def _collector_get(stack: Any, page: Page | None, path: str,
     return page.evaluate(f"fetch({url}).then((r) => (r.ok ? r.json() : null))")
 
 
-def _record_browser_failure(stack: Any, session_id: str, message: str) -> bool:
+def _record_browser_failure(server: PageServer, session_id: str, message: str) -> bool:
     """The page cannot end a session whose browser died: its error and end records are added
     here, after the last event that reached the collector, so the session ends as failed."""
-    socket_path = getattr(stack, "collector_socket", None)
+    socket_path = server.collector_socket
     if socket_path is None:
         return False
     from mpstream.server.stack import unix_get, unix_post
@@ -167,106 +257,47 @@ def _record_browser_failure(stack: Any, session_id: str, message: str) -> bool:
         return False
 
 
-def mptcp_counters(topology: Any) -> dict[str, int]:
-    """The client namespace's MPTcpExt counters (/proc/net/netstat read inside it; this
-    process's own namespace when the topology has none, as on real hosts)."""
-    if getattr(topology, "client_ns", None) is None:
-        text = Path("/proc/net/netstat").read_text()
-    else:
-        text = topology.run("client", ["cat", "/proc/net/netstat"], capture_output=True,
-                            text=True, check=True).stdout
-    lines = text.splitlines()
-    for head, values in zip(lines[::2], lines[1::2], strict=False):
-        if head.startswith("MPTcpExt:"):
-            return dict(zip(head.split()[1:], map(int, values.split()[1:]), strict=True))
-    return {}
-
-
-def mptcp_evidence(before: dict[str, int], after: dict[str, int], paths: int,
-                   browser: str) -> tuple[dict[str, int], str | None]:
-    """MP_CAPABLE connections and MP_JOIN subflows opened during a session, and why that does
-    not prove MPTCP (None when it does)."""
-    evidence = {"mp_capable": after.get(MP_CAPABLE_COUNTER, 0) - before.get(MP_CAPABLE_COUNTER, 0),
-                "mp_join": after.get(MP_JOIN_COUNTER, 0) - before.get(MP_JOIN_COUNTER, 0)}
-    if evidence["mp_capable"] <= 0:
-        return evidence, (f"transport mptcp, but {browser} opened no MPTCP connection (no "
-                          f"MP_CAPABLE SYN/ACK counted in the client namespace): its sockets "
-                          f"were plain TCP, so mptcpize did not reach the process that opens "
-                          f"them")
-    if paths > 1 and evidence["mp_join"] <= 0:
-        return evidence, (f"transport mptcp, but no MP_JOIN subflow was opened over the "
-                          f"{paths} paths during the session ({browser})")
-    return evidence, None
-
-
-def _path_report(topology: Any, before: list[dict[str, int]], after: list[dict[str, int]]):
-    paths = []
-    for info, b, a in zip(topology.paths, before, after, strict=True):
+def _path_report(network: Network, before: list[PathCounters],
+                 after: list[PathCounters]) -> list[PathReport]:
+    paths: list[PathReport] = []
+    for info, b, a in zip(network.paths, before, after, strict=True):
         paths.append({
             "index": info.index,
             "address": info.client_addr,
             "interface": info.client_ifname,
-            "rx_bytes": a["rx_bytes"] - b["rx_bytes"],
-            "tx_bytes": a["tx_bytes"] - b["tx_bytes"],
-            **({"rx_packets": a["rx_packets"] - b["rx_packets"]}
-               if "rx_packets" in a and "rx_packets" in b else {}),
+            "rx_bytes": a.get("rx_bytes", 0) - b.get("rx_bytes", 0),
+            "tx_bytes": a.get("tx_bytes", 0) - b.get("tx_bytes", 0),
         })
-    total = sum(p["rx_bytes"] for p in paths) or 1
+        if "rx_packets" in a and "rx_packets" in b:
+            paths[-1]["rx_packets"] = a["rx_packets"] - b["rx_packets"]
+    total = sum(p.get("rx_bytes", 0) for p in paths) or 1
     for p in paths:
-        p["rx_share"] = round(p["rx_bytes"] / total, 4)
+        p["rx_share"] = round(p.get("rx_bytes", 0) / total, 4)
     return paths
 
 
-def play_session(
-    topology: Any,
-    stack: Any,
-    *,
-    player: str,
-    manifest_path: str,
-    transport: str,
-    duration_s: float,
-    session_id: str,
-    scenario: str | None = None,
-    trial: int | None = None,
-    screenshot: Path | None = None,
-    startup_timeout_s: float = STARTUP_TIMEOUT_S,
-    buffer_s: float | None = None,
-    collector_url: str | None = None,
-    target_latency_s: float | None = None,
-    browser: str = "chromium",
-    codec: str = "auto",
-) -> dict[str, Any]:
-    """Plays `manifest_path` (a path on `stack`, or any manifest's URL) from `stack` in
-    headless `browser` inside `topology`'s client namespace for `duration_s` seconds (counted
-    from the play request). `buffer_s` caps how far ahead the player buffers (default: the
-    library's own target). `target_latency_s` sets how far behind the live edge a live stream
-    is played (default: the library's own). `codec` (auto, avc, hevc) restricts the video codec
-    family the player may use.
-
-    Returns the collector's summary of the session plus `browser`, `paths` (bytes each client
-    path carried during the session, from the kernel's interface counters), `mptcp` (MP_CAPABLE
-    and MP_JOIN counted in the client namespace), `codec` (what was decoded), `page` (the page's
-    own account: events sent, codecs the browser can decode) and `failure`: None, or a message
-    saying why the session failed (manifest not found, no frame, collector down, the browser
-    killed, MPTCP not really used, another codec than asked for). Events go to
-    `collector_url` when given (a collector on another host), else to `stack`'s.
-    """
-    check_prerequisites(player, transport, manifest_path, browser, codec)
-    url = page_url(stack.base_url, player=player, manifest_path=manifest_path,
-                   session_id=session_id, transport=transport, duration_s=duration_s,
-                   scenario=scenario, trial=trial, startup_timeout_s=startup_timeout_s,
-                   buffer_s=buffer_s, collector=collector_url or "/api/v1",
-                   target_latency_s=target_latency_s, codec=codec)
-    mptcp = transport == "mptcp"
-    before = topology.path_bytes()
-    counters_before = mptcp_counters(topology) if mptcp else {}
-    report: dict[str, Any] = {}
+def play_session(network: Network, server: PageServer, request: PlayRequest) -> PlayResult:
+    """Plays `request` from `server` in a headless browser on `network`'s client host until the
+    page ends the session, and proves the transport on the wire (the client's counters before
+    and after: a browser whose network code escaped the transport's wrapper would otherwise be
+    measured under the wrong label)."""
+    r = request
+    check_prerequisites(r.player, r.manifest, r.browser, r.codec)
+    url = page_url(server.base_url, player=r.player, manifest_path=r.manifest,
+                   session_id=r.session_id, transport=r.transport.name,
+                   duration_s=r.duration_s, scenario=r.scenario, trial=r.trial,
+                   startup_timeout_s=r.startup_timeout_s, buffer_s=r.buffer_s,
+                   collector=r.collector_url or "/api/v1",
+                   target_latency_s=r.target_latency_s, codec=r.codec)
+    before = network.path_bytes()
+    proof_before = r.transport.before(network)
+    report: JsonObject = {}
     failure: str | None = None
-    summary: dict[str, Any] | None = None
+    summary: JsonObject | None = None
     hud: dict[str, str] | None = None
     console: list[str] = []
     gone = False  # the browser died under the session
-    with open_page(browser, topology.client_ns, mptcp=mptcp) as page:
+    with open_page(r.browser, network.netns("client"), wrap=r.transport.wrap) as page:
         console = page.console
         try:
             page.goto(url, PAGE_LOAD_TIMEOUT_S)
@@ -278,44 +309,43 @@ def play_session(
             raise UserError(f"the player page {url} did not load from the server: {exc}") from exc
         if failure is None:
             try:
-                report, hud = _follow(page, duration_s, startup_timeout_s, screenshot)
+                report, hud = _follow(page, r.duration_s, r.startup_timeout_s, r.screenshot)
             except BrowserTimeout:
                 failure = (f"the player page did not finish the session within "
-                           f"{duration_s + DRAIN_MARGIN_S:g} s")
+                           f"{r.duration_s + DRAIN_MARGIN_S:g} s")
                 report = _page_report(page)
             except BrowserGone as exc:
                 failure, gone = str(exc), True
-        if gone and collector_url is None:
-            _record_browser_failure(stack, session_id, f"{browser}: {failure}")
-        failure = report.get("failure") or failure
-        summary = _collector_get(stack, None if gone else page, f"/sessions/{session_id}/summary",
-                                 collector_url)
-    after = topology.path_bytes()
+        if gone and r.collector_url is None:
+            _record_browser_failure(server, r.session_id, f"{r.browser}: {failure}")
+        failure = _text(report.get("failure")) or failure
+        summary = _collector_get(server, None if gone else page,
+                                 f"/sessions/{r.session_id}/summary", r.collector_url)
+    after = network.path_bytes()
     if summary is None and failure is None:
-        failure = (f"the collector has no summary of session {session_id} "
+        failure = (f"the collector has no summary of session {r.session_id} "
                    f"(page: {report.get('pending')} events unsent, "
                    f"last error {report.get('sender_error')})")
-    result: dict[str, Any] = dict(summary or {"session": session_id, "player": player,
-                                             "transport": transport})
-    result["browser"] = browser
-    result["codec_requested"] = codec
-    startup = report.get("startup") or {}
-    result.setdefault("codec", startup.get("codec"))
-    result["paths"] = _path_report(topology, before, after)
-    if mptcp:
-        result["mptcp"], problem = mptcp_evidence(counters_before, mptcp_counters(topology),
-                                                  len(topology.paths), browser)
-        failure = failure or problem
-    if codec != "auto" and result.get("codec") and family(result["codec"]) != codec:
-        failure = failure or (f"codec {codec} was asked for, but {result['codec']} was decoded")
-    result["page"] = report
-    if screenshot is not None:
-        result["hud"] = hud  # what the HUD said when the screenshot was taken
-    result["failure"] = failure
-    result["url"] = url
-    if failure:
-        result["console"] = list(console)[-20:]
-    return result
+    startup = report.get("startup")
+    decoded = summary.get("codec") if summary else None
+    if decoded is None and isinstance(startup, dict):
+        decoded = startup.get("codec")
+    found = r.transport.prove(network, proof_before, r.browser)
+    proof, failure = found.counters or None, failure or found.problem
+    codec = _text(decoded)
+    if r.codec != "auto" and codec and family(codec) != r.codec:
+        failure = failure or f"codec {r.codec} was asked for, but {codec} was decoded"
+    return PlayResult(
+        summary=summary or {"session": r.session_id, "player": r.player,
+                            "transport": r.transport.name},
+        browser=r.browser, transport=r.transport.name, codec_requested=r.codec, codec=codec,
+        paths=_path_report(network, before, after), proof=proof, page=report, url=url,
+        failure=failure, hud=hud, console=list(console),
+        screenshot_taken=r.screenshot is not None)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _page_report(page: Page) -> dict[str, Any]:

@@ -21,9 +21,8 @@ from itertools import pairwise
 from pathlib import Path
 from urllib.parse import urlparse
 
-from mpstream.runner.layout import TrialRecord
+from mpstream.runner.layout import TrialData
 from mpstream.runner.metrics import socket_increments
-from mpstream.runner.sampler import read_samples
 
 CLOCK_JSON = "clock.json"
 # A sample counts towards a segment from its request up to one sampling interval after its last
@@ -36,19 +35,6 @@ def write_clock(tdir: Path, t0_monotonic: float, t0_unix: float) -> None:
                                                "t0_unix": t0_unix}))
 
 
-def _access_log(rec: TrialRecord) -> list[dict]:
-    path = rec.dir / "access.log"
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
-
-
 def _last_segment_events(events: list[dict]) -> dict[int, dict]:
     last: dict[int, dict] = {}
     for e in sorted(events, key=lambda e: e.get("seq", 0)):
@@ -58,15 +44,15 @@ def _last_segment_events(events: list[dict]) -> dict[int, dict]:
     return last
 
 
-def _arrivals(rec: TrialRecord) -> dict[str, list[tuple[float, dict]]]:
+def _arrivals(rec: TrialData) -> dict[str, list[tuple[float, dict]]]:
     """nginx's log lines by URI, each with its request's arrival in Unix time."""
     arrivals: dict[str, list[tuple[float, dict]]] = defaultdict(list)
-    for r in _access_log(rec):
+    for r in rec.access_log:
         arrivals[r.get("uri", "")].append((float(r["msec"]) - float(r["request_time"]), r))
     return arrivals
 
 
-def _page_clock(rec: TrialRecord, arrivals: dict[str, list[tuple[float, dict]]]):
+def _page_clock(rec: TrialData, arrivals: dict[str, list[tuple[float, dict]]]):
     """(t0_unix, page_s): the trial clock's origin in Unix time, and a function from the page's
     milliseconds to seconds on the trial clock (None where it cannot be placed), anchored on the
     first manifest request: the page's request time of it is nginx's arrival time of it."""
@@ -101,23 +87,23 @@ class TrialEvidence:
     unread: dict[float, int]  # poll time -> bytes the client held unread, all connections
 
 
-def trial_evidence(rec: TrialRecord, n_paths: int) -> TrialEvidence:
+def trial_evidence(rec: TrialData, n_paths: int) -> TrialEvidence:
     """Reads the trial's samples, access log and page events once, and derives from them:
     per video segment (its last download) the times in seconds on the trial clock (None where a
     source is missing), the time the sender held data back, the most the client held unread,
     and bytes_path<i>; and the per-trial figures (`_metrics`)."""
     arrivals = _arrivals(rec)
     t0_unix, page_s = _page_clock(rec, arrivals)
-    client = read_samples(rec.samples_client) if rec.samples_client.is_file() else []
+    client = rec.samples("client")
     incs = socket_increments(client, "bytes_received")
-    server = read_samples(rec.samples_server) if rec.samples_server.is_file() else []
+    server = rec.samples("server")
     held = _held_polls(server)
     # What reached the client and the page could not read yet: an MPTCP connection's own
     # socket (its receive queue, and what waits behind a hole in its sequence), else the TCP
     # sockets themselves.
-    mptcp_level = rec.samples_mptcp("client")
+    mptcp_level = rec.mptcp_samples("client")
     unread: dict[float, int] = defaultdict(int)
-    for r in (read_samples(mptcp_level) if mptcp_level.is_file() else
+    for r in (mptcp_level if mptcp_level is not None else
               [r for r in client if r["path"] is not None]):
         if r["state"] != "DESTROYED":
             unread[r["t_s"]] += r["rmem"]
@@ -168,7 +154,7 @@ def _held_s(held: list[tuple[float, float]], req: float, done: float) -> float:
     return sum(dt for t, dt in held if req < t <= done)
 
 
-def _metrics(rec: TrialRecord, n_paths: int, page_s, incs, held, rows: list[dict]
+def _metrics(rec: TrialData, n_paths: int, page_s, incs, held, rows: list[dict]
              ) -> dict[str, float]:
     """Per-trial figures for the report's tables with CIs: how long the sender held data back
     with nothing in flight while the page waited for its first video segment (its first
@@ -225,7 +211,7 @@ def _held_polls(server_rows: list[dict]) -> list[tuple[float, float]]:
     return out
 
 
-def timeline_figure(rec: TrialRecord, evidence: TrialEvidence, n_paths: int,
+def timeline_figure(rec: TrialData, evidence: TrialEvidence, n_paths: int,
                     out: Path) -> Path | None:
     """Bytes in flight (bytes_sent - bytes_acked), cwnd and bytes held unsent (notsent) of every
     sender socket on a path, by path, over the trial, with what the client held unread, the

@@ -1,10 +1,10 @@
 """The raw-data layout of a run: what each trial leaves behind, and how the report finds it.
 
-    RUN_DIR/run.json                  scenario name, file, planned trials (in run order)
+    RUN_DIR/run.json                  the scenario (as loaded), its file, the planned trials in
+                                      run order, the media: all `mpstream trial` needs
     RUN_DIR/scenario.toml             the scenario file as it was when the run started
-    RUN_DIR/trials/<key>/trial.json   condition, player, transport, status (ok | failed),
-                                      reason, timings, capacity_bps (sum of the rates of the
-                                      paths in use), sender (which side sends the bulk data)
+    RUN_DIR/trials/<key>/trial.json   the trial record (runner/record.py, docs/trial.schema.json)
+    RUN_DIR/trials/<key>/trial.log    what `mpstream trial` printed
     RUN_DIR/trials/<key>/profile.json the profile as built (after the condition's overrides)
     RUN_DIR/trials/<key>/summary.json collector summary (video) + per-path bytes from play_session
     RUN_DIR/trials/<key>/events.json  collector events of the session, in seq order (video)
@@ -23,9 +23,12 @@ A trial folder without trial.json was interrupted; a resumed run does it again.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from mpstream.runner.record import TrialRecord, load_record
+from mpstream.runner.sampler import SampleRow, read_samples
 
 TRIALS = "trials"
 TRIAL_JSON = "trial.json"
@@ -46,41 +49,93 @@ def read_json(path: Path, default: Any = None) -> Any:
         return default
 
 
-@dataclass
-class TrialRecord:
-    """One trial folder as the report sees it."""
+class TrialData:
+    """One finished trial folder, each of its files read once, on first use, and shared by the
+    metrics, the evidence, the figures and the report. Files given to the constructor (tests)
+    are taken as they are."""
 
-    dir: Path
-    meta: dict
-    summary: dict = field(default_factory=dict)
-    events: list[dict] = field(default_factory=list)
-    iperf: dict | None = None
-    session: dict = field(default_factory=dict)  # the collector's session record
-    profile: dict = field(default_factory=dict)  # the network profile as built
+    def __init__(self, dir: Path, record: TrialRecord, **given: Any):
+        self.dir = Path(dir)
+        self.record = record
+        self._cache: dict[str, Any] = dict(given)
+
+    def _once(self, name: str, load: Callable[[], Any]) -> Any:
+        if name not in self._cache:
+            self._cache[name] = load()
+        return self._cache[name]
 
     @property
     def key(self) -> str:
-        return self.meta["key"]
+        return self.record.key
 
     @property
     def condition(self) -> str:
-        return self.meta["condition"]["label"]
+        return self.record.condition.label
 
     @property
     def ok(self) -> bool:
-        return self.meta.get("status") == "ok"
+        return self.record.ok
 
     @property
-    def samples_client(self) -> Path:
-        return self.dir / "samples-client.csv"
+    def summary(self) -> dict[str, Any]:
+        return self._once("summary", lambda: read_json(self.dir / "summary.json", {}) or {})
 
     @property
-    def samples_server(self) -> Path:
-        return self.dir / "samples-server.csv"
+    def events(self) -> list[dict[str, Any]]:
+        return self._once("events", lambda: read_json(self.dir / "events.json", []) or [])
 
-    def samples_mptcp(self, host: str) -> Path:
-        """The MPTCP connections' own sockets of `host` (client or server)."""
-        return self.dir / f"samples-{host}-mptcp.csv"
+    @property
+    def iperf(self) -> dict[str, Any] | None:
+        return self._once("iperf", lambda: read_json(self.dir / "iperf.json"))
+
+    @property
+    def session(self) -> dict[str, Any]:
+        """The collector's session record."""
+        return self._once("session", lambda: read_json(self.dir / "session.json", {}) or {})
+
+    @property
+    def profile(self) -> dict[str, Any]:
+        """The network profile as built."""
+        return self._once("profile", lambda: read_json(self.dir / "profile.json", {}) or {})
+
+    @property
+    def access_log(self) -> list[dict[str, Any]]:
+        """nginx's access log lines (JSON), unreadable lines skipped."""
+        return self._once("access_log", lambda: _json_lines(self.dir / "access.log"))
+
+    def samples(self, host: str) -> list[SampleRow]:
+        """The kernel samples of `host` (client or server): its TCP sockets and subflows."""
+        path = self.dir / f"samples-{host}.csv"
+        return self._once(f"samples-{host}",
+                          lambda: read_samples(path) if path.is_file() else [])
+
+    def mptcp_samples(self, host: str) -> list[SampleRow] | None:
+        """The MPTCP connections' own sockets of `host`; None when not sampled."""
+        path = self.dir / f"samples-{host}-mptcp.csv"
+        return self._once(f"samples-{host}-mptcp",
+                          lambda: read_samples(path) if path.is_file() else None)
+
+    @property
+    def sender_samples(self) -> list[SampleRow]:
+        return self.samples(self.record.sender)
+
+    @property
+    def receiver_column(self) -> str:
+        """The receiver's count of delivered bytes: what the client received when the server
+        sends, what the client's sender saw acknowledged otherwise."""
+        return "bytes_received" if self.record.sender == "server" else "bytes_acked"
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
 
 
 def trial_dir(run_dir: Path, key: str) -> Path:
@@ -89,32 +144,15 @@ def trial_dir(run_dir: Path, key: str) -> Path:
 
 def finished_keys(run_dir: Path) -> dict[str, str]:
     """key -> status of every trial that finished (ok or failed)."""
-    out = {}
-    for meta_path in sorted((Path(run_dir) / TRIALS).glob(f"*/{TRIAL_JSON}")):
-        meta = read_json(meta_path, {})
-        if meta.get("status") in ("ok", "failed"):
-            out[meta_path.parent.name] = meta["status"]
-    return out
+    return {t.key: t.record.status for t in load_trials(run_dir)}
 
 
-def load_trials(run_dir: Path) -> list[TrialRecord]:
-    """Every finished trial of a run, in the order they ran."""
-    records = []
-    for meta_path in (Path(run_dir) / TRIALS).glob(f"*/{TRIAL_JSON}"):
-        d = meta_path.parent
-        meta = read_json(meta_path, {})
-        if meta.get("status") not in ("ok", "failed"):
-            continue
-        records.append(
-            TrialRecord(
-                dir=d,
-                meta=meta,
-                summary=read_json(d / "summary.json", {}) or {},
-                events=read_json(d / "events.json", []) or [],
-                iperf=read_json(d / "iperf.json"),
-                session=read_json(d / "session.json", {}) or {},
-                profile=read_json(d / "profile.json", {}) or {},
-            )
-        )
-    records.sort(key=lambda r: (r.meta.get("order", 0), r.key))
-    return records
+def load_trials(run_dir: Path) -> list[TrialData]:
+    """Every finished trial of a run, in the order they ran (files are read when used)."""
+    trials = []
+    for path in (Path(run_dir) / TRIALS).glob(f"*/{TRIAL_JSON}"):
+        record = load_record(path)
+        if record is not None:
+            trials.append(TrialData(path.parent, record))
+    trials.sort(key=lambda t: (t.record.order, t.key))
+    return trials

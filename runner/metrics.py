@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from datetime import datetime
-from pathlib import Path
 
 from mpstream.qoe.metrics import session_metrics, stalls_after
 from mpstream.qoe.metrics import video_segment_rates as segment_rates
@@ -20,8 +19,7 @@ from mpstream.qoe.scores import (
     p1203_o46,
     session_scores,
 )
-from mpstream.runner.layout import TrialRecord
-from mpstream.runner.sampler import read_samples
+from mpstream.runner.layout import TrialData
 
 BIN_S = 1.0
 # The report's QoE columns, straight from mpstream.qoe (rates shown in Mbit/s).
@@ -38,12 +36,12 @@ def _num(v) -> float:
     return float(v) if v is not None else math.nan
 
 
-def event_page_ms(rec: TrialRecord) -> float | None:
+def event_page_ms(rec: TrialData) -> float | None:
     """Page time (ms, the events' clock) of the scenario's first timed network event (a path
     failure): the play request's page time plus the wall-clock time between the play request
     and the event. None when the trial had no timed event or the times are missing."""
     at = [e["at_s"] for e in rec.profile.get("events") or [] if e.get("at_s") is not None]
-    t0 = rec.meta.get("events_started_unix")
+    t0 = rec.record.events_started_unix
     started = (rec.session or {}).get("started_at")
     startup = next((e for e in rec.events if e.get("type") == "startup"), None)
     if not at or t0 is None or not started or startup is None:
@@ -53,8 +51,8 @@ def event_page_ms(rec: TrialRecord) -> float | None:
     return play_request_ms + (t0 + min(at) - play_request_unix) * 1000
 
 
-def video_metrics(rec: TrialRecord) -> dict[str, float]:
-    q = session_metrics(rec.events, capacity_bps=rec.meta.get("capacity_bps"))
+def video_metrics(rec: TrialData) -> dict[str, float]:
+    q = session_metrics(rec.events, capacity_bps=rec.record.capacity_bps)
     m: dict[str, float] = {k: _num(q[k]) for k in QOE_COLUMNS}
     m["mean_bitrate_mbps"] = _num(q["mean_bitrate_bps"]) / 1e6
     m["download_rate_mbps"] = _num(q["mean_download_rate_bps"]) / 1e6
@@ -66,7 +64,7 @@ def video_metrics(rec: TrialRecord) -> dict[str, float]:
     scores = session_scores(rec.events)
     m.update({k: _num(scores[k]) for k in SCORE_FIELDS})
     if p1203_available():
-        fps = (rec.meta.get("media") or {}).get("frame_rate")
+        fps = rec.record.media.frame_rate if rec.record.media else None
         o46, _ = p1203_o46(p1203_input(rec.events, fps=fps))
         m["p1203_o46"] = _num(o46)
     t_event = event_page_ms(rec)
@@ -82,7 +80,7 @@ def _mbps(v) -> float:
     return float(v) / 1e6 if v is not None else math.nan
 
 
-def iperf_metrics(rec: TrialRecord) -> dict[str, float]:
+def iperf_metrics(rec: TrialData) -> dict[str, float]:
     end = (rec.iperf or {}).get("end", {})
     recv = end.get("sum_received", {}).get("bits_per_second")
     sent = end.get("sum_sent", {})
@@ -90,7 +88,7 @@ def iperf_metrics(rec: TrialRecord) -> dict[str, float]:
         "throughput_mbps": _mbps(recv),
         "iperf_retransmits": float(sent.get("retransmits", math.nan)),
     }
-    cap = rec.meta.get("capacity_bps")
+    cap = rec.record.capacity_bps
     m["throughput_share"] = m["throughput_mbps"] * 1e6 / cap if cap else math.nan
     return m
 
@@ -132,16 +130,12 @@ def sample_span_s(rows: list[dict]) -> float:
     return (max(ts) - min(ts)) if len(ts) > 1 else math.nan
 
 
-def kernel_metrics(rec: TrialRecord, n_paths: int) -> dict[str, float]:
+def kernel_metrics(rec: TrialData, n_paths: int) -> dict[str, float]:
     """Per-path bytes share (client side, received), retransmissions per second (sender side),
     and the sender's mean smoothed RTT per path."""
     m: dict[str, float] = {}
-    client = _rows(rec.samples_client)
-    sender_file = rec.samples_server if rec.meta.get("sender", "server") == "server" \
-        else rec.samples_client
-    sender = _rows(sender_file)
-    recv_col = "bytes_received" if rec.meta.get("sender", "server") == "server" else "bytes_acked"
-    recv = binned_by_path(client, recv_col)
+    sender = rec.sender_samples
+    recv = binned_by_path(rec.samples("client"), rec.receiver_column)
     total = sum(sum(b.values()) for b in recv.values())
     retr = binned_by_path(sender, "retrans_total")
     span = sample_span_s(sender)
@@ -162,14 +156,10 @@ def kernel_metrics(rec: TrialRecord, n_paths: int) -> dict[str, float]:
     return m
 
 
-def _rows(path: Path) -> list[dict]:
-    return read_samples(path) if Path(path).is_file() else []
+def n_paths_of(records: list[TrialData]) -> int:
+    return max((len(r.record.paths) for r in records), default=0)
 
 
-def n_paths_of(records: list[TrialRecord]) -> int:
-    return max((len(r.meta.get("paths", [])) for r in records), default=0)
-
-
-def trial_metrics(rec: TrialRecord, n_paths: int) -> dict[str, float]:
-    base = video_metrics(rec) if rec.meta.get("kind", "video") == "video" else iperf_metrics(rec)
+def trial_metrics(rec: TrialData, n_paths: int) -> dict[str, float]:
+    base = video_metrics(rec) if rec.record.kind == "video" else iperf_metrics(rec)
     return {**base, **kernel_metrics(rec, n_paths)}

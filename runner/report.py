@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from jinja2 import Environment, select_autoescape
+from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from mpstream.errors import UserError
 from mpstream.qoe.stats import Summary, summarize
 from mpstream.runner import figures
 from mpstream.runner.evidence import TrialEvidence, timeline_figure, trial_evidence
-from mpstream.runner.layout import RUN_JSON, TrialRecord, load_trials, read_json
+from mpstream.runner.layout import RUN_JSON, TrialData, load_trials, read_json
 from mpstream.runner.metrics import (
     binned_by_path,
     n_paths_of,
@@ -26,7 +26,6 @@ from mpstream.runner.metrics import (
     trial_metrics,
 )
 from mpstream.runner.reference import THESIS, condition_text, published
-from mpstream.runner.sampler import read_samples
 
 # Shown in this order, with these names and units; per-path metrics are added per path.
 METRIC_LABELS = {
@@ -93,20 +92,20 @@ class Report:
 FACTORS = {"player": None, "browser": "chromium", "codec": "auto"}
 
 
-def varying_factors(records: list[TrialRecord]) -> frozenset[str]:
+def varying_factors(records: list[TrialData]) -> frozenset[str]:
     """The factors that take more than one value in the run: they name its groups."""
     return frozenset(f for f, default in FACTORS.items()
-                     if len({r.meta.get(f) or default for r in records}) > 1)
+                     if len({getattr(r.record, f) or default for r in records}) > 1)
 
 
-def group_of(rec: TrialRecord, several: frozenset[str] | frozenset[str]) -> str:
+def group_of(rec: TrialData, several: frozenset[str] | frozenset[str]) -> str:
     """condition[/player][/browser][/codec]: the factors that vary in the run (`several`; True
     stands for the player alone)."""
     if isinstance(several, bool):
         several = frozenset({"player"}) if several else frozenset()
     parts = [rec.condition]
     for factor, default in FACTORS.items():
-        value = rec.meta.get(factor) or default
+        value = getattr(rec.record, factor) or default
         if factor in several and value:
             parts.append(str(value))
     return "/".join(parts)
@@ -146,7 +145,7 @@ def build_report(run_dir: Path, out_dir: Path | None = None) -> Report:
         if g not in groups:
             groups.append(g)
         if not rec.ok:
-            failed.append({"key": rec.key, "group": g, "reason": rec.meta.get("reason", "")})
+            failed.append({"key": rec.key, "group": g, "reason": rec.record.reason})
             continue
         evidence[rec.key] = trial_evidence(rec, n_paths)
         per_trial[g].append({"key": rec.key, **trial_metrics(rec, n_paths),
@@ -179,20 +178,20 @@ def write_p1203_inputs(report: Report) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for rec in load_trials(report.run_dir):
-        if not rec.ok or rec.meta.get("kind", "video") != "video":
+        if not rec.ok or rec.record.kind != "video":
             continue
-        fps = (rec.meta.get("media") or {}).get("frame_rate")
+        fps = rec.record.media.frame_rate if rec.record.media else None
         path = out / f"{rec.key}.json"
         path.write_text(json.dumps(p1203_input(rec.events, fps=fps), indent=2) + "\n")
         written.append(path)
     return written
 
 
-def path_check_rows(records: list[TrialRecord]) -> list[dict]:
+def path_check_rows(records: list[TrialData]) -> list[dict]:
     """One row per real trial, moment (before, after) and interface, then the aggregate."""
     rows = []
     for rec in records:
-        for when, check in (rec.meta.get("path_checks") or {}).items():
+        for when, check in (rec.record.path_checks or {}).items():
             entries = [(i["interface"], i) for i in check.get("interfaces", [])]
             agg = check.get("aggregate") or {}
             entries.append((f"{agg.get('transport', '')} aggregate", agg))
@@ -218,11 +217,11 @@ def _isnan(v) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
-def _reference_keys(run: dict, records: list[TrialRecord],
+def _reference_keys(run: dict, records: list[TrialData],
                     several: frozenset[str]) -> dict[str, str]:
     out = {}
     for rec in records:
-        ref = rec.meta["condition"].get("reference")
+        ref = rec.record.condition.reference
         if ref:
             out[group_of(rec, several)] = ref
     return out
@@ -254,7 +253,7 @@ def _reference_rows(groups, summaries, ref_by_group) -> list[dict]:
 # --- CSV ---------------------------------------------------------------------------------
 
 
-def _write_csvs(report: Report, records: list[TrialRecord], several: frozenset[str],
+def _write_csvs(report: Report, records: list[TrialData], several: frozenset[str],
                 n_paths: int) -> None:
     out = report.out_dir
     with (out / "trials.csv").open("w", newline="") as fh:
@@ -263,8 +262,8 @@ def _write_csvs(report: Report, records: list[TrialRecord], several: frozenset[s
         for rec in records:
             g = group_of(rec, several)
             row = next((t for t in report.per_trial.get(g, []) if t["key"] == rec.key), {})
-            note = rec.meta.get("reason") or rec.meta.get("player_failure", "")
-            w.writerow([g, rec.key, rec.meta.get("status"), note,
+            note = rec.record.reason or rec.record.player_failure or ""
+            w.writerow([g, rec.key, rec.record.status, note,
                         *[_fmt(row.get(m)) for m in report.metric_order]])
     with (out / "conditions.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
@@ -308,14 +307,10 @@ def _write_csvs(report: Report, records: list[TrialRecord], several: frozenset[s
                                 int(recv.get(p, {}).get(b, 0)), int(retr.get(p, {}).get(b, 0))])
 
 
-def _path_series(rec: TrialRecord):
+def _path_series(rec: TrialData):
     """Per 1-s bin and path: bytes delivered to the receiver, retransmissions by the sender."""
-    sender_is_server = rec.meta.get("sender", "server") == "server"
-    client = read_samples(rec.samples_client) if rec.samples_client.is_file() else []
-    sender_file = rec.samples_server if sender_is_server else rec.samples_client
-    sender = read_samples(sender_file) if sender_file.is_file() else []
-    recv = binned_by_path(client, "bytes_received" if sender_is_server else "bytes_acked")
-    return recv, binned_by_path(sender, "retrans_total")
+    recv = binned_by_path(rec.samples("client"), rec.receiver_column)
+    return recv, binned_by_path(rec.sender_samples, "retrans_total")
 
 
 def _fmt(v) -> str:
@@ -355,7 +350,7 @@ def _write_figures(report: Report, records, several: frozenset[str], n_paths: in
                                        n_paths))
     # One timeline a video trial, beside the report (not in the page: a run may have hundreds).
     for rec in ok:
-        if rec.meta.get("kind", "video") == "video":
+        if rec.record.kind == "video":
             (report.out_dir / "timelines").mkdir(exist_ok=True)
             timeline_figure(rec, report.evidence[rec.key], n_paths,
                             report.out_dir / "timelines" / f"{rec.key}.png")
@@ -369,69 +364,8 @@ def _write_figures(report: Report, records, several: frozenset[str], n_paths: in
 
 # --- HTML --------------------------------------------------------------------------------
 
-_TEMPLATE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>mpstream report: {{ name }}</title>
-<style>
-body{font-family:system-ui,sans-serif;margin:2em;max-width:80em;color:#222}
-table{border-collapse:collapse;margin:1em 0;font-size:.9em}
-th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right}
-th:first-child,td:first-child{text-align:left}
-th{background:#f3f3f3} .note{color:#555;font-size:.9em} img{max-width:100%}
-.failed{color:#a00}
-</style></head><body>
-<h1>mpstream report: {{ name }}</h1>
-<p class="note">{{ description }}<br>Run folder: <code>{{ run_dir }}</code>. Generated {{ now }}.
-{{ n_ok }} trials succeeded, {{ failed|length }} failed. Values are mean ± sd over trials with
-the 95% confidence interval (Student's t) in brackets; n is the number of trials that gave the
-figure.</p>
-{% if explained %}<h2>What the evidence says, per condition</h2>
-<p class="note">From the kernel samples (<code>segments.csv</code>, <code>timelines/</code>): the
-sender <em>held data back</em> when a connection had bytes written and not sent with nothing in
-flight (a corked socket waits for its timer); the slowest path's RTT is the sender's smoothed
-RTT there, its queue included. Definitions: docs/mptcp-penalties.md.</p>
-<ul>{% for line in explained %}<li>{{ line }}</li>{% endfor %}</ul>{% endif %}
-<h2>Per condition</h2>
-<table><tr><th>metric</th><th>unit</th>{% for g in groups %}<th>{{ g }}</th>{% endfor %}</tr>
-{% for m in metrics %}<tr><td>{{ label(m)[0] }}</td><td>{{ label(m)[1] }}</td>
-{% for g in groups %}{% set s = summaries[g][m] %}<td>{{ cell(s) }}</td>{% endfor %}</tr>
-{% endfor %}</table>
-{% if reference_rows %}
-<h2>Beside the published figures</h2>
-<p class="note">{{ thesis }}: Linux MPTCP v0.92 (out of tree), OLIA, VLC, tc netem. Here: upstream
-MPTCP of today's kernel, per-subflow congestion control, a browser player, our own link
-emulator. Startup delay there is VLC's "initial buffering"; here it is play request to first
-rendered frame, which includes the manifest and first segment downloads.</p>
-<table><tr><th>condition</th><th>published condition</th><th>metric</th><th>unit</th>
-<th>published</th><th>ours</th><th>n</th><th>how it was measured there</th></tr>
-{% for r in reference_rows %}<tr><td>{{ r.condition }}</td><td>{{ r.published_condition }}</td>
-<td>{{ r.label }}</td><td>{{ r.unit }}</td><td>{{ num(r.published) }}</td>
-<td>{{ ours(r) }}</td><td>{{ r.ours_n }}</td><td>{{ r.published_how }}</td></tr>
-{% endfor %}</table>{% endif %}
-{% if path_checks %}<h2>Real paths</h2>
-<p class="note">Measured by <code>mpstream paths check</code> just before and just after each
-trial on a real network: each interface alone (a timed download bound to it; the round trip is
-the TCP handshake's), then all of them together.</p>
-<table><tr><th>trial</th><th>when</th><th>path</th><th>RTT (ms)</th><th>throughput (Mbit/s)</th>
-<th>error</th></tr>{% for r in path_checks %}<tr><td>{{ r.key }}</td><td>{{ r.when }}</td>
-<td>{{ r.what }}</td><td>{{ num(r.rtt_ms) }}</td><td>{{ num(r.mbps) }}</td>
-<td style="text-align:left">{{ r.error }}</td></tr>{% endfor %}</table>{% endif %}
-<h2>Figures</h2>
-{% for name, data in images %}<figure><img alt="{{ name }}" src="data:image/png;base64,{{ data }}">
-<figcaption class="note">{{ name }}</figcaption></figure>{% endfor %}
-{% if failed %}<h2>Failed trials</h2><table><tr><th>trial</th><th>condition</th><th>reason</th></tr>
-{% for f in failed %}<tr class="failed"><td>{{ f.key }}</td><td>{{ f.group }}</td>
-<td style="text-align:left">{{ f.reason }}</td></tr>{% endfor %}</table>{% endif %}
-<h2>Trials</h2>
-<table><tr><th>trial</th><th>condition</th>{% for m in metrics %}<th>{{ label(m)[0] }}</th>
-{% endfor %}</tr>{% for g in groups %}{% for t in per_trial.get(g, []) %}<tr><td>{{ t.key }}</td>
-<td>{{ g }}</td>{% for m in metrics %}<td>{{ num(t.get(m)) }}</td>{% endfor %}</tr>{% endfor %}
-{% endfor %}</table>
-<p class="note">CSV files beside this page: trials.csv, conditions.csv, reference.csv,
-segments.csv (per segment: page, nginx and kernel times, bytes per path),
-paths_per_second.csv; timelines/&lt;trial&gt;.png (subflows' bytes in flight and cwnd with
-segment boundaries). Raw data per trial: {{ run_dir }}/trials/.</p>
-</body></html>
-"""
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
 
 
 def num(v) -> str:
@@ -495,9 +429,10 @@ def explanations(report: Report) -> list[str]:
 
 
 def _write_html(report: Report, run: dict) -> None:
-    env = Environment(autoescape=select_autoescape(default=True, default_for_string=True))
+    env = Environment(loader=FileSystemLoader(TEMPLATES),
+                      autoescape=select_autoescape(default=True, default_for_string=True))
     images = [(p.name, base64.b64encode(p.read_bytes()).decode()) for p in report.pngs]
-    html = env.from_string(_TEMPLATE).render(
+    html = env.get_template("report.html.j2").render(
         name=run.get("scenario", report.run_dir.name),
         description=run.get("description", ""),
         run_dir=str(report.run_dir),

@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from mpstream.proc import stop as stop_process
 
@@ -345,12 +346,16 @@ class SubflowSampler:
         self.stop()
 
 
-def read_samples(path: Path) -> list[dict]:
+# One row of a samples CSV (FIELDS), numbers as numbers.
+SampleRow = dict[str, Any]
+
+
+def read_samples(path: Path) -> list[SampleRow]:
     """Rows of a samples CSV with numbers as numbers (empty path -> None)."""
     out = []
     with Path(path).open(newline="") as fh:
         for row in csv.DictReader(fh):
-            rec: dict = dict(row)
+            rec: SampleRow = dict(row)
             rec["t_s"] = float(row["t_s"])
             rec["path"] = int(row["path"]) if row["path"] not in ("", None) else None
             for k in ("bytes_sent", "bytes_acked", "bytes_received", "bytes_retrans",

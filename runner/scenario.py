@@ -15,20 +15,38 @@ import random
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from mpstream.errors import UserError
+from mpstream.transport import TRANSPORTS, get_transport
 
 SCENARIOS_DIR = Path(__file__).resolve().parent / "scenarios"
 
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
 
 Player = Literal["dashjs", "hlsjs"]
-Transport = Literal["mptcp", "tcp"]
 Browser = Literal["chromium", "firefox"]
 Codec = Literal["auto", "avc", "hevc"]
+
+
+def _registered_transport(name: str) -> str:
+    if name not in TRANSPORTS:
+        raise ValueError(f"no transport {name!r}; choose one of {', '.join(TRANSPORTS)}")
+    return name
+
+
+# A registered transport's name (mpstream.transport.TRANSPORTS), checked when a scenario loads.
+TransportName = Annotated[str, AfterValidator(_registered_transport)]
 
 
 class _Strict(BaseModel):
@@ -83,7 +101,7 @@ class Condition(_Strict):
     # kind "real": seconds of each timed download of the path checks before and after a trial
     check_s: float = Field(3.0, gt=0, le=60)
     # None: the profile's own mode (mptcp profiles run MPTCP, tcp profiles single-path TCP).
-    transport: Transport | None = None
+    transport: TransportName | None = None
     # Overrides applied to the profile's raw data before it is loaded: dotted keys, `*` walks
     # every element of a list, e.g. {"cc" = "bbr", "paths.*.queue" = 375000}.
     set: dict[str, Any] = Field(default_factory=dict)
@@ -130,7 +148,7 @@ class Sweep(_Strict):
     """Shorthand for many conditions: every combination of the listed override values."""
 
     profile: str
-    transport: Transport | None = None
+    transport: TransportName | None = None
     values: dict[str, list[Any]]
 
     @field_validator("values")
@@ -245,8 +263,9 @@ def build_profile(scenario: Scenario, cond: Condition):
     from mpstream.netem.profile import load_profile
 
     overrides = dict(cond.set)
-    if cond.transport == "tcp":
-        overrides["mode"] = "tcp"
+    if cond.transport is not None:
+        # The network is set up for the condition's transport (one path, or MPTCP on all).
+        overrides["mode"] = get_transport(cond.transport).network_mode
     return load_profile(resolve_profile(cond.profile, scenario.base_dir), overrides or None)
 
 

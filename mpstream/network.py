@@ -1,0 +1,114 @@
+"""What a trial needs of a network, whatever the network is: an emulated topology in namespaces
+(`mpstream.netem.topology.Topology`) or a real host's own interfaces (`mpstream.hostnet.HostPaths`).
+
+A trial reads the client's paths (address and interface), the bytes each path carried, runs
+programs on the client or the server host, and tears the network down; it never asks which kind
+of network it has. Both kinds derive from `Network`; `PathInfo` is the one description of a
+path.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypedDict
+
+from mpstream.errors import UserError
+
+Host = Literal["client", "server"]
+# How a transport wraps a program so that its sockets speak it (`Transport.wrap`).
+Wrapper = Callable[[Sequence[str]], list[str]]
+
+
+@dataclass(frozen=True)
+class PathInfo:
+    """One client path."""
+
+    index: int
+    name: str  # a label for tables (the profile's path label, or the interface's name)
+    client_addr: str  # the client's address on this path (bind to it to pin traffic here)
+    client_ifname: str  # the client's interface of this path
+    backup: bool = False  # an MPTCP backup path: used only when the others fail
+
+
+class PathCounters(TypedDict, total=False):
+    """The kernel's counters of one client path interface (rx: towards the client)."""
+
+    rx_bytes: int
+    tx_bytes: int
+    rx_packets: int
+    tx_packets: int
+
+
+class Network(ABC):
+    """A trial's network: its client paths, the server's address, programs run on either host,
+    per-path counters, timed events and teardown."""
+
+    server_addr: str
+    # The path a single-path transport uses.
+    single_path: int = 0
+
+    @property
+    @abstractmethod
+    def paths(self) -> list[PathInfo]: ...
+
+    @abstractmethod
+    def netns(self, host: Host) -> str | None:
+        """The host's network namespace; None when it is the one this process runs in."""
+
+    @abstractmethod
+    def path_bytes(self) -> list[PathCounters]:
+        """Each client path interface's counters now, in path order."""
+
+    @abstractmethod
+    def capacity_bps(self, paths: Sequence[int]) -> float | None:
+        """The sum of the nominal downlink rates of `paths` (None: unknown or unlimited)."""
+
+    @abstractmethod
+    def start_events(self) -> None:
+        """Makes now the t=0 of the network's timed events (path failures), if it has any."""
+
+    @abstractmethod
+    def down(self) -> object:
+        """Removes everything the network added; safe to call twice."""
+
+    def command(self, host: Host, argv: Sequence[str], *,
+                wrap: Wrapper | None = None) -> list[str]:
+        """argv as it runs on `host`, wrapped by a transport's `wrap` when given."""
+        wrapped = wrap(argv) if wrap is not None else list(argv)
+        ns = self.netns(host)
+        return wrapped if ns is None else ["ip", "netns", "exec", ns, *wrapped]
+
+    def run(self, host: Host, argv: Sequence[str], *, wrap: Wrapper | None = None,
+            **kw: Any) -> subprocess.CompletedProcess[Any]:
+        """Runs `argv` on `host` and waits for it (subprocess.run's keywords)."""
+        return subprocess.run(self.command(host, argv, wrap=wrap), **kw)
+
+    def popen(self, host: Host, argv: Sequence[str], *, wrap: Wrapper | None = None,
+              **kw: Any) -> subprocess.Popen[Any]:
+        """Starts `argv` on `host` (subprocess.Popen's keywords)."""
+        return subprocess.Popen(self.command(host, argv, wrap=wrap), **kw)
+
+    def wait_listening(self, host: Host, port: int, *, timeout_s: float = 10.0,
+                       server: subprocess.Popen[Any] | None = None) -> None:
+        """Until `host` has a TCP socket listening on `port` (a server that prints nothing when
+        it is ready, as iperf3); an error with the server's own words if it exits first."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if server is not None and server.poll() is not None:
+                said = server.stderr.read() if server.stderr else ""
+                said = said.decode(errors="replace") if isinstance(said, bytes) else said
+                raise UserError(f"{shlex.join(map(str, server.args))} exited "
+                                f"({server.returncode}) before listening on port {port}: "
+                                f"{said.strip()[:300]}")
+            listing = self.run(host, ["ss", "-Hltn", f"sport = :{port}"], capture_output=True,
+                               text=True, check=False).stdout
+            if listing.strip():
+                return
+            time.sleep(0.05)
+        raise UserError(f"nothing listens on port {port} on the {host} host after "
+                        f"{timeout_s:g} s")

@@ -1,0 +1,140 @@
+"""A trial's record, `trials/<key>/trial.json`: what ran, on which network and transport, with
+what outcome. Readers use the model's fields, never a dict with defaults spelled at each read.
+
+The record is versioned (`schema_version`); `load_record` migrates a record of an earlier version
+(those written before the field existed are version 1) to this one, so old run folders still
+load. The checked-in JSON Schema, docs/trial.schema.json, is generated from the model; after a
+change run `make trial-schema` (tests/unit/test_trial_record.py fails while it is stale).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+
+from mpstream.errors import UserError
+from mpstream.paths import REPO_ROOT
+from mpstream.runner.scenario import Condition
+
+SCHEMA_VERSION = 2
+SCHEMA_FILE = REPO_ROOT / "docs" / "trial.schema.json"
+REGENERATE = "make trial-schema"
+
+
+class PathLabel(BaseModel):
+    """One client path as the trial's tables name it."""
+
+    index: int
+    name: str
+    client_addr: str | None = None
+
+
+class MediaFacts(BaseModel):
+    """What the scores need of the encoded media and the probe does not record."""
+
+    frame_rate: float | None = None
+    top_bitrate_bps: float | None = None
+
+
+class TrialRecord(BaseModel):
+    """trial.json. `status` is ok, or failed with `reason`; a trial folder without it was
+    interrupted (a resumed run does that trial again)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    key: str
+    round: int
+    order: int
+    kind: Literal["video", "iperf"] = "video"
+    condition: Condition
+    player: str | None = None
+    browser: str | None = None
+    codec: str | None = None
+    host: str | None = Field(None, description="the host the trial ran on (its hostname)")
+    started_at: str
+    finished_at: str | None = None
+    elapsed_s: float | None = None
+    status: Literal["ok", "failed"] = "failed"
+    reason: str = ""
+    # Which side sends the bulk data: both kinds send it from the server (iperf3 runs
+    # reversed, -R), so the emulated downlink is the bottleneck, as for video.
+    sender: Literal["server", "client"] = "server"
+    transport: str | None = None
+    capacity_bps: float | None = Field(None, description="sum of the nominal rates of the "
+                                       "paths in use (None: unknown, unlimited or real)")
+    paths: list[PathLabel] = Field(default_factory=list)
+    paths_in_use: list[int] = Field(default_factory=list)
+    session_id: str | None = None
+    url: str | None = Field(None, description="a real network's manifest URL")
+    path_checks: dict[str, dict[str, JsonValue]] | None = Field(
+        None, description="a real network's `paths check` before and after the trial")
+    media: MediaFacts | None = None
+    events_started_unix: float | None = Field(
+        None, description="the wall clock of the profile's t=0 (its timed events)")
+    path_bytes: list[dict[str, int]] | None = None
+    path_bytes_error: str | None = None
+    proof: dict[str, int] | None = Field(
+        None, description="what the transport counted on the wire (e.g. MP_CAPABLE, MP_JOIN)")
+    player_failure: str | None = Field(
+        None, description="why a session that did start broke off later")
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def this_host() -> str:
+    return socket.gethostname()
+
+
+def migrate(raw: dict[str, Any]) -> dict[str, Any]:
+    """A record of any earlier version as this version's fields."""
+    version = raw.get("schema_version", 1)
+    if version > SCHEMA_VERSION:
+        raise UserError(f"trial record version {version} is newer than this mpstream "
+                        f"({SCHEMA_VERSION}): upgrade mpstream to read it")
+    out = dict(raw)
+    if version == 1:
+        # Version 1 had no version, host or proof fields; everything else is the same.
+        out["schema_version"] = SCHEMA_VERSION
+    return out
+
+
+def load_record(path: Path) -> TrialRecord | None:
+    """The record in `path` (migrated), None when there is none; an error names the file."""
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except ValueError as exc:
+        raise UserError(f"{path}: not JSON ({exc}); remove it to run that trial again") from None
+    try:
+        return TrialRecord.model_validate(migrate(raw))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise UserError(f"{path}: not a trial record: {where}: {first['msg']}") from None
+
+
+def record_schema() -> dict[str, Any]:
+    schema = TrialRecord.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://mpstream.invalid/trial.schema.json"
+    return schema
+
+
+def main(argv: list[str] | None = None) -> int:
+    target = Path((argv if argv is not None else sys.argv[1:] or [str(SCHEMA_FILE)])[0])
+    target.write_text(json.dumps(record_schema(), indent=2, sort_keys=True) + "\n")
+    print(f"wrote {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,341 @@
+"""One trial: `mpstream trial RUN_DIR --key KEY` runs exactly one planned trial of a run folder
+(the plan is in RUN_DIR/run.json) and writes its folder, trials/KEY/, ending with trial.json.
+`mpstream run` calls it for each trial in a process of its own.
+
+A trial = a network for its condition (a `Site`: an emulated topology built from the profile,
+or this host's real interfaces), the transport on it, and the scenario's workload (a video
+session or a bulk transfer), watched by the kernel samplers. What it did goes into a typed
+record (runner/record.py). A trial that fails is recorded with its reason; one that is
+interrupted (Ctrl-C, SIGTERM) tears down and leaves no trial.json, so a resumed run does it
+again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import time
+import traceback
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import click
+from rich.console import Console
+
+from mpstream.errors import UserError
+from mpstream.network import Network
+from mpstream.player.session import MANIFESTS
+from mpstream.proc import signals_interrupt
+from mpstream.runner.capture import CounterSnapshots, PacketCapture
+from mpstream.runner.evidence import write_clock
+from mpstream.runner.layout import RUN_JSON, TRIAL_JSON, read_json, trial_dir, write_json
+from mpstream.runner.record import PathLabel, TrialRecord, this_host
+from mpstream.runner.sampler import SubflowSampler
+from mpstream.runner.scenario import Condition, Scenario, Trial, build_profile, expand_trials
+from mpstream.runner.workloads import WORKLOADS, TrialContext, TrialFailed
+from mpstream.server.stack import ServerStack
+from mpstream.transport import Transport, for_network_mode, get_transport
+
+
+def session_id_for(run_id: str, trial: Trial) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", f"{run_id}-{trial.key}")[:64]
+
+
+# --- where a trial runs: one Site per kind of condition ------------------------------------
+
+
+class Site(ABC):
+    """How a condition's network is made for one trial (and undone), which transport it runs,
+    where its video is served from, what watches it and what is checked around it."""
+
+    transport: Transport
+
+    @abstractmethod
+    def open(self) -> AbstractContextManager[Network]: ...
+
+    @abstractmethod
+    def serve_video(self, network: Network, transport: Transport, media_dir: Path | None,
+                    workdir: Path, player: str) -> AbstractContextManager[tuple[ServerStack, str]]:
+        ...
+
+    def watch(self, network: Network, tdir: Path) -> AbstractContextManager[object]:
+        return contextlib.nullcontext()
+
+    def around(self, record: TrialRecord) -> AbstractContextManager[object]:
+        return contextlib.nullcontext()
+
+
+class EmulatedSite(Site):
+    """A fresh topology in namespaces, built from the condition's profile (its overrides and
+    the transport's network mode applied); the profile as built goes to profile.json."""
+
+    def __init__(self, scenario: Scenario, cond: Condition, tdir: Path, topo_name: str,
+                 pcap: bool):
+        self.profile = build_profile(scenario, cond)
+        self.transport = transport_for(scenario, cond)
+        self.topo_name, self.pcap = topo_name, pcap
+        write_json(tdir / "profile.json", self.profile.model_dump(mode="json"))
+
+    def open(self) -> AbstractContextManager[Network]:
+        from mpstream.netem.topology import Topology
+
+        return Topology.up(self.profile, name=self.topo_name)
+
+    @contextlib.contextmanager
+    def serve_video(self, network: Network, transport: Transport, media_dir: Path | None,
+                    workdir: Path, player: str) -> Iterator[tuple[ServerStack, str]]:
+        if media_dir is None:
+            raise UserError("an emulated video trial needs media (the scenario's [media] or "
+                            "[live])")
+        with ServerStack(media_dir, netns=network.netns("server"), host=network.server_addr,
+                         workdir=workdir, mptcp=transport.kernel_mptcp,
+                         send=self.profile.server) as stack:
+            yield stack, MANIFESTS[player]
+
+    def watch(self, network: Network, tdir: Path) -> AbstractContextManager[object]:
+        return Samplers(network, tdir, pcap=self.pcap)
+
+
+class RealSite(Site):
+    """This host's own interfaces towards the condition's server: the page and a collector on
+    loopback, the media from the condition's URL, `paths check` before and after the trial."""
+
+    def __init__(self, cond: Condition, player: str):
+        from mpstream.hostnet import parse_interfaces, route_interface
+
+        self.cond, self.url = cond, cond.url_for(player)
+        self.transport = transport_for(None, cond)
+        host = urlsplit(self.url).hostname or ""
+        self.specs = (parse_interfaces(cond.interfaces) if cond.interfaces
+                      else [route_interface(host)])
+
+    def open(self) -> AbstractContextManager[Network]:
+        from mpstream.player.real import real_network
+
+        return real_network(self.url, self.cond.interfaces, self.transport)
+
+    @contextlib.contextmanager
+    def serve_video(self, network: Network, transport: Transport, media_dir: Path | None,
+                    workdir: Path, player: str) -> Iterator[tuple[ServerStack, str]]:
+        from mpstream.player.real import page_server
+
+        with page_server() as stack:
+            yield stack, self.url
+
+    @contextlib.contextmanager
+    def around(self, record: TrialRecord) -> Iterator[None]:
+        from mpstream.pathcheck import check_paths
+
+        record.url = self.url
+        checks = record.path_checks = {}
+        checks["before"] = check_paths(self.url, self.specs, seconds=self.cond.check_s,
+                                       transport=self.transport)
+        try:
+            yield
+        finally:
+            checks["after"] = check_paths(self.url, self.specs, seconds=self.cond.check_s,
+                                          transport=self.transport)
+
+
+class Samplers:
+    """What watches a trial on an emulated network: both ends' kernel samplers sharing one time
+    origin (the events' t=0), the MPTcpExt counters of both namespaces before and after, and
+    with `pcap` the packet headers on every client path interface and the server's."""
+
+    def __init__(self, network: Network, tdir: Path, *, pcap: bool = False):
+        t0 = time.monotonic()
+        write_clock(tdir, t0, time.time())
+        self.tdir = tdir
+        path_of = {p.client_addr: p.index for p in network.paths}.get
+        hosts = {"client": network.netns("client"), "server": network.netns("server")}
+        self.samplers = [
+            SubflowSampler(ns, host, tdir / f"samples-{host}.csv", path_of, t0=t0,
+                           mptcp_out=tdir / f"samples-{host}-mptcp.csv")
+            for host, ns in hosts.items()
+        ]
+        self.counters = CounterSnapshots(hosts)
+        self.capture = None
+        if pcap:
+            targets = [(hosts["client"], p.client_ifname, f"client-{p.client_ifname}")
+                       for p in network.paths]
+            targets.append((hosts["server"], "eth0", "server-eth0"))
+            self.capture = PacketCapture(targets, tdir / "pcap")
+
+    def __enter__(self) -> Samplers:
+        self.counters.take_before()
+        started: list[SubflowSampler | PacketCapture] = []
+        try:
+            if self.capture is not None:
+                self.capture.start()
+                started.append(self.capture)
+            for s in self.samplers:
+                s.start()
+                started.append(s)
+        except BaseException:
+            for thing in reversed(started):
+                thing.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for s in self.samplers:
+            s.stop()
+        if self.capture is not None:
+            self.capture.stop()
+        try:
+            self.counters.take_after()
+        finally:
+            write_json(self.tdir / "mptcp-counters.json", self.counters.as_json())
+
+
+def transport_for(scenario: Scenario | None, cond: Condition) -> Transport:
+    """The condition's transport: the one it names, else what its profile's mode runs (a real
+    network: MPTCP)."""
+    if cond.transport is not None:
+        return get_transport(cond.transport)
+    if cond.kind == "real" or scenario is None:
+        return get_transport("mptcp")
+    return for_network_mode(build_profile(scenario, cond).mode)
+
+
+def site_for(scenario: Scenario, trial: Trial, tdir: Path, topo_name: str, pcap: bool) -> Site:
+    if trial.condition.kind == "real":
+        return RealSite(trial.condition, trial.player or "dashjs")
+    return EmulatedSite(scenario, trial.condition, tdir, topo_name, pcap)
+
+
+# --- one trial ---------------------------------------------------------------------------------
+
+
+def run_trial(scenario: Scenario, trial: Trial, *, run_id: str, run_dir: Path,
+              media_dir: Path | None, topo_name: str, pcap: bool = False) -> TrialRecord:
+    """Runs one trial and writes its folder; returns its record (also in trial.json)."""
+    tdir = trial_dir(run_dir, trial.key)
+    if tdir.exists():
+        shutil.rmtree(tdir)  # an interrupted attempt: start clean
+    tdir.mkdir(parents=True)
+    record = TrialRecord(
+        key=trial.key, round=trial.round, order=trial.order, kind=scenario.kind,
+        condition=trial.condition, player=trial.player, browser=trial.browser,
+        codec=trial.codec, host=this_host(), started_at=datetime.now(UTC).isoformat())
+    t_start = time.monotonic()
+    try:
+        _run(scenario, trial, record, run_id, tdir, media_dir, topo_name, pcap)
+        record.status = "ok"
+    except KeyboardInterrupt:
+        raise  # no trial.json: the resumed run does this trial again
+    except (UserError, TrialFailed) as exc:
+        record.reason = str(exc)
+    except Exception as exc:
+        record.reason = f"{type(exc).__name__}: {exc}"
+        (tdir / "error.txt").write_text(traceback.format_exc())
+    record.finished_at = datetime.now(UTC).isoformat()
+    record.elapsed_s = round(time.monotonic() - t_start, 2)
+    write_json(tdir / TRIAL_JSON, record.model_dump(mode="json"))
+    return record
+
+
+def _run(scenario: Scenario, trial: Trial, record: TrialRecord, run_id: str, tdir: Path,
+         media_dir: Path | None, topo_name: str, pcap: bool) -> None:
+    site = site_for(scenario, trial, tdir, topo_name, pcap)
+    transport = site.transport
+    record.transport = transport.name
+    if scenario.kind == "video":
+        record.session_id = session_id_for(run_id, trial)
+    workload = WORKLOADS[scenario.kind]
+    with site.around(record), site.open() as network:
+        in_use = transport.paths_in_use(network)
+        record.paths = [PathLabel(index=p.index, name=p.name, client_addr=p.client_addr)
+                        for p in network.paths]
+        record.paths_in_use = in_use
+        record.capacity_bps = network.capacity_bps(in_use)
+        outcome = workload.run(TrialContext(
+            network=network, transport=transport, scenario=scenario, trial=trial, tdir=tdir,
+            session_id=record.session_id or "", media_dir=media_dir, site=site,
+            watch=lambda: site.watch(network, tdir)))
+        record.media = outcome.media
+        record.events_started_unix = outcome.events_started_unix
+        record.proof = outcome.proof
+        try:
+            record.path_bytes = [dict(c) for c in network.path_bytes()]
+        except Exception as exc:  # a counter we lack is no reason to lose the trial
+            record.path_bytes_error = str(exc)
+    if outcome.failure:
+        if not outcome.started:
+            raise TrialFailed(f"{workload.kind}: {outcome.failure}" if workload.kind != "video"
+                              else f"player: {outcome.failure}")
+        # A session that played and then broke (e.g. its only path died) is a result worth
+        # keeping; one that never showed a frame is not.
+        record.player_failure = outcome.failure
+
+
+# --- the run folder's plan ---------------------------------------------------------------------
+
+
+@dataclass
+class RunPlan:
+    """What run.json says a trial needs: the scenario, the number of rounds, the media, and
+    whether to capture packets."""
+
+    scenario: Scenario
+    trials: int
+    media_dir: Path | None
+    pcap: bool
+
+    def trial(self, key: str) -> Trial:
+        plan = expand_trials(self.scenario, self.trials)
+        for t in plan:
+            if t.key == key:
+                return t
+        keys = ", ".join(t.key for t in plan[:6])
+        raise UserError(f"no trial {key!r} in this run's plan (it has {len(plan)}: {keys}"
+                        f"{', …' if len(plan) > 6 else ''})")
+
+
+def plan_json(scenario: Scenario, trials: int, media_dir: Path | None, pcap: bool) -> dict:
+    """run.json's part that `mpstream trial` reads."""
+    return {"scenario_spec": scenario.model_dump(mode="json"),
+            "base_dir": str(scenario.base_dir), "trials": trials,
+            "media_dir": str(media_dir) if media_dir else None, "pcap": pcap}
+
+
+def load_plan(run_dir: Path) -> RunPlan:
+    run = read_json(Path(run_dir) / RUN_JSON)
+    if run is None:
+        raise UserError(f"{run_dir} is not a run folder (no {RUN_JSON}); give the --out folder "
+                        "of `mpstream run`")
+    if "scenario_spec" not in run:
+        raise UserError(f"{run_dir}/{RUN_JSON} was written by an older mpstream: resume the run "
+                        f"with `mpstream run SCENARIO --out {run_dir}` instead")
+    scenario = Scenario.model_validate({**run["scenario_spec"], "base_dir": run["base_dir"]})
+    media = Path(run["media_dir"]) if run.get("media_dir") else None
+    if media is not None and not media.is_dir():
+        raise UserError(f"the run's media {media} is not here: prepare it with `mpstream run` "
+                        "(it encodes the scenario's media) before running its trials")
+    return RunPlan(scenario, int(run["trials"]), media, bool(run.get("pcap")))
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--key", required=True, help="The planned trial to run (its folder's name).")
+def trial(run_dir: Path, key: str) -> None:
+    """Run one planned trial of RUN_DIR (what `mpstream run` does for each) and write its
+    folder, trials/KEY/ with trial.json; exit 0 once trial.json says ok or failed."""
+    run_dir = run_dir.resolve()
+    plan = load_plan(run_dir)
+    planned = plan.trial(key)
+    # SIGTERM tears down like Ctrl-C and leaves no trial.json.
+    with signals_interrupt():
+        record = run_trial(plan.scenario, planned, run_id=run_dir.name, run_dir=run_dir,
+                           media_dir=plan.media_dir, topo_name=f"t{os.getpid()}",
+                           pcap=plan.pcap)
+    Console().print(json.dumps({"key": record.key, "status": record.status,
+                                "reason": record.reason}), highlight=False, soft_wrap=True)

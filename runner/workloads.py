@@ -1,0 +1,182 @@
+"""What a trial does on its network: a video session or a bulk transfer, behind one interface.
+
+The trial runner (runner/trial.py) hands a workload a `TrialContext` (the network, the transport,
+the trial's folder, where the video is served from, the samplers to run meanwhile) and gets back
+a `WorkloadOutcome`; it never asks which workload it ran. A new workload is a subclass here and
+an entry in `WORKLOADS` (keyed by the scenario's `kind`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Protocol
+
+from pydantic import BaseModel
+
+from mpstream.network import Network
+from mpstream.player.session import PlayRequest, play_session
+from mpstream.runner.layout import read_json, write_json
+from mpstream.runner.record import MediaFacts
+from mpstream.runner.scenario import Scenario, Trial
+from mpstream.server.stack import ServerStack, unix_get
+from mpstream.transport import Transport
+
+# Seconds a trial may take beyond its play duration (startup of servers and browser, teardown).
+TRIAL_SLACK_S = 120
+BULK_PORT = 5211  # not iperf3's default: other tools on the machine may hold that one
+
+
+class TrialFailed(Exception):
+    """The trial failed for a reason worth recording (not a bug)."""
+
+
+class VideoSite(Protocol):
+    """Where a condition's video is served from: nginx with the media and the collector on the
+    emulated server, or the page and a collector on loopback with the media on a real server.
+    Yields the server and the manifest to play (a path on it, or a URL)."""
+
+    def serve_video(self, network: Network, transport: Transport, media_dir: Path | None,
+                    workdir: Path, player: str) -> AbstractContextManager[tuple[ServerStack, str]]:
+        ...
+
+
+@dataclass
+class TrialContext:
+    network: Network
+    transport: Transport
+    scenario: Scenario
+    trial: Trial
+    tdir: Path
+    session_id: str
+    media_dir: Path | None
+    site: VideoSite
+    watch: Callable[[], AbstractContextManager[object]]  # the samplers, for the workload's span
+
+
+class WorkloadOutcome(BaseModel):
+    """`failure`: why the workload broke off (None: it did not). `started`: it got far enough
+    for its data to be a result (a video session that showed a frame and then lost its only
+    path is a result; one that never showed a frame is a failed trial)."""
+
+    failure: str | None = None
+    started: bool = True
+    proof: dict[str, int] | None = None
+    media: MediaFacts | None = None
+    events_started_unix: float | None = None
+
+
+class Workload(ABC):
+    kind: ClassVar[str]
+
+    @abstractmethod
+    def run(self, ctx: TrialContext) -> WorkloadOutcome: ...
+
+
+class VideoSession(Workload):
+    """A headless player session (runner: summary.json, events.json, session.json, access.log)."""
+
+    kind = "video"
+
+    def run(self, ctx: TrialContext) -> WorkloadOutcome:
+        player = ctx.trial.player or "dashjs"
+        with ctx.site.serve_video(ctx.network, ctx.transport, ctx.media_dir,
+                                  ctx.tdir / "server", player) as (server, manifest):
+            media = media_facts(ctx.media_dir) if ctx.media_dir is not None else None
+            live = ctx.scenario.live
+            request = PlayRequest(
+                player=player, transport=ctx.transport, manifest_path=manifest,
+                duration_s=ctx.scenario.duration_s, session_id=ctx.session_id,
+                scenario=ctx.scenario.name, trial=ctx.trial.round,
+                screenshot=ctx.tdir / "last-frame.png", buffer_s=ctx.scenario.buffer_s,
+                target_latency_s=live.target_latency_s if live else None,
+                browser=ctx.trial.browser or "chromium", codec=ctx.trial.codec or "auto")
+            with ctx.watch():
+                ctx.network.start_events()
+                # The wall clock of the profile's t=0, to place its timed events on the page's
+                # clock (runner/metrics.py: stalls after a path failure).
+                started_unix = time.time()
+                played = play_session(ctx.network, server, request)
+            write_json(ctx.tdir / "summary.json", played.as_json())
+            events = keep_session(server, ctx.session_id, ctx.tdir)
+        return WorkloadOutcome(
+            failure=played.failure, proof=played.proof, media=media,
+            started=any(e.get("type") == "startup" for e in events),
+            events_started_unix=started_unix)
+
+
+def keep_session(server: ServerStack, session_id: str, tdir: Path) -> list[dict[str, object]]:
+    """The session and its events, straight from the collector's own socket (the emulated
+    paths may be down, and the server address is unreachable from outside the namespaces), and
+    nginx's access log, into the trial's folder; returns the events."""
+    try:
+        status, body = unix_get(Path(server.collector_socket),
+                                f"/api/v1/sessions/{session_id}")
+    except OSError as exc:
+        raise TrialFailed(f"collector did not answer for session {session_id}: {exc}") from exc
+    if status != 200:
+        raise TrialFailed(f"collector has no session {session_id} (HTTP {status})")
+    session = json.loads(body)
+    events = session.pop("events", [])
+    write_json(tdir / "events.json", events)
+    write_json(tdir / "session.json", session)
+    if Path(server.access_log).is_file():
+        shutil.copyfile(server.access_log, tdir / "access.log")
+    return events
+
+
+def media_facts(media_dir: Path) -> MediaFacts:
+    """What the scores need of the encoded media and the probe does not record."""
+    media = read_json(Path(media_dir) / "media.json", {}) or {}
+    rates = [r.get("nominal_bitrate") for r in media.get("rungs", []) if r.get("nominal_bitrate")]
+    return MediaFacts(frame_rate=media.get("frame_rate"), top_bitrate_bps=max(rates, default=None))
+
+
+class BulkTransfer(Workload):
+    """One iperf3 transfer from the server to the client (-R), as long as the scenario's
+    duration (iperf.json), over the trial's transport, proven on the wire like a session."""
+
+    kind = "iperf"
+
+    def run(self, ctx: TrialContext) -> WorkloadOutcome:
+        net, wrap = ctx.network, ctx.transport.wrap
+        server = net.popen("server", ["iperf3", "-s", "-1", "-p", str(BULK_PORT)], wrap=wrap,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            net.wait_listening("server", BULK_PORT, server=server)
+            before = ctx.transport.before(net)
+            with ctx.watch():
+                net.start_events()
+                started_unix = time.time()
+                proc = net.run("client", ["iperf3", "-c", net.server_addr, "-p", str(BULK_PORT),
+                                          "-t", f"{ctx.scenario.duration_s:g}", "-R", "-J"],
+                               wrap=wrap, capture_output=True, text=True, check=False,
+                               timeout=ctx.scenario.duration_s + TRIAL_SLACK_S)
+            (ctx.tdir / "iperf.json").write_text(proc.stdout)
+            if proc.returncode != 0:
+                raise TrialFailed(f"iperf3 exit {proc.returncode}: {_iperf_error(proc)}")
+            proof = ctx.transport.prove(net, before, "iperf3")
+        finally:
+            from mpstream.proc import stop
+
+            stop(server, timeout=5)
+        return WorkloadOutcome(failure=proof.problem, started=proof.problem is None,
+                               proof=proof.counters or None, events_started_unix=started_unix)
+
+
+def _iperf_error(proc: subprocess.CompletedProcess[str]) -> str:
+    """iperf3's own words: its JSON's `error`, else what it printed on stderr."""
+    try:
+        return str(json.loads(proc.stdout)["error"])[:300]
+    except (ValueError, KeyError, TypeError):
+        return proc.stderr.strip()[:300]
+
+
+WORKLOADS: dict[str, Workload] = {w.kind: w for w in (VideoSession(), BulkTransfer())}
