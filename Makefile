@@ -68,6 +68,12 @@ server/web/node_modules/.installed: server/web/package.json server/web/package-l
 event-schema: venv
 	@$(PY) -m mpstream.server.event_schema
 
+# The trial record's JSON Schema (docs/trial.schema.json) from runner/record.py's pydantic model:
+# run after changing the record; tests/unit/test_trial_record.py fails until you do.
+.PHONY: trial-schema
+trial-schema: venv
+	@$(PY) -m mpstream.runner.record
+
 # Python (ruff) and JavaScript (ESLint, pinned in player/package.json): the player page, its
 # probe and tests, and the dashboard's scripts.
 lint: venv player/node_modules/.installed

@@ -27,6 +27,9 @@ from typing import Any
 from mpstream.netem import traces
 from mpstream.netem.profile import load_profile, profile_from_dict
 from mpstream.netem.topology import Topology
+from mpstream.transport import get_transport
+
+MPTCP_WRAP = get_transport("mptcp").wrap
 
 TCP_PAYLOAD_SHARE = 1448 / 1500  # TCP goodput per wire byte (IPv4 + TCP with timestamps)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -115,7 +118,8 @@ def pct(values: list[float], q: float) -> float:
 def iperf(topo: Topology, args: list[str], *, seconds: float, mptcp: bool = False,
           port: int = 5201) -> subprocess.Popen:
     """Starts an iperf3 client (after its server); returns the client process (JSON on stdout)."""
-    server = topo.popen("server", ["iperf3", "-s", "-1", "-p", str(port)], mptcp=mptcp,
+    wrap = MPTCP_WRAP if mptcp else None
+    server = topo.popen("server", ["iperf3", "-s", "-1", "-p", str(port)], wrap=wrap,
                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     del server  # it exits after one test; teardown stops it otherwise
     deadline = time.monotonic() + 5
@@ -126,7 +130,7 @@ def iperf(topo: Topology, args: list[str], *, seconds: float, mptcp: bool = Fals
             break
         time.sleep(0.02)
     return topo.popen("client", ["iperf3", "-c", topo.server_addr, "-p", str(port), "-J",
-                                 "-t", str(seconds), *args], mptcp=mptcp,
+                                 "-t", str(seconds), *args], wrap=wrap,
                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -299,7 +303,7 @@ def bench_mptcp(quick: bool) -> None:
                            ("np03-2x10", 0.90)):
         profile = load_profile(preset)
         with Topology.up(profile, f"bn{os.getpid()}m") as topo:
-            res = iperf_result(iperf(topo, ["-R", "-O", "3"], seconds=seconds, mptcp=True))
+            res = iperf_result(iperf(topo, ["-R", "-O", "3"], seconds=seconds, wrap=MPTCP_WRAP))
         total = sum(profile.link(i, "downlink").rate_bps for i in range(len(profile.paths)))
         got = goodput(res)
         print(f"{preset:>28} {total / 1e6:>9.0f} M {got / 1e6:>7.2f} M {got / total:>7.1%} "

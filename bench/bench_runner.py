@@ -13,16 +13,19 @@ from pathlib import Path
 
 from mpstream.netem.topology import Topology
 from mpstream.runner.sampler import SubflowSampler, read_samples
+from mpstream.transport import get_transport
+
+MPTCP_WRAP = get_transport("mptcp").wrap
 
 
 def sampler_figures() -> None:
     with tempfile.TemporaryDirectory() as tmp, \
             Topology.up("thesis-bandwidth-balanced", name="rbench") as topo:
-        server = topo.popen("server", ["iperf3", "-s", "-1", "-p", "5212"], mptcp=True,
+        server = topo.popen("server", ["iperf3", "-s", "-1", "-p", "5212"], wrap=MPTCP_WRAP,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
         client = topo.popen("client", ["iperf3", "-c", topo.server_addr, "-p", "5212", "-R",
-                                       "-P", "4", "-b", "2M", "-t", "12"], mptcp=True,
+                                       "-P", "4", "-b", "2M", "-t", "12"], wrap=MPTCP_WRAP,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1.5)
         probe = SubflowSampler(topo.client_ns, "client", Path(tmp) / "x.csv",
@@ -63,9 +66,10 @@ def report_figures() -> None:
             for order, cond in enumerate(conds):
                 d = run / "trials" / f"r{k:02d}-{cond['label']}"
                 d.mkdir(parents=True)
-                write_json(d / "trial.json", {"key": d.name, "order": k * 5 + order,
-                                              "condition": cond, "status": "ok",
-                                              "capacity_bps": 30e6, "paths": [{}, {}]})
+                write_json(d / "trial.json", {
+                    "key": d.name, "round": k, "order": k * 5 + order, "condition": cond,
+                    "status": "ok", "capacity_bps": 30e6, "started_at": "2026-11-01T10:00:00Z",
+                    "paths": [{"index": 0, "name": "path0"}, {"index": 1, "name": "path1"}]})
                 write_json(d / "events.json", make_events("balanced", k))
                 write_samples(d / "samples-client.csv", "client", {0: 3e6, 1: 1e6}, {})
                 write_samples(d / "samples-server.csv", "server", {}, {0: 2, 1: 1})

@@ -8,6 +8,9 @@ import time
 
 from mpstream.netem.profile import profile_from_dict
 from mpstream.netem.topology import Topology
+from mpstream.transport import get_transport
+
+MPTCP_WRAP = get_transport("mptcp").wrap
 
 FAIL_AT_S = 2.0
 RATE_MBIT = 10
@@ -48,11 +51,11 @@ def start_events_once_flowing(topo, client_argv, **kw):
 
 def test_mptcp_transfer_survives_the_failure_of_its_first_path():
     with Topology.up(failing_profile("mptcp"), f"fo{os.getpid()}") as topo:
-        server = topo.popen("server", ["iperf3", "-s", "-1", "-p", "5202"], mptcp=True)
+        server = topo.popen("server", ["iperf3", "-s", "-1", "-p", "5202"], wrap=MPTCP_WRAP)
         time.sleep(0.3)
         client, rx_at = start_events_once_flowing(
             topo, ["iperf3", "-c", topo.server_addr, "-R", "-t", "8", "-p", "5202"],
-            mptcp=True, stdout=subprocess.PIPE, text=True)
+            wrap=MPTCP_WRAP, stdout=subprocess.PIPE, text=True)
         (_, early), (_, pre) = rx_at(0.3), rx_at(FAIL_AT_S - 0.2)
         (t1, before), (t2, after) = rx_at(FAIL_AT_S + 1.5), rx_at(FAIL_AT_S + 3.5)
         out, _ = client.communicate(timeout=30)

@@ -14,6 +14,9 @@ from mpstream.netem.profile import load_profile
 from mpstream.netem.topology import Topology
 from mpstream.proc import pid_alive
 from mpstream.runner.capture import SNAPLEN, CounterSnapshots, PacketCapture
+from mpstream.transport import get_transport
+
+MPTCP_WRAP = get_transport("mptcp").wrap
 
 pytestmark = pytest.mark.timeout(90)
 MAX_PACKETS = 400
@@ -25,7 +28,7 @@ def test_capture_and_counters_of_an_mptcp_download(tmp_path):
         targets = [(topo.client_ns, p.client_ifname, f"client-{p.client_ifname}")
                    for p in topo.paths] + [(topo.server_ns, "eth0", "server-eth0")]
         counters = CounterSnapshots({"client": topo.client_ns, "server": topo.server_ns})
-        server = topo.popen("server", ["iperf3", "-s", "-1", "-p", "5302"], mptcp=True,
+        server = topo.popen("server", ["iperf3", "-s", "-1", "-p", "5302"], wrap=MPTCP_WRAP,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             time.sleep(0.5)
@@ -34,7 +37,7 @@ def test_capture_and_counters_of_an_mptcp_download(tmp_path):
             with cap:
                 pids = [proc.pid for proc, _ in cap._procs]
                 proc = topo.run("client", ["iperf3", "-c", topo.server_addr, "-p", "5302",
-                                           "-n", "2M", "-R"], mptcp=True,
+                                           "-n", "2M", "-R"], wrap=MPTCP_WRAP,
                                 capture_output=True, text=True, timeout=60)
                 time.sleep(0.3)
             counters.take_after()

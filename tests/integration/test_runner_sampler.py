@@ -13,6 +13,9 @@ from mpstream.netem.profile import load_profile
 from mpstream.netem.topology import Topology
 from mpstream.runner.metrics import binned_by_path
 from mpstream.runner.sampler import SubflowSampler, read_samples
+from mpstream.transport import get_transport
+
+MPTCP_WRAP = get_transport("mptcp").wrap
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -26,7 +29,7 @@ def test_sampler_sees_both_subflows_of_an_mptcp_download(tmp_path):
     profile = load_profile("thesis-bandwidth-balanced")
     with Topology.up(profile, name="rsamp") as topo:
         path_of = {p.client_addr: p.index for p in topo.paths}.get
-        server = topo.popen("server", ["iperf3", "-s", "-1", "-p", "5301"], mptcp=True,
+        server = topo.popen("server", ["iperf3", "-s", "-1", "-p", "5301"], wrap=MPTCP_WRAP,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             time.sleep(0.5)
@@ -38,7 +41,7 @@ def test_sampler_sees_both_subflows_of_an_mptcp_download(tmp_path):
                 # A byte count, not a duration: the transfer ends with everything delivered
                 # and read, so no data is still on the wire when the receiving sockets close.
                 proc = topo.run("client", ["iperf3", "-c", topo.server_addr, "-p", "5301",
-                                           "-n", "12M", "-R", "-J"], mptcp=True,
+                                           "-n", "12M", "-R", "-J"], wrap=MPTCP_WRAP,
                                 capture_output=True, text=True, timeout=60)
                 time.sleep(0.3)
             after = topo.path_bytes()

@@ -12,6 +12,9 @@ import pytest
 
 from mpstream.netem.topology import Topology
 from mpstream.server.stack import ServerStack
+from mpstream.transport import get_transport
+
+MPTCP_WRAP = get_transport("mptcp").wrap
 
 SEGMENT_BYTES = 6 * 1024 * 1024
 
@@ -45,7 +48,7 @@ def fetch(topo, stack, mptcp: bool) -> list[int]:
         "client",
         ["curl", "-sf", "-o", "/dev/null", "-w", "%{size_download}",
          stack.base_url + "/media/dash/chunk-big.m4s"],
-        mptcp=mptcp, capture_output=True, text=True, timeout=120,
+        wrap=MPTCP_WRAP if mptcp else None, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) == SEGMENT_BYTES
@@ -62,7 +65,7 @@ def test_listener_in_the_server_namespace_is_mptcp(served):
 def test_mptcp_client_gets_the_segment_over_both_paths(served):
     topo, stack = served
     joins = netstat(topo, "server").get("MPJoinSynRx", 0)
-    per_path = fetch(topo, stack, mptcp=True)
+    per_path = fetch(topo, stack, wrap=MPTCP_WRAP)
     # each path carried a real share of the 6 MiB, not just handshakes
     assert all(b > SEGMENT_BYTES * 0.15 for b in per_path), per_path
     assert netstat(topo, "server")["MPJoinSynRx"] > joins
@@ -99,7 +102,7 @@ def test_serve_in_the_server_namespace(served, tmp_path):
                 break
         assert f"API        http://{topo.server_addr}:8081/api/v1" in out, out
         got = topo.run("client", ["curl", "-sf", f"http://{topo.server_addr}:8081/api/v1/health"],
-                       mptcp=True, capture_output=True, text=True)  # fmt: skip
+                       wrap=MPTCP_WRAP, capture_output=True, text=True)  # fmt: skip
         assert '"status":"ok"' in got.stdout.replace(" ", "")
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=60)

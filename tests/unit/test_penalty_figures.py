@@ -8,6 +8,7 @@ import statistics
 import pytest
 
 from mpstream.paths import REPO_ROOT
+from tests.records import trial_record
 
 
 def _script():
@@ -28,8 +29,8 @@ def _run(tmp_path, startups: dict[str, list[float]]):
             key = f"r{i:02d}-{label}-dashjs"
             d = tmp_path / "trials" / key
             d.mkdir(parents=True)
-            (d / "trial.json").write_text(json.dumps(
-                {"key": key, "status": "ok", "order": order, "condition": {"label": label}}))
+            (d / "trial.json").write_text(
+                trial_record(key, label, round=i, order=order).model_dump_json())
             (d / "events.json").write_text(json.dumps([
                 {"seq": 0, "t_ms": 100.0 + ms, "type": "startup",
                  "data": {"startup_delay_ms": ms, "manifest_ms": 0, "first_segment_ms": ms,

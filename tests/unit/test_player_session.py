@@ -9,8 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from mpstream.errors import UserError
+from mpstream.network import Network, PathInfo
 from mpstream.player import browsers, session
 from mpstream.player.cli import play
+from mpstream.transport import get_transport
 
 
 def test_page_url_carries_every_parameter():
@@ -29,7 +31,8 @@ def test_page_url_carries_every_parameter():
 @pytest.mark.parametrize("mptcp", [True, False])
 def test_wrapper_enters_the_namespace_and_passes_arguments(tmp_path, monkeypatch, mptcp):
     monkeypatch.setattr(browsers, "CHROMIUM", "/bin/echo")
-    script = browsers.write_browser_wrapper(tmp_path, "mps-x-client", mptcp)
+    wrap = get_transport("mptcp" if mptcp else "tcp").wrap
+    script = browsers.write_browser_wrapper(tmp_path, "mps-x-client", wrap)
     # Stand-ins for `ip netns exec NS` and `mptcpize run` that log themselves and exec the rest.
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -49,11 +52,10 @@ def test_wrapper_enters_the_namespace_and_passes_arguments(tmp_path, monkeypatch
 
 @pytest.mark.parametrize("kwargs, field", [
     ({"player": "vlc"}, "player"),
-    ({"transport": "quic"}, "transport"),
     ({"manifest_path": "media/x.mpd"}, "manifest_path"),
 ])
 def test_bad_arguments_name_the_field(kwargs, field):
-    args = {"player": "hlsjs", "transport": "tcp", "manifest_path": "/media/hls/master.m3u8"}
+    args = {"player": "hlsjs", "manifest_path": "/media/hls/master.m3u8"}
     args.update(kwargs)
     with pytest.raises(UserError, match=field):
         session.check_prerequisites(**args)
@@ -76,17 +78,70 @@ def test_play_refuses_a_media_tree_without_the_manifest(tmp_path):
     assert "dash/manifest.mpd is missing" in str(result.exception)
 
 
-def test_mptcp_evidence_needs_mp_capable_and_a_join_per_extra_path():
+class _CountersNetwork(Network):
+    """A client host whose /proc/net/netstat says `after` (MPTcpExt counters)."""
+
+    server_addr = "10.2.0.2"
+
+    def __init__(self, n_paths: int, after: dict[str, int]):
+        self._paths = [PathInfo(i, f"path{i}", f"10.1.{i}.2", f"p{i}") for i in range(n_paths)]
+        self.after = after
+
+    @property
+    def paths(self):
+        return self._paths
+
+    def netns(self, host):
+        return None
+
+    def path_bytes(self):
+        return []
+
+    def capacity_bps(self, paths):
+        return None
+
+    def start_events(self):
+        pass
+
+    def down(self):
+        pass
+
+    def run(self, host, argv, *, wrap=None, **kw):
+        names = " ".join(self.after)
+        values = " ".join(str(v) for v in self.after.values())
+        text = f"TcpExt: A\nTcpExt: 1\nMPTcpExt: {names}\nMPTcpExt: {values}\n"
+        return subprocess.CompletedProcess(argv, 0, text, "")
+
+
+def test_mptcp_proof_needs_mp_capable_and_a_join_per_extra_path():
+    mptcp = get_transport("mptcp")
     before = {"MPCapableSYNACKRX": 5, "MPJoinSynAckRx": 2}
     both = {"MPCapableSYNACKRX": 7, "MPJoinSynAckRx": 4}
-    assert session.mptcp_evidence(before, both, 2, "firefox") == (
-        {"mp_capable": 2, "mp_join": 2}, None)
-    evidence, problem = session.mptcp_evidence(before, before, 2, "firefox")
-    assert evidence == {"mp_capable": 0, "mp_join": 0}
-    assert "firefox opened no MPTCP connection" in problem
+    assert mptcp.before(_CountersNetwork(2, before)) == before
+    proof = mptcp.prove(_CountersNetwork(2, both), before, "firefox")
+    assert (proof.counters, proof.problem) == ({"mp_capable": 2, "mp_join": 2}, None)
+    proof = mptcp.prove(_CountersNetwork(2, before), before, "firefox")
+    assert proof.counters == {"mp_capable": 0, "mp_join": 0}
+    assert "firefox opened no MPTCP connection" in proof.problem
     no_join = {"MPCapableSYNACKRX": 6, "MPJoinSynAckRx": 2}
-    assert "no MP_JOIN" in session.mptcp_evidence(before, no_join, 2, "chromium")[1]
-    assert session.mptcp_evidence(before, no_join, 1, "chromium")[1] is None
+    assert "no MP_JOIN" in mptcp.prove(_CountersNetwork(2, no_join), before, "chromium").problem
+    assert mptcp.prove(_CountersNetwork(1, no_join), before, "chromium").problem is None
+
+
+def test_tcp_proves_nothing_and_uses_the_single_path():
+    tcp = get_transport("tcp")
+    network = _CountersNetwork(2, {})
+    network.single_path = 1
+    assert tcp.paths_in_use(network) == [1]
+    assert tcp.prove(network, {}, "chromium").problem is None
+    assert get_transport("mptcp").paths_in_use(network) == [0, 1]
+    assert tcp.wrap(["curl"]) == ["curl"]
+    assert get_transport("mptcp").wrap(["curl"]) == ["mptcpize", "run", "curl"]
+
+
+def test_an_unknown_transport_names_the_registered_ones():
+    with pytest.raises(UserError, match="choose one of mptcp, tcp"):
+        get_transport("sctp")
 
 
 @pytest.mark.parametrize("support, refused", [

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from mpstream.qoe.metrics import stalls_after
-from mpstream.runner.layout import TrialRecord
 from mpstream.runner.metrics import event_page_ms, video_metrics
+from tests.records import trial_data
 
 
 def ev(seq, t_ms, type_, **data):
@@ -39,14 +39,11 @@ def record(at_s=20.0):
     play_request = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
     # the profile's t=0 came 1.5 s before the play request (browser start, page load)
     t0 = play_request.timestamp() - 1.5
-    return TrialRecord(
-        dir=Path("/nonexistent"),
-        meta={"key": "k", "condition": {"label": "single"}, "status": "ok",
-              "events_started_unix": t0},
-        events=EVENTS,
-        session={"started_at": play_request.isoformat()},
-        profile={"events": [] if at_s is None else [{"at_s": at_s, "path": 0, "action": "down"}]},
-    )
+    return trial_data(
+        Path("/nonexistent"), "k", "single", events_started_unix=t0,
+        files={"events": EVENTS, "session": {"started_at": play_request.isoformat()},
+               "profile": {"events": [] if at_s is None
+                           else [{"at_s": at_s, "path": 0, "action": "down"}]}})
 
 
 def test_event_time_on_the_page_clock():

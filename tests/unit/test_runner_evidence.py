@@ -7,14 +7,15 @@ import json
 import pytest
 
 from mpstream.runner.evidence import timeline_figure, trial_evidence, write_clock
-from mpstream.runner.layout import TrialRecord
+from mpstream.runner.layout import TrialData
 from mpstream.runner.sampler import FIELDS
+from tests.records import trial_data
 
 T0_UNIX = 1_700_000_000.0
 PAGE_TO_UNIX = T0_UNIX + 0.5  # the page's performance.now() = 0 half a second after t0
 
 
-def _trial(tmp_path) -> TrialRecord:
+def _trial(tmp_path) -> TrialData:
     write_clock(tmp_path, 100.0, T0_UNIX)
     events = [
         {"seq": 0, "t_ms": 100, "type": "manifest",
@@ -62,8 +63,7 @@ def _trial(tmp_path) -> TrialRecord:
                 "t_s": f"{step / 10:.3f}", "host": "server", "path": 0, "local": "10.2.0.2:80",
                 "peer": "10.1.0.2:1", "state": "ESTAB", "bytes_sent": 20_000 * step,
                 "bytes_acked": 20_000 * step - 5_000, "cwnd": 10 + step})
-    return TrialRecord(dir=tmp_path, meta={"key": "r00-x-dashjs", "status": "ok",
-                                           "condition": {"label": "x"}}, events=events)
+    return trial_data(tmp_path, files={"events": events})
 
 
 def test_segment_times_on_the_trial_clock_and_bytes_per_path(tmp_path):
@@ -119,9 +119,10 @@ def test_held_time_counts_polls_with_unsent_bytes_and_nothing_in_flight(tmp_path
     assert row["client_unread_max_bytes"] == 0
 
     # MPTCP: the connection's own socket holds what the page cannot read yet
-    _rewrite(rec.samples_mptcp("client"), [
+    _rewrite(tmp_path / "samples-client-mptcp.csv", [
         {"t_s": f"{t:.3f}", "host": "client", "path": 0, "state": "ESTAB", "mptcp": 2,
          "rmem": rmem} for t, rmem in ((3.2, 847_872), (3.3, 1_000), (4.0, 999_999))])
+    rec = TrialData(rec.dir, rec.record, events=rec.events)  # the folder read afresh
     (row,) = trial_evidence(rec, 2).segments
     assert row["client_unread_max_bytes"] == 847_872
 

@@ -70,6 +70,10 @@ def write_samples(path: Path, host: str, rates: dict[int, float], retrans_per_s:
                     "cwnd": 10, "cc": "cubic"})
 
 
+# trial.json as mpstream wrote it before records were versioned (version 1)
+STARTED = "2026-11-01T10:00:00+00:00"
+
+
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("run")
@@ -86,7 +90,8 @@ def run_dir(tmp_path_factory) -> Path:
             d.mkdir(parents=True)
             meta = {"key": key, "round": k, "order": order, "kind": "video", "condition": cond,
                     "player": "dashjs", "status": "ok", "capacity_bps": CAPACITY,
-                    "sender": "server", "paths": [{"index": 0}, {"index": 1}]}
+                    "sender": "server", "started_at": STARTED,
+                    "paths": [{"index": 0, "name": "path0"}, {"index": 1, "name": "path1"}]}
             order += 1
             write_json(d / "trial.json", meta)
             write_json(d / "events.json", make_events(cond["label"], k))
@@ -94,9 +99,10 @@ def run_dir(tmp_path_factory) -> Path:
             write_samples(d / "samples-server.csv", "server", {}, {0: 2, 1: 1 + k})
     bad = run / "trials" / "r03-single-dashjs"
     bad.mkdir()
-    write_json(bad / "trial.json", {"key": bad.name, "order": 99, "condition": conds[1],
-                                    "player": "dashjs", "status": "failed",
-                                    "reason": "nginx did not start"})
+    write_json(bad / "trial.json", {"key": bad.name, "round": 3, "order": 99,
+                                    "condition": conds[1], "player": "dashjs",
+                                    "status": "failed", "reason": "nginx did not start",
+                                    "started_at": STARTED})
     (run / "trials" / "r04-single-dashjs").mkdir()  # interrupted: no trial.json, not counted
     return run
 
@@ -246,12 +252,11 @@ def test_a_stall_still_open_at_the_end_counts_until_the_last_event():
 
 
 def test_groups_name_the_browser_and_codec_only_when_they_vary(tmp_path):
-    from mpstream.runner.layout import TrialRecord
     from mpstream.runner.report import group_of, varying_factors
+    from tests.records import trial_data
 
-    def rec(key, **meta):
-        return TrialRecord(dir=tmp_path, meta={"key": key, "condition": {"label": "bal"},
-                                               "player": "dashjs", **meta})
+    def rec(key, **fields):
+        return trial_data(tmp_path, key, "bal", player="dashjs", **fields)
 
     old = rec("r00-bal-dashjs")  # a trial from before browsers existed
     ff = rec("r00-bal-dashjs-firefox-hevc", browser="firefox", codec="hevc")
