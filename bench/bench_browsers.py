@@ -24,8 +24,9 @@ from pathlib import Path
 
 from mpstream.netem.teardown import netns_pids
 from mpstream.netem.topology import Topology
-from mpstream.player.session import MANIFESTS, play_session
+from mpstream.player.session import PlayRequest, play_session
 from mpstream.server.stack import ServerStack
+from mpstream.transport import get_transport
 
 CASES = (("chromium", "avc"), ("firefox", "avc"), ("firefox", "hevc"))
 LADDER = """
@@ -105,10 +106,10 @@ def main() -> None:
             for rep in range(args.repeat):
                 for browser, codec in CASES:
                     with NamespaceCpu(topo.client_ns) as cpu:
-                        r = play_session(topo, stack, player="dashjs",
-                                         manifest_path=MANIFESTS["dashjs"], transport="mptcp",
-                                         duration_s=args.seconds, browser=browser, codec=codec,
-                                         session_id=f"bench-{browser}-{codec}-{rep}-{os.getpid()}")
+                        r = play_session(topo, stack, PlayRequest(
+                            player="dashjs", transport=get_transport("mptcp"),
+                            duration_s=args.seconds, browser=browser, codec=codec,
+                            session_id=f"bench-{browser}-{codec}-{rep}-{os.getpid()}")).as_json()
                     rows.append((browser, codec, r, cpu.seconds))
                     if r["failure"]:
                         print(f"{browser}/{codec}: {r['failure']}")

@@ -16,8 +16,9 @@ import tempfile
 from pathlib import Path
 
 from mpstream.netem.topology import Topology
-from mpstream.player.session import DIST_DIR, MANIFESTS, play_session
+from mpstream.player.session import DIST_DIR, MANIFESTS, PlayRequest, play_session
 from mpstream.server.stack import ServerStack
+from mpstream.transport import get_transport
 
 
 def page_weight() -> dict[str, int]:
@@ -48,10 +49,10 @@ def main() -> None:
                 ServerStack(media, netns=topo.server_ns, host=topo.server_addr) as stack:
             for player in MANIFESTS:
                 for transport in ("mptcp", "tcp"):
-                    r = play_session(topo, stack, player=player,
-                                     manifest_path=MANIFESTS[player], transport=transport,
-                                     duration_s=args.seconds,
-                                     session_id=f"bench-{player}-{transport}-{os.getpid()}")
+                    r = play_session(topo, stack, PlayRequest(
+                        player=player, transport=get_transport(transport),
+                        duration_s=args.seconds,
+                        session_id=f"bench-{player}-{transport}-{os.getpid()}")).as_json()
                     rows.append((player, transport, r))
 
     print("page weight (bytes loaded for the page itself):")

@@ -19,3 +19,14 @@ def session_events(stack: Any, session_id: str) -> list[dict[str, Any]]:
     found = collector_get(stack, f"/sessions/{session_id}")
     assert found is not None, f"the collector has no session {session_id}"
     return found["events"]
+
+
+def play(network: Any, server: Any, *, transport: str = "mptcp", **request: Any
+         ) -> dict[str, Any]:
+    """One session through the product's `play_session`, as the flat object `play --json`
+    prints (`transport` by name)."""
+    from mpstream.player.session import PlayRequest, play_session
+    from mpstream.transport import get_transport
+
+    req = PlayRequest(transport=get_transport(transport), **request)
+    return play_session(network, server, req).as_json()

@@ -16,9 +16,9 @@ import pytest
 
 from mpstream.netem.teardown import netns_pids
 from mpstream.netem.topology import Topology
-from mpstream.player.session import MANIFESTS, play_session
+from mpstream.player.session import MANIFESTS
 from mpstream.server.stack import ServerStack
-from tests.sessions import collector_get, session_events
+from tests.sessions import collector_get, play, session_events
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -38,7 +38,7 @@ def _play(balanced, player, tag, **kw):
     topo, stack = balanced
     session_id = f"e2e-ff-{tag}-{os.getpid()}"
     kw.setdefault("duration_s", PLAY_S)
-    return play_session(topo, stack, player=player, manifest_path=MANIFESTS[player],
+    return play(topo, stack, player=player, manifest_path=MANIFESTS[player],
                         transport="mptcp", session_id=session_id, scenario="e2e", trial=0,
                         browser="firefox", **kw)
 
@@ -51,7 +51,7 @@ def _check_played(result, stack):
     assert result["end_reason"] == "duration" and result["played_s"] >= PLAY_S - 4
     # MPTCP for real: MP_CAPABLE connections and MP_JOIN subflows counted in the client
     # namespace, and the media arrived over both paths.
-    assert result["mptcp"]["mp_capable"] >= 1 and result["mptcp"]["mp_join"] >= 1, result
+    assert result["proof"]["mp_capable"] >= 1 and result["proof"]["mp_join"] >= 1, result
     assert all(p["rx_share"] >= 0.10 for p in result["paths"]), result["paths"]
     events = session_events(stack, result["session"])
     assert [e["seq"] for e in events] == list(range(result["page"]["next_seq"]))
@@ -124,7 +124,7 @@ def test_firefox_killed_mid_session_leaves_nothing_and_records_a_failure(balance
     out: dict = {}
 
     def play():
-        out["result"] = play_session(topo, stack, player="dashjs",
+        out["result"] = play(topo, stack, player="dashjs",
                                      manifest_path=MANIFESTS["dashjs"], transport="mptcp",
                                      duration_s=60.0, session_id=session_id, browser="firefox")
 

@@ -11,9 +11,9 @@ import pytest
 
 from mpstream.encoder.live import LiveConfig, live_in_background
 from mpstream.netem.topology import Topology
-from mpstream.player.session import MANIFESTS, play_session
+from mpstream.player.session import MANIFESTS
 from mpstream.server.stack import ServerStack
-from tests.sessions import session_events
+from tests.sessions import play, session_events
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -41,7 +41,7 @@ def live_stack(tmp_path_factory):
 @pytest.mark.parametrize("player", ["hlsjs", "dashjs"])
 def test_live_latency_stays_within_target_plus_one_segment(live_stack, player):
     topo, stack = live_stack
-    result = play_session(topo, stack, player=player, manifest_path=MANIFESTS[player],
+    result = play(topo, stack, player=player, manifest_path=MANIFESTS[player],
                           transport="mptcp", duration_s=PLAY_S, target_latency_s=TARGET_S,
                           session_id=f"e2e-live-{player}-{os.getpid()}", scenario="e2e-live")
     assert result["failure"] is None, result

@@ -18,9 +18,10 @@ import pytest
 from PIL import Image
 
 from mpstream.netem.topology import Topology
-from mpstream.player.session import MANIFESTS, browser_in_namespace, page_url, play_session
+from mpstream.player.session import MANIFESTS, browser_in_namespace, page_url
 from mpstream.server.stack import ServerStack
-from tests.sessions import collector_get, session_events
+from mpstream.transport import get_transport
+from tests.sessions import collector_get, play, session_events
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -41,7 +42,7 @@ def _play(balanced, player, transport, tag, **kw):
     session_id = f"e2e-{tag}-{player}-{transport}-{os.getpid()}"
     kw.setdefault("manifest_path", MANIFESTS[player])
     kw.setdefault("duration_s", PLAY_S)
-    return play_session(topo, stack, player=player, transport=transport,
+    return play(topo, stack, player=player, transport=transport,
                         session_id=session_id, scenario="e2e", trial=0, **kw)
 
 
@@ -208,7 +209,7 @@ def test_stream_that_never_starts_ends_with_an_error(balanced, tiny_media, tmp_p
         segment.unlink()
     topo = balanced[0]
     with ServerStack(broken, netns=topo.server_ns, host=topo.server_addr, port=8081) as stack:
-        result = play_session(topo, stack, player="dashjs", manifest_path=MANIFESTS["dashjs"],
+        result = play(topo, stack, player="dashjs", manifest_path=MANIFESTS["dashjs"],
                               transport="mptcp", duration_s=20.0, startup_timeout_s=6.0,
                               session_id=f"e2e-nostart-{os.getpid()}")
         events = session_events(stack, result["session"])
@@ -224,7 +225,7 @@ def test_closing_the_page_sends_the_rest_by_beacon(balanced):
     session_id = f"e2e-beacon-{os.getpid()}"
     url = page_url(stack.base_url, player="hlsjs", manifest_path=MANIFESTS["hlsjs"],
                    session_id=session_id, transport="mptcp", duration_s=120.0)
-    with browser_in_namespace(topo.client_ns, mptcp=True) as browser:
+    with browser_in_namespace(topo.client_ns, wrap=get_transport("mptcp").wrap) as browser:
         page = browser.new_page()
         page.goto(url)
         page.wait_for_function("window.mpstream && window.mpstream.state === 'playing'",

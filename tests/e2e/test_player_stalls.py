@@ -9,10 +9,10 @@ import os
 import pytest
 
 from mpstream.netem.topology import Topology
-from mpstream.player.session import MANIFESTS, play_session
+from mpstream.player.session import MANIFESTS
 from mpstream.qoe.metrics import segment_rate_bps
 from mpstream.server.stack import ServerStack
-from tests.sessions import session_events
+from tests.sessions import play, session_events
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -54,7 +54,7 @@ def test_throttled_path_stalls_with_durations(tiny_media, player, tmp_path):
             ServerStack(tiny_media, netns=topo.server_ns, host=topo.server_addr,
                         mptcp=False) as stack:
         topo.start_events()
-        result = play_session(topo, stack, player=player, manifest_path=MANIFESTS[player],
+        result = play(topo, stack, player=player, manifest_path=MANIFESTS[player],
                               transport="tcp", duration_s=PLAY_S, buffer_s=4.0,
                               session_id=f"e2e-stall-{player}-{os.getpid()}")
         events = session_events(stack, result["session"])

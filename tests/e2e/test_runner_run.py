@@ -5,7 +5,7 @@ the run goes on; a resumed run does only what is missing; nothing is left runnin
 
 import csv
 import json
-import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -125,7 +125,7 @@ def test_report_numbers_match_the_raw_data(run):
         # the evidence's figures are there for every condition, computed from the samples
         assert int(rows[(cond, "held_share")]["n"]) == 2
         assert 0.0 <= float(rows[(cond, "held_share")]["mean"]) <= 1.0
-        cap = trials[0].meta["capacity_bps"]
+        cap = trials[0].record.capacity_bps
         assert cap == 30e6
         assert float(rows[(cond, "download_share")]["mean"]) == pytest.approx(
             sum(per_trial_rate) / 2 * 1e6 / cap, rel=1e-6)
@@ -154,12 +154,12 @@ def test_kernel_samples_agree_with_the_interfaces(run):
             continue
         summary = json.loads((rec.dir / "summary.json").read_text())
         iface = {p["index"]: p for p in summary["paths"]}
-        got = {p: sum(socks.values())
-               for p, socks in _last_per_socket(rec.samples_client, "bytes_received").items()}
+        received = _last_per_socket(rec.dir / "samples-client.csv", "bytes_received")
+        got = {p: sum(socks.values()) for p, socks in received.items()}
         # What the server sent and the client never acknowledged: retransmitted copies and
         # what was in flight when the browser closed. It crossed the interface, no socket has it.
-        sent = _last_per_socket(rec.samples_server, "bytes_sent")
-        acked = _last_per_socket(rec.samples_server, "bytes_acked")
+        sent = _last_per_socket(rec.dir / "samples-server.csv", "bytes_sent")
+        acked = _last_per_socket(rec.dir / "samples-server.csv", "bytes_acked")
         unacked = {p: sum(v - acked[p].get(k, 0) for k, v in socks.items())
                    for p, socks in sent.items()}
         if rec.condition == "single":
@@ -187,6 +187,7 @@ def test_resume_runs_only_what_is_missing_and_nothing_is_left_behind(run):
     assert kept.stat().st_mtime_ns == kept_mtime
     assert statuses["r00-broken-dashjs"] == "failed"  # failed trials stay failed on resume
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert f"mps-run{os.getpid()}-" not in netns
+    # Each trial ran as `mpstream trial` and named its topology after its own pid (t<pid>).
+    assert not re.search(r"\bmps-t\d+-", netns), netns
     procs = subprocess.run(["pgrep", "-af", str(out)], capture_output=True, text=True).stdout
     assert procs.strip() == "", procs
