@@ -93,18 +93,25 @@ def child_pids(pid: int) -> set[int]:
 
 
 @contextlib.contextmanager
-def signals_interrupt(*signums: signal.Signals) -> Iterator[None]:
+def signals_interrupt(*signums: signal.Signals, once: bool = False) -> Iterator[None]:
     """Inside the block, the given signals (default SIGTERM) raise KeyboardInterrupt, so that a
-    scheduler's or a user's `kill` tears down exactly as Ctrl-C does. Only the main thread can
-    own signal handlers; elsewhere this does nothing."""
+    scheduler's or a user's `kill` tears down exactly as Ctrl-C does. With `once`, only the
+    first signal interrupts and SIGINT and SIGTERM are ignored after it, so that the teardown
+    it starts is not cut short by a second one (a trial process gets Ctrl-C from the terminal
+    and SIGTERM from its runner). Only the main thread can own signal handlers; elsewhere this
+    does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    handled = signums or (signal.SIGTERM,)
 
     def interrupt(signum, frame):
+        if once:
+            for s in {*handled, signal.SIGINT, signal.SIGTERM}:
+                signal.signal(s, signal.SIG_IGN)
         raise KeyboardInterrupt
 
-    previous = {s: signal.signal(s, interrupt) for s in (signums or (signal.SIGTERM,))}
+    previous = {s: signal.signal(s, interrupt) for s in {*handled, signal.SIGINT}}
     try:
         yield
     finally:

@@ -221,17 +221,19 @@ def run_trial_process(run_dir: Path, key: str) -> TrialRecord:
     log_path = run_dir / TRIALS / f".{key}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "mpstream.cli", "trial", str(run_dir), "--key", key]
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT)
-        try:
-            code = proc.wait()
-        except KeyboardInterrupt:
-            stop(proc, timeout=TEARDOWN_TIMEOUT_S)
-            raise
+    try:
+        with log_path.open("w") as log:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT)
+            try:
+                code = proc.wait()
+            except KeyboardInterrupt:
+                stop(proc, timeout=TEARDOWN_TIMEOUT_S)
+                raise
+    finally:
+        if tdir.is_dir():
+            log_path.replace(tdir / "trial.log")
     record = load_record(tdir / TRIAL_JSON)
-    if tdir.is_dir():
-        log_path.replace(tdir / "trial.log")
     if record is None:
         said = (tdir / "trial.log").read_text() if (tdir / "trial.log").is_file() else ""
         if code in (130, -2, -15):

@@ -332,8 +332,10 @@ def trial(run_dir: Path, key: str) -> None:
     run_dir = run_dir.resolve()
     plan = load_plan(run_dir)
     planned = plan.trial(key)
-    # SIGTERM tears down like Ctrl-C and leaves no trial.json.
-    with signals_interrupt():
+    # SIGTERM tears down like Ctrl-C and leaves no trial.json; a second signal (the terminal's
+    # Ctrl-C reaches this process and its runner, which then sends SIGTERM) does not cut the
+    # teardown short.
+    with signals_interrupt(once=True):
         record = run_trial(plan.scenario, planned, run_id=run_dir.name, run_dir=run_dir,
                            media_dir=plan.media_dir, topo_name=f"t{os.getpid()}",
                            pcap=plan.pcap)

@@ -4,6 +4,7 @@ only that one, and the report reads iperf3's figures and the kernel samples."""
 
 import csv
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -36,9 +37,10 @@ def _mpstream(*args: str, **kw) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "mpstream.cli", *args], **kw)
 
 
-def _leftovers(pid: int, out: Path) -> tuple[str, str]:
+def _leftovers(out: Path) -> tuple[str, str]:
+    # Each trial runs as `mpstream trial` and names its topology after its own pid (t<pid>).
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    mine = "\n".join(line for line in netns.splitlines() if f"mps-run{pid}-" in line)
+    mine = "\n".join(line for line in netns.splitlines() if re.match(r"mps-t\d+-", line))
     procs = subprocess.run(["pgrep", "-af", "iperf3"], capture_output=True,
                            text=True).stdout
     return mine, "\n".join(p for p in procs.splitlines() if "-p 5211" in p)
@@ -60,7 +62,7 @@ def test_interrupted_run_tears_down_and_resumes(tmp_path, sig):
     output, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, output
     assert "resume with" in output
-    assert _leftovers(proc.pid, out) == ("", "")
+    assert _leftovers(out) == ("", "")
     started = [d for d in (out / "trials").iterdir()]
     assert len(started) == 1 and not (started[0] / "trial.json").exists()
 
@@ -68,7 +70,7 @@ def test_interrupted_run_tears_down_and_resumes(tmp_path, sig):
                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output, _ = resumed.communicate(timeout=200)
     assert resumed.returncode == 0, output
-    assert _leftovers(resumed.pid, out) == ("", "")
+    assert _leftovers(out) == ("", "")
     with (out / "report" / "trials.csv").open() as fh:
         trials = {r["condition"]: r for r in csv.DictReader(fh)}
     assert set(trials) == {"balanced", "single"}
