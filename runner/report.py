@@ -86,6 +86,7 @@ class Report:
     # Real-network trials: what `paths check` measured before and after each (one row each)
     path_checks: list[dict] = field(default_factory=list)
     evidence: dict[str, TrialEvidence] = field(default_factory=dict)  # ok trial key -> evidence
+    trials: list[TrialData] = field(default_factory=list)  # the run's trials, read once
 
 
 # Factors a scenario crosses with its conditions, and their value in trials that predate them.
@@ -163,7 +164,7 @@ def build_report(run_dir: Path, out_dir: Path | None = None) -> Report:
 
     report = Report(run_dir, out_dir, out_dir / "report.html", groups, dict(per_trial),
                     summaries, reference_rows, failed, metric_order,
-                    path_checks=path_check_rows(records), evidence=evidence)
+                    path_checks=path_check_rows(records), evidence=evidence, trials=records)
     _write_csvs(report, records, several, n_paths)
     report.pngs = _write_figures(report, records, several, n_paths)
     _write_html(report, run)
@@ -177,7 +178,7 @@ def write_p1203_inputs(report: Report) -> list[Path]:
     out = report.out_dir / "p1203"
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for rec in load_trials(report.run_dir):
+    for rec in report.trials:
         if not rec.ok or rec.record.kind != "video":
             continue
         fps = rec.record.media.frame_rate if rec.record.media else None
