@@ -1,5 +1,15 @@
-"""`mpstream clean`: undo what a killed `mpstream play --interfaces` or `serve --announce` left
-in this host's network configuration (MPTCP endpoints and limits, policy rules and tables)."""
+"""`mpstream clean`: remove everything mpstream can leave behind when it is killed with -9
+(or the machine loses power mid-run), and nothing else.
+
+- Emulated topologies whose owner died: their `mps-*` namespaces with the interfaces and
+  processes in them, their emulators and records (netem/teardown.py; `netem clean` is this part
+  alone). Topologies whose owner runs, and those `netem up` left up, stay.
+- Host network changes of killed `play --interfaces` / `serve --announce` sessions in this
+  network namespace (MPTCP endpoints and limits, policy rules and tables), undone from the
+  record written before each change (mpstream/hostnet.py). Other namespaces' records and live
+  sessions' stay.
+
+Both read the records of older versions too (mpstream/state.py names where they were)."""
 
 from __future__ import annotations
 
@@ -7,27 +17,40 @@ import click
 from rich.console import Console
 
 from mpstream.errors import UserError
-from mpstream.hostnet import STATE_DIR
-from mpstream.hostnet import clean as clean_state
 
 
 @click.command()
 def clean() -> None:
-    """Undo the network changes of sessions that were killed before they could restore them,
-    in the network namespace this runs in (their state files are in /run/mpstream-hostnet)."""
+    """Remove what killed mpstream programs left behind: topologies of dead owners (namespaces,
+    processes, emulators, records) and host network changes of killed sessions in this network
+    namespace. What a running program or `netem up` owns is left alone."""
+    from mpstream.hostnet import clean as undo_host_changes
+    from mpstream.hostnet import record_dirs
+    from mpstream.netem.system import require_root
+    from mpstream.netem.teardown import clean_stale
+
+    require_root()
     console = Console()
-    out = clean_state()
+
+    def say(line: str) -> None:
+        console.print(line, highlight=False, soft_wrap=True)
+
+    sweep = clean_stale()
+    for line in sweep.lines():
+        say(line)
+    out = undo_host_changes()
     for item in out["undone"]:
-        console.print(f"undone: {item['changes']} change(s) of {item['purpose']} "
-                      f"({item['file']})", highlight=False)
-    if not out["undone"]:
-        console.print("nothing to undo in this network namespace", highlight=False)
+        say(f"undone: {item['changes']} change(s) of {item['purpose']} ({item['file']})")
+    for path in out["partial"]:
+        say(f"removed: {path} (half-written by a killed session)")
     if out["live"]:
-        console.print(f"left alone: {out['live']} session(s) still running", highlight=False)
+        say(f"left alone: {out['live']} session(s) still running")
     if out["other_netns"]:
-        console.print(f"left alone: {out['other_netns']} state file(s) of other network "
-                      f"namespaces (run `mpstream clean` inside them; files in {STATE_DIR})",
-                      highlight=False)
+        say(f"left alone: {out['other_netns']} record(s) of host changes in other network "
+            "namespaces (run `mpstream clean` inside them; records in "
+            f"{' and '.join(map(str, record_dirs()))})")
+    if not (sweep.removed or out["undone"] or out["partial"]):
+        say("nothing left behind")
     if out["problems"]:
         raise UserError("some changes could not be undone: " + "; ".join(out["problems"]),
                         exit_code=1)

@@ -32,10 +32,9 @@ from typing import Any
 from mpstream.errors import UserError
 from mpstream.network import Network, PathCounters, PathInfo
 from mpstream.proc import pid_alive
+from mpstream.state import HOST_CHANGES, kind_dir, legacy_dir
 from mpstream.transport import Transport, get_transport, mptcp_enabled
 
-# Not under /run/mpstream/, whose folders are netem topologies (`netem clean` removes them).
-STATE_DIR = Path(os.environ.get("MPSTREAM_STATE_DIR", "/run/mpstream-hostnet"))
 # Rule priorities and table ids are picked among free ones from here on (below `main`, 32766).
 FIRST_PRIORITY = 9700
 FIRST_TABLE = 9700
@@ -180,8 +179,9 @@ class StateFile:
     undo them after a SIGKILL."""
 
     def __init__(self, purpose: str):
-        STATE_DIR.mkdir(parents=True, exist_ok=True)
-        self.path = STATE_DIR / f"{os.getpid()}-{time.monotonic_ns()}.json"
+        folder = state_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / f"{os.getpid()}-{time.monotonic_ns()}.json"
         self.record: dict[str, Any] = {
             "owner_pid": os.getpid(), "netns": netns_id(), "purpose": purpose,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "changes": [],
@@ -211,13 +211,30 @@ class StateFile:
         return problems
 
 
-def clean(state_dir: Path | None = None) -> dict[str, Any]:
+def state_dir() -> Path:
+    """Where sessions record their changes now."""
+    return kind_dir(HOST_CHANGES)
+
+
+def record_dirs() -> list[Path]:
+    """Where records may be: the state root's folder, and where older versions kept them."""
+    return [state_dir(), legacy_dir(HOST_CHANGES)]
+
+
+def clean(folders: Sequence[Path] | None = None) -> dict[str, Any]:
     """Undo what killed owners left in this network namespace; other namespaces' files and
     live owners' files are left alone (and counted)."""
-    state_dir = state_dir or STATE_DIR
     here = netns_id()
-    out: dict[str, Any] = {"undone": [], "live": 0, "other_netns": 0, "problems": []}
-    for path in sorted(state_dir.glob("*.json")) if state_dir.is_dir() else []:
+    out: dict[str, Any] = {"undone": [], "live": 0, "other_netns": 0, "problems": [],
+                           "partial": []}
+    folders = [folder for folder in (folders or record_dirs()) if folder.is_dir()]
+    # A file being written when its owner was killed; the change it adds was not made yet.
+    for path in sorted(p for folder in folders for p in folder.glob("*.tmp")):
+        owner = path.name.partition("-")[0]
+        if owner.isdigit() and not pid_alive(int(owner)):
+            path.unlink(missing_ok=True)
+            out["partial"].append(str(path))
+    for path in sorted(p for folder in folders for p in folder.glob("*.json")):
         try:
             record = json.loads(path.read_text())
         except (OSError, ValueError):

@@ -106,8 +106,7 @@ def _only_topology() -> str:
         return live[0]
     if not live:
         raise UserError("no topology is up (see `mpstream netem list`)")
-    raise UserError(f"several topologies are up ({', '.join(live)}): name one, "
-                    "or use `mpstream netem clean` to remove them all")
+    raise UserError(f"several topologies are up ({', '.join(live)}): name one")
 
 
 @netem.command()
@@ -116,11 +115,11 @@ def down(name: str | None) -> None:
     """Remove topology NAME (the only one up, when NAME is left out)."""
     from mpstream.netem import teardown
     from mpstream.netem.system import require_root
-    from mpstream.netem.topology import Topology, read_state
+    from mpstream.netem.topology import Topology
 
     require_root()
     name = name or _only_topology()
-    if read_state(name) is not None:
+    if teardown.read_state(name) is not None:
         _print_stats(Topology.attach(name).down())
     elif teardown.topology_namespaces(name):
         teardown.remove_topology(name)  # killed while building: no record, no stats
@@ -151,15 +150,18 @@ def _print_stats(stats: dict[str, Any]) -> None:
 @netem.command()
 @click.argument("pattern", default="*")
 def clean(pattern: str) -> None:
-    """Remove every topology (or those whose name matches PATTERN, shell-style): namespaces,
-    interfaces, processes in them, emulators and state, also after a crash."""
+    """Remove what killed programs left of topologies (those whose name matches PATTERN,
+    shell-style): namespaces, the processes in them, emulators and state. The topology part of
+    `mpstream clean`; topologies whose owner runs, or that `netem up` left up, stay."""
     from mpstream.netem.system import require_root
-    from mpstream.netem.teardown import clean_all
+    from mpstream.netem.teardown import clean_stale
 
     require_root()
-    removed = clean_all(pattern)
-    console.print(f"removed {len(removed)} topolog{'y' if len(removed) == 1 else 'ies'}"
-                  + (f": {', '.join(removed)}" if removed else ""))
+    sweep = clean_stale(pattern)
+    for line in sweep.lines():
+        console.print(line, highlight=False, soft_wrap=True)
+    if not sweep.removed:
+        console.print("no topology left behind", highlight=False)
 
 
 @netem.command(name="list")

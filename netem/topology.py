@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import signal
 import subprocess
 import time
@@ -41,14 +40,13 @@ from mpstream.netem.system import (
     signals_deferred,
     sysctl,
 )
-from mpstream.netem.teardown import STATE_DIR, netns_name
+from mpstream.netem.teardown import NAME_RULE, netns_name, read_state
 from mpstream.network import Network, PathCounters, PathInfo
 from mpstream.proc import stop_pids
 
 SERVER_ADDR = "10.2.0.2"
 SERVER_SUBNET = "10.2.0.0/24"
 CLIENT_SUBNETS = "10.1.0.0/16"
-NAME_RULE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_]{0,31}$")
 READY_TIMEOUT_S = 10.0
 
 
@@ -79,7 +77,7 @@ class Topology(Network):
         self.server_addr = SERVER_ADDR
         self.single_path = profile.tcp_path
         self._paths = [_path_info(profile, i) for i in range(len(profile.paths))]
-        self.state_dir = STATE_DIR / name
+        self.state_dir = teardown.state_dir() / name
         self._down = False
         self.detached = False
 
@@ -100,10 +98,10 @@ class Topology(Network):
                 f"topology name {name!r}: use 1 to 32 letters, digits or underscores, "
                 "starting with a letter or digit"
             )
-        if _stale(name):
+        if teardown.owner(name)[0] == "stale":
             # Left by a process that died without tearing down (kill -9): not anyone's.
             teardown.remove_topology(name)
-        if teardown.topology_namespaces(name) or (STATE_DIR / f"{name}.json").exists():
+        if teardown.topology_namespaces(name) or teardown.record_path(name):
             raise UserError(
                 f"a topology named {name!r} already exists: remove it with "
                 f"`mpstream netem down {name}` or choose another --name"
@@ -137,6 +135,10 @@ class Topology(Network):
         topo = cls(profile, name, emulated=state["emulated"],
                    emulator_pids=state["emulator_pids"], owner_pid=state["owner_pid"])
         topo.detached = bool(state.get("detached"))
+        # Where it was recorded: an older version's layout, or the root of another setting.
+        record = teardown.record_path(name)
+        if record is not None:
+            topo.state_dir = record.with_suffix("")
         return topo
 
     def detach(self) -> None:
@@ -234,8 +236,9 @@ class Topology(Network):
     # ---- building ---------------------------------------------------------------------------
 
     def _build(self) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        # The record first: a folder without one is a leftover to `mpstream clean`.
         self._write_state()
+        self.state_dir.mkdir(parents=True, exist_ok=True)
         for ns in (self.client_ns, self.link_ns, self.server_ns):
             sh(["ip", "netns", "add", ns])
         self._configure_sysctls()
@@ -444,13 +447,14 @@ class Topology(Network):
     # ---- state ------------------------------------------------------------------------------
 
     def _write_state(self) -> None:
-        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        folder = self.state_dir.parent
+        folder.mkdir(parents=True, exist_ok=True)
         state = {**self.describe(), "owner_pid": self.owner_pid, "detached": self.detached,
                  "emulator_pids": self.emulator_pids, "created": time.time(),
                  "profile": self.profile.model_dump(mode="json", exclude_unset=True)}
-        tmp = STATE_DIR / f".{self.name}.json.tmp"
+        tmp = folder / f".{self.name}.json.tmp"
         tmp.write_text(json.dumps(state, indent=2))
-        tmp.replace(STATE_DIR / f"{self.name}.json")
+        tmp.replace(folder / f"{self.name}.json")
 
     def _read_stats(self) -> dict[str, Any]:
         stats = {}
@@ -458,33 +462,6 @@ class Topology(Network):
             with contextlib.suppress(OSError, ValueError):
                 stats[path.name.removesuffix(".stats.json")] = json.loads(path.read_text())
         return stats
-
-
-def _stale(name: str) -> bool:
-    """A topology whose owning process is gone and that was not left running on purpose; or
-    namespaces without a record (the record is written before the first namespace)."""
-    if not teardown.topology_namespaces(name) and not (STATE_DIR / f"{name}.json").exists():
-        return False
-    state = read_state(name)
-    if state is None:
-        return True
-    if state.get("detached"):
-        return False
-    try:
-        os.kill(int(state["owner_pid"]), 0)
-    except ProcessLookupError:
-        return True
-    except (PermissionError, KeyError, ValueError):
-        return False
-    return False
-
-
-def read_state(name: str) -> dict[str, Any] | None:
-    path = STATE_DIR / f"{name}.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def live_topologies() -> list[dict[str, Any]]:

@@ -67,7 +67,7 @@ def hosts(tiny_media, tmp_path_factory):
     for sub in ("hls", "dash"):
         (media / sub).symlink_to(tiny_media / sub)
     foreign_media(media)
-    state_dir = tmp_path_factory.mktemp("hostnet-state")
+    state_dir = tmp_path_factory.mktemp("mpstream-state")  # the state root
     sh("ip", "netns", "add", HC)
     sh("ip", "netns", "add", HS)
     server = None
@@ -154,7 +154,7 @@ def test_mptcp_session_over_both_interfaces_leaves_the_host_as_it_was(hosts):
     got = shares(result)
     assert list(got) == ["c1", "c2"]
     assert min(got.values()) > 0.1 * sum(got.values()), got
-    assert not list(hosts["state_dir"].glob("*.json"))
+    assert not list(hosts["state_dir"].glob("host-changes/*.json"))
 
 
 def test_foreign_fmp4_hls_over_tcp_uses_one_interface(hosts):
@@ -207,7 +207,7 @@ def test_ctrl_c_restores_the_host(hosts):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-2000:]
     assert host_state() == before
-    assert not list(hosts["state_dir"].glob("*.json"))
+    assert not list(hosts["state_dir"].glob("host-changes/*.json"))
     deadline = time.monotonic() + 10
     while netns_pids(HC) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -222,13 +222,14 @@ def test_sigkill_then_mpstream_clean_restores_the_host(hosts):
     proc.kill()
     proc.communicate(timeout=30)
     assert host_state() != before, "nothing to clean: the test did not kill in time"
+    assert list(hosts["state_dir"].glob("host-changes/*.json"))
     env = {**os.environ, "MPSTREAM_STATE_DIR": str(hosts["state_dir"])}
     done = subprocess.run(in_client(*MPSTREAM, "clean"), env=env, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "undone" in done.stdout
     assert host_state() == before
-    assert not list(hosts["state_dir"].glob("*.json"))
+    assert not list(hosts["state_dir"].glob("host-changes/*.json"))
     # The browser and the page's server died with their owner.
     deadline = time.monotonic() + 15
     while netns_pids(HC) and time.monotonic() < deadline:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mpstream.errors import UserError
-from mpstream.netem.teardown import STATE_DIR, leftovers, netns_pids
+from mpstream.netem.teardown import leftovers, netns_pids, state_dir
 from mpstream.netem.topology import Topology
 from mpstream.proc import pid_alive
 
@@ -65,7 +65,7 @@ def test_ctrl_c_while_the_topology_is_being_built_leaves_nothing(delay_s):
     proc = subprocess.Popen([MPSTREAM, "netem", "up", "np03-2x10", "--name", topo_name,
                              "--foreground"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             text=True)
-    state = STATE_DIR / f"{topo_name}.json"
+    state = state_dir() / f"{topo_name}.json"
     deadline = time.monotonic() + 30
     while not state.exists() and time.monotonic() < deadline:
         time.sleep(0.001)

@@ -62,7 +62,7 @@ def test_clean_leaves_live_owners_and_other_namespaces_alone(tmp_path):
     state("live.json", os.getpid(), netns_id())
     state("other.json", 2**22 + 7, "0:1")
     state("dead.json", 2**22 + 7, netns_id())
-    out = clean(tmp_path)
+    out = clean([tmp_path])
     assert (out["live"], out["other_netns"]) == (1, 1)
     assert [u["file"] for u in out["undone"]] == [str(tmp_path / "dead.json")]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["live.json", "other.json"]
