@@ -74,10 +74,12 @@ event-schema: venv
 trial-schema: venv
 	@$(PY) -m mpstream.runner.record
 
-# Python (ruff) and JavaScript (ESLint, pinned in player/package.json): the player page, its
-# probe and tests, and the dashboard's scripts.
+# Python (ruff, then mypy over the packages: scripts/typecheck.sh) and JavaScript (ESLint,
+# pinned in player/package.json): the player page, its probe and tests, and the dashboard's
+# scripts.
 lint: venv player/node_modules/.installed
 	@.venv/bin/ruff check .
+	@scripts/typecheck.sh
 	@player/node_modules/.bin/eslint --config player/eslint.config.js player server/web/static
 
 test: setup lint

@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from mpstream.errors import UserError
 
 LADDER_DIR = Path(__file__).parent / "ladders"
-CODECS = ("avc", "hevc")
+Codec = Literal["avc", "hevc"]
+CODECS: tuple[Codec, ...] = ("avc", "hevc")
 
 
 class Rung(BaseModel):
@@ -31,7 +32,7 @@ class Rung(BaseModel):
     width: int = Field(gt=0, le=7680)
     height: int = Field(gt=0, le=4320)
     bitrate_kbps: int = Field(gt=0, le=200_000)
-    codecs: tuple[Literal["avc", "hevc"], ...] = CODECS
+    codecs: tuple[Codec, ...] = CODECS
 
     @field_validator("width", "height")
     @classmethod
@@ -58,13 +59,13 @@ class Encoding(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    avc_preset: str = Field("veryfast", pattern=r"^[a-z]+$")
-    hevc_preset: str = Field("ultrafast", pattern=r"^[a-z]+$")
+    avc_preset: str = Field(default="veryfast", pattern=r"^[a-z]+$")
+    hevc_preset: str = Field(default="ultrafast", pattern=r"^[a-z]+$")
     # Capped VBR: the encoder aims at the nominal mean, never exceeds peak_factor × nominal
     # over a window of buffer_seconds (the VBV), so segment sizes stay predictable.
-    peak_factor: float = Field(1.2, ge=1.0, le=4.0)
-    buffer_seconds: float = Field(2.0, gt=0, le=20)
-    audio_bitrate_kbps: int = Field(128, ge=16, le=512)
+    peak_factor: float = Field(default=1.2, ge=1.0, le=4.0)
+    buffer_seconds: float = Field(default=2.0, gt=0, le=20)
+    audio_bitrate_kbps: int = Field(default=128, ge=16, le=512)
 
 
 class Ladder(BaseModel):

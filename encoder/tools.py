@@ -27,11 +27,12 @@ class Tools:
 
 def require_tools() -> Tools:
     """The ffmpeg and ffprobe on PATH, after checking they can encode every codec we write."""
-    found = {name: shutil.which(name) for name in ("ffmpeg", "ffprobe")}
-    missing = [name for name, path in found.items() if path is None]
-    if missing:
+    ffmpeg, ffprobe = shutil.which("ffmpeg"), shutil.which("ffprobe")
+    if ffmpeg is None or ffprobe is None:
+        missing = [name for name, path in (("ffmpeg", ffmpeg), ("ffprobe", ffprobe))
+                   if path is None]
         raise UserError(f"{' and '.join(missing)} not found on PATH. {_INSTALL_HINT}")
-    tools = Tools(ffmpeg=found["ffmpeg"], ffprobe=found["ffprobe"])
+    tools = Tools(ffmpeg=ffmpeg, ffprobe=ffprobe)
     encoders = _encoders(tools.ffmpeg)
     lacking = [f"{name} ({why})" for name, why in REQUIRED_ENCODERS.items() if name not in encoders]
     if lacking:

@@ -162,14 +162,17 @@ def finish_mpd(path: Path, renames: dict[str, str], codecs: dict[str, str],
     tree = etree.parse(str(path))
     root = tree.getroot()
     for rep in root.iter(f"{_Q}Representation"):
-        new_id = renames[rep.get("id")]
+        old_id = rep.get("id")
+        if old_id is None:
+            raise MpdError(f"{path}: a Representation without an id")
+        new_id = renames[old_id]
         rep.set("id", new_id)
         rep.set("bandwidth", str(bandwidths[new_id]))
     _clean_for_players(root, codecs, title)
     tree.write(str(path), xml_declaration=True, encoding="utf-8", pretty_print=True)
 
 
-def _clean_for_players(root, codecs: dict[str, str], title: str) -> None:
+def _clean_for_players(root: etree._Element, codecs: dict[str, str], title: str) -> None:
     """What finish_mpd does for a VOD MPD, for ffmpeg's live MPD: a title, no empty
     ServiceDescription, complete codecs strings, no bitstreamSwitching claim."""
     for info in root.findall(f"{_Q}ProgramInformation"):
@@ -179,13 +182,15 @@ def _clean_for_players(root, codecs: dict[str, str], title: str) -> None:
         if len(empty) == 0:
             root.remove(empty)
     for aset in root.iter(f"{_Q}AdaptationSet"):
-        aset.attrib.pop("bitstreamSwitching", None)
+        if "bitstreamSwitching" in aset.attrib:
+            del aset.attrib["bitstreamSwitching"]
     for rep in root.iter(f"{_Q}Representation"):
-        if rep.get("id") in codecs:
-            rep.set("codecs", codecs[rep.get("id")])
+        rep_id = rep.get("id")
+        if rep_id is not None and rep_id in codecs:
+            rep.set("codecs", codecs[rep_id])
 
 
-def _write_atomically(tree, dst: Path) -> None:
+def _write_atomically(tree: etree._ElementTree, dst: Path) -> None:
     tmp = dst.with_name(f".{dst.name}.tmp")
     tree.write(str(tmp), xml_declaration=True, encoding="utf-8", pretty_print=True)
     tmp.chmod(0o644)
@@ -215,12 +220,16 @@ def end_live_mpd(src: Path, dst: Path, codecs: dict[str, str], title: str,
     _clean_for_players(root, codecs, title)
     for attr in ("minimumUpdatePeriod", "availabilityStartTime", "publishTime",
                  "timeShiftBufferDepth", "suggestedPresentationDelay"):
-        root.attrib.pop(attr, None)
+        if attr in root.attrib:
+            del root.attrib[attr]
     root.set("type", "static")
     seconds = 0.0
     for template in root.iter(f"{_Q}SegmentTemplate"):
         timescale = int(template.get("timescale", "1"))
-        duration = int(template.get("duration"))
+        duration_attr = template.get("duration")
+        if duration_attr is None:
+            raise MpdError(f"{src}: a SegmentTemplate without a duration")
+        duration = int(duration_attr)
         start = int(template.get("startNumber", "1"))
         template.set("startNumber", str(first_number))
         # Segment n's media time is (n - start) * duration; presentation time 0 is mapped

@@ -43,7 +43,11 @@ class MediaSegment:
 
 def load_media_playlist(path: Path) -> tuple[m3u8.M3U8, list[MediaSegment]]:
     playlist = m3u8.loads(path.read_text(), uri=str(path))
-    segments = [MediaSegment(path.parent / s.uri, float(s.duration)) for s in playlist.segments]
+    segments = []
+    for s in playlist.segments:
+        if s.uri is None or s.duration is None:
+            raise ValueError(f"{path}: a segment without a URI or without an #EXTINF duration")
+        segments.append(MediaSegment(path.parent / s.uri, float(s.duration)))
     return playlist, segments
 
 

@@ -110,7 +110,7 @@ def _validate_dash(path: Path, duration: float | None, report: ValidationReport,
     if not _near(mpd.duration, duration):
         report.add(path, f"mediaPresentationDuration {mpd.duration:.3f} s,"
                          f" expected {duration:.3f} s")
-    families = {}
+    families: dict[str | None, str] = {}
     for aset in mpd.adaptation_sets:
         set_families = {codec_family(r.codecs) for r in aset.representations}
         for fam in set_families:
@@ -190,6 +190,9 @@ def _validate_hls(master_path: Path, duration: float | None, report: ValidationR
         if sorted(map(str, fams)) != ["aac", "avc"]:
             report.add(master_path, f"{where}: CODECS {info.codecs!r} is not one complete AVC and"
                                     " one complete AAC RFC 6381 string")
+        if variant.uri is None:
+            report.add(master_path, f"{where} has no URI")
+            continue
         _validate_media_playlist(master_path.parent / variant.uri, codecs, duration, report, jobs)
 
 

@@ -265,8 +265,9 @@ def traces_list() -> None:
 
     # Plain lines, never wrapped: paths are long, and scripts grep this.
     for name, trace in store.PUBLISHED.items():
-        found = [store.find(f) for f in trace.files()]
-        here = (f"in {found[0].parent}" if all(found)
+        files = trace.files()
+        found = [path for path in map(store.find, files) if path is not None]
+        here = (f"in {found[0].parent}" if found and len(found) == len(files)
                 else f"not here: `mpstream traces fetch {name}`")
         console.print(f"{name:<22} {here}  ({trace.description})", markup=False,
                       highlight=False, soft_wrap=True)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -49,7 +50,7 @@ _SIZE_UNITS = {
 _QUANTITY = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)(?:/s)?\s*$", re.I)
 
 
-def _quantity(value: Any, units: dict[str, float], field: str, examples: str) -> float:
+def _quantity(value: Any, units: Mapping[str, float], field: str, examples: str) -> float:
     """A number, or a number with one of `units` ("25mbit", "375KB"); never negative."""
     if isinstance(value, bool):
         raise ValueError(f"{field} must be a number or a string like {examples}")
@@ -57,12 +58,12 @@ def _quantity(value: Any, units: dict[str, float], field: str, examples: str) ->
         amount = float(value)
     else:
         match = _QUANTITY.match(str(value))
-        unit = match.group(2).lower() if match else None
-        if match is None or unit not in units:
+        scale = units.get(match.group(2).lower()) if match else None
+        if match is None or scale is None:
             if str(value).strip().startswith("-"):
                 raise ValueError(f"{field} must not be negative (got {value!r})")
             raise ValueError(f"{field} {value!r} is not understood: write e.g. {examples}")
-        amount = float(match.group(1)) * units[unit]
+        amount = float(match.group(1)) * scale
     if amount < 0:
         raise ValueError(f"{field} must not be negative (got {value!r})")
     return amount
@@ -354,6 +355,7 @@ class Profile(_Strict):
                 continue
             direction = {"both": "both", "uplink": "a_to_b", "downlink": "b_to_a"}[event.dir]
             if event.action == "change":
+                assert event.set is not None  # EventSpec's validator requires it
                 change = self._link_changes(event.set)
             else:
                 change = {"down": event.action == "down"}

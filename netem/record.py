@@ -45,7 +45,10 @@ class _Stamps:
     """Millisecond stamps, one per `unit` bytes received, from the first byte on."""
 
     def __init__(self, unit: int):
-        self.unit, self.t0, self.total, self.stamps = unit, None, 0, []
+        self.unit = unit
+        self.t0: float | None = None
+        self.total = 0
+        self.stamps: list[int] = []
 
     def add(self, n: int) -> None:
         now = time.monotonic()

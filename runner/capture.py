@@ -91,19 +91,20 @@ class PacketCapture:
 
 def _wait_listening(proc: subprocess.Popen, ifname: str) -> None:
     """Returns once tcpdump says it listens (its first line on stderr); raises if it ended."""
-    assert proc.stderr is not None
+    stderr = proc.stderr
+    assert stderr is not None
     box: list[str] = []
-    reader = threading.Thread(target=lambda: box.append(proc.stderr.readline()), daemon=True)
+    reader = threading.Thread(target=lambda: box.append(stderr.readline()), daemon=True)
     reader.start()
     reader.join(READY_TIMEOUT_S)
     line = box[0] if box else ""
     if "listening on" not in line:
         rest = ""
         if proc.poll() is not None:
-            rest = proc.stderr.read()
+            rest = stderr.read()
         raise UserError(f"tcpdump on {ifname} did not start: {(line + rest).strip()[:300]}")
     # Drain the rest of stderr so tcpdump never blocks on a full pipe.
-    threading.Thread(target=lambda: proc.stderr.read(), daemon=True).start()
+    threading.Thread(target=stderr.read, daemon=True).start()
 
 
 def _gzip(pcap: Path) -> Path:

@@ -151,9 +151,9 @@ def subflow_timeline(path: Path, title: str, series: dict[int, dict[str, list]],
     if unread:
         bottom.plot(list(unread), list(unread.values()), "-", color="k", lw=0.8,
                     label="unread at the client")
-    for n, (t, dt) in enumerate(held or []):
+    for n, (t_end, dt) in enumerate(held or []):
         for ax in (top, middle, bottom):
-            ax.axvspan(t - dt, t, color="tab:red", alpha=0.25, lw=0,
+            ax.axvspan(t_end - dt, t_end, color="tab:red", alpha=0.25, lw=0,
                        label="sender held data, nothing in flight" if n == 0 and ax is top
                        else None)
     for seg in segments:

@@ -47,6 +47,7 @@ def prepare_media(spec: MediaSpec, base_dir: Path, *, progress: bool = True,
         return out
     from mpstream.encoder.pipeline import encode_media
 
+    assert spec.source is not None  # MediaSpec's validator: no dir means a source
     encode_media(
         spec.source,
         _ladder_ref(spec.ladder, base_dir),

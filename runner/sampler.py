@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from mpstream.proc import stop as stop_process
 
@@ -210,8 +210,8 @@ class SubflowSampler:
         # polled only: the kernel sends no destroy events for them, and they carry no byte
         # counters to lose.
         self.mptcp_out = Path(mptcp_out) if mptcp_out else None
-        self._mptcp_fh = None
-        self._mptcp_writer: csv.DictWriter | None = None
+        self._mptcp_fh: TextIO | None = None
+        self._mptcp_writer: csv.DictWriter[str] | None = None
         self.t0 = time.monotonic() if t0 is None else t0
         self.interval_s = interval_s
         self.samples = 0
@@ -221,8 +221,8 @@ class SubflowSampler:
         self._thread: threading.Thread | None = None
         self._events: subprocess.Popen | None = None
         self._events_thread: threading.Thread | None = None
-        self._fh = None
-        self._writer: csv.DictWriter | None = None
+        self._fh: TextIO | None = None
+        self._writer: csv.DictWriter[str] | None = None
         self._lock = threading.Lock()
 
     def _in_netns(self, argv: list[str]) -> list[str]:

@@ -18,7 +18,9 @@ CMCD_FIELDS = ("cmcd", "cmcd_request", "cmcd_object", "cmcd_session", "cmcd_stat
 
 def _split_top_level(text: str) -> list[str]:
     """Split on commas that are not inside a quoted string."""
-    parts, current, quoted = [], [], False
+    parts: list[str] = []
+    current: list[str] = []
+    quoted = False
     for ch in text:
         if ch == '"':
             quoted = not quoted

@@ -10,6 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from flask import Flask, jsonify, request
+from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
 from mpstream.paths import REPO_ROOT
@@ -49,14 +50,16 @@ def create_app(database_url: str | None = None, *, noop_endpoint: bool | None = 
     app.config.update(
         DATABASE_URL=url,
         MAX_CONTENT_LENGTH=schemas.MAX_BODY_BYTES,
-        JSON_SORT_KEYS=False,
         NOOP_ENDPOINT=(
             noop_endpoint
             if noop_endpoint is not None
             else os.environ.get("MPSTREAM_NOOP_ENDPOINT") == "1"
         ),
     )
-    app.json.sort_keys = False
+    # Responses keep the order their code builds (Flask 2.3 dropped the JSON_SORT_KEYS setting).
+    json_provider = DefaultJSONProvider(app)
+    json_provider.sort_keys = False
+    app.json = json_provider
     engine = storage.make_engine(url)
     ensure_schema(engine)
     app.extensions["mpstream_engine"] = engine

@@ -9,7 +9,7 @@ PostgreSQL's text can hold them, so letting them through would turn bad input in
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -57,17 +57,17 @@ IsoDateTime = Annotated[
 ]
 
 
-def Text(max_length: int, min_length: int = 0) -> Any:
-    return Annotated[
-        str,
-        StringConstraints(min_length=min_length, max_length=max_length),
-        AfterValidator(_storable_text),
-    ]
-
+# Bounded text that a database can store: Text<max> (or NonEmptyText<max>) is a str of at most
+# max characters, without NUL or lone surrogates.
+_STORABLE = AfterValidator(_storable_text)
+Text200 = Annotated[str, StringConstraints(min_length=0, max_length=200), _STORABLE]
+Text500 = Annotated[str, StringConstraints(min_length=0, max_length=500), _STORABLE]
+Text2000 = Annotated[str, StringConstraints(min_length=0, max_length=2000), _STORABLE]
+NonEmptyText100 = Annotated[str, StringConstraints(min_length=1, max_length=100), _STORABLE]
 
 SessionId = Annotated[str, StringConstraints(pattern=SESSION_ID_PATTERN)]
-Url = Text(2048, 1)
-Codec = Text(100)
+Url = Annotated[str, StringConstraints(min_length=1, max_length=2048), _STORABLE]
+Codec = Annotated[str, StringConstraints(min_length=0, max_length=100), _STORABLE]
 Ms = Annotated[float, Field(ge=0, le=MAX_MS)]
 Seconds = Annotated[float, Field(ge=0, le=MAX_MS / 1000)]
 Count = Annotated[int, Field(ge=0, le=MAX_INT)]
@@ -82,13 +82,13 @@ class Strict(BaseModel):
 class SessionIn(Strict):
     id: SessionId
     player: Literal["hlsjs", "dashjs"]
-    player_version: Text(100, 1)
+    player_version: NonEmptyText100
     protocol: Literal["hls", "dash"]
     manifest: Url
-    scenario: Text(200) | None
+    scenario: Text200 | None
     trial: Annotated[int, Field(ge=0, le=MAX_SEQ)] | None
     transport: Literal["mptcp", "tcp", "unknown"]
-    user_agent: Text(500)
+    user_agent: Text500
     started_at: IsoDateTime
 
 
@@ -163,9 +163,9 @@ class LiveLatencyData(Strict):
 
 
 class ErrorData(Strict):
-    message: Text(2000)
+    message: Text2000
     fatal: bool
-    code: Text(200) | None
+    code: Text200 | None
 
 
 class EndData(Strict):
@@ -188,22 +188,102 @@ EVENT_DATA: dict[str, type[Strict]] = {
 }
 
 
-def _event_model(type_name: str, data_model: type[Strict]) -> type[Strict]:
-    class Event(Strict):
-        seq: Annotated[int, Field(ge=0, le=MAX_SEQ)]
-        t_ms: Ms
-        type: Literal[type_name]  # type: ignore[valid-type]
-        data: data_model  # type: ignore[valid-type]
-
-    name = "".join(part.capitalize() for part in type_name.split("_")) + "Event"
-    Event.__name__ = Event.__qualname__ = name
-    return Event
+# --- events: seq, t_ms, the type's name and its data ---
 
 
-EVENT_MODELS = {name: _event_model(name, model) for name, model in EVENT_DATA.items()}
+class BaseEvent(Strict):
+    # What every event has; each type below narrows `type` to its name and `data` to its model.
+    seq: Annotated[int, Field(ge=0, le=MAX_SEQ)]
+    t_ms: Ms
+    type: str
+    data: Strict
+
+
+class ManifestEvent(BaseEvent):
+    type: Literal["manifest"]
+    data: ManifestData
+
+
+class StartupEvent(BaseEvent):
+    type: Literal["startup"]
+    data: StartupData
+
+
+class SegmentEvent(BaseEvent):
+    type: Literal["segment"]
+    data: SegmentData
+
+
+class StallStartEvent(BaseEvent):
+    type: Literal["stall_start"]
+    data: StallStartData
+
+
+class StallEndEvent(BaseEvent):
+    type: Literal["stall_end"]
+    data: StallEndData
+
+
+class QualitySwitchEvent(BaseEvent):
+    type: Literal["quality_switch"]
+    data: QualitySwitchData
+
+
+class BufferEvent(BaseEvent):
+    type: Literal["buffer"]
+    data: BufferData
+
+
+class PlaybackEvent(BaseEvent):
+    type: Literal["playback"]
+    data: PlaybackData
+
+
+class LiveLatencyEvent(BaseEvent):
+    type: Literal["live_latency"]
+    data: LiveLatencyData
+
+
+class ErrorEvent(BaseEvent):
+    type: Literal["error"]
+    data: ErrorData
+
+
+class EndEvent(BaseEvent):
+    type: Literal["end"]
+    data: EndData
+
+
+# In EVENT_DATA's order (tests/unit/test_event_schema.py checks that the two agree).
+EVENT_MODELS: dict[str, type[BaseEvent]] = {
+    "manifest": ManifestEvent,
+    "startup": StartupEvent,
+    "segment": SegmentEvent,
+    "stall_start": StallStartEvent,
+    "stall_end": StallEndEvent,
+    "quality_switch": QualitySwitchEvent,
+    "buffer": BufferEvent,
+    "playback": PlaybackEvent,
+    "live_latency": LiveLatencyEvent,
+    "error": ErrorEvent,
+    "end": EndEvent,
+}
 # The union the OpenAPI document describes; parse_batch dispatches on `type` itself so that an
 # unknown type gets its own clear message.
-AnyEvent = Annotated[Union[tuple(EVENT_MODELS.values())], Field(discriminator="type")]  # noqa: UP007
+AnyEvent = Annotated[
+    ManifestEvent
+    | StartupEvent
+    | SegmentEvent
+    | StallStartEvent
+    | StallEndEvent
+    | QualitySwitchEvent
+    | BufferEvent
+    | PlaybackEvent
+    | LiveLatencyEvent
+    | ErrorEvent
+    | EndEvent,
+    Field(discriminator="type"),
+]
 
 
 class ValidationProblem(Exception):
@@ -236,8 +316,8 @@ def _first_problem(exc: ValidationError, prefix: tuple[Any, ...] = ()) -> Valida
     return ValidationProblem(_field_path(loc), err["msg"])
 
 
-_SESSION = TypeAdapter(SessionIn)
-_BATCH = TypeAdapter(list[AnyEvent])
+_SESSION: TypeAdapter[SessionIn] = TypeAdapter(SessionIn)
+_BATCH: TypeAdapter[list[BaseEvent]] = TypeAdapter(list[AnyEvent])
 
 
 def parse_session(body: Any) -> SessionIn:
@@ -249,7 +329,7 @@ def parse_session(body: Any) -> SessionIn:
         raise _first_problem(exc) from None
 
 
-def parse_batch(body: Any) -> list[Strict]:
+def parse_batch(body: Any) -> list[BaseEvent]:
     """Validate an events batch; the first problem found is raised, naming its field."""
     if not isinstance(body, dict):
         raise ValidationProblem("body", "must be a JSON object with an `events` list")
@@ -265,15 +345,15 @@ def parse_batch(body: Any) -> list[Strict]:
         raise ValidationProblem("events", f"at most {MAX_EVENTS_PER_BATCH} events per batch")
     try:
         # Fast path: the whole batch in one call into pydantic-core.
-        parsed = _BATCH.validate_python(events)
+        batch = _BATCH.validate_python(events)
     except ValidationError:
-        parsed = None
-    if parsed is not None:
-        seqs = [ev.seq for ev in parsed]
+        pass
+    else:
+        seqs = [ev.seq for ev in batch]
         if len(set(seqs)) == len(seqs):
-            return parsed
+            return batch
     # Slow path, event by event, to name the first field that breaks a rule.
-    parsed = []
+    parsed: list[BaseEvent] = []
     seen: set[int] = set()
     for i, raw in enumerate(events):
         if not isinstance(raw, dict):

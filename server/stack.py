@@ -169,6 +169,11 @@ class ServerStack:
         assert self.workdir is not None
         return self.workdir / "collector.pid"
 
+    @property
+    def logs_dir(self) -> Path:
+        assert self.workdir is not None, "the stack is not started"
+        return self.workdir / "logs"
+
     # --- lifecycle ---
 
     def __enter__(self) -> ServerStack:
@@ -194,7 +199,7 @@ class ServerStack:
             self.workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
             (self.workdir / OWNER_FILE).write_text(str(os.getpid()))
         self.workdir.mkdir(parents=True, exist_ok=True)
-        (self.workdir / "logs").mkdir(exist_ok=True)
+        self.logs_dir.mkdir(exist_ok=True)
         try:
             self._start_collector()
             self._start_nginx()
@@ -252,7 +257,7 @@ class ServerStack:
             *process.netns_prefix(self.netns),
             sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), APP_SPEC,
         ]  # fmt: skip
-        log = self.workdir / "logs" / "collector.log"
+        log = self.logs_dir / "collector.log"
         self.collector = process.spawn(argv, log, env)
         self._wait(lambda: self._collector_answers(), self.collector, log, "the collector")
         if self.nginx is not None:  # a collector restarted under a running nginx
@@ -300,9 +305,9 @@ class ServerStack:
             prefix = [*prefix, "mptcpize", "run"]
             self.mptcp_method = "mptcpize"
         argv = [*prefix, *config.argv("-g", "daemon off; master_process on;")]
-        log = self.workdir / "logs" / "nginx.out"
+        log = self.logs_dir / "nginx.out"
         self.nginx = process.spawn(argv, log)
-        error_log = self.workdir / "logs" / "error.log"
+        error_log = self.logs_dir / "error.log"
         try:
             self._wait(self._nginx_answers, self.nginx, error_log, "nginx")
         except UserError:

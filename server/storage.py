@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
-from mpstream.server.schemas import SessionIn, Strict
+from mpstream.server.schemas import BaseEvent, SessionIn
 
 metadata = sa.MetaData()
 
@@ -212,7 +212,7 @@ _SQLITE_INSERT_EVENTS = (
 )
 
 
-def add_events(engine: Engine, session_id: str, batch: list[Strict]) -> tuple[int, int]:
+def add_events(engine: Engine, session_id: str, batch: list[BaseEvent]) -> tuple[int, int]:
     """Store a validated batch; events whose (session, seq) exist are skipped.
 
     Returns (stored now, already stored). Commits before returning.
@@ -302,7 +302,8 @@ def _event_counts(conn: Connection, ids: list[str]) -> dict[str, int]:
             .where(events.c.session_id.in_(ids[i:i + _IN_CHUNK]))
             .group_by(events.c.session_id)
         )
-        out.update({sid: n for sid, n in conn.execute(query)})
+        for row in conn.execute(query):
+            out[row[0]] = row[1]
     return out
 
 

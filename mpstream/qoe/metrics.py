@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 Event = dict[str, Any]
 
@@ -110,7 +110,13 @@ def stalls(events: Iterable[Event]) -> list[Stall]:
     return out
 
 
-def stall_figures(found: list[Stall]) -> dict[str, float | int]:
+class StallFigures(TypedDict):
+    count: int
+    ms: float
+    longest_ms: float
+
+
+def stall_figures(found: list[Stall]) -> StallFigures:
     """count, total ms and longest ms of the given stalls."""
     return {
         "count": len(found),
@@ -119,7 +125,7 @@ def stall_figures(found: list[Stall]) -> dict[str, float | int]:
     }
 
 
-def stalls_after(events: Iterable[Event], t_ms: float) -> dict[str, float | int]:
+def stalls_after(events: Iterable[Event], t_ms: float) -> StallFigures:
     """The stalls that began at or after page time `t_ms` (e.g. a path failure): did the event
     cause a stall, and how long was playback halted?"""
     return stall_figures([s for s in stalls(events) if s.start_ms >= t_ms])

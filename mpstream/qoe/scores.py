@@ -123,8 +123,8 @@ def session_scores(events: Iterable[Event]) -> dict[str, Any]:
     startup = next((e["data"] for e in evs if e["type"] == "startup"), None)
     startup_s = startup["startup_delay_ms"] / 1000 if startup else 0.0
     played = played_s(evs)
-    durations = [s.duration_s for s in segs]
-    media_s = sum(durations) if segs and None not in durations else played
+    durations = [s.duration_s for s in segs if s.duration_s is not None]
+    media_s = sum(durations) if segs and len(durations) == len(segs) else played
     top = top_bitrate(evs, bitrates)
     changes = _rate_changes(bitrates)
     inputs = {
@@ -230,7 +230,7 @@ def p1203_available() -> bool:
 def p1203_o46(p1203: dict[str, Any]) -> tuple[float | None, str | None]:
     """(O46, None) from the user's own `itu_p1203` installation, or (None, why not)."""
     try:
-        from itu_p1203 import P1203Standalone  # type: ignore[import-not-found]
+        from itu_p1203 import P1203Standalone
     except ImportError:
         return None, "itu_p1203 is not installed (pip install itu-p1203 yourself: its licence " \
                      "allows non-commercial research use only)"
