@@ -131,7 +131,7 @@ def resolve_server(host: str) -> tuple[str, int]:
         infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
     except socket.gaierror as exc:
         raise UserError(f"cannot resolve the server {host!r}: {exc.strerror}") from None
-    addr = infos[0][4][0]
+    addr = str(infos[0][4][0])
     return addr, 6 if ":" in addr else 4
 
 
@@ -258,7 +258,8 @@ def clean(folders: Sequence[Path] | None = None) -> dict[str, Any]:
 
 
 def _free_ints(used: set[int], start: int, count: int) -> list[int]:
-    out, n = [], start
+    out: list[int] = []
+    n = start
     while len(out) < count:
         if n not in used:
             out.append(n)

@@ -15,11 +15,12 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict
+from typing import Any
 
 from mpstream.errors import UserError
 
-Host = Literal["client", "server"]
+# A host of a trial's network: "client" or "server" (an emulated one also has its "link").
+Host = str
 # How a transport wraps a program so that its sockets speak it (`Transport.wrap`).
 Wrapper = Callable[[Sequence[str]], list[str]]
 
@@ -35,13 +36,9 @@ class PathInfo:
     backup: bool = False  # an MPTCP backup path: used only when the others fail
 
 
-class PathCounters(TypedDict, total=False):
-    """The kernel's counters of one client path interface (rx: towards the client)."""
-
-    rx_bytes: int
-    tx_bytes: int
-    rx_packets: int
-    tx_packets: int
+# The kernel's counters of one client path interface (rx: towards the client): rx_bytes,
+# tx_bytes, and rx_packets and tx_packets where the network has them.
+PathCounters = dict[str, int]
 
 
 class Network(ABC):
@@ -102,7 +99,7 @@ class Network(ABC):
             if server is not None and server.poll() is not None:
                 said = server.stderr.read() if server.stderr else ""
                 said = said.decode(errors="replace") if isinstance(said, bytes) else said
-                raise UserError(f"{shlex.join(map(str, server.args))} exited "
+                raise UserError(f"{_argv_text(server.args)} exited "
                                 f"({server.returncode}) before listening on port {port}: "
                                 f"{said.strip()[:300]}")
             listing = self.run(host, ["ss", "-Hltn", f"sport = :{port}"], capture_output=True,
@@ -112,3 +109,7 @@ class Network(ABC):
             time.sleep(0.05)
         raise UserError(f"nothing listens on port {port} on the {host} host after "
                         f"{timeout_s:g} s")
+
+
+def _argv_text(args: object) -> str:
+    return shlex.join(str(a) for a in args) if isinstance(args, list | tuple) else str(args)

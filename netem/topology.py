@@ -259,7 +259,7 @@ class Topology(Network):
             "net.ipv6.conf.all.disable_ipv6": 1,
             "net.ipv6.conf.default.disable_ipv6": 1,
         }
-        host = {
+        host: dict[str, str | int] = {
             **common,
             "net.mptcp.enabled": 1,
             "net.mptcp.path_manager": p.mptcp.path_manager,

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mpstream.errors import UserError
 from mpstream.paths import REPO_ROOT
@@ -56,7 +56,7 @@ class TrialRecord(BaseModel):
     player: str | None = None
     browser: str | None = None
     codec: str | None = None
-    host: str | None = Field(None, description="the host the trial ran on (its hostname)")
+    host: str | None = Field(default=None, description="the host the trial ran on (its hostname)")
     started_at: str
     finished_at: str | None = None
     elapsed_s: float | None = None
@@ -66,23 +66,19 @@ class TrialRecord(BaseModel):
     # reversed, -R), so the emulated downlink is the bottleneck, as for video.
     sender: Literal["server", "client"] = "server"
     transport: str | None = None
-    capacity_bps: float | None = Field(None, description="sum of the nominal rates of the "
+    capacity_bps: float | None = Field(default=None, description="sum of the nominal rates of the "
                                        "paths in use (None: unknown, unlimited or real)")
     paths: list[PathLabel] = Field(default_factory=list)
     paths_in_use: list[int] = Field(default_factory=list)
     session_id: str | None = None
-    url: str | None = Field(None, description="a real network's manifest URL")
-    path_checks: dict[str, dict[str, JsonValue]] | None = Field(
-        None, description="a real network's `paths check` before and after the trial")
+    url: str | None = Field(default=None, description="a real network's manifest URL")
+    path_checks: dict[str, dict[str, Any]] | None = Field(default=None, description="a real network's `paths check` before and after the trial")
     media: MediaFacts | None = None
-    events_started_unix: float | None = Field(
-        None, description="the wall clock of the profile's t=0 (its timed events)")
+    events_started_unix: float | None = Field(default=None, description="the wall clock of the profile's t=0 (its timed events)")
     path_bytes: list[dict[str, int]] | None = None
     path_bytes_error: str | None = None
-    proof: dict[str, int] | None = Field(
-        None, description="what the transport counted on the wire (e.g. MP_CAPABLE, MP_JOIN)")
-    player_failure: str | None = Field(
-        None, description="why a session that did start broke off later")
+    proof: dict[str, int] | None = Field(default=None, description="what the transport counted on the wire (e.g. MP_CAPABLE, MP_JOIN)")
+    player_failure: str | None = Field(default=None, description="why a session that did start broke off later")
 
     @property
     def ok(self) -> bool:

@@ -277,10 +277,10 @@ def _write_csvs(report: Report, records: list[TrialData], several: frozenset[str
     with (out / "reference.csv").open("w", newline="") as fh:
         cols = ["condition", "published_condition", "metric", "unit", "published",
                 "published_how", "ours_n", "ours_mean", "ours_sd", "ours_ci_low", "ours_ci_high"]
-        w = csv.DictWriter(fh, fieldnames=cols, extrasaction="ignore")
-        w.writeheader()
+        dw = csv.DictWriter(fh, fieldnames=cols, extrasaction="ignore")
+        dw.writeheader()
         for r in report.reference_rows:
-            w.writerow({k: _fmt(v) if isinstance(v, float) else v for k, v in r.items()})
+            dw.writerow({k: _fmt(v) if isinstance(v, float) else v for k, v in r.items()})
     with (out / "segments.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
         evidence_cols = ["url", "bytes", "request_page_s", "request_nginx_s",
@@ -418,7 +418,7 @@ def explanations(report: Report) -> list[str]:
         rtts = {k: mean(k) for k in s if k.startswith("path") and k.endswith("_rtt_ms")}
         rtts = {k: v for k, v in rtts.items() if not math.isnan(v)}
         if len(rtts) > 1:
-            key = max(rtts, key=rtts.get)
+            key = max(rtts, key=lambda k: rtts[k])
             slowest = key.removesuffix("_rtt_ms")
             parts.append(f"slowest path's RTT {rtts[key]:.0f} ms ({slowest})")
             if not math.isnan(mean(f"{slowest}_first_segment_share")):

@@ -57,10 +57,10 @@ class MediaSpec(_Strict):
     """Either `dir` (a media tree made earlier by `mpstream encode`) or how to encode one."""
 
     dir: Path | None = None
-    source: str | None = Field(None, description="sample, synthetic or a video file")
+    source: str | None = Field(default=None, description="sample, synthetic or a video file")
     ladder: str = "tiny"
-    segment_duration: float = Field(4.0, gt=0, le=30)
-    duration: float | None = Field(None, gt=0)
+    segment_duration: float = Field(default=4.0, gt=0, le=30)
+    duration: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _one_of_dir_or_source(self) -> MediaSpec:
@@ -73,12 +73,12 @@ class LiveSpec(_Strict):
     """A live stream (`mpstream live`) the trials play instead of on-demand media: started
     once for the whole run, every trial joins it at its live edge."""
 
-    source: str = Field("synthetic", description="synthetic, sample, a video file or /dev/videoN")
+    source: str = Field(default="synthetic", description="synthetic, sample, a video file or /dev/videoN")
     ladder: str = "small"
-    segment_duration: float = Field(2.0, gt=0, le=30)
-    window_s: float = Field(30.0, gt=0, le=3600)
+    segment_duration: float = Field(default=2.0, gt=0, le=30)
+    window_s: float = Field(default=30.0, gt=0, le=3600)
     # How far behind the live edge the players aim to play (s); None: the library's default.
-    target_latency_s: float | None = Field(None, gt=0, le=600)
+    target_latency_s: float | None = Field(default=None, gt=0, le=600)
 
     @model_validator(mode="after")
     def _window_holds_a_segment(self) -> LiveSpec:
@@ -99,7 +99,7 @@ class Condition(_Strict):
     url: str | dict[str, str] | None = None
     interfaces: str | None = None
     # kind "real": seconds of each timed download of the path checks before and after a trial
-    check_s: float = Field(3.0, gt=0, le=60)
+    check_s: float = Field(default=3.0, gt=0, le=60)
     # None: the profile's own mode (mptcp profiles run MPTCP, tcp profiles single-path TCP).
     transport: TransportName | None = None
     # Overrides applied to the profile's raw data before it is loaded: dotted keys, `*` walks
@@ -188,16 +188,16 @@ class Scenario(_Strict):
     live: LiveSpec | None = None
     conditions: list[Condition] = Field(default_factory=list)
     sweep: Sweep | None = None
-    players: list[Player] = Field(default_factory=lambda: ["dashjs"])
+    players: list[Player] = Field(default_factory=lambda: list[Player](["dashjs"]))
     # Crossed with conditions and players like them: every browser plays every codec family.
-    browsers: list[Browser] = Field(default_factory=lambda: ["chromium"])
+    browsers: list[Browser] = Field(default_factory=lambda: list[Browser](["chromium"]))
     # auto: the player picks among what the browser decodes; avc / hevc: only that family.
-    codecs: list[Codec] = Field(default_factory=lambda: ["auto"])
+    codecs: list[Codec] = Field(default_factory=lambda: list[Codec](["auto"]))
     # For hls.js the HLS master playlist is played; for dash.js the MPD.
-    trials: int = Field(3, ge=1, le=1000)
-    duration_s: float = Field(60.0, gt=0, le=3600)
+    trials: int = Field(default=3, ge=1, le=1000)
+    duration_s: float = Field(default=60.0, gt=0, le=3600)
     # Cap on how far ahead the player buffers (s); None: the player library's own target.
-    buffer_s: float | None = Field(None, gt=0, le=600)
+    buffer_s: float | None = Field(default=None, gt=0, le=600)
     seed: int = 1
     # Where the scenario file was read from; relative profile paths resolve against it.
     base_dir: Path = Field(default=SCENARIOS_DIR, exclude=True)
@@ -262,6 +262,8 @@ def build_profile(scenario: Scenario, cond: Condition):
     mode "tcp" when the condition asks for single-path TCP."""
     from mpstream.netem.profile import load_profile
 
+    if cond.profile is None:
+        raise UserError(f"condition {cond.label!r}: a real condition has no profile to build")
     overrides = dict(cond.set)
     if cond.transport is not None:
         # The network is set up for the condition's transport (one path, or MPTCP on all).

@@ -265,7 +265,7 @@ def _run(scenario: Scenario, trial: Trial, record: TrialRecord, run_id: str, tdi
         record.events_started_unix = outcome.events_started_unix
         record.proof = outcome.proof
         try:
-            record.path_bytes = [dict(c) for c in network.path_bytes()]
+            record.path_bytes = network.path_bytes()
         except Exception as exc:  # a counter we lack is no reason to lose the trial
             record.path_bytes_error = str(exc)
     if outcome.failure:
