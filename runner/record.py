@@ -72,13 +72,18 @@ class TrialRecord(BaseModel):
     paths_in_use: list[int] = Field(default_factory=list)
     session_id: str | None = None
     url: str | None = Field(default=None, description="a real network's manifest URL")
-    path_checks: dict[str, dict[str, Any]] | None = Field(default=None, description="a real network's `paths check` before and after the trial")
+    path_checks: dict[str, dict[str, Any]] | None = Field(
+        default=None, description="a real network's `paths check` before and after the trial")
     media: MediaFacts | None = None
-    events_started_unix: float | None = Field(default=None, description="the wall clock of the profile's t=0 (its timed events)")
+    events_started_unix: float | None = Field(
+        default=None, description="the wall clock of the profile's t=0 (its timed events)")
     path_bytes: list[dict[str, int]] | None = None
     path_bytes_error: str | None = None
-    proof: dict[str, int] | None = Field(default=None, description="what the transport counted on the wire (e.g. MP_CAPABLE, MP_JOIN)")
-    player_failure: str | None = Field(default=None, description="why a session that did start broke off later")
+    proof: dict[str, int] | None = Field(
+        default=None,
+        description="what the transport counted on the wire (e.g. MP_CAPABLE, MP_JOIN)")
+    player_failure: str | None = Field(
+        default=None, description="why a session that did start broke off later")
 
     @property
     def ok(self) -> bool:
