@@ -73,7 +73,8 @@ class LiveSpec(_Strict):
     """A live stream (`mpstream live`) the trials play instead of on-demand media: started
     once for the whole run, every trial joins it at its live edge."""
 
-    source: str = Field(default="synthetic", description="synthetic, sample, a video file or /dev/videoN")
+    source: str = Field(default="synthetic",
+                        description="synthetic, sample, a video file or /dev/videoN")
     ladder: str = "small"
     segment_duration: float = Field(default=2.0, gt=0, le=30)
     window_s: float = Field(default=30.0, gt=0, le=3600)
