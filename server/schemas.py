@@ -20,6 +20,7 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
     WithJsonSchema,
+    create_model,
 )
 
 MAX_EVENTS_PER_BATCH = 500
@@ -189,15 +190,16 @@ EVENT_DATA: dict[str, type[Strict]] = {
 
 
 def _event_model(type_name: str, data_model: type[Strict]) -> type[Strict]:
-    class Event(Strict):
-        seq: Annotated[int, Field(ge=0, le=MAX_SEQ)]
-        t_ms: Ms
-        type: Literal[type_name]  # type: ignore[valid-type]
-        data: data_model  # type: ignore[valid-type]
-
-    name = "".join(part.capitalize() for part in type_name.split("_")) + "Event"
-    Event.__name__ = Event.__qualname__ = name
-    return Event
+    # Made under its own name (e.g. SegmentEvent), which the JSON Schemas use for it.
+    return create_model(
+        "".join(part.capitalize() for part in type_name.split("_")) + "Event",
+        __base__=Strict,
+        __module__=__name__,
+        seq=Annotated[int, Field(ge=0, le=MAX_SEQ)],
+        t_ms=Ms,
+        type=Literal[type_name],
+        data=data_model,
+    )
 
 
 EVENT_MODELS = {name: _event_model(name, model) for name, model in EVENT_DATA.items()}
