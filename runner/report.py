@@ -388,7 +388,7 @@ figure.</p>
 <p class="note">From the kernel samples (<code>segments.csv</code>, <code>timelines/</code>): the
 sender <em>held data back</em> when a connection had bytes written and not sent with nothing in
 flight (a corked socket waits for its timer); the slowest path's RTT is the sender's smoothed
-RTT there, its queue included. Definitions: docs/mptcp-penalties.md.</p>
+RTT there, its queue included. Definitions: docs/penalties/evidence.md.</p>
 <ul>{% for line in explained %}<li>{{ line }}</li>{% endfor %}</ul>{% endif %}
 <h2>Per condition</h2>
 <table><tr><th>metric</th><th>unit</th>{% for g in groups %}<th>{{ g }}</th>{% endfor %}</tr>
