@@ -4,7 +4,7 @@ One model for the profile's `[server]` table, `mpstream serve`'s options and the
 configuration, so each option is named and checked in one place.
 
 `tcp_nopush` is off by default, against nginx's usual advice, because of what it does under
-MPTCP (docs/mptcp-penalties.md): nginx's tcp_nopush is TCP_CORK, and a corked MPTCP subflow
+MPTCP (docs/penalties/startup.md): nginx's tcp_nopush is TCP_CORK, and a corked MPTCP subflow
 holds a sub-MSS piece of the connection's data for up to the kernel's 200 ms cork timer while
 the scheduler sends the data after it on the other subflows. The receiver cannot deliver past
 the held bytes, so the whole connection stalls for the timer; single-path TCP only delays the

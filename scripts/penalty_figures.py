@@ -1,18 +1,21 @@
-"""The figures of docs/mptcp-penalties.md that the report does not print, from run folders.
+"""The figures of the penalty pages (docs/penalties/) that the report does not print, from run
+folders.
 
     .venv/bin/python scripts/penalty_figures.py first-segment RUN_DIR [RUN_DIR ...]
     .venv/bin/python scripts/penalty_figures.py late-segments RUN_DIR [--from-index 5]
     .venv/bin/python scripts/penalty_figures.py ratio RUN_DIR CONDITION_A CONDITION_B
     .venv/bin/python scripts/penalty_figures.py peak-notsent RUN_DIR [--conditions A,B]
 
-first-segment: per trial of the unbalanced conditions (--conditions), the first video and audio
-downloads' times at the page, the slow path's (path 1's) share of the bytes during the video one,
-and the time that share needs at the slow path's rate, with their correlation. late-segments:
-per unbalanced condition, the downloads from --from-index on (after the buffer filled): time,
-slow path's share, peak RTT of the slow path.
-ratio: startup delay of A over B, with a bootstrap 95% interval of the ratio of the means.
-peak-notsent: per trial, the most bytes one of the server's subflows held written and not sent
-at a poll (`notsent` in samples-server.csv).
+first-segment (first-split.md, startup.md): per trial of the unbalanced conditions
+(--conditions), the first video and audio downloads' times at the page, the slow path's (path
+1's) share of the bytes during the video one, and the time that share needs at the slow path's
+rate, with their correlation.
+late-segments (tail.md): per unbalanced condition, the downloads from --from-index on (after the
+buffer filled): time, slow path's share, peak RTT of the slow path.
+ratio (startup.md, negatives.md): startup delay of A over B, with a bootstrap 95% interval of
+the ratio of the means.
+peak-notsent (negatives.md): per trial, the most bytes one of the server's subflows held written
+and not sent at a poll (`notsent` in samples-server.csv).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The collector's HTTP API under /api/v1 (docs/qoe-events.md; the OpenAPI document in
-openapi.py describes the same routes)."""
+"""The collector's HTTP API under /api/v1 (docs/qoe-events.md). Each view carries its OpenAPI
+operation (@operation, openapi.py), from which GET /api/v1/openapi.json is generated."""
 
 from __future__ import annotations
 
@@ -15,9 +15,28 @@ from flask import Blueprint, Response, current_app, jsonify, request, stream_wit
 from sqlalchemy.engine import Engine
 
 from mpstream.server import schemas, storage, summary
-from mpstream.server.openapi import openapi_document
+from mpstream.server.openapi import (
+    EventBatch,
+    GroupedOut,
+    SummaryOut,
+    csv_reply,
+    filter_params,
+    ok,
+    openapi_document,
+    operation,
+    paging_params,
+    refused,
+)
 
+API_PREFIX = "/api/v1"
 api = Blueprint("api", __name__)
+# POST /noop, registered (under API_PREFIX) only when the app is made with noop_endpoint.
+noop_api = Blueprint("noop", __name__)
+SESSION_PATH = {"session_id": schemas.SessionId}
+BAD_ID = refused("the session id does not match the pattern")
+MISSING = refused("no such session")
+BAD_PAGE = refused("bad filter, limit or cursor")
+DEFAULT_GROUPING = "scenario,transport"
 _SESSION_ID = re.compile(schemas.SESSION_ID_PATTERN)
 
 
@@ -76,9 +95,9 @@ def session_filters() -> dict[str, Any]:
 def page_args(default_limit: int | None = storage.PAGE_DEFAULT) -> tuple[int | None, str | None]:
     """`limit` (1 … PAGE_MAX; `default_limit` when absent) and `cursor` (the `next_cursor` of
     the previous page: the id of its last session) from the query string."""
-    raw = request.args.get("limit")
+    raw = request.args.get("limit") or ""
     limit = default_limit
-    if raw not in (None, ""):
+    if raw:
         if not raw.isdigit() or not 1 <= int(raw) <= storage.PAGE_MAX:
             raise schemas.ValidationProblem(
                 "limit", f"must be an integer from 1 to {storage.PAGE_MAX}", 400)
@@ -118,17 +137,31 @@ def summaries_for(filters: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @api.get("/health")
+@operation("The collector and its database answer", responses={200: ok("healthy")})
 def health() -> Any:
     storage.count_events(engine())  # proves the database answers
     return jsonify(status="ok", database=engine().dialect.name)
 
 
 @api.get("/openapi.json")
+@operation("This document", responses={200: ok("OpenAPI 3.1")})
 def openapi() -> Any:
-    return jsonify(openapi_document(noop=current_app.config["NOOP_ENDPOINT"]))
+    return jsonify(openapi_document(current_app, API_PREFIX))
 
 
 @api.post("/sessions")
+@operation(
+    "Create a session (repeating the same session is safe)",
+    body=schemas.SessionIn,
+    responses={
+        201: ok("created"),
+        200: ok("already there with the same fields"),
+        400: refused("not JSON"),
+        409: refused("the id exists with different fields"),
+        413: refused("body too large"),
+        422: refused("a field breaks its rule; `field` names it"),
+    },
+)
 def create_session() -> Any:
     session = schemas.parse_session(_body())
     result = storage.create_session(engine(), session)
@@ -145,12 +178,22 @@ def create_session() -> Any:
 
 
 @api.get("/sessions")
+@operation(
+    "List sessions, filtered, oldest first, a page at a time",
+    query=[*filter_params(), *paging_params(storage.PAGE_DEFAULT)],
+    responses={200: ok("{sessions, next_cursor}"), 400: BAD_PAGE},
+)
 def list_sessions() -> Any:
     found, next_cursor = sessions_page(session_filters(), *page_args())
     return jsonify(sessions=found, next_cursor=next_cursor)
 
 
 @api.get("/sessions/<session_id>")
+@operation(
+    "One session with its events in seq order",
+    path=SESSION_PATH,
+    responses={200: ok("the session"), 400: BAD_ID, 404: MISSING},
+)
 def get_session(session_id: str) -> Any:
     found = storage.get_session(engine(), _checked_id(session_id))
     if found is None:
@@ -160,6 +203,18 @@ def get_session(session_id: str) -> Any:
 
 
 @api.post("/sessions/<session_id>/events")
+@operation(
+    "Store a batch of events; (session, seq) already stored is skipped",
+    path=SESSION_PATH,
+    body=EventBatch,
+    responses={
+        200: ok("committed: counts of stored and duplicate events"),
+        400: refused("not JSON or bad session id"),
+        404: MISSING,
+        413: refused("body too large"),
+        422: refused("an event breaks its schema; `field` names it"),
+    },
+)
 def post_events(session_id: str) -> Any:
     _checked_id(session_id)
     batch = schemas.parse_batch(_body())
@@ -172,6 +227,11 @@ def post_events(session_id: str) -> Any:
 
 
 @api.get("/sessions/<session_id>/summary")
+@operation(
+    "The session's QoE summary (docs/qoe-events.md)",
+    path=SESSION_PATH,
+    responses={200: ok("summary", SummaryOut), 400: BAD_ID, 404: MISSING},
+)
 def session_summary(session_id: str) -> Any:
     found = storage.get_session(engine(), _checked_id(session_id))
     if found is None:
@@ -181,8 +241,15 @@ def session_summary(session_id: str) -> Any:
 
 
 @api.get("/summaries/grouped")
+@operation(
+    "Mean, sd, 95 % CI and n of each metric per group",
+    query=[{"name": "by", "in": "query", "required": False,
+            "schema": {"type": "string", "default": DEFAULT_GROUPING}},
+           *filter_params()],
+    responses={200: ok("groups", GroupedOut), 400: refused("bad grouping")},
+)  # fmt: skip
 def grouped_summaries() -> Any:
-    by = [k for k in request.args.get("by", "scenario,transport").split(",") if k]
+    by = [k for k in request.args.get("by", DEFAULT_GROUPING).split(",") if k]
     bad = [k for k in by if k not in summary.GROUP_KEYS]
     if bad or not by:
         raise schemas.ValidationProblem(
@@ -243,6 +310,11 @@ def _chunks(found: Iterable[dict[str, Any]], size: int = 200) -> Iterator[list[d
 
 
 @api.get("/export/events.csv")
+@operation(
+    "Every event as CSV, streamed",
+    query=[*filter_params(), *paging_params(None)],
+    responses={200: csv_reply("CSV"), 400: BAD_PAGE},
+)
 def export_events() -> Any:
     found, next_cursor = _export_sessions()
 
@@ -259,6 +331,11 @@ def export_events() -> Any:
 
 
 @api.get("/export/summaries.csv")
+@operation(
+    "One summary row per session as CSV, streamed",
+    query=[*filter_params(), *paging_params(None)],
+    responses={200: csv_reply("CSV"), 400: BAD_PAGE},
+)
 def export_summaries() -> Any:
     found, next_cursor = _export_sessions()
     header = [*summary.SCALAR_FIELDS, "segment_rates_bps"]
@@ -272,9 +349,12 @@ def export_summaries() -> Any:
     return _csv_stream(header, rows(), "summaries.csv", next_cursor)
 
 
-@api.post("/noop")
+@noop_api.post("/noop")
+@operation(
+    "Reads the body and stores nothing (benchmark baseline)",
+    body=EventBatch,
+    responses={200: ok("read"), 400: refused("not JSON")},
+)
 def noop() -> Any:
-    if not current_app.config["NOOP_ENDPOINT"]:
-        return jsonify(error="not found", field=None), 404
     _body()
     return jsonify(stored=0, duplicates=0)

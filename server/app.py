@@ -15,7 +15,7 @@ from werkzeug.exceptions import HTTPException
 
 from mpstream.paths import REPO_ROOT
 from mpstream.server import schemas, storage
-from mpstream.server.api import api
+from mpstream.server.api import API_PREFIX, api, noop_api
 from mpstream.server.dashboard import dashboard
 
 DEFAULT_SQLITE = REPO_ROOT / "results" / "collector.sqlite3"
@@ -63,7 +63,9 @@ def create_app(database_url: str | None = None, *, noop_endpoint: bool | None = 
     engine = storage.make_engine(url)
     ensure_schema(engine)
     app.extensions["mpstream_engine"] = engine
-    app.register_blueprint(api, url_prefix="/api/v1")
+    app.register_blueprint(api, url_prefix=API_PREFIX)
+    if app.config["NOOP_ENDPOINT"]:
+        app.register_blueprint(noop_api, url_prefix=API_PREFIX)
     app.register_blueprint(dashboard, url_prefix="/dashboard")
 
     @app.errorhandler(HTTPException)

@@ -130,7 +130,7 @@ def _raise_stop(signum: int, _frame: object) -> None:
 @click.option("--tcp-nopush/--no-tcp-nopush", default=False, show_default=True,
               help="nginx tcp_nopush (TCP_CORK around sendfile). Off: under MPTCP a corked "
                    "subflow stalls the whole connection for up to 200 ms "
-                   "(docs/mptcp-penalties.md).")
+                   "(docs/penalties/startup.md).")
 @click.option("--tcp-nodelay/--no-tcp-nodelay", default=True, show_default=True,
               help="nginx tcp_nodelay (TCP_NODELAY on keep-alive connections).")
 @click.option("--sndbuf", metavar="SIZE",

@@ -1,16 +1,33 @@
-"""The OpenAPI 3.1 document of the collector, built from the same pydantic models that validate
-requests, so the document cannot drift from the checks."""
+"""The OpenAPI 3.1 document of the collector, generated from the app's own routes.
+
+Each API view carries its operation: `@operation`, under the route decorator, gives its summary,
+parameters, request body and responses, the bodies named by the pydantic models that validate
+them (schemas.py) or describe them (below). `openapi_document` walks the app's URL map and writes
+a path for every route under the API's prefix whose view has one. A path the app does not serve
+cannot be described, and a route without `@operation` is missing from the document, which
+tests/unit/test_server_api.py catches.
+
+No library makes this here without changing the API's contract: flask-openapi3 and APIFlask
+replace the Flask class and validate requests themselves, with their own error bodies, from the
+models they document, where this API reads beacons sent as text/plain and answers every refusal
+as {error, field}; spectree keeps one app and one document per module-level instance, where the
+app factory makes many apps.
+"""
 
 from __future__ import annotations
 
-from functools import cache
-from typing import Any
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter
+from flask import Flask
+from pydantic import BaseModel, ConfigDict, Field, RootModel, TypeAdapter
 
 from mpstream.server import schemas, storage
 
 REF = "#/components/schemas/{model}"
+View = TypeVar("View", bound=Callable[..., Any])
 
 
 class ScoreInputsOut(BaseModel):
@@ -93,36 +110,83 @@ class GroupedOut(BaseModel):
     model_config = ConfigDict(extra="forbid")
     by: list[str]
     groups: list[GroupOut]
-FILTER_NAMES = ("scenario", "trial", "player", "transport", "protocol")
 
 
-def _schema_of(tp: Any, components: dict[str, Any]) -> dict[str, Any]:
-    schema = TypeAdapter(tp).json_schema(ref_template=REF)
-    components.update(schema.pop("$defs", {}))
-    return schema
+class Event(RootModel[schemas.AnyEvent]):
+    """One QoE event, told apart by `type` (docs/qoe-events.md)."""
 
 
-def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
+class EventBatch(BaseModel):
+    """The body of POST /sessions/{id}/events, as schemas.parse_batch checks it."""
+
+    model_config = ConfigDict(extra="forbid")
+    events: list[Event] = Field(max_length=schemas.MAX_EVENTS_PER_BATCH)
 
 
-def _error(description: str) -> dict[str, Any]:
-    return _json({"$ref": REF.format(model="Error")}, description)
+class Error(BaseModel):
+    """Every refusal of the API: what broke, and in which field (null when none)."""
+
+    error: str
+    field: str | None = None
 
 
-def _csv(description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"text/csv": {"schema": {"type": "string"}}}}
+# --- what a view declares ---
 
 
-_SESSION_ID_PARAM = {
-    "name": "session_id",
-    "in": "path",
-    "required": True,
-    "schema": {"type": "string", "pattern": schemas.SESSION_ID_PATTERN},
-}
+@dataclass(frozen=True)
+class Reply:
+    description: str
+    schema: Any  # a pydantic model or type, or a JSON Schema as a dict
+    media_type: str = "application/json"
 
 
-def _paging(default_limit: int | None) -> list[dict[str, Any]]:
+def ok(description: str, model: Any = None) -> Reply:
+    """A JSON reply: `model` when given, else any object."""
+    return Reply(description, {"type": "object"} if model is None else model)
+
+
+def refused(description: str) -> Reply:
+    return Reply(description, Error)
+
+
+def csv_reply(description: str) -> Reply:
+    return Reply(description, str, "text/csv")
+
+
+@dataclass(frozen=True)
+class Operation:
+    summary: str
+    responses: Mapping[int, Reply]
+    body: Any = None
+    query: Sequence[Mapping[str, Any]] = ()
+    path: Mapping[str, Any] = field(default_factory=dict)  # path parameter -> its type
+
+
+def operation(summary: str, *, responses: Mapping[int, Reply], body: Any = None,
+              query: Sequence[Mapping[str, Any]] = (),
+              path: Mapping[str, Any] | None = None) -> Callable[[View], View]:
+    """Describe the view for the OpenAPI document; apply it below the route decorator."""
+
+    def describe(view: View) -> View:
+        view.openapi = Operation(summary, responses, body, tuple(query), path or {})  # type: ignore[attr-defined]
+        return view
+
+    return describe
+
+
+def filter_params() -> list[dict[str, Any]]:
+    """The session filters (api.session_filters) as query parameters."""
+    out = []
+    for name in storage.FILTERS:
+        schema: dict[str, Any] = {"type": "string"}
+        if name == "trial":
+            schema = {"type": "integer", "minimum": 0, "maximum": schemas.MAX_SEQ}
+        out.append({"name": name, "in": "query", "required": False, "schema": schema})
+    return out
+
+
+def paging_params(default_limit: int | None) -> list[dict[str, Any]]:
+    """`limit` and `cursor` (api.page_args) as query parameters."""
     limit: dict[str, Any] = {"type": "integer", "minimum": 1, "maximum": storage.PAGE_MAX}
     if default_limit is not None:
         limit["default"] = default_limit
@@ -133,139 +197,82 @@ def _paging(default_limit: int | None) -> list[dict[str, Any]]:
         {"name": "cursor", "in": "query", "required": False,
          "schema": {"type": "string", "pattern": schemas.SESSION_ID_PATTERN},
          "description": "next_cursor of the page before (X-Next-Cursor for CSV)"},
-    ]
+    ]  # fmt: skip
 
 
-def _filters() -> list[dict[str, Any]]:
-    out = []
-    for name in FILTER_NAMES:
-        schema: dict[str, Any] = {"type": "string"}
-        if name == "trial":
-            schema = {"type": "integer", "minimum": 0, "maximum": schemas.MAX_SEQ}
-        out.append({"name": name, "in": "query", "required": False, "schema": schema})
+# --- the document ---
+
+_ARGUMENT = re.compile(r"<(?:[^<>:]+:)?([^<>]+)>")
+
+
+class _Components:
+    """The document's named schemas, each model's added the first time it is referred to."""
+
+    def __init__(self) -> None:
+        self.schemas: dict[str, Any] = {}
+
+    def schema(self, tp: Any) -> dict[str, Any]:
+        if isinstance(tp, dict):
+            return tp
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            name = tp.__name__
+            if name not in self.schemas:
+                self.schemas[name] = self._inline(tp)
+            return {"$ref": REF.format(model=name)}
+        return self._inline(tp)
+
+    def _inline(self, tp: Any) -> dict[str, Any]:
+        schema = TypeAdapter(tp).json_schema(ref_template=REF)
+        self.schemas.update(schema.pop("$defs", {}))
+        return schema
+
+
+def _operation(op: Operation, rule: str, components: _Components) -> dict[str, Any]:
+    params: list[Mapping[str, Any]] = []
+    for name in _ARGUMENT.findall(rule):
+        if name not in op.path:
+            raise LookupError(f"{rule}: give the path parameter {name!r} a type "
+                              f"in @operation(path=...)")
+        params.append({"name": name, "in": "path", "required": True,
+                       "schema": components.schema(op.path[name])})
+    params.extend(op.query)
+    out: dict[str, Any] = {"summary": op.summary}
+    if params:
+        out["parameters"] = params
+    if op.body is not None:
+        out["requestBody"] = {"required": True, "content": {
+            "application/json": {"schema": components.schema(op.body)}}}
+    out["responses"] = {
+        str(status): {"description": reply.description,
+                      "content": {reply.media_type: {"schema": components.schema(reply.schema)}}}
+        for status, reply in op.responses.items()
+    }
     return out
 
 
-@cache
-def openapi_document(noop: bool = False) -> dict[str, Any]:
-    components: dict[str, Any] = {}
-    session = _schema_of(schemas.SessionIn, components)
-    components["SessionIn"] = session
-    components["Event"] = _schema_of(schemas.AnyEvent, components)
-    components["EventBatch"] = {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["events"],
-        "properties": {
-            "events": {
-                "type": "array",
-                "maxItems": schemas.MAX_EVENTS_PER_BATCH,
-                "items": {"$ref": REF.format(model="Event")},
-            }
-        },
-    }
-    components["SummaryOut"] = _schema_of(SummaryOut, components)
-    components["GroupedOut"] = _schema_of(GroupedOut, components)
-    components["Error"] = {
-        "type": "object",
-        "required": ["error"],
-        "properties": {"error": {"type": "string"}, "field": {"type": ["string", "null"]}},
-    }
-    ok = {"type": "object"}
-    bad_id = _error("the session id does not match the pattern")
-    missing = _error("no such session")
-    paths: dict[str, Any] = {
-        "/health": {"get": {"summary": "The collector and its database answer",
-                            "responses": {"200": _json(ok, "healthy")}}},
-        "/openapi.json": {"get": {"summary": "This document",
-                                  "responses": {"200": _json(ok, "OpenAPI 3.1")}}},
-        "/sessions": {
-            "post": {
-                "summary": "Create a session (repeating the same session is safe)",
-                "requestBody": {"required": True, "content": {"application/json": {
-                    "schema": {"$ref": REF.format(model="SessionIn")}}}},
-                "responses": {
-                    "201": _json(ok, "created"),
-                    "200": _json(ok, "already there with the same fields"),
-                    "400": _error("not JSON"),
-                    "409": _error("the id exists with different fields"),
-                    "413": _error("body too large"),
-                    "422": _error("a field breaks its rule; `field` names it"),
-                },
-            },
-            "get": {
-                "summary": "List sessions, filtered, oldest first, a page at a time",
-                "parameters": [*_filters(), *_paging(storage.PAGE_DEFAULT)],
-                "responses": {"200": _json(ok, "{sessions, next_cursor}"),
-                              "400": _error("bad filter, limit or cursor")},
-            },
-        },
-        "/sessions/{session_id}": {
-            "get": {
-                "summary": "One session with its events in seq order",
-                "parameters": [_SESSION_ID_PARAM],
-                "responses": {"200": _json(ok, "the session"), "400": bad_id, "404": missing},
-            }
-        },
-        "/sessions/{session_id}/events": {
-            "post": {
-                "summary": "Store a batch of events; (session, seq) already stored is skipped",
-                "parameters": [_SESSION_ID_PARAM],
-                "requestBody": {"required": True, "content": {"application/json": {
-                    "schema": {"$ref": REF.format(model="EventBatch")}}}},
-                "responses": {
-                    "200": _json(ok, "committed: counts of stored and duplicate events"),
-                    "400": _error("not JSON or bad session id"),
-                    "404": missing,
-                    "413": _error("body too large"),
-                    "422": _error("an event breaks its schema; `field` names it"),
-                },
-            }
-        },
-        "/sessions/{session_id}/summary": {
-            "get": {
-                "summary": "The session's QoE summary (docs/qoe-events.md)",
-                "parameters": [_SESSION_ID_PARAM],
-                "responses": {"200": _json({"$ref": REF.format(model="SummaryOut")}, "summary"),
-                              "400": bad_id, "404": missing},
-            }
-        },
-        "/summaries/grouped": {
-            "get": {
-                "summary": "Mean, sd, 95 % CI and n of each metric per group",
-                "parameters": [
-                    {"name": "by", "in": "query", "required": False,
-                     "schema": {"type": "string", "default": "scenario,transport"}},
-                    *_filters(),
-                ],
-                "responses": {"200": _json({"$ref": REF.format(model="GroupedOut")}, "groups"),
-                              "400": _error("bad grouping")},
-            }
-        },
-        "/export/events.csv": {
-            "get": {"summary": "Every event as CSV, streamed",
-                    "parameters": [*_filters(), *_paging(None)],
-                    "responses": {"200": _csv("CSV"), "400": _error("bad filter, limit or cursor")}}
-        },
-        "/export/summaries.csv": {
-            "get": {"summary": "One summary row per session as CSV, streamed",
-                    "parameters": [*_filters(), *_paging(None)],
-                    "responses": {"200": _csv("CSV"), "400": _error("bad filter, limit or cursor")}}
-        },
-    }  # fmt: skip
-    if noop:
-        paths["/noop"] = {
-            "post": {
-                "summary": "Reads the body and stores nothing (benchmark baseline)",
-                "requestBody": {"required": True, "content": {"application/json": {
-                    "schema": {"$ref": REF.format(model="EventBatch")}}}},
-                "responses": {"200": _json(ok, "read"), "400": _error("not JSON")},
-            }
-        }  # fmt: skip
+def build_document(app: Flask, prefix: str) -> dict[str, Any]:
+    """The document of the routes under `prefix` that carry an @operation."""
+    components = _Components()
+    paths: dict[str, dict[str, Any]] = {}
+    for rule in app.url_map.iter_rules():
+        op = getattr(app.view_functions[rule.endpoint], "openapi", None)
+        if op is None or not rule.rule.startswith(prefix + "/"):
+            continue
+        path = _ARGUMENT.sub(r"{\1}", rule.rule.removeprefix(prefix))
+        for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
+            paths.setdefault(path, {})[method.lower()] = _operation(op, rule.rule, components)
     return {
         "openapi": "3.1.0",
         "info": {"title": "mpstream QoE collector", "version": "1"},
-        "servers": [{"url": "/api/v1"}],
+        "servers": [{"url": prefix}],
         "paths": paths,
-        "components": {"schemas": components},
+        "components": {"schemas": dict(sorted(components.schemas.items()))},
     }
+
+
+def openapi_document(app: Flask, prefix: str) -> dict[str, Any]:
+    """build_document, made once per app."""
+    key = "mpstream_openapi"
+    if key not in app.extensions:
+        app.extensions[key] = build_document(app, prefix)
+    return app.extensions[key]
