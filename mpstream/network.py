@@ -15,7 +15,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, TypedDict, Unpack
 
 from mpstream.errors import UserError
 
@@ -39,6 +39,27 @@ class PathInfo:
 # The kernel's counters of one client path interface (rx: towards the client): rx_bytes,
 # tx_bytes, and rx_packets and tx_packets where the network has them.
 PathCounters = dict[str, int]
+
+
+Output = int | IO[str] | IO[bytes] | None  # subprocess.PIPE, DEVNULL, a file, or inherited
+
+
+class PopenOptions(TypedDict, total=False):
+    """The subprocess keywords programs on a network's hosts are started with."""
+
+    stdin: Output
+    stdout: Output
+    stderr: Output
+    text: bool
+    env: dict[str, str]
+    start_new_session: bool
+
+
+class RunOptions(PopenOptions, total=False):
+    capture_output: bool
+    check: bool
+    timeout: float | None
+    input: str | None
 
 
 class Network(ABC):
@@ -81,17 +102,18 @@ class Network(ABC):
         return wrapped if ns is None else ["ip", "netns", "exec", ns, *wrapped]
 
     def run(self, host: Host, argv: Sequence[str], *, wrap: Wrapper | None = None,
-            **kw: Any) -> subprocess.CompletedProcess[Any]:
-        """Runs `argv` on `host` and waits for it (subprocess.run's keywords)."""
+            **kw: Unpack[RunOptions]) -> subprocess.CompletedProcess[str]:
+        """Runs `argv` on `host` and waits for it (subprocess.run's keywords; what it prints
+        is read as text where it is read: pass text=True)."""
         return subprocess.run(self.command(host, argv, wrap=wrap), **kw)
 
     def popen(self, host: Host, argv: Sequence[str], *, wrap: Wrapper | None = None,
-              **kw: Any) -> subprocess.Popen[Any]:
+              **kw: Unpack[PopenOptions]) -> subprocess.Popen[str]:
         """Starts `argv` on `host` (subprocess.Popen's keywords)."""
         return subprocess.Popen(self.command(host, argv, wrap=wrap), **kw)
 
     def wait_listening(self, host: Host, port: int, *, timeout_s: float = 10.0,
-                       server: subprocess.Popen[Any] | None = None) -> None:
+                       server: subprocess.Popen[str] | None = None) -> None:
         """Until `host` has a TCP socket listening on `port` (a server that prints nothing when
         it is ready, as iperf3); an error with the server's own words if it exits first."""
         deadline = time.monotonic() + timeout_s

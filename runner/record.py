@@ -41,6 +41,32 @@ class MediaFacts(BaseModel):
     top_bitrate_bps: float | None = None
 
 
+class Measurement(BaseModel):
+    """One timed download of `paths check`: over one interface, or all of them together
+    (`transport` and each interface's received bytes)."""
+
+    interface: str | None = None
+    address: str | None = None
+    transport: str | None = None
+    rtt_ms: float | None = None
+    throughput_bps: float | None = None
+    bytes: int | None = None
+    seconds: float | None = None
+    error: str | None = None
+    interface_rx_bytes: dict[str, int] | None = None
+
+
+class PathCheck(BaseModel):
+    """What `paths check` measured of a real network (mpstream/pathcheck.py)."""
+
+    url: str
+    probe_url: str
+    seconds: float
+    interfaces: list[Measurement] = Field(default_factory=list)
+    aggregate: Measurement | None = None
+    errors: list[str] = Field(default_factory=list)
+
+
 class TrialRecord(BaseModel):
     """trial.json. `status` is ok, or failed with `reason`; a trial folder without it was
     interrupted (a resumed run does that trial again)."""
@@ -72,7 +98,7 @@ class TrialRecord(BaseModel):
     paths_in_use: list[int] = Field(default_factory=list)
     session_id: str | None = None
     url: str | None = Field(default=None, description="a real network's manifest URL")
-    path_checks: dict[str, dict[str, Any]] | None = Field(
+    path_checks: dict[str, PathCheck] | None = Field(
         default=None, description="a real network's `paths check` before and after the trial")
     media: MediaFacts | None = None
     events_started_unix: float | None = Field(

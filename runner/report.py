@@ -25,6 +25,7 @@ from mpstream.runner.metrics import (
     segment_rates,
     trial_metrics,
 )
+from mpstream.runner.record import Measurement
 from mpstream.runner.reference import THESIS, condition_text, published
 
 # Shown in this order, with these names and units; per-path metrics are added per path.
@@ -193,15 +194,14 @@ def path_check_rows(records: list[TrialData]) -> list[dict]:
     rows = []
     for rec in records:
         for when, check in (rec.record.path_checks or {}).items():
-            entries = [(i["interface"], i) for i in check.get("interfaces", [])]
-            agg = check.get("aggregate") or {}
-            entries.append((f"{agg.get('transport', '')} aggregate", agg))
+            entries = [(i.interface or "", i) for i in check.interfaces]
+            agg = check.aggregate or Measurement()
+            entries.append((f"{agg.transport or ''} aggregate", agg))
             for what, e in entries:
-                rate = e.get("throughput_bps")
-                rows.append({"key": rec.key, "when": when, "what": what,
-                             "rtt_ms": e.get("rtt_ms"),
+                rate = e.throughput_bps
+                rows.append({"key": rec.key, "when": when, "what": what, "rtt_ms": e.rtt_ms,
                              "mbps": None if rate is None else rate / 1e6,
-                             "error": e.get("error", "")})
+                             "error": e.error or ""})
     return rows
 
 

@@ -37,7 +37,7 @@ from mpstream.proc import signals_interrupt
 from mpstream.runner.capture import CounterSnapshots, PacketCapture
 from mpstream.runner.evidence import write_clock
 from mpstream.runner.layout import RUN_JSON, TRIAL_JSON, read_json, trial_dir, write_json
-from mpstream.runner.record import PathLabel, TrialRecord, this_host
+from mpstream.runner.record import PathCheck, PathLabel, TrialRecord, this_host
 from mpstream.runner.sampler import SubflowSampler
 from mpstream.runner.scenario import Condition, Scenario, Trial, build_profile, expand_trials
 from mpstream.runner.workloads import WORKLOADS, TrialContext, TrialFailed
@@ -134,15 +134,16 @@ class RealSite(Site):
     def around(self, record: TrialRecord) -> Iterator[None]:
         from mpstream.pathcheck import check_paths
 
+        def check() -> PathCheck:
+            return PathCheck.model_validate(check_paths(
+                self.url, self.specs, seconds=self.cond.check_s, transport=self.transport))
+
         record.url = self.url
-        checks = record.path_checks = {}
-        checks["before"] = check_paths(self.url, self.specs, seconds=self.cond.check_s,
-                                       transport=self.transport)
+        checks = record.path_checks = {"before": check()}
         try:
             yield
         finally:
-            checks["after"] = check_paths(self.url, self.specs, seconds=self.cond.check_s,
-                                          transport=self.transport)
+            checks["after"] = check()
 
 
 class Samplers:
