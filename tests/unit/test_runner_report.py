@@ -295,3 +295,24 @@ def test_explanations_join_the_evidence_per_condition(tmp_path):
         "bytes of the first segment.",
         "single: startup 500 ms.",
     ]
+
+
+def test_path_check_rows_list_each_interface_then_the_aggregate(tmp_path):
+    from mpstream.runner.record import PathCheck
+    from mpstream.runner.report import path_check_rows
+    from tests.records import trial_data
+
+    check = PathCheck.model_validate({
+        "url": "http://192.0.2.1/m.mpd", "probe_url": "http://192.0.2.1/probe/blob",
+        "seconds": 3.0, "errors": ["wlan0: timed out"],
+        "interfaces": [{"interface": "eth0", "address": "192.0.2.2", "rtt_ms": 1.5,
+                        "throughput_bps": 9.4e8, "bytes": 1, "seconds": 3.0},
+                       {"interface": "wlan0", "address": "192.0.2.3", "error": "timed out"}],
+        "aggregate": {"transport": "mptcp", "rtt_ms": 1.6, "throughput_bps": 9.5e8,
+                      "interface_rx_bytes": {"eth0": 10, "wlan0": 0}}})
+    rec = trial_data(tmp_path, "r00-real-dashjs", "real", path_checks={"before": check})
+    rows = path_check_rows([rec])
+    assert [(r["when"], r["what"]) for r in rows] == [
+        ("before", "eth0"), ("before", "wlan0"), ("before", "mptcp aggregate")]
+    assert rows[0]["mbps"] == pytest.approx(940.0) and rows[1]["error"] == "timed out"
+    assert rows[1]["mbps"] is None and rows[2]["rtt_ms"] == 1.6
