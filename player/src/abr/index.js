@@ -1,0 +1,4 @@
+// The adaptation rules of docs/abr.md: pure functions of (ladder, buffer, past downloads) that
+// return the chosen rung and the values that chose it.
+export { rateBased } from './rate-based.js';
+export { harmonicMean, throughputBps } from './common.js';
