@@ -2,4 +2,5 @@
 // return the chosen rung and the values that chose it.
 export { bba0, bba0RateMap } from './bba0.js';
 export { rateBased } from './rate-based.js';
+export { planQoe, robustEstimate, robustMpc } from './robust-mpc.js';
 export { harmonicMean, throughputBps } from './common.js';
