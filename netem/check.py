@@ -29,7 +29,7 @@ import statistics
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from rich.console import Console
 from rich.table import Table
@@ -53,8 +53,9 @@ RATE_HIGH = 1.0
 AGGREGATE_LOW = 0.80
 SUBFLOW_SHARE = 0.02
 PING_BYTES = 84  # IP size of ping's default 56-byte payload
-TCP_PORT = 5201
-MPTCP_PORT = 5202
+# iperf3 runs take ports from here on, one each: path i's run IPERF_PORT + i, the aggregate's
+# the next one.
+IPERF_PORT = 5201
 WARMUP_S = 1.0
 
 
@@ -104,7 +105,8 @@ class CheckReport:
                                  for m in self.measurements]}
 
 
-def _chain(profile: Profile, index: int, direction: str) -> list[Link]:
+def _chain(profile: Profile, index: int,
+           direction: Literal["uplink", "downlink"]) -> list[Link]:
     """The links a packet of path `index` crosses in `direction`: the path's own and, when the
     profile has one, the shared server link."""
     server = profile.server_link_model(direction)
@@ -173,34 +175,60 @@ def _ping_measurements(topo: Topology, profile: Profile) -> list[Measurement]:
     return out
 
 
-def _wait_listening(topo: Topology, port: int, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        listing = topo.run("server", ["ss", "-Hltn", f"sport = :{port}"],
-                           capture_output=True, text=True).stdout
-        if listing.strip():
-            return
-        time.sleep(0.05)
-    raise UserError(f"iperf3 did not start listening on port {port} in the server namespace")
+@dataclass
+class IperfRun:
+    """One iperf3 run: its downlink goodput, or what iperf3 said when it gave none."""
+    bps: float | None
+    error: str = ""
+
+    def note(self, otherwise: str = "") -> str:
+        return f"iperf3 failed: {self.error}" if self.bps is None else otherwise
 
 
-def _iperf(topo: Topology, argv: list[str], *, mptcp: bool, duration_s: float) -> float | None:
-    """Downlink (server -> client) goodput in bit/s of one iperf3 run, None when it failed.
+def _iperf(topo: Topology, port: int, argv: list[str], *, mptcp: bool,
+           duration_s: float) -> IperfRun:
+    """Downlink (server -> client) goodput of one iperf3 run against a server of its own.
+
+    The server serves this one test (-1) on a port no other run uses, and listens before the
+    client connects: a server shared by consecutive runs is still finishing one test when the
+    next client arrives, and that client gets "unable to receive control message: Connection
+    reset by peer" or "the server is busy running a test".
 
     The first second (slow start) is run but not counted. It is dropped from the receiver's
     one-second intervals rather than with iperf3's --omit, whose totals in reverse mode
     (iperf3 3.12) come out above what the link can carry."""
-    proc = topo.run("client", ["iperf3", "-c", topo.server_addr, "-R", "-J",
-                               "-t", f"{duration_s + WARMUP_S:g}", *argv],
-                    wrap=MPTCP_WRAP if mptcp else None, capture_output=True, text=True,
-                    timeout=duration_s + 30)
+    wrap = MPTCP_WRAP if mptcp else None
+    server = topo.popen("server", ["iperf3", "-s", "-1", "-p", str(port)], wrap=wrap,
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        intervals = [i["sum"] for i in json.loads(proc.stdout)["intervals"]]
-    except (ValueError, KeyError):
-        return None
+        topo.wait_listening("server", port, server=server)
+        proc = topo.run("client", ["iperf3", "-c", topo.server_addr, "-p", str(port), "-R",
+                                   "-J", "-t", f"{duration_s + WARMUP_S:g}", *argv],
+                        wrap=wrap, capture_output=True, text=True, timeout=duration_s + 30)
+    finally:
+        served = server.poll() is not None  # -1: it ends by itself once the test is over
+        if not served:
+            server.terminate()
+        _, server_err = server.communicate(timeout=10)
+    try:
+        result = json.loads(proc.stdout)
+    except ValueError:
+        result = {}
+    intervals = [i["sum"] for i in result.get("intervals", [])]
     counted = [i for i in intervals if i["start"] >= WARMUP_S - 0.01]
     seconds = sum(i["seconds"] for i in counted)
-    return sum(i["bytes"] for i in counted) * 8 / seconds if seconds > 0 else None
+    if proc.returncode == 0 and seconds > 0:
+        return IperfRun(sum(i["bytes"] for i in counted) * 8 / seconds)
+    said = [result.get("error") or _first_line(proc.stderr) or
+            f"exit {proc.returncode}, no interval after the first second"]
+    if served and server_err.strip():
+        said.append(f"server: {_first_line(server_err)}")
+    return IperfRun(None, "; ".join(said))
+
+
+def _first_line(text: str) -> str:
+    """iperf3 says what went wrong in one line (a usage text follows a bad option)."""
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
 def _throughput_measurements(topo: Topology, profile: Profile,
@@ -209,24 +237,26 @@ def _throughput_measurements(topo: Topology, profile: Profile,
     for path in topo.paths:
         chain = _chain(profile, path.index, "downlink")
         down = chain[0]
-        measured = _iperf(topo, ["-B", path.client_addr, "-p", str(TCP_PORT)], mptcp=False,
-                          duration_s=duration_s)
+        run = _iperf(topo, IPERF_PORT + path.index, ["-B", path.client_addr], mptcp=False,
+                     duration_s=duration_s)
         label = f"{path.index} {path.name}"
-        mbit = None if measured is None else round(measured / 1e6, 2)
+        mbit = None if run.bps is None else round(run.bps / 1e6, 2)
         fixed = _fixed_rate_bps(chain)
         if fixed:
             rate = fixed / 1e6
             out.append(Measurement("TCP rate", label, "Mbit/s", rate, mbit,
-                                   round(RATE_LOW * rate, 2), round(RATE_HIGH * rate, 2)))
+                                   round(RATE_LOW * rate, 2), round(RATE_HIGH * rate, 2),
+                                   run.note()))
         elif down.trace:
             mean = trace_mean_bps(down.trace) / 1e6
-            out.append(Measurement("TCP rate", label, "Mbit/s", round(mean, 2),
-                                   mbit, note=f"trace {down.trace.name}: configured = its mean"))
+            note = f"trace {down.trace.name}: configured = its mean"
+            out.append(Measurement("TCP rate", label, "Mbit/s", round(mean, 2), mbit,
+                                   note=run.note(note)))
         else:
             note = "lossy link: TCP cannot reach the rate" if _loss(chain) else "unlimited rate"
-            rate = down.rate_bps / 1e6 if down.rate_bps else None
-            out.append(Measurement("TCP rate", label, "Mbit/s", rate, mbit,
-                                   note=note))
+            shown = down.rate_bps / 1e6 if down.rate_bps else None
+            out.append(Measurement("TCP rate", label, "Mbit/s", shown, mbit,
+                                   note=run.note(note)))
     return out
 
 
@@ -234,27 +264,29 @@ def _aggregate_measurements(topo: Topology, profile: Profile,
                             duration_s: float) -> list[Measurement]:
     mptcp = profile.mode == "mptcp"
     before = topo.path_bytes()
-    measured = _iperf(topo, ["-p", str(MPTCP_PORT if mptcp else TCP_PORT)], mptcp=mptcp,
-                      duration_s=duration_s)
+    run = _iperf(topo, IPERF_PORT + len(topo.paths), [], mptcp=mptcp, duration_s=duration_s)
     after = topo.path_bytes()
     carried = [a["rx_bytes"] - b["rx_bytes"] for a, b in zip(after, before, strict=True)]
     total = sum(carried) or 1
     used = [i for i, p in enumerate(profile.paths) if not p.backup or not mptcp]
     if not mptcp:
         used = [profile.tcp_path]
-    own = [_fixed_rate_bps([profile.link(i, "downlink")]) for i in used]
+    fixed_rates = [_fixed_rate_bps([profile.link(i, "downlink")]) for i in used]
+    own = [r for r in fixed_rates if r is not None]
     server = profile.server_link_model("downlink")
     label = "MPTCP aggregate" if mptcp else f"TCP over path {profile.tcp_path}"
-    mbit = None if measured is None else round(measured / 1e6, 2)
+    mbit = None if run.bps is None else round(run.bps / 1e6, 2)
     out = []
-    if all(own) and (server is None or not (server.trace or server.loss)):
+    if len(own) == len(used) and all(own) and (
+            server is None or not (server.trace or server.loss)):
         # The paths add up, up to what the shared server link carries.
         rate = min(sum(own), (server and server.rate_bps) or math.inf) / 1e6
         out.append(Measurement("aggregate", label, "Mbit/s", rate, mbit,
-                               round(AGGREGATE_LOW * rate, 2), round(RATE_HIGH * rate, 2)))
+                               round(AGGREGATE_LOW * rate, 2), round(RATE_HIGH * rate, 2),
+                               run.note()))
     else:
         out.append(Measurement("aggregate", label, "Mbit/s", None, mbit,
-                               note="lossy or trace-driven paths: shown, not judged"))
+                               note=run.note("lossy or trace-driven paths: shown, not judged")))
     for path in topo.paths:
         share = carried[path.index] / total
         expected_used = path.index in used
@@ -278,21 +310,9 @@ def run_check(profile: Profile, *, name: str, duration_s: float = 3.0) -> CheckR
     report = CheckReport(profile.name, profile.mode)
     with Topology.up(profile, name) as topo:
         # Measurements see the configured links, not the profile's timed events.
-        servers = [topo.popen("server", ["iperf3", "-s", "-p", str(TCP_PORT)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-        if profile.mode == "mptcp":
-            servers.append(topo.popen("server", ["iperf3", "-s", "-p", str(MPTCP_PORT)],
-                                      wrap=MPTCP_WRAP, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL))
-        _wait_listening(topo, TCP_PORT)
-        if profile.mode == "mptcp":
-            _wait_listening(topo, MPTCP_PORT)
         report.measurements += _ping_measurements(topo, profile)
         report.measurements += _throughput_measurements(topo, profile, duration_s)
         report.measurements += _aggregate_measurements(topo, profile, duration_s)
-        for server in servers:
-            server.terminate()
-            server.wait(timeout=5)
     report.seconds = time.monotonic() - started
     return report
 

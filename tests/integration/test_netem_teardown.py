@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from mpstream.errors import UserError
-from mpstream.netem.teardown import leftovers, netns_pids, state_dir
+from mpstream.netem.teardown import leftovers, netns_name, netns_pids, state_dir
 from mpstream.netem.topology import Topology
 from mpstream.proc import pid_alive
+from tests.waiting import command_lines, wait_until
 
 MPSTREAM = str(Path(sys.executable).parent / "mpstream")
 
@@ -79,10 +80,10 @@ def test_ctrl_c_of_a_running_check_tears_down():
     topo_name = name("chk")
     proc = subprocess.Popen([MPSTREAM, "netem", "check", "thesis-bandwidth-balanced", "--name",
                              topo_name], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and not any("emulator" in i for i in leftovers(topo_name)):
-        time.sleep(0.1)
-    time.sleep(2.5)  # pings and iperf3 are running now
+    # Pings first, then iperf3 runs between the client and the server: a run is under way.
+    wait_until(lambda: all(any(line.startswith("iperf3 ")
+                               for line in command_lines(netns_name(topo_name, host)))
+                           for host in ("client", "server")), 30, "iperf3 runs in the topology")
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=30) != 0
     assert leftovers(topo_name) == []
@@ -95,8 +96,7 @@ def test_kill_9_of_the_tool_then_clean_leaves_nothing():
     assert sum("namespace" in item for item in before) == 3
     assert sum("emulator" in item for item in before) == 3  # two paths and the server link
     proc.kill()
-    proc.wait()
-    time.sleep(0.5)
+    proc.wait()  # gone: its emulators are orphans now, with no one to stop them
     assert leftovers(topo_name) == before  # killed -9: nothing could clean up
     result = mpstream("netem", "clean", f"{topo_name}*")
     assert result.returncode == 0, result.stderr

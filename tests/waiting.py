@@ -1,0 +1,38 @@
+"""Waiting for a state rather than sleeping for a time that is usually enough: on a loaded
+machine a fixed sleep is sometimes too short, and always too long otherwise."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from mpstream.netem.teardown import netns_pids
+
+T = TypeVar("T")
+
+
+def wait_until(condition: Callable[[], T], timeout_s: float, what: str,
+               interval_s: float = 0.05) -> T:
+    """Calls `condition` until it returns something true, and returns that; fails the test,
+    saying it was waiting until `what`, when `timeout_s` pass first."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"waited {timeout_s:g} s until {what}, in vain")
+        time.sleep(interval_s)
+
+
+def command_lines(netns: str) -> list[str]:
+    """The command lines of the processes in network namespace `netns` (none when it is gone)."""
+    lines = []
+    for pid in netns_pids(netns):
+        with contextlib.suppress(OSError):  # it ended meanwhile
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            lines.append(" ".join(arg.decode(errors="replace") for arg in argv).strip())
+    return lines
