@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import tempfile
+from pathlib import Path
 from typing import Any
 
 
@@ -19,3 +22,26 @@ def session_events(stack: Any, session_id: str) -> list[dict[str, Any]]:
     found = collector_get(stack, f"/sessions/{session_id}")
     assert found is not None, f"the collector has no session {session_id}"
     return found["events"]
+
+
+def playing(stack: Any, session_id: str) -> bool:
+    """The collector has the session's startup event: the page rendered a frame, it plays."""
+    if stack is None:
+        return False
+    try:
+        found = collector_get(stack, f"/sessions/{session_id}")
+    except OSError:  # the collector is not up (yet)
+        return False
+    return found is not None and any(e["type"] == "startup" for e in found["events"])
+
+
+def stack_of(pid: int, media: Path) -> Any:
+    """A handle on the ServerStack that process `pid` started (`mpstream play`, say), to read
+    its collector; None until its work directory is there."""
+    from mpstream.server.stack import OWNER_FILE, WORKDIR_PREFIX, ServerStack
+
+    for owner in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*/{OWNER_FILE}"):
+        with contextlib.suppress(OSError, ValueError):
+            if int(owner.read_text()) == pid:
+                return ServerStack(media, workdir=owner.parent)
+    return None
