@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import tempfile
+from pathlib import Path
 from typing import Any
 
 
@@ -30,3 +33,26 @@ def play(network: Any, server: Any, *, transport: str = "mptcp", **request: Any
 
     req = PlayRequest(transport=get_transport(transport), **request)
     return play_session(network, server, req).as_json()
+
+
+def playing(stack: Any, session_id: str) -> bool:
+    """The collector has the session's startup event: the page rendered a frame, it plays."""
+    if stack is None:
+        return False
+    try:
+        found = collector_get(stack, f"/sessions/{session_id}")
+    except OSError:  # the collector is not up (yet)
+        return False
+    return found is not None and any(e["type"] == "startup" for e in found["events"])
+
+
+def stack_of(pid: int, media: Path) -> Any:
+    """A handle on the ServerStack that process `pid` started (`mpstream play`, say), to read
+    its collector; None until its work directory is there."""
+    from mpstream.server.stack import OWNER_FILE, WORKDIR_PREFIX, ServerStack
+
+    for owner in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*/{OWNER_FILE}"):
+        with contextlib.suppress(OSError, ValueError):
+            if int(owner.read_text()) == pid:
+                return ServerStack(media, workdir=owner.parent)
+    return None

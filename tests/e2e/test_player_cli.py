@@ -12,6 +12,8 @@ import pytest
 
 from mpstream.netem.teardown import netns_pids
 from mpstream.proc import pid_alive
+from tests.sessions import playing, stack_of
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -45,9 +47,11 @@ def test_play_json_reports_summary_and_paths(tiny_media):
 
 def test_ctrl_c_tears_everything_down(tiny_media):
     name = f"pi{os.getpid() % 100000}"
+    session_id = f"e2e-cli-int-{os.getpid()}"
     proc = subprocess.Popen(
         [*MPSTREAM, "play", "--media", str(tiny_media), "--player", "dashjs",
-         "--profile", "thesis-bandwidth-balanced", "--duration", "120", "--name", name],
+         "--profile", "thesis-bandwidth-balanced", "--duration", "120", "--name", name,
+         "--session", session_id],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True)  # fmt: skip
     client_ns = f"mps-{name}-client"
@@ -62,7 +66,8 @@ def test_ctrl_c_tears_everything_down(tiny_media):
             assert proc.poll() is None, proc.stderr.read()
             time.sleep(0.5)
         assert len(seen) >= 3, "Chromium never started in the client namespace"
-        time.sleep(4)
+        wait_until(lambda: playing(stack_of(proc.pid, tiny_media), session_id), 60,
+                   "the session plays", 0.5)
         seen |= set(netns_pids(client_ns))
         # What a terminal does on Ctrl-C: SIGINT to the whole foreground process group.
         os.killpg(proc.pid, signal.SIGINT)

@@ -19,9 +19,11 @@ from PIL import Image
 
 from mpstream.netem.topology import Topology
 from mpstream.player.session import MANIFESTS, browser_in_namespace, page_url
+from mpstream.server.accesslog import read_access_log
 from mpstream.server.stack import ServerStack
 from mpstream.transport import get_transport
-from tests.sessions import collector_get, play, session_events
+from tests.sessions import collector_get, play, playing, session_events
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -146,11 +148,23 @@ def test_collector_cut_during_playback_loses_nothing(balanced):
     # daemons die with the thread that started them).
     player = threading.Thread(target=play)
     player.start()
+    session_id = f"e2e-cut-dashjs-mptcp-{os.getpid()}"
+
+    def refused_batches():
+        try:
+            requests = read_access_log(stack.access_log)
+        except ValueError:  # caught while nginx writes a line
+            return 0
+        return sum(r["status"] == 502 and r["uri"] == f"/api/v1/sessions/{session_id}/events"
+                   for r in requests)
+
     try:
-        time.sleep(8)
+        wait_until(lambda: playing(stack, session_id), 60, "the session plays", 0.5)
         # The gunicorn master and its workers go; nginx answers 502 meanwhile.
         stack.stop_collector()
-        time.sleep(6)
+        # Until the page has sent, and re-sent twice, events that found no collector.
+        wait_until(lambda: refused_batches() >= 3, 20,
+                   "nginx answered 502 to three of the page's event batches", 0.2)
     finally:
         stack.start_collector()
         player.join()

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from mpstream.netem.teardown import netns_pids
+from tests.waiting import command_lines, wait_until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -194,7 +195,9 @@ def _started(hosts, proc: subprocess.Popen) -> None:
         assert proc.poll() is None, proc.communicate()[1][-2000:]
         assert time.monotonic() < deadline
         time.sleep(0.1)
-    time.sleep(2)  # into the browser's start
+    # Into the browser's start: Chromium runs in the client host and renders a page.
+    wait_until(lambda: any("--type=renderer" in line for line in command_lines(HC)), 60,
+               "Chromium renders a page in the client host")
 
 
 def test_ctrl_c_restores_the_host(hosts):
