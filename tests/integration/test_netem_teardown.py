@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from mpstream.errors import UserError
+from mpstream.netem.check import rtt_slack_ms
 from mpstream.netem.teardown import leftovers, netns_name, netns_pids, state_dir
 from mpstream.netem.topology import Topology
 from mpstream.proc import pid_alive
@@ -150,11 +151,17 @@ def test_up_leaves_the_topology_running_and_down_removes_it():
     try:
         listing = mpstream("netem", "list")
         assert topo_name in listing.stdout and "thesis-loss-single" in listing.stdout
-        ping = mpstream("netem", "exec", topo_name, "client", "--", "ping", "-c", "3", "-i",
+        ping = mpstream("netem", "exec", topo_name, "client", "--", "ping", "-c", "5", "-i",
                         "0.05", "10.2.0.2")
         assert ping.returncode == 0, ping.stdout + ping.stderr
-        rtts = [float(t.split("=")[1]) for t in ping.stdout.split() if t.startswith("time=")]
-        assert all(9.5 <= rtt <= 15 for rtt in rtts), rtts
+        rtts = sorted(float(t.split("=")[1]) for t in ping.stdout.split()
+                      if t.startswith("time="))
+        # 5 ms each way. No packet may beat the emulator's delay; single packets may come late
+        # (on this host a timer wakes the emulator 1-3 ms late when another process holds the
+        # CPU in the non-preemptible kernel, traced for any packet, not only the first), so the
+        # round trip is judged as `netem check` judges it: its median within its tolerance.
+        assert rtts[0] >= 9.5, rtts
+        assert abs(rtts[len(rtts) // 2] - 10.0) <= rtt_slack_ms(10.0), rtts
         assert mpstream("netem", "exec", topo_name, "server", "--", "false").returncode == 1
         again = mpstream("netem", "up", "thesis-latency-single", "--name", topo_name)
         assert again.returncode == 2 and "already exists" in again.stderr
