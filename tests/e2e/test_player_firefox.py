@@ -123,12 +123,12 @@ def test_firefox_killed_mid_session_leaves_nothing_and_records_a_failure(balance
     temp_before = set(Path(tempfile.gettempdir()).glob("mps-firefox-*"))
     out: dict = {}
 
-    def play():
-        out["result"] = play(topo, stack, player="dashjs",
-                                     manifest_path=MANIFESTS["dashjs"], transport="mptcp",
-                                     duration_s=60.0, session_id=session_id, browser="firefox")
+    def run_session():
+        out["result"] = play(topo, stack, player="dashjs", manifest_path=MANIFESTS["dashjs"],
+                             transport="mptcp", duration_s=60.0, session_id=session_id,
+                             browser="firefox")
 
-    worker = threading.Thread(target=play)
+    worker = threading.Thread(target=run_session)
     worker.start()
     deadline = time.monotonic() + 60
     started = False

@@ -141,12 +141,12 @@ def test_collector_cut_during_playback_loses_nothing(balanced):
     stack = balanced[1]
     outcome = {}
 
-    def play():
+    def run_session():
         outcome["result"] = _play(balanced, "dashjs", "mptcp", "cut", duration_s=25.0)
 
     # The session plays in a thread; the collector is cut and restarted from this one (its
     # daemons die with the thread that started them).
-    player = threading.Thread(target=play)
+    player = threading.Thread(target=run_session)
     player.start()
     session_id = f"e2e-cut-dashjs-mptcp-{os.getpid()}"
 
