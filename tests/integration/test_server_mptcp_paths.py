@@ -65,7 +65,7 @@ def test_listener_in_the_server_namespace_is_mptcp(served):
 def test_mptcp_client_gets_the_segment_over_both_paths(served):
     topo, stack = served
     joins = netstat(topo, "server").get("MPJoinSynRx", 0)
-    per_path = fetch(topo, stack, wrap=MPTCP_WRAP)
+    per_path = fetch(topo, stack, mptcp=True)
     # each path carried a real share of the 6 MiB, not just handshakes
     assert all(b > SEGMENT_BYTES * 0.15 for b in per_path), per_path
     assert netstat(topo, "server")["MPJoinSynRx"] > joins
