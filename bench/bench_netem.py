@@ -303,7 +303,7 @@ def bench_mptcp(quick: bool) -> None:
                            ("np03-2x10", 0.90)):
         profile = load_profile(preset)
         with Topology.up(profile, f"bn{os.getpid()}m") as topo:
-            res = iperf_result(iperf(topo, ["-R", "-O", "3"], seconds=seconds, wrap=MPTCP_WRAP))
+            res = iperf_result(iperf(topo, ["-R", "-O", "3"], seconds=seconds, mptcp=True))
         total = sum(profile.link(i, "downlink").rate_bps for i in range(len(profile.paths)))
         got = goodput(res)
         print(f"{preset:>28} {total / 1e6:>9.0f} M {got / 1e6:>7.2f} M {got / total:>7.1%} "
