@@ -79,7 +79,7 @@ trial-schema: venv
 # scripts.
 lint: venv player/node_modules/.installed
 	@.venv/bin/ruff check .
-	@scripts/typecheck.sh
+	@MYPY="$(CURDIR)/$(PY) -m mypy" scripts/typecheck.sh
 	@player/node_modules/.bin/eslint --config player/eslint.config.js player server/web/static
 
 test: setup lint

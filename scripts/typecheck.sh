@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Type-checks the mpstream packages with mypy (configured in pyproject.toml's [tool.mypy]);
-# `make lint` runs it after ruff. Extra arguments go to mypy.
+# `make lint` runs it after ruff, naming the checker in $MYPY (default: the venv's mypy). Extra
+# arguments go to mypy.
 #
 # The parts live in top-level folders and install as mpstream.<part> through setuptools'
 # package-dir, which mypy cannot follow. So a tree of symlinks under build/typecheck/ lays them
@@ -40,6 +41,6 @@ done
 
 cd "$tree"
 set +e
-"$py" -m mypy --config-file "$here/pyproject.toml" --python-executable "$py" -p mpstream "$@" \
+${MYPY:-"$py" -m mypy} --config-file "$here/pyproject.toml" --python-executable "$py" -p mpstream "$@" \
   | sed "${sed_expr[@]}"
 exit "${PIPESTATUS[0]}"
