@@ -68,7 +68,10 @@ class SummaryOut(BaseModel):
     rebuffer_ratio: float | None
     played_s: float
     switches: int
+    down_switches: int
     mean_bitrate_bps: float | None
+    top_bitrate_bps: float | None  # the ladder's top rung (null: no ladder event)
+    bitrate_utilization: float | None
     segments: int
     downloads: int
     mean_download_rate_bps: float | None

@@ -168,6 +168,19 @@ class ErrorData(Strict):
     code: Text200 | None
 
 
+class Rung(Strict):
+    bitrate: Bitrate
+    width: Pixels
+    height: Pixels
+    codec: Codec
+
+
+class LadderData(Strict):
+    # Once, when the player knows it: the video representations it may choose from (those the
+    # browser can decode), lowest bitrate first.
+    representations: Annotated[list[Rung], Field(min_length=1, max_length=64)]
+
+
 class EndData(Strict):
     reason: Literal["ended", "duration", "error", "closed"]
     position: Seconds
@@ -183,6 +196,7 @@ EVENT_DATA: dict[str, type[Strict]] = {
     "buffer": BufferData,
     "playback": PlaybackData,
     "live_latency": LiveLatencyData,
+    "ladder": LadderData,
     "error": ErrorData,
     "end": EndData,
 }
@@ -244,6 +258,11 @@ class LiveLatencyEvent(BaseEvent):
     data: LiveLatencyData
 
 
+class LadderEvent(BaseEvent):
+    type: Literal["ladder"]
+    data: LadderData
+
+
 class ErrorEvent(BaseEvent):
     type: Literal["error"]
     data: ErrorData
@@ -265,6 +284,7 @@ EVENT_MODELS: dict[str, type[BaseEvent]] = {
     "buffer": BufferEvent,
     "playback": PlaybackEvent,
     "live_latency": LiveLatencyEvent,
+    "ladder": LadderEvent,
     "error": ErrorEvent,
     "end": EndEvent,
 }
@@ -280,6 +300,7 @@ AnyEvent = Annotated[
     | BufferEvent
     | PlaybackEvent
     | LiveLatencyEvent
+    | LadderEvent
     | ErrorEvent
     | EndEvent,
     Field(discriminator="type"),

@@ -209,14 +209,31 @@ def switches(events: Iterable[Event]) -> int:
                if e["type"] == "quality_switch" and e["data"].get("from_bitrate") is not None)
 
 
+def down_switches(events: Iterable[Event]) -> int:
+    """Quality switches to a lower bitrate."""
+    return sum(1 for e in events if e["type"] == "quality_switch"
+               and e["data"].get("from_bitrate") is not None
+               and e["data"]["to_bitrate"] < e["data"]["from_bitrate"])
+
+
+def ladder_top_bps(events: Iterable[Event]) -> float | None:
+    """The top rung of the ladder the player chose from (its `ladder` event); None when the
+    session did not send one (sessions recorded before the probe sent the ladder)."""
+    for e in events:
+        if e["type"] == "ladder":
+            return float(max(r["bitrate"] for r in e["data"]["representations"]))
+    return None
+
+
 # --- the whole session --------------------------------------------------------------------
 
 METRIC_FIELDS = (
     "codec", "startup_delay_ms", "manifest_ms", "first_segment_ms", "decode_ms",
     "stall_count", "stall_ms", "longest_stall_ms", "rebuffer_ratio", "played_s", "switches",
-    "mean_bitrate_bps", "segments", "downloads", "mean_download_rate_bps", "download_share",
-    "dropped_frames", "total_frames", "errors", "end_reason", "live_latency_mean_s",
-    "live_latency_p95_s", "live_latency_samples",
+    "down_switches", "mean_bitrate_bps", "top_bitrate_bps", "bitrate_utilization",
+    "segments", "downloads", "mean_download_rate_bps", "download_share", "dropped_frames",
+    "total_frames", "errors", "end_reason", "live_latency_mean_s", "live_latency_p95_s",
+    "live_latency_samples",
 )  # fmt: skip
 
 
@@ -238,6 +255,8 @@ def session_metrics(events: Iterable[Event], *, capacity_bps: float | None = Non
     playback = by_type.get("playback", [])
     ends = by_type.get("end", [])
     latency = live_latency(evs)
+    mean_bitrate = time_weighted_bitrate(evs) if evs else None
+    top = ladder_top_bps(evs)
 
     def part(name: str) -> float | None:
         return float(startup[name]) if startup and startup.get(name) is not None else None
@@ -254,7 +273,11 @@ def session_metrics(events: Iterable[Event], *, capacity_bps: float | None = Non
         "rebuffer_ratio": stall_s / (stall_s + played) if stall_s + played > 0 else None,
         "played_s": played,
         "switches": switches(evs),
-        "mean_bitrate_bps": time_weighted_bitrate(evs) if evs else None,
+        "down_switches": down_switches(evs),
+        "mean_bitrate_bps": mean_bitrate,
+        "top_bitrate_bps": top,
+        "bitrate_utilization": mean_bitrate / top if mean_bitrate is not None and top
+        else None,
         "segments": len(video_segments(evs)),
         "downloads": len(by_type.get("segment", [])),
         "mean_download_rate_bps": mean_rate,

@@ -23,6 +23,7 @@ from typing import Any
 from mpstream.qoe.metrics import (
     Event,
     in_order,
+    ladder_top_bps,
     played_s,
     rendition_steps,
     stall_figures,
@@ -105,9 +106,12 @@ def yu(bitrates_bps: list[float], media_s: float, stall_s: float) -> float | Non
 
 
 def top_bitrate(events: list[Event], bitrates_bps: list[float]) -> float:
-    """R_max: the highest video bitrate the session fetched or showed. The probe does not
-    record the ladder's top rung, so a session that never reached it scores as if its own
-    highest rung were the top (docs/qoe.md)."""
+    """R_max: the ladder's top rung (the probe's `ladder` event). A session recorded without
+    one scores against the highest video bitrate it fetched or showed, as if its own highest
+    rung were the top (docs/qoe.md)."""
+    top = ladder_top_bps(events)
+    if top is not None:
+        return top
     seen = [r for _, r in rendition_steps(events)] + bitrates_bps
     return max(seen, default=0.0)
 

@@ -2,6 +2,7 @@
 // stall), quality switches, and the end record closing an open stall.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { ladderOf } from '../src/adapters/common.js';
 import { QoeProbe } from '../src/probe/probe.js';
 import { assertValidEvent } from './event-schema.mjs';
 
@@ -112,6 +113,26 @@ test('a rendition change after startup is a quality switch; the first choice is 
   probe.renditionRendered(R720);
   const sw = events.find((e) => e.type === 'quality_switch');
   assert.deepEqual(sw.data, { from_bitrate: 400000, to_bitrate: 1500000, width: 1280, height: 720, codec: 'avc1.64001f' });
+});
+
+test('the ladder is sent once, lowest rung first, without duplicates or empty rungs', () => {
+  const { probe, events } = harness();
+  probe.ladder(ladderOf([R720, { ...R360, codec: null }, R720, null, { bitrate: 0 }]));
+  probe.ladder(ladderOf([R360]));
+  const ladders = events.filter((e) => e.type === 'ladder');
+  assert.equal(ladders.length, 1);
+  assert.deepEqual(ladders[0].data.representations, [
+    { bitrate: 400000, width: 640, height: 360, codec: '' },
+    { bitrate: 1500000, width: 1280, height: 720, codec: 'avc1.64001f' },
+  ]);
+});
+
+test('an empty ladder is not sent', () => {
+  const { probe, events } = harness();
+  probe.ladder(ladderOf([]));
+  assert.equal(events.length, 0);
+  probe.ladder(ladderOf([R360]));
+  assert.equal(events.filter((e) => e.type === 'ladder').length, 1);
 });
 
 test('the end record closes an open stall first and nothing follows it', () => {

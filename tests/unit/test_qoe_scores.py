@@ -63,6 +63,35 @@ def test_clae_by_hand():
     assert scores.clae([1e6, 1e6], 2e6, 0, 0.0) == pytest.approx(0.17 + 5.67 / 2)
 
 
+def with_ladder(evs: list[dict], top_bps: float) -> list[dict]:
+    rungs = [{"bitrate": b, "width": 640, "height": 360, "codec": "avc1.64001f"}
+             for b in (1_000_000, 2_000_000, top_bps)]
+    return [ev(99, 50, "ladder", representations=rungs), *evs]
+
+
+def test_clae_scores_against_the_ladders_top_rung():
+    # The same session on a ladder whose top is 4000 kbit/s, a rung it never reached.
+    mean, rmax = 4000 / 3, 4000.0
+    sd = math.sqrt(((1000 - mean) ** 2 + (2000 - mean) ** 2 + (1000 - mean) ** 2) / 2)
+    got = scores.session_scores(with_ladder(session(stall=False), 4_000_000))
+    assert got["inputs"]["top_bitrate_kbps"] == 4000
+    assert got["qoe_clae"] == pytest.approx(0.17 + 5.67 * mean / rmax - 6.72 * sd / rmax)
+    assert got["qoe_clae"] < scores.session_scores(session(stall=False))["qoe_clae"]
+
+
+def test_summary_gives_utilization_of_the_top_rung_and_down_switches():
+    from mpstream.qoe.metrics import session_metrics
+
+    plain = session_metrics(session(stall=False))
+    assert plain["top_bitrate_bps"] is None and plain["bitrate_utilization"] is None
+    assert plain["switches"] == 2 and plain["down_switches"] == 1
+    laddered = session_metrics(with_ladder(session(stall=False), 4_000_000))
+    assert laddered["top_bitrate_bps"] == 4_000_000
+    assert laddered["bitrate_utilization"] == pytest.approx(
+        laddered["mean_bitrate_bps"] / 4_000_000)
+    assert 0 < laddered["bitrate_utilization"] < 1
+
+
 def test_duanmu_by_hand():
     # 54 − 2.3·0.5 − 56.5·(1.5/6) + 0.007·1333.3 + 0.0007·(2000/2)
     assert scores.session_scores(session())["qoe_duanmu"] == pytest.approx(

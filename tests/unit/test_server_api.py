@@ -33,6 +33,9 @@ VALID_DATA = {
     "buffer": {"level_s": 8.0, "position": 4.0},
     "playback": {"position": 4.0, "dropped_frames": 0, "total_frames": 100},
     "live_latency": {"latency_s": 5.5, "target_s": 6.0, "playback_rate": 1.0},
+    "ladder": {"representations": [
+        {"bitrate": 800000, "width": 640, "height": 360, "codec": "avc1.64001e"},
+        {"bitrate": 1600000, "width": 1280, "height": 720, "codec": "avc1.64001f"}]},
     "error": {"message": "boom", "fatal": False, "code": None},
     "end": {"reason": "duration", "position": 30.0},
 }  # fmt: skip

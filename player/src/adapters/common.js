@@ -59,3 +59,27 @@ export function codecProblem(family, support, what = 'MPD') {
   }
   return null;
 }
+
+/**
+ * The video ladder a player may choose from, as the `ladder` event carries it: one rung per
+ * distinct representation, lowest bitrate first (renditions: { bitrate, width, height, codec }).
+ */
+export function ladderOf(renditions) {
+  const seen = new Set();
+  const rungs = [];
+  for (const r of renditions) {
+    if (!r || !(r.bitrate > 0)) continue;
+    const rung = {
+      bitrate: Math.round(r.bitrate),
+      width: Math.round(r.width || 0),
+      height: Math.round(r.height || 0),
+      codec: String(r.codec || ''),
+    };
+    const key = JSON.stringify(rung);
+    if (!seen.has(key)) {
+      seen.add(key);
+      rungs.push(rung);
+    }
+  }
+  return rungs.sort((a, b) => a.bitrate - b.bitrate || a.height - b.height);
+}

@@ -2,7 +2,7 @@
 // browser's Resource Timing entry of the same request exists, its page-clock times are used
 // instead (same clock as everything else, sub-millisecond, true first byte).
 import { MediaPlayer } from 'dashjs';
-import { codecFamily, codecProblem, pageClock, resourceTiming, stripCmcd } from './common.js';
+import { codecFamily, codecProblem, ladderOf, pageClock, resourceTiming, stripCmcd } from './common.js';
 
 const E = MediaPlayer.events;
 const ERR = MediaPlayer.errors;
@@ -108,6 +108,16 @@ export function createAdapter({ video, config, probe, fail }) {
     if (problem) {
       probe.error({ message: problem, fatal: true, code: 'codec_unsupported' });
       fail(problem);
+    }
+  });
+
+  // The video representations left after the capability filters (what the browser decodes,
+  // the codec family asked for): the ladder dash.js chooses from.
+  player.on(E.STREAM_INITIALIZED, () => {
+    try {
+      probe.ladder(ladderOf(player.getRepresentationsByType('video').map(rendition)));
+    } catch {
+      // no video: nothing to record
     }
   });
 

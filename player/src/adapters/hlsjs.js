@@ -1,7 +1,7 @@
 // hls.js → QoE vocabulary. hls.js keeps its request timings on each loader's stats object
 // (loading.start / first / end on the page clock), so they are used as they are.
 import Hls from 'hls.js';
-import { codecFamily, codecProblem, stripCmcd } from './common.js';
+import { codecFamily, codecProblem, ladderOf, stripCmcd } from './common.js';
 
 // Not errors of the session: hls.js reports the first three while it works around a stall
 // (the probe records stalls itself from the media element), and `aborted` when its own ABR
@@ -49,9 +49,10 @@ export function createAdapter({ video, config, probe, fail }) {
     probe.manifestLoaded({ url: stripCmcd(url), t_request: stats.loading.start, t_done: stats.loading.end, bytes: stats.loaded });
   };
   hls.on(Hls.Events.MANIFEST_LOADED, (_e, data) => manifestLoaded(data.url, data.stats));
-  // codec=avc|hevc: only that family's levels stay (the HLS tree is AVC in MPEG-TS).
-  hls.on(Hls.Events.MANIFEST_PARSED, () => {
-    if (!config.codec || config.codec === 'auto') return;
+  // codec=avc|hevc: only that family's levels stay (the HLS tree is AVC in MPEG-TS); false when
+  // that family cannot play here (the session fails).
+  const keepCodecFamily = () => {
+    if (!config.codec || config.codec === 'auto') return true;
     const support = {};
     for (const level of hls.levels) {
       if (level.videoCodec) support[level.videoCodec] = MediaSource.isTypeSupported(`video/mp4; codecs="${level.videoCodec}"`);
@@ -60,12 +61,17 @@ export function createAdapter({ video, config, probe, fail }) {
     if (problem) {
       probe.error({ message: problem, fatal: true, code: 'codec_unsupported' });
       fail(problem);
-      return;
+      return false;
     }
     for (let i = hls.levels.length - 1; i >= 0; i -= 1) {
       const family = codecFamily(hls.levels[i].videoCodec);
       if (family !== null && family !== config.codec) hls.removeLevel(i);
     }
+    return true;
+  };
+  // The levels left: the ladder hls.js chooses from.
+  hls.on(Hls.Events.MANIFEST_PARSED, () => {
+    if (keepCodecFamily()) probe.ladder(ladderOf(hls.levels.map(levelRendition)));
   });
   hls.on(Hls.Events.LEVEL_LOADED, (_e, data) => manifestLoaded(data.details.url, data.stats));
   hls.on(Hls.Events.AUDIO_TRACK_LOADED, (_e, data) => manifestLoaded(data.details.url, data.stats));

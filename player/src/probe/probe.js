@@ -43,6 +43,7 @@ export class QoeProbe {
     this.errors = [];
     this.ended = null;
     this.lastLiveLatency = null;
+    this.ladderSent = false;
   }
 
   record(type, data, tMs = this.now()) {
@@ -164,6 +165,13 @@ export class QoeProbe {
     this.stallMs += durationMs;
     this.record('stall_end', { position: rounded(position), duration_ms: rounded(durationMs) }, t);
     return true;
+  }
+
+  /** The video representations the player may choose from (adapters' `ladderOf`), sent once. */
+  ladder(representations) {
+    if (this.ended || this.ladderSent || !representations.length) return;
+    this.ladderSent = true;
+    this.record('ladder', { representations: representations.slice(0, 64) });
   }
 
   /** A rendition is now on screen; after startup a change of bitrate is a quality switch. */
