@@ -86,6 +86,15 @@ def _check_contract(result, stack, player):
     assert max(b["data"]["level_s"] for b in buffers) > 2
     assert by_type["manifest"] and by_type["playback"][-1]["data"]["total_frames"] > 100
     assert by_type["end"][0]["data"]["reason"] == "duration"
+    # The ladder, once: the tree's AVC rungs (Chromium decodes no HEVC), lowest first, and the
+    # summary's top rung and utilization come from it.
+    [ladder] = by_type["ladder"]
+    rungs = ladder["data"]["representations"]
+    bitrates = [r["bitrate"] for r in rungs]
+    assert len(rungs) == 3 and bitrates == sorted(bitrates), rungs
+    assert all(r["codec"].startswith("avc1.") and r["height"] > 0 for r in rungs), rungs
+    assert result["top_bitrate_bps"] == max(bitrates)
+    assert 0 < result["bitrate_utilization"] <= 1.05, result
     return by_type
 
 
