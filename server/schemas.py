@@ -66,6 +66,9 @@ Text2000 = Annotated[str, StringConstraints(min_length=0, max_length=2000), _STO
 NonEmptyText100 = Annotated[str, StringConstraints(min_length=1, max_length=100), _STORABLE]
 
 SessionId = Annotated[str, StringConstraints(pattern=SESSION_ID_PATTERN)]
+# A transport's registered name (mpstream.transport: mptcp, tcp, …) or "unknown"; a name, not a
+# closed list, so that a new transport's sessions are taken without a change here.
+TransportName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{0,31}$")]
 Url = Annotated[str, StringConstraints(min_length=1, max_length=2048), _STORABLE]
 Codec = Annotated[str, StringConstraints(min_length=0, max_length=100), _STORABLE]
 Ms = Annotated[float, Field(ge=0, le=MAX_MS)]
@@ -87,7 +90,7 @@ class SessionIn(Strict):
     manifest: Url
     scenario: Text200 | None
     trial: Annotated[int, Field(ge=0, le=MAX_SEQ)] | None
-    transport: Literal["mptcp", "tcp", "unknown"]
+    transport: TransportName
     user_agent: Text500
     started_at: IsoDateTime
 

@@ -28,9 +28,9 @@ test('codec is auto unless avc or hevc is asked for', () => {
 });
 
 test('bad parameters are named', () => {
-  const { errors } = parseParams('?player=vlc&session=a%20b&trial=-1&transport=quic&duration=0');
+  const { errors } = parseParams('?player=vlc&session=a%20b&trial=-1&transport=QUIC!&duration=0');
   assert.equal(errors.length, 5);
-  for (const name of ['player=vlc', 'session=a b', 'trial=-1', 'transport=quic', 'duration=0']) {
+  for (const name of ['player=vlc', 'session=a b', 'trial=-1', 'transport=QUIC!', 'duration=0']) {
     assert.ok(errors.some((e) => e.startsWith(name)), name);
   }
 });

@@ -98,7 +98,7 @@ SESSION_REJECTS = [
     ("trial", 1.5, "trial"),
     ("scenario", "x" * 201, "scenario"),
     ("user_agent", "u" * 501, "user_agent"),
-    ("transport", "quic", "transport"),
+    ("transport", "QUIC over UDP", "transport"),
     ("started_at", "yesterday", "started_at"),
     ("manifest", 5, "manifest"),
     ("player_version", "a\x00b", "player_version"),

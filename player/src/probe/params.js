@@ -2,7 +2,8 @@
 // A bad parameter is reported by name, the way the rest of mpstream reports bad input.
 
 export const PLAYERS = ['hlsjs', 'dashjs'];
-export const TRANSPORTS = ['mptcp', 'tcp', 'unknown'];
+// A transport's registered name (mpstream.transport): mptcp, tcp, … or unknown.
+export const TRANSPORT_NAME = /^[a-z0-9][a-z0-9_-]{0,31}$/;
 // Which video codec family the player may use: auto lets the player pick among what the browser
 // decodes; avc / hevc keep only that family's representations.
 export const CODECS = ['auto', 'avc', 'hevc'];
@@ -81,8 +82,8 @@ export function parseParams(search) {
   }
 
   let transport = params.get('transport') || 'unknown';
-  if (!TRANSPORTS.includes(transport)) {
-    errors.push(`transport=${transport}: must be one of ${TRANSPORTS.join(', ')}`);
+  if (!TRANSPORT_NAME.test(transport)) {
+    errors.push(`transport=${transport}: must be a transport's name (lowercase letters, digits, - or _; e.g. mptcp, tcp)`);
     transport = 'unknown';
   }
 
