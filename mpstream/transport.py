@@ -8,6 +8,7 @@ one subclass here (or in a module of its own) and one `register` call.
 
 from __future__ import annotations
 
+import re
 import shutil
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -137,9 +138,14 @@ def mptcp_enabled() -> bool:
 
 
 TRANSPORTS: dict[str, Transport] = {}
+# What a transport's name may be: it names sessions in the collector (a 16-character column) and
+# the page's `transport` parameter (player/src/probe/params.js checks the same pattern).
+NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,15}$"
 
 
 def register(transport: Transport) -> Transport:
+    if not re.fullmatch(NAME_PATTERN, transport.name):
+        raise ValueError(f"transport name {transport.name!r} does not match {NAME_PATTERN}")
     if transport.name in TRANSPORTS:
         raise ValueError(f"a transport named {transport.name!r} is registered already")
     TRANSPORTS[transport.name] = transport

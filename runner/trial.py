@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import time
 import traceback
 from abc import ABC, abstractmethod
@@ -333,12 +334,17 @@ def trial(run_dir: Path, key: str) -> None:
     run_dir = run_dir.resolve()
     plan = load_plan(run_dir)
     planned = plan.trial(key)
+    topology = f"t{os.getpid()}"
+    # First: which topology (namespaces mps-<topology>-*) is this trial's, for whoever must
+    # find what an interrupted trial left.
+    click.echo(json.dumps({"key": key, "topology": topology}), nl=True)
+    sys.stdout.flush()
     # SIGTERM tears down like Ctrl-C and leaves no trial.json; a second signal (the terminal's
     # Ctrl-C reaches this process and its runner, which then sends SIGTERM) does not cut the
     # teardown short.
     with signals_interrupt(once=True):
         record = run_trial(plan.scenario, planned, run_id=run_dir.name, run_dir=run_dir,
-                           media_dir=plan.media_dir, topo_name=f"t{os.getpid()}",
+                           media_dir=plan.media_dir, topo_name=topology,
                            pcap=plan.pcap)
     Console().print(json.dumps({"key": record.key, "status": record.status,
                                 "reason": record.reason}), highlight=False, soft_wrap=True)

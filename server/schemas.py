@@ -22,6 +22,8 @@ from pydantic import (
     WithJsonSchema,
 )
 
+from mpstream.transport import NAME_PATTERN
+
 MAX_EVENTS_PER_BATCH = 500
 MAX_BODY_BYTES = 1024 * 1024
 SESSION_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
@@ -68,7 +70,7 @@ NonEmptyText100 = Annotated[str, StringConstraints(min_length=1, max_length=100)
 SessionId = Annotated[str, StringConstraints(pattern=SESSION_ID_PATTERN)]
 # A transport's registered name (mpstream.transport: mptcp, tcp, …) or "unknown"; a name, not a
 # closed list, so that a new transport's sessions are taken without a change here.
-TransportName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{0,31}$")]
+TransportName = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 Url = Annotated[str, StringConstraints(min_length=1, max_length=2048), _STORABLE]
 Codec = Annotated[str, StringConstraints(min_length=0, max_length=100), _STORABLE]
 Ms = Annotated[float, Field(ge=0, le=MAX_MS)]

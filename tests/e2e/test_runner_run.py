@@ -5,7 +5,6 @@ the run goes on; a resumed run does only what is missing; nothing is left runnin
 
 import csv
 import json
-import re
 import subprocess
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from mpstream.runner.metrics import segment_rates
 from mpstream.runner.report import build_report
 from mpstream.runner.run import run_scenario
 from mpstream.runner.scenario import parse_scenario
+from tests.runs import leftover_namespaces, trial_topologies
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -186,8 +186,7 @@ def test_resume_runs_only_what_is_missing_and_nothing_is_left_behind(run):
     assert statuses["r01-single-dashjs"] == "ok"
     assert kept.stat().st_mtime_ns == kept_mtime
     assert statuses["r00-broken-dashjs"] == "failed"  # failed trials stay failed on resume
-    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    # Each trial ran as `mpstream trial` and named its topology after its own pid (t<pid>).
-    assert not re.search(r"\bmps-t\d+-", netns), netns
+    assert len(trial_topologies(out)) == len(statuses)  # each trial said its topology
+    assert leftover_namespaces(out) == []
     procs = subprocess.run(["pgrep", "-af", str(out)], capture_output=True, text=True).stdout
     assert procs.strip() == "", procs

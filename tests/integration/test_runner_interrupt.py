@@ -4,7 +4,6 @@ only that one, and the report reads iperf3's figures and the kernel samples."""
 
 import csv
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -12,6 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.runs import leftover_namespaces, trial_topologies
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -37,13 +38,20 @@ def _mpstream(*args: str, **kw) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "mpstream.cli", *args], **kw)
 
 
-def _leftovers(out: Path) -> tuple[str, str]:
-    # Each trial runs as `mpstream trial` and names its topology after its own pid (t<pid>).
-    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    mine = "\n".join(line for line in netns.splitlines() if re.match(r"mps-t\d+-", line))
+def _leftovers(out: Path) -> tuple[list[str], str]:
+    """The run's namespaces still there, and iperf3 processes still in one of its namespaces
+    (other runs on the machine have iperf3 on the same port in theirs)."""
+    topologies = tuple(f"mps-{t}-" for t in trial_topologies(out))
     procs = subprocess.run(["pgrep", "-af", "iperf3"], capture_output=True,
                            text=True).stdout
-    return mine, "\n".join(p for p in procs.splitlines() if "-p 5211" in p)
+    mine = []
+    for line in procs.splitlines():
+        pid = line.split()[0]
+        netns = subprocess.run(["ip", "netns", "identify", pid], capture_output=True,
+                               text=True).stdout.strip()
+        if topologies and netns.startswith(topologies):
+            mine.append(line)
+    return leftover_namespaces(out), "\n".join(mine)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -62,7 +70,8 @@ def test_interrupted_run_tears_down_and_resumes(tmp_path, sig):
     output, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, output
     assert "resume with" in output
-    assert _leftovers(out) == ("", "")
+    assert trial_topologies(out), "the interrupted trial did not say its topology"
+    assert _leftovers(out) == ([], "")
     started = [d for d in (out / "trials").iterdir()]
     assert len(started) == 1 and not (started[0] / "trial.json").exists()
 
@@ -70,7 +79,7 @@ def test_interrupted_run_tears_down_and_resumes(tmp_path, sig):
                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output, _ = resumed.communicate(timeout=200)
     assert resumed.returncode == 0, output
-    assert _leftovers(out) == ("", "")
+    assert _leftovers(out) == ([], "")
     with (out / "report" / "trials.csv").open() as fh:
         trials = {r["condition"]: r for r in csv.DictReader(fh)}
     assert set(trials) == {"balanced", "single"}

@@ -3,7 +3,7 @@
 
 export const PLAYERS = ['hlsjs', 'dashjs'];
 // A transport's registered name (mpstream.transport): mptcp, tcp, … or unknown.
-export const TRANSPORT_NAME = /^[a-z0-9][a-z0-9_-]{0,31}$/;
+export const TRANSPORT_NAME = /^[a-z0-9][a-z0-9_-]{0,15}$/;
 // Which video codec family the player may use: auto lets the player pick among what the browser
 // decodes; avc / hevc keep only that family's representations.
 export const CODECS = ['auto', 'avc', 'hevc'];
