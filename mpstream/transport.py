@@ -41,7 +41,6 @@ class Transport(ABC):
 
     name: ClassVar[str]
     label: ClassVar[str]
-    multipath: ClassVar[bool]
     kernel_mptcp: ClassVar[bool]
     network_mode: ClassVar[Literal["mptcp", "tcp"]]
 
@@ -69,7 +68,6 @@ class Transport(ABC):
 class MPTCP(Transport):
     name = "mptcp"
     label = "MPTCP"
-    multipath = True
     kernel_mptcp = True
     network_mode = "mptcp"
 
@@ -111,7 +109,6 @@ class MPTCP(Transport):
 class TCP(Transport):
     name = "tcp"
     label = "TCP"
-    multipath = False
     kernel_mptcp = False
     network_mode = "tcp"
 

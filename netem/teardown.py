@@ -166,8 +166,17 @@ def recorded_names() -> list[str]:
     for folder in record_dirs():
         if folder.is_dir():
             names |= {p.stem for p in folder.glob("*.json")}
-            names |= {p.name for p in folder.iterdir() if p.is_dir()}
+            legacy = folder.name != state.TOPOLOGIES
+            names |= {p.name for p in folder.iterdir()
+                      if p.is_dir() and (not legacy or _topology_folder(p))}
     return sorted(n for n in names if _is_name(n))
+
+
+def _topology_folder(path: Path) -> bool:
+    """A topology's own folder: beside its record, or holding its emulators' configurations.
+    In the old layout the root holds topology folders, so a folder of another kind of record
+    (one this version does not know) must not be taken for a topology."""
+    return path.with_suffix(".json").exists() or any(path.glob("path*.json"))
 
 
 def remove_state(topology: str) -> None:

@@ -38,11 +38,17 @@ def _fmt_rate(bps: Any) -> str:
     return "–" if bps is None else f"{bps / 1e6:.2f} Mbit/s"
 
 
+def _transport_label(name: object) -> str:
+    """A transport's label for people (MPTCP, TCP); its name as given when none is known."""
+    transport = TRANSPORTS.get(str(name))
+    return transport.label if transport else str(name)
+
+
 def _print_human(result: dict[str, Any], console: Console) -> None:
     table = Table(title=f"session {result.get('session')}", show_header=False)
     rows = [
         ("player", f"{result.get('player')} in {result.get('browser')} over "
-                   f"{result.get('transport')}"),
+                   f"{_transport_label(result.get('transport'))}"),
         ("codec", result.get("codec") or "–"),
         ("startup delay", f"{result.get('startup_delay_ms')} ms"),
         ("stalls", f"{result.get('stall_count')} ({result.get('stall_ms')} ms)"),

@@ -8,13 +8,13 @@ from __future__ import annotations
 import contextlib
 import socket
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from mpstream.errors import UserError
-from mpstream.hostnet import HostPaths, parse_interfaces, route_interface
-from mpstream.player.session import PageServer, PlayRequest, PlayResult, play_session
+from mpstream.hostnet import HostPaths, InterfaceSpec, parse_interfaces, route_interface
+from mpstream.player.session import PlayRequest, PlayResult, play_session
 from mpstream.server.stack import ServerStack
 from mpstream.transport import Transport
 
@@ -32,27 +32,31 @@ def _free_local_port() -> int:
         return sock.getsockname()[1]
 
 
-def play_url(url: str, interfaces: str | None, request: PlayRequest,
-             on_done: Callable[[PageServer], None] | None = None) -> PlayResult:
+def play_url(url: str, interfaces: str | None, request: PlayRequest) -> PlayResult:
     """Plays `request` (its manifest: `url`) over this host's `interfaces` ("IF1,IF2[:backup]",
-    default the route to the server's). `on_done(server)` runs once the session has ended,
-    while the local collector still answers."""
-    with real_network(url, interfaces, request.transport) as paths, page_server() as stack:
-        result = play_session(paths, stack, request)
-        if on_done is not None:
-            on_done(stack)
-    return result
+    default the route to the server's)."""
+    specs = interface_specs(url, interfaces)
+    with real_network(url, specs, request.transport) as paths, page_server() as stack:
+        return play_session(paths, stack, request)
+
+
+def interface_specs(url: str, interfaces: str | None) -> list[InterfaceSpec]:
+    """The interfaces to use towards `url`'s server: those named ("IF1,IF2[:backup]"), else
+    the one its route takes now."""
+    _check_url(url)
+    if interfaces:
+        return parse_interfaces(interfaces)
+    return [route_interface(urlsplit(url).hostname or "")]
 
 
 @contextlib.contextmanager
-def real_network(url: str, interfaces: str | None, transport: Transport) -> Iterator[HostPaths]:
-    """This host's interfaces towards `url`'s server, set up for `transport` and restored on
-    the way out (also on SIGTERM)."""
+def real_network(url: str, specs: list[InterfaceSpec],
+                 transport: Transport) -> Iterator[HostPaths]:
+    """This host's interfaces `specs` towards `url`'s server, set up for `transport` and
+    restored on the way out (also on SIGTERM)."""
     from mpstream.proc import signals_interrupt
 
-    _check_url(url)
     host = urlsplit(url).hostname or ""
-    specs = parse_interfaces(interfaces) if interfaces else [route_interface(host)]
     with signals_interrupt(), HostPaths(specs, server=host, transport=transport) as paths:
         yield paths
 

@@ -162,10 +162,6 @@ class PlayResult:
     console: list[str] = field(default_factory=list)
     screenshot_taken: bool = False
 
-    @property
-    def startup_seen(self) -> bool:
-        return self.summary.get("startup_delay_ms") is not None
-
     def as_json(self) -> JsonObject:
         """The flat object of `play --json` and a trial's summary.json: the summary's fields,
         then the session's own."""

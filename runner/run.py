@@ -40,7 +40,7 @@ from mpstream.runner.layout import (
 )
 from mpstream.runner.media import prepare_media
 from mpstream.runner.record import TrialRecord, load_record
-from mpstream.runner.scenario import Scenario, Trial, expand_trials
+from mpstream.runner.scenario import Scenario, Trial, build_profile, expand_trials
 from mpstream.runner.trial import plan_json, transport_for
 
 # Seconds a trial process gets to tear its network down once it is told to stop.
@@ -55,7 +55,6 @@ def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
         "description": scenario.description,
         "kind": scenario.kind,
         "scenario_file": str(scenario_path) if scenario_path else None,
-        "trials": trials,
         "seed": scenario.seed,
         "duration_s": scenario.duration_s,
         "buffer_s": scenario.buffer_s,
@@ -90,8 +89,9 @@ def preflight(scenario: Scenario) -> None:
                 check_browser(browser)
             except UserError as exc:
                 problems.append(str(exc))
-    for transport in sorted({transport_for(scenario, c) for c in scenario.all_conditions()},
-                            key=lambda t: t.name):
+    transports = {transport_for(c, None if c.kind == "real" else build_profile(scenario, c).mode)
+                  for c in scenario.all_conditions()}
+    for transport in sorted(transports, key=lambda t: t.name):
         problems += transport.missing()
     for tool in ("ss", "nstat", "stdbuf", "iperf3" if scenario.kind == "iperf" else "ip"):
         if shutil.which(tool) is None:

@@ -26,7 +26,6 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import click
 from rich.console import Console
@@ -63,8 +62,8 @@ class Site(ABC):
     def open(self) -> AbstractContextManager[Network]: ...
 
     @abstractmethod
-    def serve_video(self, network: Network, transport: Transport, media_dir: Path | None,
-                    workdir: Path, player: str) -> AbstractContextManager[tuple[ServerStack, str]]:
+    def serve_video(self, network: Network, media_dir: Path | None, workdir: Path,
+                    player: str) -> AbstractContextManager[tuple[ServerStack, str]]:
         ...
 
     def watch(self, network: Network, tdir: Path) -> AbstractContextManager[object]:
@@ -81,7 +80,7 @@ class EmulatedSite(Site):
     def __init__(self, scenario: Scenario, cond: Condition, tdir: Path, topo_name: str,
                  pcap: bool):
         self.profile = build_profile(scenario, cond)
-        self.transport = transport_for(scenario, cond)
+        self.transport = transport_for(cond, self.profile.mode)
         self.topo_name, self.pcap = topo_name, pcap
         write_json(tdir / "profile.json", self.profile.model_dump(mode="json"))
 
@@ -91,13 +90,13 @@ class EmulatedSite(Site):
         return Topology.up(self.profile, name=self.topo_name)
 
     @contextlib.contextmanager
-    def serve_video(self, network: Network, transport: Transport, media_dir: Path | None,
-                    workdir: Path, player: str) -> Iterator[tuple[ServerStack, str]]:
+    def serve_video(self, network: Network, media_dir: Path | None, workdir: Path,
+                    player: str) -> Iterator[tuple[ServerStack, str]]:
         if media_dir is None:
             raise UserError("an emulated video trial needs media (the scenario's [media] or "
                             "[live])")
         with ServerStack(media_dir, netns=network.netns("server"), host=network.server_addr,
-                         workdir=workdir, mptcp=transport.kernel_mptcp,
+                         workdir=workdir, mptcp=self.transport.kernel_mptcp,
                          send=self.profile.server) as stack:
             yield stack, MANIFESTS[player]
 
@@ -110,22 +109,20 @@ class RealSite(Site):
     loopback, the media from the condition's URL, `paths check` before and after the trial."""
 
     def __init__(self, cond: Condition, player: str):
-        from mpstream.hostnet import parse_interfaces, route_interface
+        from mpstream.player.real import interface_specs
 
         self.cond, self.url = cond, cond.url_for(player)
-        self.transport = transport_for(None, cond)
-        host = urlsplit(self.url).hostname or ""
-        self.specs = (parse_interfaces(cond.interfaces) if cond.interfaces
-                      else [route_interface(host)])
+        self.transport = transport_for(cond)
+        self.specs = interface_specs(self.url, cond.interfaces)
 
     def open(self) -> AbstractContextManager[Network]:
         from mpstream.player.real import real_network
 
-        return real_network(self.url, self.cond.interfaces, self.transport)
+        return real_network(self.url, self.specs, self.transport)
 
     @contextlib.contextmanager
-    def serve_video(self, network: Network, transport: Transport, media_dir: Path | None,
-                    workdir: Path, player: str) -> Iterator[tuple[ServerStack, str]]:
+    def serve_video(self, network: Network, media_dir: Path | None, workdir: Path,
+                    player: str) -> Iterator[tuple[ServerStack, str]]:
         from mpstream.player.real import page_server
 
         with page_server() as stack:
@@ -198,14 +195,14 @@ class Samplers:
             write_json(self.tdir / "mptcp-counters.json", self.counters.as_json())
 
 
-def transport_for(scenario: Scenario | None, cond: Condition) -> Transport:
-    """The condition's transport: the one it names, else what its profile's mode runs (a real
-    network: MPTCP)."""
+def transport_for(cond: Condition, profile_mode: str | None = None) -> Transport:
+    """The condition's transport: the one it names, else what its profile's mode runs
+    (`profile_mode`; a real network, which has no profile: MPTCP)."""
     if cond.transport is not None:
         return get_transport(cond.transport)
-    if cond.kind == "real" or scenario is None:
+    if profile_mode is None:
         return get_transport("mptcp")
-    return for_network_mode(build_profile(scenario, cond).mode)
+    return for_network_mode(profile_mode)
 
 
 def site_for(scenario: Scenario, trial: Trial, tdir: Path, topo_name: str, pcap: bool) -> Site:
@@ -272,8 +269,7 @@ def _run(scenario: Scenario, trial: Trial, record: TrialRecord, run_id: str, tdi
             record.path_bytes_error = str(exc)
     if outcome.failure:
         if not outcome.started:
-            raise TrialFailed(f"{workload.kind}: {outcome.failure}" if workload.kind != "video"
-                              else f"player: {outcome.failure}")
+            raise TrialFailed(f"{workload.actor}: {outcome.failure}")
         # A session that played and then broke (e.g. its only path died) is a result worth
         # keeping; one that never showed a frame is not.
         record.player_failure = outcome.failure

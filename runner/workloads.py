@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 from mpstream.network import Network
 from mpstream.player.session import PlayRequest, play_session
+from mpstream.proc import stop
 from mpstream.runner.layout import read_json, write_json
 from mpstream.runner.record import MediaFacts
 from mpstream.runner.scenario import Scenario, Trial
@@ -43,8 +44,8 @@ class VideoSite(Protocol):
     emulated server, or the page and a collector on loopback with the media on a real server.
     Yields the server and the manifest to play (a path on it, or a URL)."""
 
-    def serve_video(self, network: Network, transport: Transport, media_dir: Path | None,
-                    workdir: Path, player: str) -> AbstractContextManager[tuple[ServerStack, str]]:
+    def serve_video(self, network: Network, media_dir: Path | None, workdir: Path,
+                    player: str) -> AbstractContextManager[tuple[ServerStack, str]]:
         ...
 
 
@@ -74,7 +75,8 @@ class WorkloadOutcome(BaseModel):
 
 
 class Workload(ABC):
-    kind: ClassVar[str]
+    kind: ClassVar[str]  # the scenario kind that runs it
+    actor: ClassVar[str]  # what failed, in a failed trial's reason ("player: …")
 
     @abstractmethod
     def run(self, ctx: TrialContext) -> WorkloadOutcome: ...
@@ -84,11 +86,12 @@ class VideoSession(Workload):
     """A headless player session (runner: summary.json, events.json, session.json, access.log)."""
 
     kind = "video"
+    actor = "player"
 
     def run(self, ctx: TrialContext) -> WorkloadOutcome:
         player = ctx.trial.player or "dashjs"
-        with ctx.site.serve_video(ctx.network, ctx.transport, ctx.media_dir,
-                                  ctx.tdir / "server", player) as (server, manifest):
+        with ctx.site.serve_video(ctx.network, ctx.media_dir, ctx.tdir / "server",
+                                  player) as (server, manifest):
             media = media_facts(ctx.media_dir) if ctx.media_dir is not None else None
             live = ctx.scenario.live
             request = PlayRequest(
@@ -144,6 +147,7 @@ class BulkTransfer(Workload):
     duration (iperf.json), over the trial's transport, proven on the wire like a session."""
 
     kind = "iperf"
+    actor = "iperf3"
 
     def run(self, ctx: TrialContext) -> WorkloadOutcome:
         net, wrap = ctx.network, ctx.transport.wrap
@@ -164,8 +168,6 @@ class BulkTransfer(Workload):
                 raise TrialFailed(f"iperf3 exit {proc.returncode}: {_iperf_error(proc)}")
             proof = ctx.transport.prove(net, before, "iperf3")
         finally:
-            from mpstream.proc import stop
-
             stop(server, timeout=5)
         return WorkloadOutcome(failure=proof.problem, started=proof.problem is None,
                                proof=proof.counters or None, events_started_unix=started_unix)

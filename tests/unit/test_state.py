@@ -56,3 +56,17 @@ def test_clean_finds_what_an_older_version_left(tmp_path, monkeypatch):
     assert out["live"] == 1 and out["partial"] == [str(root / "host-changes" / f"{DEAD}-4.tmp")]
     assert list((tmp_path / "mpstream-hostnet").iterdir()) == []
     assert [p.name for p in (root / "host-changes").iterdir()] == ["3-3.json"]
+
+
+def test_clean_leaves_a_folder_of_another_kind_of_record_in_the_root(tmp_path, monkeypatch):
+    """A newer version's kind of record (say, clusters/) in the root is no old topology: only
+    a folder beside its record or holding emulator configurations is."""
+    root = tmp_path / "mpstream"
+    monkeypatch.setenv(state.ENV, str(root))
+    tag = f"kind{os.getpid()}"
+    record(root / tag / "head.json", owner_pid=DEAD)
+    record(root / f"{tag}old" / "path0.json")  # an old topology's emulator folder, no record
+    sweep = teardown.clean_stale(f"{tag}*")
+    assert [r.name for r in sweep.removed] == [f"{tag}old"]
+    assert (root / tag / "head.json").exists()
+    assert not (root / f"{tag}old").exists()
