@@ -17,7 +17,7 @@ venv: $(VENV_STAMP)
 $(VENV_STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv .venv
 	@$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
-	@$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	@$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,cluster]'
 	@touch $@
 
 build: emulator player-bundle player-driver dashboard-assets
