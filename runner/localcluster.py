@@ -118,14 +118,15 @@ class Sandbox:
             raise UserError(f"sandbox {self.name}: no init process")
         return self.init_pid
 
-    def popen(self, argv: list[str], **kw) -> subprocess.Popen:
-        """A process inside the sandbox (its network, mounts and pids). With a new pid
-        namespace nsenter forks: the process is nsenter's child, and nsenter dies (SIGTERM)
-        with the process that started it."""
+    def popen(self, argv: list[str], env: dict[str, str] | None = None,
+              **kw) -> subprocess.Popen:
+        """A process inside the sandbox (its network, mounts and pids), with the sandbox's
+        environment and `env` on top. With a new pid namespace nsenter forks: the process is
+        nsenter's child, and nsenter dies (SIGTERM) with the process that started it."""
         assert self.init_pid is not None
         enter = ["setpriv", "--pdeathsig", "TERM", "nsenter", f"--target={self.init_pid}",
                  "--net", "--mount", "--pid", f"--wd={os.getcwd()}"]
-        return subprocess.Popen([*enter, *argv], env=self.env(), **kw)
+        return subprocess.Popen([*enter, *argv], env={**self.env(), **(env or {})}, **kw)
 
     def run(self, argv: list[str], timeout: float = START_TIMEOUT_S) -> None:
         proc = self.popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
