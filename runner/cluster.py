@@ -226,13 +226,15 @@ def _collect(run_dir: Path, kind: str, trial: Trial, ref: ray.ObjectRef) -> Tria
     """The trial's folder from its host into the run folder; a task that could not bring one
     back is recorded as a failed trial with the reason."""
     try:
-        host, archive = ray.get(ref)
+        host, archive, media_note = ray.get(ref)
     except RayTaskError as exc:
         reason = f"cluster: the trial's task failed: {exc.cause or exc}"
     except RayError as exc:
         reason = (f"cluster: its host was lost {HOST_RETRIES + 1} times "
                   f"({type(exc).__name__}: {str(exc)[:300]})")
     else:
+        if media_note:
+            print(f"{host}: {media_note}", file=sys.stderr, flush=True)
         tdir = install_trial_dir(run_dir, trial.key, lambda part: untar(archive, part))
         record = load_record(tdir / TRIAL_JSON)
         if record is None:
@@ -263,11 +265,14 @@ def _cancel(running: dict[ray.ObjectRef, Trial]) -> None:
 @ray.remote(num_cpus=0, resources={HOST_RESOURCE: 1}, max_retries=HOST_RETRIES,
             retry_exceptions=False)
 def _trial_on_host(run_bytes: bytes, run_name: str, key: str, media: MediaShipment | None,
-                   limit_s: float) -> tuple[str, bytes]:
-    """One trial on this host in a scratch copy of the run folder; its folder as a tar."""
+                   limit_s: float) -> tuple[str, bytes, str]:
+    """One trial on this host in a scratch copy of the run folder; its folder as a tar, and
+    what it took to have the media here when that was a copy."""
     run = json.loads(run_bytes)
+    note = ""
     if media is not None:
-        run["media_dir"] = str(media_here(media))
+        media_dir, note = media_here(media)
+        run["media_dir"] = str(media_dir)
     scratch = Path(tempfile.mkdtemp(prefix="trial-", dir=_ensure(host_cache() / "runs")))
     try:
         run_dir = scratch / run_name  # the name makes the trial's session id, as it would here
@@ -281,7 +286,7 @@ def _trial_on_host(run_bytes: bytes, run_name: str, key: str, media: MediaShipme
                                    host=this_host())
             tdir = _ensure(run_dir / "trials" / key)
             write_json(tdir / TRIAL_JSON, record.model_dump(mode="json"))
-        return this_host(), tar_bytes(run_dir / "trials" / key)
+        return this_host(), tar_bytes(run_dir / "trials" / key), note
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -295,16 +300,17 @@ def _ensure(path: Path) -> Path:
     return path
 
 
-def media_here(media: MediaShipment) -> Path:
+def media_here(media: MediaShipment) -> tuple[Path, str]:
     """The run's media tree on this host: at the run's own path when that tree has the same
-    content, else in the cache by its hash, fetched (once per host) when it is not there."""
+    content, else in the cache by its hash, fetched (once per host) when it is not there; and
+    a note when it was fetched."""
     cache = _ensure(host_cache() / "media")
     cached = cache / media.digest
     if (cache / f"{media.digest}.ok").is_file():
-        return cached
+        return cached, ""
     same_path = Path(media.path)
     if (same_path / "media.json").is_file() and _known_digest(same_path, cache) == media.digest:
-        return same_path
+        return same_path, ""
     archive = ray.get(media.archive[0])
     unpacking = cache / f".{media.digest}.{uuid.uuid4().hex}"
     untar(archive, unpacking)
@@ -312,7 +318,8 @@ def media_here(media: MediaShipment) -> Path:
         shutil.rmtree(cached)
     unpacking.rename(cached)
     (cache / f"{media.digest}.ok").touch()
-    return cached
+    return cached, (f"media tree {media.digest[:12]} copied to {cached} "
+                    f"({len(archive) / 1e6:.1f} MB)")
 
 
 def _known_digest(tree: Path, cache: Path) -> str:

@@ -15,6 +15,7 @@
     RUN_DIR/trials/<key>/samples-{client,server}-mptcp.csv         MPTCP connections' own sockets
     RUN_DIR/trials/<key>/mptcp-counters.json  nstat MPTcpExt* of both namespaces, before/after
     RUN_DIR/trials/<key>/pcap/*.pcap.gz  packet headers per interface (with --pcap)
+    RUN_DIR/cluster.log               what the driver of a `--cluster local:N` run said
     RUN_DIR/report/                   written by `mpstream report`
 
 A trial folder without trial.json was interrupted; a resumed run does it again. A trial that ran

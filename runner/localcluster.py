@@ -57,6 +57,8 @@ SANDBOX_CACHE = "/tmp/mpstream-host"
 STOP_GRACE_S = TEARDOWN_TIMEOUT_S + 15
 HEAD_STOP_GRACE_S = 5
 START_TIMEOUT_S = 180
+# What the run's driver said (Ray's warnings, media copied to hosts, errors), in the run folder.
+CLUSTER_LOG = "cluster.log"
 
 
 def local_hosts(spec: str) -> int | None:
@@ -296,7 +298,7 @@ class LocalClusterTrials:
             raise UserError(f"{run_dir}: a local cluster's hosts each have their own /run, so "
                             "the run folder must be elsewhere")
         with LocalCluster(self.hosts) as cluster:
-            log = cluster.folder / "driver.log"
+            log = Path(run_dir) / CLUSTER_LOG
             proc = cluster.driver(run_dir, [t.key for t in trials], self.margin_s, log)
             try:
                 self._follow(proc, run_dir, started, finished)

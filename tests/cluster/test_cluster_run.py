@@ -103,3 +103,43 @@ def test_a_trial_past_its_time_limit_is_a_timeout(tmp_path):
         assert 6 <= (t.record.elapsed_s or 0) < 60
         assert "trial.log" in {p.name for p in t.dir.iterdir()}
     assert "0 ok, 2 failed" in output
+
+
+def test_a_video_scenario_on_two_hosts_gets_its_media_there_once_per_host(tiny_media,
+                                                                          tmp_path):
+    # The media is under /tmp, which the hosts of a local cluster do not share: it travels.
+    scenario = tmp_path / "video-cluster.toml"
+    scenario.write_text(VIDEO.format(media=tiny_media))
+    out = tmp_path / "run"
+    _run(str(scenario), "--cluster", "local:2", "--out", str(out))
+    trials = load_trials(out)
+    assert len(trials) == 4 and all(t.ok for t in trials), [t.record.reason for t in trials]
+    assert {t.record.host for t in trials} == {"local-1", "local-2"}
+    for t in trials:
+        events = json.loads((t.dir / "events.json").read_text())
+        assert any(e["type"] == "startup" for e in events), t.key
+    copied = [line for line in (out / "cluster.log").read_text().splitlines()
+              if "media tree" in line and "copied" in line]
+    assert sorted(line.split(":")[0] for line in copied) == ["local-1", "local-2"], copied
+    assert (out / "report" / "report.html").is_file()
+
+
+VIDEO = """
+name = "video-cluster"
+trials = 2
+seed = 3
+duration_s = 8
+players = ["dashjs"]
+
+[media]
+dir = "{media}"
+
+[[conditions]]
+label = "balanced"
+profile = "thesis-bandwidth-balanced"
+
+[[conditions]]
+label = "single"
+profile = "thesis-bandwidth-single"
+transport = "tcp"
+"""
