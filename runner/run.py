@@ -95,17 +95,17 @@ def trial_runner(cluster: str | None, margin_s: float = TRIAL_MARGIN_S) -> Trial
     return RayTrials(cluster, margin_s)
 
 
-def refuse_on_cluster(scenario: Scenario) -> None:
+def refuse_on_cluster(scenario: Scenario, option: str = "--cluster") -> None:
     """Trials bound to this machine cannot move to another host."""
     if scenario.live is not None:
         raise UserError(f"scenario {scenario.name!r} plays a live stream ([live]) that runs on "
                         "this machine for the whole run, so its trials cannot move to other "
-                        "hosts: run it without --cluster")
+                        f"hosts: run it without {option}")
     real = [c.label for c in scenario.all_conditions() if c.kind == "real"]
     if real:
         raise UserError(f"scenario {scenario.name!r}: condition(s) {', '.join(real)} are "
                         "kind = \"real\", bound to this machine's own interfaces, so their "
-                        "trials cannot move to other hosts: run it without --cluster")
+                        f"trials cannot move to other hosts: run it without {option}")
 
 
 def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
@@ -179,26 +179,30 @@ def run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None = None
                  scenario_path: Path | None = None, retry_failed: bool = False,
                  console: Console | None = None, progress: bool = True,
                  pcap: bool = False, cluster: str | None = None,
-                 trial_margin_s: float = TRIAL_MARGIN_S) -> dict[str, str]:
+                 trial_margin_s: float = TRIAL_MARGIN_S,
+                 plan_only: bool = False) -> dict[str, str]:
     """Runs (or resumes) the scenario into out_dir; returns key -> status of every trial.
 
     `pcap`: keep a header-only packet capture of every trial (trials/<key>/pcap/).
     `cluster`: run the trials on a cluster (its head's ADDRESS, or `local:N`), each stopped
-    and recorded as failed once it runs `trial_margin_s` past the scenario's duration."""
-    if cluster is not None:
-        refuse_on_cluster(scenario)
+    and recorded as failed once it runs `trial_margin_s` past the scenario's duration.
+    `plan_only`: prepare the run folder (run.json, the media) and run no trial: they are run
+    elsewhere with `mpstream trial` (a batch system's array job)."""
+    if cluster is not None or plan_only:
+        refuse_on_cluster(scenario, "--plan-only" if plan_only else "--cluster")
     runner = trial_runner(cluster, trial_margin_s)
     # SIGTERM tears down like Ctrl-C, and the run stays resumable.
     with signals_interrupt():
         return _run_scenario(scenario, out_dir, trials=trials, scenario_path=scenario_path,
                              retry_failed=retry_failed, console=console, progress=progress,
-                             pcap=pcap, runner=runner)
+                             pcap=pcap, runner=None if plan_only else runner)
 
 
 def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
                   scenario_path: Path | None, retry_failed: bool, console: Console | None,
                   progress: bool, pcap: bool = False,
                   runner: TrialRunner | None = None) -> dict[str, str]:
+    """With no `runner`, only the run folder is prepared."""
     console = console or Console()
     # Absolute: the servers of a trial run from their own working directories.
     out_dir = Path(out_dir).resolve()
@@ -232,8 +236,12 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
         # Written before the first trial: it is the plan each `mpstream trial` reads.
         write_json(out_dir / RUN_JSON, _run_json(scenario, scenario_path, plan, n, media_dir,
                                                  pcap))
+        if runner is None:
+            console.print(f"planned: {len(todo)} trial(s) to run, keys in {out_dir / RUN_JSON} "
+                          f"(`plan`); each: mpstream trial {out_dir} --key KEY")
+            return dict(done)
         return _run_trials(scenario, out_dir, plan, todo, done, scenario_path, console,
-                           progress, runner or LocalTrials())
+                           progress, runner)
 
 
 @contextlib.contextmanager
