@@ -9,31 +9,16 @@ from pathlib import Path
 import pytest
 
 from mpstream.runner import localcluster
+from tests.scenarios import balanced_and_single
 
 # Ray's programs as they show in the process table (the workers rename themselves ray::…).
 RAY_PROCESSES = r"raylet|gcs_server|ray::|ray/dashboard|ray/autoscaler|log_monitor.py"
 
-IPERF = """
-name = "iperf-cluster"
-kind = "iperf"
-trials = 2
-seed = 3
-duration_s = {duration}
-
-[[conditions]]
-label = "balanced"
-profile = "thesis-bandwidth-balanced"
-
-[[conditions]]
-label = "single"
-profile = "thesis-bandwidth-single"
-transport = "tcp"
-"""
 
 
 def iperf_scenario(folder: Path, duration: float = 4) -> Path:
     path = folder / "iperf-cluster.toml"
-    path.write_text(IPERF.format(duration=duration))
+    path.write_text(balanced_and_single("iperf-cluster", trials=2, seed=3, duration_s=duration))
     return path
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from mpstream.runner.layout import load_trials
 from mpstream.runner.scenario import expand_trials, load_scenario
+from tests.scenarios import balanced_and_single
 
 from .conftest import iperf_scenario, mpstream
 
@@ -109,7 +110,8 @@ def test_a_video_scenario_on_two_hosts_gets_its_media_there_once_per_host(tiny_m
                                                                           tmp_path):
     # The media is under /tmp, which the hosts of a local cluster do not share: it travels.
     scenario = tmp_path / "video-cluster.toml"
-    scenario.write_text(VIDEO.format(media=tiny_media))
+    scenario.write_text(balanced_and_single("video-cluster", kind="video", trials=2, seed=3,
+                                            duration_s=8, media_dir=tiny_media))
     out = tmp_path / "run"
     _run(str(scenario), "--cluster", "local:2", "--out", str(out))
     trials = load_trials(out)
@@ -123,23 +125,3 @@ def test_a_video_scenario_on_two_hosts_gets_its_media_there_once_per_host(tiny_m
     assert sorted(line.split(":")[0] for line in copied) == ["local-1", "local-2"], copied
     assert (out / "report" / "report.html").is_file()
 
-
-VIDEO = """
-name = "video-cluster"
-trials = 2
-seed = 3
-duration_s = 8
-players = ["dashjs"]
-
-[media]
-dir = "{media}"
-
-[[conditions]]
-label = "balanced"
-profile = "thesis-bandwidth-balanced"
-
-[[conditions]]
-label = "single"
-profile = "thesis-bandwidth-single"
-transport = "tcp"
-"""

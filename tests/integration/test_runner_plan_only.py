@@ -8,24 +8,11 @@ import sys
 
 import pytest
 
+from tests.scenarios import balanced_and_single
+
 pytestmark = pytest.mark.timeout(300)
 
-SCENARIO = """
-name = "plan-only"
-kind = "iperf"
-trials = 1
-seed = 2
-duration_s = 2
-
-[[conditions]]
-label = "balanced"
-profile = "thesis-bandwidth-balanced"
-
-[[conditions]]
-label = "single"
-profile = "thesis-bandwidth-single"
-transport = "tcp"
-"""
+SCENARIO = balanced_and_single("plan-only", seed=2, duration_s=2)
 
 
 def _mpstream(*args: str) -> str:
