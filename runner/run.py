@@ -92,7 +92,12 @@ def trial_runner(cluster: str | None, margin_s: float = TRIAL_MARGIN_S) -> Trial
         from mpstream.runner.hosts import INSTALL_RAY
 
         raise UserError(f"--cluster needs Ray ({exc}): {INSTALL_RAY}") from None
-    return RayTrials(cluster, margin_s)
+    from mpstream.runner.hosts import saved_node
+
+    # The driver joins the cluster from this machine's own node: its address, when known.
+    node = saved_node()
+    return RayTrials(cluster, margin_s, node.get("node_address")
+                     if node.get("address") == cluster else None)
 
 
 def refuse_on_cluster(scenario: Scenario, option: str = "--cluster") -> None:
