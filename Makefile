@@ -103,7 +103,7 @@ test-real-networks: setup
 test-live: setup
 	@scripts/pytest.sh -m long tests/e2e/test_runner_live.py
 
-# Trials on a local Ray cluster (about 5 minutes): `run --cluster local:2` of an iperf scenario
+# Trials on a local Ray cluster (about 8 minutes): `run --cluster local:2` of an iperf scenario
 # (both hosts used, one trial per host at a time, the report's columns as a local run's), a
 # driver without the token refused, a host with another mpstream refused, a host's Ray killed
 # mid-trial and the coordinator killed with -9; nothing left behind after each (docs/cluster.md).

@@ -34,13 +34,16 @@ RESULTS_DIR = REPO_ROOT / "results"
               show_default=True, metavar="SECONDS",
               help="With --cluster: how long a trial may run past the scenario's duration "
                    "before it is stopped and recorded as failed (timeout).")
+@click.option("--balance-hosts", is_flag=True,
+              help="With --cluster: whole rounds to hosts (round r on host r mod the number "
+                   "of hosts), so that every host runs every condition equally often.")
 @click.option("--plan-only", is_flag=True,
               help="Prepare the run folder (run.json with the plan, the media) and run no "
                    "trial: run each elsewhere with `mpstream trial OUT --key KEY`, e.g. in a "
                    "batch system's array job (docs/cluster.md).")
 def run(scenario: str, trials: int | None, out_dir: Path | None, retry_failed: bool,
         make_report: bool, pcap: bool, cluster: str | None, trial_margin: float,
-        plan_only: bool) -> None:
+        balance_hosts: bool, plan_only: bool) -> None:
     """Run SCENARIO (a name in runner/scenarios/ or a TOML file): every condition, player and
     trial, in interleaved order, keeping each trial's raw data."""
     from mpstream.runner.run import run_scenario
@@ -54,7 +57,7 @@ def run(scenario: str, trials: int | None, out_dir: Path | None, retry_failed: b
     console = Console()
     run_scenario(sc, out_dir, trials=trials, scenario_path=path, retry_failed=retry_failed,
                  console=console, pcap=pcap, cluster=cluster, trial_margin_s=trial_margin,
-                 plan_only=plan_only)
+                 balance_hosts=balance_hosts, plan_only=plan_only)
     if make_report and not plan_only:
         _report(out_dir, None, console)
 

@@ -117,6 +117,7 @@ def describe_hosts() -> tuple[HostFacts, list[tuple[HostFacts, str | None]]]:
         except (RayError, GetTimeoutError) as exc:
             facts = HostFacts(host=node["NodeManagerAddress"], kernel="?", mptcp="?",
                               version="?", doctor=f"did not answer: {exc}")
+        facts.node_id = node["NodeID"]
         rows.append((facts, facts.refusal(here)))
     return here, sorted(rows, key=lambda r: r[0].host)
 
@@ -160,11 +161,41 @@ def ship_media(media_dir: Path) -> MediaShipment:
                          [ray.put(tar_bytes(media_dir))])
 
 
-class RayTrials:
-    """The trials on the cluster whose head is at `address`: see the module's docstring."""
+@dataclass
+class Lane:
+    """Trials handed out in plan order: to any free host, or (balanced) to one host only."""
 
-    def __init__(self, address: str, margin_s: float, node_address: str | None = None):
+    queue: deque[Trial]
+    node_id: str | None = None
+    host: str = ""
+    lost: bool = False  # its host is gone: its trials go to the other lanes
+
+    def options(self, trial: Trial) -> dict:
+        options: dict = {"name": f"trial {trial.key}"}
+        if self.node_id is not None:
+            # Its own host only, and no retry by Ray: a lost host's trial goes to another lane.
+            options.update(max_retries=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
+                self.node_id, soft=False))
+        return options
+
+
+def balanced_lanes(trials: list[Trial], hosts: list[HostFacts]) -> list[Lane]:
+    """Whole rounds to hosts, round r to host r mod H, so that every host runs every condition
+    as often as the others (exactly, when the rounds are a multiple of the hosts)."""
+    lanes = [Lane(deque(), h.node_id, h.host) for h in sorted(hosts, key=lambda h: h.host)]
+    for trial in trials:
+        lanes[trial.round % len(lanes)].queue.append(trial)
+    return [lane for lane in lanes if lane.queue]
+
+
+class RayTrials:
+    """The trials on the cluster whose head is at `address`: see the module's docstring.
+    With `balance`, whole rounds go to hosts (`balanced_lanes`)."""
+
+    def __init__(self, address: str, margin_s: float, node_address: str | None = None,
+                 balance: bool = False):
         self.address, self.margin_s, self.node_address = address, margin_s, node_address
+        self.balance = balance
 
     def run(self, run_dir: Path, trials: list[Trial], started: Started,
             finished: Finished) -> None:
@@ -172,44 +203,75 @@ class RayTrials:
             return
         connect(self.address, self.node_address)
         try:
-            check_hosts()
-            self._schedule(Path(run_dir), trials, started, finished)
+            hosts = check_hosts()
+            lanes = balanced_lanes(trials, hosts) if self.balance else [Lane(deque(trials))]
+            self._schedule(Path(run_dir), lanes, started, finished)
         finally:
             ray.shutdown()
 
-    def _schedule(self, run_dir: Path, trials: list[Trial], started: Started,
+    def _schedule(self, run_dir: Path, lanes: list[Lane], started: Started,
                   finished: Finished) -> None:
         run = read_json(run_dir / RUN_JSON)
         run_bytes = json.dumps(run).encode()
         media = ship_media(Path(run["media_dir"])) if run.get("media_dir") else None
         limit_s = float(run["duration_s"]) + self.margin_s
         kind = run.get("kind", "video")
-        queue = deque(trials)
-        running: dict[ray.ObjectRef, Trial] = {}
+        running: dict[ray.ObjectRef, tuple[Trial, Lane]] = {}
+        lost: dict[str, int] = {}  # key -> times the host running it was lost
         no_hosts_since: float | None = None
         try:
-            while queue or running:
-                # One trial per host: never more tasks out than hosts, so that they start in
-                # the plan's order (a host that joins mid-run gets the next trial).
+            while any(lane.queue for lane in lanes) or running:
+                # One trial per host: never more tasks out than hosts (or than its one host
+                # for a balanced lane), so that they start in the plan's order; a host that
+                # joins mid-run gets the next trial.
                 hosts = int(ray.cluster_resources().get(HOST_RESOURCE, 0))
-                while queue and len(running) < hosts:
-                    trial = queue.popleft()
-                    ref = _trial_on_host.options(name=f"trial {trial.key}").remote(
-                        run_bytes, run_dir.name, trial.key, media, limit_s)
-                    running[ref] = trial
-                    started(trial.key)
+                lanes = _rehome(lanes)
+                for lane in lanes:
+                    if lane.lost:
+                        continue
+                    room = (hosts - len(running) if lane.node_id is None
+                            else 1 - sum(1 for _, held in running.values() if held is lane))
+                    for _ in range(max(0, min(room, len(lane.queue)))):
+                        trial = lane.queue.popleft()
+                        ref = _trial_on_host.options(**lane.options(trial)).remote(
+                            run_bytes, run_dir.name, trial.key, media, limit_s)
+                        running[ref] = (trial, lane)
+                        started(trial.key)
                 if running:
                     ready, _ = ray.wait(list(running), num_returns=1, timeout=2.0)
                 else:
                     ready = []
                     time.sleep(2.0)
                 for ref in ready:
-                    trial = running.pop(ref)
-                    finished(trial.key, _collect(run_dir, kind, trial, ref))
+                    trial, lane = running.pop(ref)
+                    record = _collect(run_dir, kind, trial, ref, lane, lost)
+                    if record is not None:
+                        finished(trial.key, record)
                 no_hosts_since = _no_hosts_since(no_hosts_since, hosts)
         except KeyboardInterrupt:
             _cancel(running)
             raise
+
+
+def _rehome(lanes: list[Lane]) -> list[Lane]:
+    """Balanced lanes whose host is gone give their trials to the other lanes (the least
+    loaded first), or to a new lane of any host when none is left."""
+    if all(lane.node_id is None for lane in lanes):
+        return lanes
+    alive = {n["NodeID"] for n in host_nodes()}
+    for lane in lanes:
+        if lane.node_id is not None and lane.node_id not in alive:
+            lane.lost = True
+    lost = [lane for lane in lanes if lane.lost and lane.queue]
+    if not lost:
+        return lanes
+    live = [lane for lane in lanes if not lane.lost] or [Lane(deque())]
+    for lane in lost:
+        print(f"host {lane.host} is gone: its trials go to the other hosts (the run is no "
+              "longer balanced)", file=sys.stderr, flush=True)
+        while lane.queue:
+            min(live, key=lambda other: len(other.queue)).queue.append(lane.queue.popleft())
+    return [*lanes, *(lane for lane in live if lane not in lanes)]
 
 
 def _no_hosts_since(since: float | None, hosts: int) -> float | None:
@@ -222,14 +284,21 @@ def _no_hosts_since(since: float | None, hosts: int) -> float | None:
     return since or now
 
 
-def _collect(run_dir: Path, kind: str, trial: Trial, ref: ray.ObjectRef) -> TrialRecord:
+def _collect(run_dir: Path, kind: str, trial: Trial, ref: ray.ObjectRef, lane: Lane,
+             lost: dict[str, int]) -> TrialRecord | None:
     """The trial's folder from its host into the run folder; a task that could not bring one
-    back is recorded as a failed trial with the reason."""
+    back is recorded as a failed trial with the reason. None: the trial of a balanced lane
+    whose host was lost, queued again (first) for the lanes that take the host's trials."""
     try:
         host, archive, media_note = ray.get(ref)
     except RayTaskError as exc:
         reason = f"cluster: the trial's task failed: {exc.cause or exc}"
     except RayError as exc:
+        lost[trial.key] = lost.get(trial.key, 0) + 1
+        if lane.node_id is not None and lost[trial.key] <= HOST_RETRIES:
+            lane.lost = True  # Ray's own retries are off for a pinned task: this is the host
+            lane.queue.appendleft(trial)
+            return None
         reason = (f"cluster: its host was lost {HOST_RETRIES + 1} times "
                   f"({type(exc).__name__}: {str(exc)[:300]})")
     else:
@@ -247,7 +316,7 @@ def _collect(run_dir: Path, kind: str, trial: Trial, ref: ray.ObjectRef) -> Tria
     return record
 
 
-def _cancel(running: dict[ray.ObjectRef, Trial]) -> None:
+def _cancel(running: dict[ray.ObjectRef, tuple[Trial, Lane]]) -> None:
     """Stops the running trials as Ctrl-C would (each tears its network down), waits for
     that, then forces what is left."""
     for ref in running:
@@ -390,6 +459,7 @@ def drive(argv: list[str]) -> int:
     parser.add_argument("--address", required=True)
     parser.add_argument("--node-address", default=None)
     parser.add_argument("--margin", type=float, required=True)
+    parser.add_argument("--balance-hosts", action="store_true")
     args = parser.parse_args(argv)
     _die_with_parent()
 
@@ -398,7 +468,7 @@ def drive(argv: list[str]) -> int:
 
     plan = load_plan(args.run_dir)
     by_key = {t.key: t for t in [plan.trial(k) for k in args.keys]}
-    runner = RayTrials(args.address, args.margin, args.node_address)
+    runner = RayTrials(args.address, args.margin, args.node_address, args.balance_hosts)
     try:
         with signals_interrupt(once=True):
             runner.run(args.run_dir, list(by_key.values()), lambda k: say("started", k),

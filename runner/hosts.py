@@ -143,6 +143,7 @@ class HostFacts(BaseModel):
     mptcp: str
     version: str
     doctor: str  # "ok", or "missing: " and what is missing
+    node_id: str | None = None  # its Ray node, once the driver has asked it
 
     def refusal(self, head: HostFacts) -> str | None:
         """Why this host may not run the head's trials, None when it may."""

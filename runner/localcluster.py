@@ -266,12 +266,12 @@ class LocalCluster:
         self.head.wait_stopped(HEAD_STOP_GRACE_S + 5)
         remove_cluster(self.name)
 
-    def driver(self, run_dir: Path, keys: list[str], margin_s: float,
-               log: Path) -> subprocess.Popen:
+    def driver(self, run_dir: Path, keys: list[str], margin_s: float, log: Path,
+               balance: bool = False) -> subprocess.Popen:
         """The run's driver inside the head's sandbox: `python -m mpstream.runner.cluster`."""
         argv = [sys.executable, "-m", "mpstream.runner.cluster", str(run_dir), *keys,
                 "--address", self.address, "--node-address", self.head.address,
-                "--margin", str(margin_s)]
+                "--margin", str(margin_s), *(["--balance-hosts"] if balance else [])]
         with log.open("ab") as err:
             return self.head.popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                    stderr=err, text=True)
@@ -287,8 +287,8 @@ def _restore_env(name: str, value: str | None) -> None:
 class LocalClusterTrials:
     """A run's trials on a local cluster made for it (runner/run.py's TrialRunner)."""
 
-    def __init__(self, hosts: int, margin_s: float):
-        self.hosts, self.margin_s = hosts, margin_s
+    def __init__(self, hosts: int, margin_s: float, balance: bool = False):
+        self.hosts, self.margin_s, self.balance = hosts, margin_s, balance
 
     def run(self, run_dir: Path, trials: list[Trial], started: Started,
             finished: Finished) -> None:
@@ -299,7 +299,8 @@ class LocalClusterTrials:
                             "the run folder must be elsewhere")
         with LocalCluster(self.hosts) as cluster:
             log = Path(run_dir) / CLUSTER_LOG
-            proc = cluster.driver(run_dir, [t.key for t in trials], self.margin_s, log)
+            proc = cluster.driver(run_dir, [t.key for t in trials], self.margin_s, log,
+                                  self.balance)
             try:
                 self._follow(proc, run_dir, started, finished)
                 code = proc.wait()

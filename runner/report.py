@@ -217,7 +217,8 @@ def host_rows(report: Report, several: frozenset[str]) -> list[dict]:
         row: dict = {"host": host, "condition": group, "trials": len(recs), "ok": len(ok),
                      "failed": len(recs) - len(ok)}
         for m in report.headline:
-            values = [v for t in ok if not _isnan(v := t.get(m))]
+            values = [float(v) for t in ok
+                      if isinstance(v := t.get(m), int | float) and not math.isnan(v)]
             row[m] = statistics.median(values) if values else math.nan
         rows.append(row)
     return rows

@@ -77,15 +77,20 @@ class LocalTrials:
             finished(trial.key, run_trial_process(run_dir, trial.key))
 
 
-def trial_runner(cluster: str | None, margin_s: float = TRIAL_MARGIN_S) -> TrialRunner:
-    """This machine, a local cluster (`local:N`) or the cluster whose head is at ADDRESS."""
+def trial_runner(cluster: str | None, margin_s: float = TRIAL_MARGIN_S,
+                 balance: bool = False) -> TrialRunner:
+    """This machine, a local cluster (`local:N`) or the cluster whose head is at ADDRESS;
+    `balance`: whole rounds to hosts, so that each runs every condition equally often."""
     if cluster is None:
+        if balance:
+            raise UserError("--balance-hosts spreads rounds over a cluster's hosts: give "
+                            "--cluster too")
         return LocalTrials()
     from mpstream.runner.localcluster import LocalClusterTrials, local_hosts
 
     hosts = local_hosts(cluster)
     if hosts is not None:
-        return LocalClusterTrials(hosts, margin_s)
+        return LocalClusterTrials(hosts, margin_s, balance)
     try:
         from mpstream.runner.cluster import RayTrials
     except ImportError as exc:
@@ -97,7 +102,7 @@ def trial_runner(cluster: str | None, margin_s: float = TRIAL_MARGIN_S) -> Trial
     # The driver joins the cluster from this machine's own node: its address, when known.
     node = saved_node()
     return RayTrials(cluster, margin_s, node.get("node_address")
-                     if node.get("address") == cluster else None)
+                     if node.get("address") == cluster else None, balance)
 
 
 def refuse_on_cluster(scenario: Scenario, option: str = "--cluster") -> None:
@@ -184,18 +189,19 @@ def run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None = None
                  scenario_path: Path | None = None, retry_failed: bool = False,
                  console: Console | None = None, progress: bool = True,
                  pcap: bool = False, cluster: str | None = None,
-                 trial_margin_s: float = TRIAL_MARGIN_S,
+                 trial_margin_s: float = TRIAL_MARGIN_S, balance_hosts: bool = False,
                  plan_only: bool = False) -> dict[str, str]:
     """Runs (or resumes) the scenario into out_dir; returns key -> status of every trial.
 
     `pcap`: keep a header-only packet capture of every trial (trials/<key>/pcap/).
     `cluster`: run the trials on a cluster (its head's ADDRESS, or `local:N`), each stopped
-    and recorded as failed once it runs `trial_margin_s` past the scenario's duration.
+    and recorded as failed once it runs `trial_margin_s` past the scenario's duration; with
+    `balance_hosts`, round r on host r mod the number of hosts.
     `plan_only`: prepare the run folder (run.json, the media) and run no trial: they are run
     elsewhere with `mpstream trial` (a batch system's array job)."""
     if cluster is not None or plan_only:
         refuse_on_cluster(scenario, "--plan-only" if plan_only else "--cluster")
-    runner = trial_runner(cluster, trial_margin_s)
+    runner = trial_runner(cluster, trial_margin_s, balance_hosts)
     # SIGTERM tears down like Ctrl-C, and the run stays resumable.
     with signals_interrupt():
         return _run_scenario(scenario, out_dir, trials=trials, scenario_path=scenario_path,

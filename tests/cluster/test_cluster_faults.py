@@ -51,9 +51,10 @@ def _wait_for(what, seconds: float = 120):
     raise AssertionError(f"waited {seconds} s in vain")
 
 
-def _start(scenario: Path, out: Path) -> subprocess.Popen:
+def _start(scenario: Path, out: Path, *more: str) -> subprocess.Popen:
     return mpstream("run", str(scenario), "--cluster", "local:2", "--out", str(out),
-                    "--no-report", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                    "--no-report", *more, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    text=True)
 
 
 def _finish(proc: subprocess.Popen) -> str:
@@ -71,10 +72,11 @@ def _each_trial_once(scenario: Path, out: Path) -> dict:
     return {t.key: t for t in trials}
 
 
-def test_a_host_whose_ray_dies_mid_trial_has_its_trial_run_on_the_other(tmp_path):
+@pytest.mark.parametrize("balanced", [False, True], ids=["any-host", "balance-hosts"])
+def test_a_host_whose_ray_dies_mid_trial_has_its_trial_run_on_the_other(tmp_path, balanced):
     scenario = iperf_scenario(tmp_path, duration=10)
     out = tmp_path / "run"
-    proc = _start(scenario, out)
+    proc = _start(scenario, out, *(["--balance-hosts"] if balanced else []))
     netns, key = _wait_for(lambda: _trial_running(proc.pid, "h1"))
     time.sleep(2)
     killed = [pid for pid in netns_pids(netns) if RAY.search(_cmdline(pid))]
@@ -86,6 +88,10 @@ def test_a_host_whose_ray_dies_mid_trial_has_its_trial_run_on_the_other(tmp_path
     trials = _each_trial_once(scenario, out)
     assert trials[key].record.host == "local-2", (key, trials[key].record)
     assert "4 ok, 0 failed" in output
+    if balanced:  # round 0 was local-1's: what was left of it went to local-2
+        assert trials[key].record.round == 0
+        assert {t.record.host for t in trials.values() if t.record.round == 1} == {"local-2"}
+        assert "host local-1 is gone" in (out / "cluster.log").read_text()
 
 
 def test_sigterm_stops_the_run_and_its_cluster_and_the_run_resumes(tmp_path):

@@ -1,7 +1,8 @@
-"""`mpstream run --cluster local:2` of an iperf scenario (2 conditions x 2 rounds): every trial
-ran once, on both hosts, never two at once on one host, in the plan's order; the report has a
-local run's CSV columns and a per-host table; a trial past its time limit is recorded as a
-timeout."""
+"""`mpstream run --cluster local:2` of an iperf scenario (2 conditions x 2 rounds, whole rounds
+to hosts): every trial ran once, on both hosts, each host every condition once, never two at
+once on one host, in the plan's order; the report has a local run's CSV columns and a per-host
+table; a trial past its time limit is recorded as a timeout; a video scenario's media travels
+to each host once."""
 
 import csv
 import itertools
@@ -39,7 +40,8 @@ def _header(path: Path) -> list[str]:
 def cluster_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("cluster-run")
     scenario = iperf_scenario(folder)
-    output, seconds = _run(str(scenario), "--cluster", "local:2", "--out", str(folder / "run"))
+    output, seconds = _run(str(scenario), "--cluster", "local:2", "--balance-hosts", "--out",
+                           str(folder / "run"))
     return scenario, folder / "run", output, seconds
 
 
@@ -60,11 +62,13 @@ def test_every_trial_ran_once_on_both_hosts_one_at_a_time(cluster_run):
         spans.sort()
         for (_, end, a), (start, _, b) in itertools.pairwise(spans):
             assert start >= end, f"{host} ran {a} and {b} at once"
-    # Handed out in the plan's order, two at a time: a trial starts after the one two places
-    # before it in the plan.
-    started = {t.key: datetime.fromisoformat(t.record.started_at) for t in trials}
-    order = [t.key for t in plan]
-    assert all(started[a] <= started[b] for a, b in zip(order, order[2:], strict=False))
+    # Whole rounds to hosts, each host's trials in the plan's order.
+    rounds = {t.key: t.round for t in plan}
+    for host, spans in by_host.items():
+        assert len({rounds[key] for _, _, key in spans}) == 1, (host, spans)
+        assert sorted(key.split("-", 1)[1] for _, _, key in spans) == ["balanced", "single"]
+        order = [key for _, _, key in spans]
+        assert order == [t.key for t in plan if t.key in order], (host, order)
     # the trial's own data came back whole, its log included
     for t in trials:
         assert {"trial.json", "trial.log", "iperf.json", "samples-server.csv"} <= {
