@@ -10,9 +10,13 @@ trials/.KEY.part/ and renames to trials/KEY/: a half-copied trial never looks fi
 The media tree travels once per host: by content hash, into the host's cache (a tree at the
 run's own path counts when its hash matches: hosts that share a file system copy nothing).
 
+With `--balance-hosts` the trials go in lanes, one per host: round r to host r mod the number
+of hosts (`balanced_lanes`), so that every host runs every condition equally often.
+
 Failures: a trial that fails is a result (its trial.json says why) and is not run again. A task
 whose host died (its Ray node lost) is run again on another host by Ray (`max_retries`, which
-counts system failures only). A trial still running its duration plus a margin after it started
+counts system failures only), or, in a balanced lane, by the driver on the lanes that take the
+lost host's trials. A trial still running its duration plus a margin after it started
 is stopped like Ctrl-C and recorded as failed ("timeout"). Interrupted, the driver cancels its
 tasks, which stop their trials the same way, and the run resumes later like a local one.
 
@@ -103,13 +107,16 @@ def _describe_host() -> dict:
     return facts.model_dump()
 
 
-def describe_hosts() -> tuple[HostFacts, list[tuple[HostFacts, str | None]]]:
-    """This machine's facts, and each host's with the reason it is refused (None: it may run
-    this machine's trials)."""
-    here = facts_of_this_host()
+# Each host's facts with the reason it is refused (None: it may run this machine's trials).
+HostRows = list[tuple[HostFacts, str | None]]
+
+
+def describe_hosts() -> tuple[HostFacts, HostRows]:
+    """This machine's facts, and each host's (asked at the same time)."""
     nodes = host_nodes()
     refs = [_describe_host.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
         n["NodeID"], soft=False)).remote() for n in nodes]
+    here = facts_of_this_host()
     rows = []
     for node, ref in zip(nodes, refs, strict=True):
         try:
@@ -122,9 +129,7 @@ def describe_hosts() -> tuple[HostFacts, list[tuple[HostFacts, str | None]]]:
     return here, sorted(rows, key=lambda r: r[0].host)
 
 
-def cluster_status(address: str, node_address: str | None) -> tuple[HostFacts,
-                                                                   list[tuple[HostFacts,
-                                                                              str | None]]]:
+def cluster_status(address: str, node_address: str | None) -> tuple[HostFacts, HostRows]:
     connect(address, node_address)
     try:
         return describe_hosts()
