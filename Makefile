@@ -17,7 +17,7 @@ venv: $(VENV_STAMP)
 $(VENV_STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv .venv
 	@$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
-	@$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	@$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,cluster]'
 	@touch $@
 
 build: emulator player-bundle player-driver dashboard-assets
@@ -102,6 +102,14 @@ test-real-networks: setup
 # Live streaming's long proof (about 4 minutes): `mpstream run` of a live scenario, its report.
 test-live: setup
 	@scripts/pytest.sh -m long tests/e2e/test_runner_live.py
+
+# Trials on a local Ray cluster (about 8 minutes): `run --cluster local:2` of an iperf scenario
+# (both hosts used, one trial per host at a time, the report's columns as a local run's), a
+# driver without the token refused, a host with another mpstream refused, a host's Ray killed
+# mid-trial and the coordinator killed with -9; nothing left behind after each (docs/cluster.md).
+.PHONY: test-cluster
+test-cluster: setup
+	@scripts/pytest.sh -m cluster tests/cluster
 
 # The project on Debian 13 from a fresh clone of HEAD, in a cached chroot with namespaces of its
 # own: make setup, the unit tests, a netem check and a dash.js session (docs/distributions.md).

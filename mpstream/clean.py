@@ -8,6 +8,8 @@
   network namespace (MPTCP endpoints and limits, policy rules and tables), undone from the
   record written before each change (mpstream/hostnet.py). Other namespaces' records and live
   sessions' stay.
+- Local clusters (`run --cluster local:N`) whose run died: their hosts' sandboxes with every
+  Ray process and trial in them, their namespaces and records (runner/localcluster.py).
 
 Both read the records of older versions too (mpstream/state.py names where they were)."""
 
@@ -21,13 +23,15 @@ from mpstream.errors import UserError
 
 @click.command()
 def clean() -> None:
-    """Remove what killed mpstream programs left behind: topologies of dead owners (namespaces,
-    processes, emulators, records) and host network changes of killed sessions in this network
-    namespace. What a running program or `netem up` owns is left alone."""
+    """Remove what killed mpstream programs left behind: local clusters and topologies of dead
+    owners (namespaces, processes, emulators, records) and host network changes of killed
+    sessions in this network namespace. What a running program or `netem up` owns is left
+    alone."""
     from mpstream.hostnet import clean as undo_host_changes
     from mpstream.hostnet import record_dirs
     from mpstream.netem.system import require_root
     from mpstream.netem.teardown import clean_stale
+    from mpstream.runner.localcluster import clean_stale as clean_clusters
 
     require_root()
     console = Console()
@@ -35,6 +39,9 @@ def clean() -> None:
     def say(line: str) -> None:
         console.print(line, highlight=False, soft_wrap=True)
 
+    clusters = clean_clusters()
+    for line in clusters:
+        say(line)
     sweep = clean_stale()
     for line in sweep.lines():
         say(line)
@@ -49,7 +56,7 @@ def clean() -> None:
         say(f"left alone: {out['other_netns']} record(s) of host changes in other network "
             "namespaces (run `mpstream clean` inside them; records in "
             f"{' and '.join(map(str, record_dirs()))})")
-    if not (sweep.removed or out["undone"] or out["partial"]):
+    if not (clusters or sweep.removed or out["undone"] or out["partial"]):
         say("nothing left behind")
     if out["problems"]:
         raise UserError("some changes could not be undone: " + "; ".join(out["problems"]),

@@ -23,6 +23,7 @@ SUBCOMMANDS = {
     "play": "mpstream.player.cli:play",
     "run": "mpstream.runner.cli:run",
     "trial": "mpstream.runner.trial:trial",
+    "cluster": "mpstream.runner.hosts:cluster",
     "report": "mpstream.runner.cli:report",
     "demo": "mpstream.runner.cli:demo",
     "doctor": "mpstream.doctor:doctor",

@@ -6,9 +6,11 @@ One root (`/run/mpstream`, or `$MPSTREAM_STATE_DIR`), one folder per kind of rec
 - `topologies/`: one `NAME.json` per emulated topology (owner, namespaces, emulators) and a
   `NAME/` folder with its emulators' configurations, logs and counters (netem);
 - `host-changes/`: one file per session that changed this host's network configuration (MPTCP
-  endpoints, limits, policy rules and tables), each change written before it is made (hostnet).
+  endpoints, limits, policy rules and tables), each change written before it is made (hostnet);
+- `clusters/`: one `NAME.json` per local cluster of `run --cluster local:N` (owner, namespaces,
+  the hosts' init processes) and a `NAME/` folder with its token and logs (runner/localcluster).
 
-Both parts import this module and not each other. The root is read when asked for, so a test
+The parts import this module and not each other. The root is read when asked for, so a test
 may point it elsewhere with the environment variable.
 """
 
@@ -21,7 +23,8 @@ ENV = "MPSTREAM_STATE_DIR"
 DEFAULT_ROOT = Path("/run/mpstream")
 TOPOLOGIES = "topologies"
 HOST_CHANGES = "host-changes"
-KINDS = (TOPOLOGIES, HOST_CHANGES)
+CLUSTERS = "clusters"
+KINDS = (TOPOLOGIES, HOST_CHANGES, CLUSTERS)
 
 
 def root() -> Path:

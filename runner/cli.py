@@ -26,8 +26,24 @@ RESULTS_DIR = REPO_ROOT / "results"
 @click.option("--pcap", is_flag=True,
               help="Keep a packet capture of each trial (headers only, every client path "
                    "interface and the server's; trials/<key>/pcap/*.pcap.gz, for Wireshark).")
+@click.option("--cluster", default=None, metavar="ADDRESS|local:N",
+              help="Run the trials on a cluster's hosts, one per host at a time: the head at "
+                   "ADDRESS (IP:PORT, see `mpstream cluster`), or local:N, N hosts in "
+                   "namespaces of this machine for this run (docs/cluster.md).")
+@click.option("--trial-margin", type=click.FloatRange(0, 86400), default=180.0,
+              show_default=True, metavar="SECONDS",
+              help="With --cluster: how long a trial may run past the scenario's duration "
+                   "before it is stopped and recorded as failed (timeout).")
+@click.option("--balance-hosts", is_flag=True,
+              help="With --cluster: whole rounds to hosts (round r on host r mod the number "
+                   "of hosts), so that every host runs every condition equally often.")
+@click.option("--plan-only", is_flag=True,
+              help="Prepare the run folder (run.json with the plan, the media) and run no "
+                   "trial: run each elsewhere with `mpstream trial OUT --key KEY`, e.g. in a "
+                   "batch system's array job (docs/cluster.md).")
 def run(scenario: str, trials: int | None, out_dir: Path | None, retry_failed: bool,
-        make_report: bool, pcap: bool) -> None:
+        make_report: bool, pcap: bool, cluster: str | None, trial_margin: float,
+        balance_hosts: bool, plan_only: bool) -> None:
     """Run SCENARIO (a name in runner/scenarios/ or a TOML file): every condition, player and
     trial, in interleaved order, keeping each trial's raw data."""
     from mpstream.runner.run import run_scenario
@@ -40,8 +56,9 @@ def run(scenario: str, trials: int | None, out_dir: Path | None, retry_failed: b
         out_dir = RESULTS_DIR / f"{sc.name}-{stamp}"
     console = Console()
     run_scenario(sc, out_dir, trials=trials, scenario_path=path, retry_failed=retry_failed,
-                 console=console, pcap=pcap)
-    if make_report:
+                 console=console, pcap=pcap, cluster=cluster, trial_margin_s=trial_margin,
+                 balance_hosts=balance_hosts, plan_only=plan_only)
+    if make_report and not plan_only:
         _report(out_dir, None, console)
 
 

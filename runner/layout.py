@@ -15,14 +15,18 @@
     RUN_DIR/trials/<key>/samples-{client,server}-mptcp.csv         MPTCP connections' own sockets
     RUN_DIR/trials/<key>/mptcp-counters.json  nstat MPTcpExt* of both namespaces, before/after
     RUN_DIR/trials/<key>/pcap/*.pcap.gz  packet headers per interface (with --pcap)
+    RUN_DIR/cluster.log               what the driver of a `--cluster local:N` run said
     RUN_DIR/report/                   written by `mpstream report`
 
-A trial folder without trial.json was interrupted; a resumed run does it again.
+A trial folder without trial.json was interrupted; a resumed run does it again. A trial that ran
+elsewhere (a cluster's host) arrives in trials/.<key>.part/ and is renamed to trials/<key>/ once
+whole; a `.`-folder is never a finished trial.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -142,6 +146,29 @@ def trial_dir(run_dir: Path, key: str) -> Path:
     return Path(run_dir) / TRIALS / key
 
 
+def install_trial_dir(run_dir: Path, key: str, fill: Callable[[Path], None]) -> Path:
+    """Makes trials/<key>/ whole or not at all: `fill` writes into trials/.<key>.part/, which
+    then replaces whatever an interrupted attempt left at trials/<key>/."""
+    final = trial_dir(run_dir, key)
+    part = final.with_name(f".{key}.part")
+    if part.exists():
+        shutil.rmtree(part)
+    part.mkdir(parents=True)
+    fill(part)
+    if final.exists():
+        shutil.rmtree(final)
+    part.rename(final)
+    return final
+
+
+def remove_partial_trials(run_dir: Path) -> list[Path]:
+    """What a coordinator killed while it wrote a trial left (trials/.<key>.part/)."""
+    gone = [p for p in (Path(run_dir) / TRIALS).glob(".*.part") if p.is_dir()]
+    for path in gone:
+        shutil.rmtree(path)
+    return gone
+
+
 def finished_keys(run_dir: Path) -> dict[str, str]:
     """key -> status of every trial that finished (ok or failed)."""
     return {t.key: t.record.status for t in load_trials(run_dir)}
@@ -151,6 +178,8 @@ def load_trials(run_dir: Path) -> list[TrialData]:
     """Every finished trial of a run, in the order they ran (files are read when used)."""
     trials = []
     for path in (Path(run_dir) / TRIALS).glob(f"*/{TRIAL_JSON}"):
+        if path.parent.name.startswith("."):
+            continue  # half-copied from a host
         record = load_record(path)
         if record is not None:
             trials.append(TrialData(path.parent, record))

@@ -10,6 +10,7 @@ change run `make trial-schema` (tests/unit/test_trial_record.py fails while it i
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 from pathlib import Path
@@ -24,6 +25,9 @@ from mpstream.runner.scenario import Condition
 SCHEMA_VERSION = 2
 SCHEMA_FILE = REPO_ROOT / "docs" / "trial.schema.json"
 REGENERATE = "make trial-schema"
+# The name a cluster gives the host a trial runs on (`mpstream cluster head|join --name`, the
+# hosts of `--cluster local:N`); without it, the machine's hostname.
+HOST_ENV = "MPSTREAM_HOST"
 
 
 class PathLabel(BaseModel):
@@ -82,7 +86,8 @@ class TrialRecord(BaseModel):
     player: str | None = None
     browser: str | None = None
     codec: str | None = None
-    host: str | None = Field(default=None, description="the host the trial ran on (its hostname)")
+    host: str | None = Field(default=None, description="the host the trial ran on: its name in "
+                             "the cluster ($MPSTREAM_HOST), else its hostname")
     started_at: str
     finished_at: str | None = None
     elapsed_s: float | None = None
@@ -117,7 +122,7 @@ class TrialRecord(BaseModel):
 
 
 def this_host() -> str:
-    return socket.gethostname()
+    return os.environ.get(HOST_ENV) or socket.gethostname()
 
 
 def migrate(raw: dict[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import base64
 import csv
 import json
 import math
+import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -63,6 +64,9 @@ METRIC_LABELS = {
     "iperf_retransmits": ("iperf3 retransmits", "count"),
     "retrans_per_s": ("retransmissions", "packets/s"),
 }
+# The figures the per-host table gives (the medians of those the run has), so that a slow or
+# odd host shows itself rather than hiding inside a condition's spread.
+HEADLINE_METRICS = ("startup_delay_ms", "stall_ms", "mean_bitrate_mbps", "throughput_mbps")
 PATH_METRICS = {
     "bytes_share": ("share of bytes", ""),
     "mbytes": ("bytes received", "MB"),
@@ -88,6 +92,16 @@ class Report:
     path_checks: list[dict] = field(default_factory=list)
     evidence: dict[str, TrialEvidence] = field(default_factory=dict)  # ok trial key -> evidence
     trials: list[TrialData] = field(default_factory=list)  # the run's trials, read once
+    # Per host and condition: trials, ok, failed and the medians of the headline metrics
+    host_rows: list[dict] = field(default_factory=list)
+
+    @property
+    def headline(self) -> list[str]:
+        return [m for m in HEADLINE_METRICS if m in self.metric_order]
+
+    @property
+    def hosts(self) -> list[str]:
+        return sorted({r["host"] for r in self.host_rows})
 
 
 # Factors a scenario crosses with its conditions, and their value in trials that predate them.
@@ -166,6 +180,7 @@ def build_report(run_dir: Path, out_dir: Path | None = None) -> Report:
     report = Report(run_dir, out_dir, out_dir / "report.html", groups, dict(per_trial),
                     summaries, reference_rows, failed, metric_order,
                     path_checks=path_check_rows(records), evidence=evidence, trials=records)
+    report.host_rows = host_rows(report, several)
     _write_csvs(report, records, several, n_paths)
     report.pngs = _write_figures(report, records, several, n_paths)
     _write_html(report, run)
@@ -187,6 +202,26 @@ def write_p1203_inputs(report: Report) -> list[Path]:
         path.write_text(json.dumps(p1203_input(rec.events, fps=fps), indent=2) + "\n")
         written.append(path)
     return written
+
+
+def host_rows(report: Report, several: frozenset[str]) -> list[dict]:
+    """One row per host and condition, in the conditions' order."""
+    metrics = {t["key"]: t for rows in report.per_trial.values() for t in rows}
+    cells: dict[tuple[str, str], list[TrialData]] = defaultdict(list)
+    for rec in report.trials:
+        cells[(rec.record.host or "unknown", group_of(rec, several))].append(rec)
+    rows = []
+    for (host, group), recs in sorted(cells.items(), key=lambda kv: (
+            kv[0][0], report.groups.index(kv[0][1]) if kv[0][1] in report.groups else 0)):
+        ok = [metrics.get(r.key, {}) for r in recs if r.ok]
+        row: dict = {"host": host, "condition": group, "trials": len(recs), "ok": len(ok),
+                     "failed": len(recs) - len(ok)}
+        for m in report.headline:
+            values = [float(v) for t in ok
+                      if isinstance(v := t.get(m), int | float) and not math.isnan(v)]
+            row[m] = statistics.median(values) if values else math.nan
+        rows.append(row)
+    return rows
 
 
 def path_check_rows(records: list[TrialData]) -> list[dict]:
@@ -274,6 +309,13 @@ def _write_csvs(report: Report, records: list[TrialData], several: frozenset[str
                 s = report.summaries[g][m]
                 w.writerow([g, m, metric_label(m)[1], s.n, _fmt(s.mean), _fmt(s.sd),
                             _fmt(s.ci_low), _fmt(s.ci_high)])
+    with (out / "hosts.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["host", "condition", "trials", "ok", "failed",
+                    *[f"median_{m}" for m in report.headline]])
+        for r in report.host_rows:
+            w.writerow([r["host"], r["condition"], r["trials"], r["ok"], r["failed"],
+                        *[_fmt(r[m]) for m in report.headline]])
     with (out / "reference.csv").open("w", newline="") as fh:
         cols = ["condition", "published_condition", "metric", "unit", "published",
                 "published_how", "ours_n", "ours_mean", "ours_sd", "ours_ci_low", "ours_ci_high"]
@@ -446,6 +488,8 @@ def _write_html(report: Report, run: dict) -> None:
         per_trial=report.per_trial,
         reference_rows=report.reference_rows,
         path_checks=report.path_checks,
+        host_rows=report.host_rows if len(report.hosts) > 1 else [],
+        headline=report.headline,
         images=images,
         thesis=THESIS,
         label=metric_label,

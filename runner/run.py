@@ -3,8 +3,10 @@
 The run plans the trials (a seeded interleaving of the conditions, runner/scenario.py), checks
 once what every trial needs, prepares the media (or starts the live stream), writes the plan to
 run.json and then runs each trial as `mpstream trial RUN_DIR --key KEY` (runner/trial.py) in a
-process of its own. A trial that fails is recorded with its reason and the run goes on; a trial
-folder without trial.json (the run was interrupted there) is done again on resume.
+process of its own: here, one after another, or with `--cluster` on a cluster's hosts, one per
+host at a time (runner/cluster.py; `local:N`, hosts in namespaces of this machine:
+runner/localcluster.py). A trial that fails is recorded with its reason and the run goes on; a
+trial folder without trial.json (the run was interrupted there) is done again on resume.
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 
 from rich.console import Console
 from rich.progress import (
@@ -35,16 +40,82 @@ from mpstream.runner.layout import (
     TRIALS,
     finished_keys,
     read_json,
+    remove_partial_trials,
     trial_dir,
     write_json,
 )
 from mpstream.runner.media import prepare_media
-from mpstream.runner.record import TrialRecord, load_record
+from mpstream.runner.record import TrialRecord, load_record, this_host
 from mpstream.runner.scenario import Scenario, Trial, build_profile, expand_trials
-from mpstream.runner.trial import plan_json, transport_for
+from mpstream.runner.trial import failed_record, load_plan, plan_json, transport_for
 
 # Seconds a trial process gets to tear its network down once it is told to stop.
 TEARDOWN_TIMEOUT_S = 60
+# Seconds a trial may run past the scenario's duration on a cluster before it is stopped and
+# recorded as failed: its network, servers and browser start and stop within it.
+TRIAL_MARGIN_S = 180.0
+
+Started = Callable[[str], None]
+Finished = Callable[[str, TrialRecord], None]
+
+
+class TrialRunner(Protocol):
+    """Where a run's trials run: `run` calls `started` when it hands a trial out and
+    `finished` once its folder, trial.json last, is in the run folder."""
+
+    def run(self, run_dir: Path, trials: list[Trial], started: Started,
+            finished: Finished) -> None: ...
+
+
+class LocalTrials:
+    """Here, one trial after another."""
+
+    def run(self, run_dir: Path, trials: list[Trial], started: Started,
+            finished: Finished) -> None:
+        for trial in trials:
+            started(trial.key)
+            finished(trial.key, run_trial_process(run_dir, trial.key))
+
+
+def trial_runner(cluster: str | None, margin_s: float = TRIAL_MARGIN_S,
+                 balance: bool = False) -> TrialRunner:
+    """This machine, a local cluster (`local:N`) or the cluster whose head is at ADDRESS;
+    `balance`: whole rounds to hosts, so that each runs every condition equally often."""
+    if cluster is None:
+        if balance:
+            raise UserError("--balance-hosts spreads rounds over a cluster's hosts: give "
+                            "--cluster too")
+        return LocalTrials()
+    from mpstream.runner.localcluster import LocalClusterTrials, local_hosts
+
+    hosts = local_hosts(cluster)
+    if hosts is not None:
+        return LocalClusterTrials(hosts, margin_s, balance)
+    try:
+        from mpstream.runner.cluster import RayTrials
+    except ImportError as exc:
+        from mpstream.runner.hosts import INSTALL_RAY
+
+        raise UserError(f"--cluster needs Ray ({exc}): {INSTALL_RAY}") from None
+    from mpstream.runner.hosts import saved_node
+
+    # The driver joins the cluster from this machine's own node: its address, when known.
+    node = saved_node()
+    return RayTrials(cluster, margin_s, node.get("node_address")
+                     if node.get("address") == cluster else None, balance)
+
+
+def refuse_on_cluster(scenario: Scenario, option: str = "--cluster") -> None:
+    """Trials bound to this machine cannot move to another host."""
+    if scenario.live is not None:
+        raise UserError(f"scenario {scenario.name!r} plays a live stream ([live]) that runs on "
+                        "this machine for the whole run, so its trials cannot move to other "
+                        f"hosts: run it without {option}")
+    real = [c.label for c in scenario.all_conditions() if c.kind == "real"]
+    if real:
+        raise UserError(f"scenario {scenario.name!r}: condition(s) {', '.join(real)} are "
+                        "kind = \"real\", bound to this machine's own interfaces, so their "
+                        f"trials cannot move to other hosts: run it without {option}")
 
 
 def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
@@ -117,20 +188,32 @@ def check_codecs(scenario: Scenario, media_dir: Path, trials: list[Trial]) -> No
 def run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None = None,
                  scenario_path: Path | None = None, retry_failed: bool = False,
                  console: Console | None = None, progress: bool = True,
-                 pcap: bool = False) -> dict[str, str]:
+                 pcap: bool = False, cluster: str | None = None,
+                 trial_margin_s: float = TRIAL_MARGIN_S, balance_hosts: bool = False,
+                 plan_only: bool = False) -> dict[str, str]:
     """Runs (or resumes) the scenario into out_dir; returns key -> status of every trial.
 
-    `pcap`: keep a header-only packet capture of every trial (trials/<key>/pcap/)."""
+    `pcap`: keep a header-only packet capture of every trial (trials/<key>/pcap/).
+    `cluster`: run the trials on a cluster (its head's ADDRESS, or `local:N`), each stopped
+    and recorded as failed once it runs `trial_margin_s` past the scenario's duration; with
+    `balance_hosts`, round r on host r mod the number of hosts.
+    `plan_only`: prepare the run folder (run.json, the media) and run no trial: they are run
+    elsewhere with `mpstream trial` (a batch system's array job)."""
+    if cluster is not None or plan_only:
+        refuse_on_cluster(scenario, "--plan-only" if plan_only else "--cluster")
+    runner = trial_runner(cluster, trial_margin_s, balance_hosts)
     # SIGTERM tears down like Ctrl-C, and the run stays resumable.
     with signals_interrupt():
         return _run_scenario(scenario, out_dir, trials=trials, scenario_path=scenario_path,
                              retry_failed=retry_failed, console=console, progress=progress,
-                             pcap=pcap)
+                             pcap=pcap, runner=None if plan_only else runner)
 
 
 def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
                   scenario_path: Path | None, retry_failed: bool, console: Console | None,
-                  progress: bool, pcap: bool = False) -> dict[str, str]:
+                  progress: bool, pcap: bool = False,
+                  runner: TrialRunner | None = None) -> dict[str, str]:
+    """With no `runner`, only the run folder is prepared."""
     console = console or Console()
     # Absolute: the servers of a trial run from their own working directories.
     out_dir = Path(out_dir).resolve()
@@ -144,6 +227,7 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
     if scenario_path and Path(scenario_path).is_file():
         shutil.copyfile(scenario_path, out_dir / "scenario.toml")
 
+    remove_partial_trials(out_dir)
     done = finished_keys(out_dir)
     todo = [t for t in plan
             if t.key not in done or (retry_failed and done[t.key] == "failed")]
@@ -163,8 +247,12 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
         # Written before the first trial: it is the plan each `mpstream trial` reads.
         write_json(out_dir / RUN_JSON, _run_json(scenario, scenario_path, plan, n, media_dir,
                                                  pcap))
+        if runner is None:
+            console.print(f"planned: {len(todo)} trial(s) to run, keys in {out_dir / RUN_JSON} "
+                          f"(`plan`); each: mpstream trial {out_dir} --key KEY")
+            return dict(done)
         return _run_trials(scenario, out_dir, plan, todo, done, scenario_path, console,
-                           progress)
+                           progress, runner)
 
 
 @contextlib.contextmanager
@@ -187,53 +275,83 @@ def _live_stream(live, out_dir: Path, console: Console):
 
 def _run_trials(scenario: Scenario, out_dir: Path, plan: list[Trial], todo: list[Trial],
                 done: dict[str, str], scenario_path: Path | None, console: Console,
-                progress: bool) -> dict[str, str]:
+                progress: bool, runner: TrialRunner) -> dict[str, str]:
     statuses = dict(done)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn())
     with Progress(*columns, console=console, disable=not progress) as bar:
         task = bar.add_task("trials", total=len(plan), completed=len(plan) - len(todo))
-        for trial in todo:
-            bar.update(task, description=f"{trial.key}")
-            try:
-                record = run_trial_process(out_dir, trial.key)
-            except KeyboardInterrupt:
-                bar.stop()
-                console.print(f"interrupted during {trial.key}; resume with: mpstream run "
-                              f"{scenario_path or scenario.name} --out {out_dir}")
-                raise
-            statuses[trial.key] = record.status
+        running: list[str] = []
+
+        def started(key: str) -> None:
+            running.append(key)
+            bar.update(task, description=" ".join(running))
+
+        def finished(key: str, record: TrialRecord) -> None:
+            if key in running:
+                running.remove(key)
+            statuses[key] = record.status
             if not record.ok:
-                console.print(f"[red]trial {trial.key} failed:[/] {record.reason[:300]}",
+                console.print(f"[red]trial {key} failed:[/] {record.reason[:300]}",
                               highlight=False)
+            bar.update(task, description=" ".join(running) or "trials")
             bar.advance(task)
+
+        try:
+            runner.run(out_dir, todo, started, finished)
+        except KeyboardInterrupt:
+            bar.stop()
+            console.print(f"interrupted during {', '.join(running) or 'the run'}; resume "
+                          f"with: mpstream run {scenario_path or scenario.name} --out {out_dir}")
+            raise
     failed = sum(1 for s in statuses.values() if s != "ok")
     console.print(f"{len(statuses)} trials in {out_dir}: {len(statuses) - failed} ok, "
                   f"{failed} failed")
     return statuses
 
 
-def run_trial_process(run_dir: Path, key: str) -> TrialRecord:
+def run_trial_process(run_dir: Path, key: str, *, timeout_s: float | None = None,
+                      die_with_parent: bool = False) -> TrialRecord:
     """`mpstream trial RUN_DIR --key KEY` in a process of its own, its output in the trial's
     trial.log. Interrupted (Ctrl-C, SIGTERM), the trial is stopped the same way and waited for:
-    it tears its network down and leaves no trial.json."""
+    it tears its network down and leaves no trial.json. Past `timeout_s` it is stopped the same
+    way and recorded as failed ("timeout"). With `die_with_parent` it is sent SIGTERM should
+    this process die first (a cluster's worker that is killed)."""
     tdir = trial_dir(run_dir, key)
     log_path = run_dir / TRIALS / f".{key}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "mpstream.cli", "trial", str(run_dir), "--key", key]
+    if die_with_parent:
+        argv = ["setpriv", "--pdeathsig", "TERM", *argv]
+    started_at, t0 = datetime.now(UTC).isoformat(), time.monotonic()
+    timed_out = False
     try:
         with log_path.open("w") as log:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
                                     stderr=subprocess.STDOUT)
             try:
-                code = proc.wait()
+                code = proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                stop(proc, timeout=TEARDOWN_TIMEOUT_S)
+                code = proc.returncode
             except KeyboardInterrupt:
                 stop(proc, timeout=TEARDOWN_TIMEOUT_S)
                 raise
     finally:
+        if timed_out:
+            tdir.mkdir(parents=True, exist_ok=True)
         if tdir.is_dir():
             log_path.replace(tdir / "trial.log")
     record = load_record(tdir / TRIAL_JSON)
+    if record is None and timed_out:
+        plan = load_plan(run_dir)
+        record = failed_record(
+            plan.scenario.kind, plan.trial(key),
+            f"timeout: still running {timeout_s:.0f} s after it started (the scenario's "
+            f"{plan.scenario.duration_s:g} s and a margin); stopped",
+            host=this_host(), started_at=started_at, elapsed_s=round(time.monotonic() - t0, 2))
+        write_json(tdir / TRIAL_JSON, record.model_dump(mode="json"))
     if record is None:
         said = (tdir / "trial.log").read_text() if (tdir / "trial.log").is_file() else ""
         if code in (130, -2, -15):

@@ -242,6 +242,19 @@ def run_trial(scenario: Scenario, trial: Trial, *, run_id: str, run_dir: Path,
     return record
 
 
+def failed_record(kind: str, trial: Trial, reason: str, *, host: str | None = None,
+                  started_at: str | None = None, elapsed_s: float | None = None) -> TrialRecord:
+    """The record of a trial that ended without writing its own: stopped at its time limit,
+    or lost with the host it ran on."""
+    now = datetime.now(UTC).isoformat()
+    return TrialRecord(
+        key=trial.key, round=trial.round, order=trial.order,
+        kind="iperf" if kind == "iperf" else "video", condition=trial.condition,
+        player=trial.player, browser=trial.browser, codec=trial.codec, host=host,
+        started_at=started_at or now, finished_at=now, elapsed_s=elapsed_s, status="failed",
+        reason=reason)
+
+
 def _run(scenario: Scenario, trial: Trial, record: TrialRecord, run_id: str, tdir: Path,
          media_dir: Path | None, topo_name: str, pcap: bool) -> None:
     site = site_for(scenario, trial, tdir, topo_name, pcap)

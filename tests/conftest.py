@@ -1,7 +1,8 @@
 """Tests are marked by the folder they live in: tests/unit, tests/integration, tests/e2e.
 
 `make test-unit` runs the fast ones; `make test` runs all three. tests/compose (container images
-and the compose stack) runs on its own: `make test-compose`.
+and the compose stack) runs on its own: `make test-compose`; so does tests/cluster (trials on a
+local Ray cluster): `make test-cluster`.
 """
 
 import os
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-_KINDS = ("unit", "integration", "e2e", "compose")
+_KINDS = ("unit", "integration", "e2e", "compose", "cluster")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -18,8 +19,8 @@ def pytest_collection_modifyitems(config, items):
         kind = next((k for k in _KINDS if k in parts), None)
         if kind is None:
             raise pytest.UsageError(
-                f"{item.nodeid}: tests live under tests/unit, tests/integration, tests/e2e "
-                "or tests/compose"
+                f"{item.nodeid}: tests live under tests/unit, tests/integration, tests/e2e, "
+                "tests/compose or tests/cluster"
             )
         item.add_marker(getattr(pytest.mark, kind))
 

@@ -13,25 +13,11 @@ from pathlib import Path
 import pytest
 
 from tests.runs import leftover_namespaces, trial_topologies
+from tests.scenarios import balanced_and_single
 
 pytestmark = pytest.mark.timeout(300)
 
-SCENARIO = """
-name = "iperf-mini"
-kind = "iperf"
-trials = 1
-seed = 1
-duration_s = 6
-
-[[conditions]]
-label = "balanced"
-profile = "thesis-bandwidth-balanced"
-
-[[conditions]]
-label = "single"
-profile = "thesis-bandwidth-single"
-transport = "tcp"
-"""
+SCENARIO = balanced_and_single("iperf-mini", duration_s=6)
 
 
 def _mpstream(*args: str, **kw) -> subprocess.Popen:

@@ -1,0 +1,40 @@
+"""`run --plan-only` prepares a run folder and runs nothing; `mpstream trial` then runs any of
+its trials on its own (what a batch system's array job does), and `run` on the folder does
+only what is left."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.scenarios import balanced_and_single
+
+pytestmark = pytest.mark.timeout(300)
+
+SCENARIO = balanced_and_single("plan-only", seed=2, duration_s=2)
+
+
+def _mpstream(*args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "mpstream.cli", *args], capture_output=True,
+                          text=True, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return " ".join(done.stdout.split())
+
+
+def test_a_planned_run_is_run_one_trial_at_a_time_elsewhere(tmp_path):
+    scenario = tmp_path / "plan-only.toml"
+    scenario.write_text(SCENARIO)
+    out = tmp_path / "run"
+    said = _mpstream("run", str(scenario), "--out", str(out), "--plan-only")
+    assert "planned: 2 trial(s)" in said
+    plan = json.loads((out / "run.json").read_text())["plan"]
+    assert sorted(plan) == ["r00-balanced", "r00-single"]
+    assert not (out / "trials").exists() and not (out / "report").exists()
+
+    said = _mpstream("trial", str(out), "--key", plan[0])
+    assert json.loads((out / "trials" / plan[0] / "trial.json").read_text())["status"] == "ok"
+
+    said = _mpstream("run", str(scenario), "--out", str(out), "--no-report")
+    assert "resuming: 1 of 2 trials already done" in said
+    assert (out / "trials" / plan[1] / "trial.json").is_file()

@@ -1,0 +1,25 @@
+"""Scenario files for tests that run the real command: the two conditions most tests compare
+(balanced MPTCP over two paths, single-path TCP), with the fields a test varies."""
+
+from pathlib import Path
+
+BALANCED_AND_SINGLE = """
+[[conditions]]
+label = "balanced"
+profile = "thesis-bandwidth-balanced"
+
+[[conditions]]
+label = "single"
+profile = "thesis-bandwidth-single"
+transport = "tcp"
+"""
+
+
+def balanced_and_single(name: str, *, kind: str = "iperf", trials: int = 1, seed: int = 1,
+                        duration_s: float = 4, media_dir: Path | None = None) -> str:
+    """The scenario's TOML; a video scenario plays `media_dir` with dash.js."""
+    head = [f'name = "{name}"', f'kind = "{kind}"', f"trials = {trials}", f"seed = {seed}",
+            f"duration_s = {duration_s:g}"]
+    if kind == "video":
+        head += ['players = ["dashjs"]', "", "[media]", f'dir = "{media_dir}"']
+    return "\n".join(head) + "\n" + BALANCED_AND_SINGLE
