@@ -25,6 +25,12 @@ Host = str
 Wrapper = Callable[[Sequence[str]], list[str]]
 
 
+def in_netns(netns: str | None, argv: Sequence[str] = ()) -> list[str]:
+    """argv as it runs inside the network namespace `netns` (as it is when None); without
+    argv, the prefix that does it."""
+    return ["ip", "netns", "exec", netns, *argv] if netns else list(argv)
+
+
 @dataclass(frozen=True)
 class PathInfo:
     """One client path."""
@@ -98,8 +104,7 @@ class Network(ABC):
                 wrap: Wrapper | None = None) -> list[str]:
         """argv as it runs on `host`, wrapped by a transport's `wrap` when given."""
         wrapped = wrap(argv) if wrap is not None else list(argv)
-        ns = self.netns(host)
-        return wrapped if ns is None else ["ip", "netns", "exec", ns, *wrapped]
+        return in_netns(self.netns(host), wrapped)
 
     def run(self, host: Host, argv: Sequence[str], *, wrap: Wrapper | None = None,
             **kw: Unpack[RunOptions]) -> subprocess.CompletedProcess[str]:

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from mpstream.errors import UserError
+from mpstream.network import in_netns
 
 PROC_SYS = Path("/proc/sys")
 
@@ -52,7 +53,7 @@ def ip_batch(netns: str, lines: Sequence[str]) -> None:
 
 
 def sysctl(netns: str, settings: dict[str, str | int]) -> None:
-    argv = ["ip", "netns", "exec", netns, "sysctl", "-q", "-w"]
+    argv = in_netns(netns, ["sysctl", "-q", "-w"])
     argv += [f"{key}={value}" for key, value in settings.items()]
     sh(argv)
 

@@ -41,7 +41,7 @@ from mpstream.netem.system import (
     sysctl,
 )
 from mpstream.netem.teardown import NAME_RULE, netns_name, read_state
-from mpstream.network import Network, PathCounters, PathInfo
+from mpstream.network import Network, PathCounters, PathInfo, in_netns
 from mpstream.proc import stop_pids
 
 SERVER_ADDR = "10.2.0.2"
@@ -402,8 +402,8 @@ class Topology(Network):
             # the terminal's Ctrl-C (teardown stops them, in order).
             with signals_deferred():
                 proc = subprocess.Popen(
-                    ["ip", "netns", "exec", self.link_ns, str(teardown.EMULATOR),
-                     "--config", str(config_path)],
+                    in_netns(self.link_ns, [str(teardown.EMULATOR), "--config",
+                                      str(config_path)]),
                     stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
                 self.emulator_pids.append(proc.pid)
             out.close()

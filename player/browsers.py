@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mpstream.errors import UserError
-from mpstream.network import Wrapper
+from mpstream.network import Wrapper, in_netns
 from mpstream.proc import pid_alive, stop
 
 BROWSERS = ("chromium", "firefox")
@@ -141,11 +141,8 @@ def write_browser_wrapper(directory: Path, netns: str | None, wrap: Wrapper | No
     """A script that exec's the browser inside `netns` (when given) wrapped by a transport's
     `wrap` (e.g. `mptcpize run`); every step exec's in place, so the process its starter holds
     is the browser's."""
-    argv: list[str] = []
-    if netns is not None:
-        argv += ["ip", "netns", "exec", netns]
     browser = [target or CHROMIUM]
-    argv += wrap(browser) if wrap is not None else browser
+    argv = in_netns(netns, wrap(browser) if wrap is not None else browser)
     script = directory / "browser-in-netns"
     script.write_text(f'#!/bin/sh\nexec {shlex.join(argv)} "$@"\n')
     script.chmod(0o755)
@@ -240,9 +237,7 @@ class FirefoxDriver:
         target = write_browser_wrapper(workdir, None, wrap, target=FIREFOX)
         options = {"executablePath": str(target), "prefs": FIREFOX_PREFS,
                    "launchTimeoutMs": int(LAUNCH_TIMEOUT_S * 1000)}
-        argv = ["node", str(DRIVER_SCRIPT), json.dumps(options)]
-        if netns is not None:
-            argv = ["ip", "netns", "exec", netns, *argv]
+        argv = in_netns(netns, ["node", str(DRIVER_SCRIPT), json.dumps(options)])
         # Firefox's temporary profile goes under workdir (removed with it, also after a kill);
         # HOME too, so nothing is written to the user's own ~/.mozilla.
         env = {**os.environ, "TMPDIR": str(workdir), "HOME": str(workdir),

@@ -24,16 +24,13 @@ import time
 from pathlib import Path
 
 from mpstream.errors import UserError
+from mpstream.network import in_netns
 from mpstream.proc import stop
 
 # 14 (Ethernet) + 20 (IPv4) + 60 (TCP with the most options) = 94: 128 keeps every header.
 SNAPLEN = 128
 MAX_PACKETS = 200_000
 READY_TIMEOUT_S = 5.0
-
-
-def _in_netns(netns: str | None, argv: list[str]) -> list[str]:
-    return ["ip", "netns", "exec", netns, *argv] if netns else argv
 
 
 class PacketCapture:
@@ -58,7 +55,7 @@ class PacketCapture:
             for netns, ifname, stem in self.targets:
                 pcap = self.out_dir / f"{stem}.pcap"
                 # -Z root: tcpdump would otherwise drop to its own user and fail to write here.
-                argv = _in_netns(netns, ["tcpdump", "-i", ifname, "-s", str(self.snaplen),
+                argv = in_netns(netns, ["tcpdump", "-i", ifname, "-s", str(self.snaplen),
                                          "-c", str(self.max_packets), "-n", "-Z", "root",
                                          "-w", str(pcap)])
                 proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -117,7 +114,7 @@ def _gzip(pcap: Path) -> Path:
 
 def mptcp_counters(netns: str | None) -> dict[str, int]:
     """The namespace's MPTcpExt* counters now (absolute, zeros included)."""
-    proc = subprocess.run(_in_netns(netns, ["nstat", "-a", "-s", "-z", "-j", "MPTcpExt*"]),
+    proc = subprocess.run(in_netns(netns, ["nstat", "-a", "-s", "-z", "-j", "MPTcpExt*"]),
                           capture_output=True, text=True, timeout=10)
     if proc.returncode != 0:
         raise UserError(f"nstat failed in {netns or 'the root namespace'}: "

@@ -36,6 +36,7 @@ from mpstream import state
 from mpstream.errors import UserError
 from mpstream.netem.system import require_root
 from mpstream.netem.teardown import NETNS_DIR, netns_pids, remove_namespaces
+from mpstream.network import in_netns
 from mpstream.proc import child_pids, pid_alive, stop, stop_pids
 from mpstream.runner.hosts import CACHE_ENV, CONFIG_ENV, TOKEN_FILE, ensure_token
 from mpstream.runner.layout import TRIAL_JSON, trial_dir
@@ -99,11 +100,11 @@ class Sandbox:
         return env
 
     def start(self, token: Path, log: Path) -> int:
-        argv = ["ip", "netns", "exec", self.netns,
-                "unshare", "--mount", "--propagation", "private", "--pid", "--fork",
-                "--mount-proc", "--kill-child=SIGKILL",
-                sys.executable, "-m", "mpstream.runner.localcluster", "init", str(token),
-                str(STOP_GRACE_S if self.host else HEAD_STOP_GRACE_S)]
+        argv = in_netns(self.netns, [
+            "unshare", "--mount", "--propagation", "private", "--pid", "--fork",
+            "--mount-proc", "--kill-child=SIGKILL",
+            sys.executable, "-m", "mpstream.runner.localcluster", "init", str(token),
+            str(STOP_GRACE_S if self.host else HEAD_STOP_GRACE_S)])
         if self.host:
             argv.append("--private-tmp")
         with log.open("ab") as err:

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from mpstream.network import in_netns
 from mpstream.proc import stop as stop_process
 
 FIELDS = (
@@ -225,16 +226,13 @@ class SubflowSampler:
         self._writer: csv.DictWriter[str] | None = None
         self._lock = threading.Lock()
 
-    def _in_netns(self, argv: list[str]) -> list[str]:
-        return ["ip", "netns", "exec", self.netns, *argv] if self.netns else argv
-
     def _argv(self) -> list[str]:
-        return self._in_netns(["ss", "-tMinmHe" if self.mptcp_out else "-tinmHe"])
+        return in_netns(self.netns, ["ss", "-tMinmHe" if self.mptcp_out else "-tinmHe"])
 
     def _events_argv(self) -> list[str]:
         # ss writes through stdio: line-buffered, each report reaches us as it happens and
         # nothing is lost in a buffer when ss is stopped.
-        return self._in_netns(["stdbuf", "-oL", "ss", "-E", "-tinmHe"])
+        return in_netns(self.netns, ["stdbuf", "-oL", "ss", "-E", "-tinmHe"])
 
     def _write(self, rows: list[dict]) -> None:
         subflows = [r for r in rows if r["mptcp"] != MPTCP_LEVEL]

@@ -21,10 +21,6 @@ def _die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def netns_prefix(netns: str | None) -> list[str]:
-    return ["ip", "netns", "exec", netns] if netns else []
-
-
 def spawn(argv: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     out = log.open("ab")
     try:

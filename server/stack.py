@@ -29,6 +29,7 @@ from typing import Any
 import requests
 
 from mpstream.errors import UserError
+from mpstream.network import in_netns
 from mpstream.proc import pid_alive, stop
 from mpstream.sending import SendOptions
 from mpstream.server import process, storage
@@ -254,7 +255,7 @@ class ServerStack:
         if self.collector_workers:
             env["MPSTREAM_COLLECTOR_WORKERS"] = str(self.collector_workers)
         argv = [
-            *process.netns_prefix(self.netns),
+            *in_netns(self.netns),
             sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), APP_SPEC,
         ]  # fmt: skip
         log = self.logs_dir / "collector.log"
@@ -291,7 +292,7 @@ class ServerStack:
 
     def _start_nginx(self) -> None:
         config = self._nginx_config()
-        prefix = process.netns_prefix(self.netns)
+        prefix = in_netns(self.netns)
         config.write(prefix)
         config.share_with_workers(self.collector_socket)
         if self.mptcp and config.multipath:
@@ -320,7 +321,7 @@ class ServerStack:
         url = self.api_url + "/health"
         if self.netns:
             done = subprocess.run(
-                [*process.netns_prefix(self.netns), "curl", "-s", "-o", "/dev/null",
+                [*in_netns(self.netns), "curl", "-s", "-o", "/dev/null",
                  "-w", "%{http_code}", "--max-time", "2", url],
                 capture_output=True, text=True,
             )  # fmt: skip
