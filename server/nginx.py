@@ -24,6 +24,11 @@ PLAYER_DIST = REPO_ROOT / "player" / "dist"
 WORKER_USER = "www-data"
 # Size of /probe/blob, the file `mpstream paths check` downloads for a while (sparse).
 PROBE_BYTES = 1 << 30
+PROBE_FILE = "probe.blob"
+# What nginx needs in its workdir while it runs and nobody needs after: the probe file (sparse
+# here, but a gigabyte to any copy that does not keep holes, e.g. a trial folder tarred back
+# from a cluster host) and the temp folders for request bodies.
+SCRATCH = (PROBE_FILE, "tmp")
 
 
 def nginx_binary() -> str:
@@ -163,9 +168,9 @@ class NginxConfig:
             for sub in ("tmp", "tmp/body", "tmp/proxy", "tmp/fastcgi", "tmp/uwsgi", "tmp/scgi"):
                 os.chown(self.workdir / sub, entry.pw_uid, entry.pw_gid)
         self.path.write_text(self.render())
-        with open(self.workdir / "probe.blob", "wb") as blob:
+        with open(self.workdir / PROBE_FILE, "wb") as blob:
             blob.truncate(PROBE_BYTES)
-        (self.workdir / "probe.blob").chmod(0o644)
+        (self.workdir / PROBE_FILE).chmod(0o644)
         if not check:
             return self.path
         done = subprocess.run(
@@ -191,6 +196,15 @@ class NginxConfig:
                 "address of that namespace)."
             )
         return None
+
+    def remove_scratch(self) -> None:
+        """Removes what only a running nginx needs (SCRATCH); its logs and config stay."""
+        for name in SCRATCH:
+            path = self.workdir / name
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
 
     def argv(self, *extra: str) -> list[str]:
         return [

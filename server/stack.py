@@ -214,8 +214,12 @@ class ServerStack:
             stop(self.nginx, signal.SIGQUIT, timeout=10)
         if self.collector is not None:
             stop(self.collector, signal.SIGTERM, timeout=15)
-        if self._own_workdir and self.workdir is not None and self.workdir.exists():
+        if self.workdir is None or not self.workdir.exists():
+            return
+        if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
+        else:
+            self._nginx_config().remove_scratch()
 
     def stop_collector(self) -> None:
         """Stop only the collector (nginx then answers 502 on /api/), e.g. to test a player's

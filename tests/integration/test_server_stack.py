@@ -329,3 +329,19 @@ def test_collector_socket_is_open_to_nginx_workers_only(media):
             assert requests.get(s.api_url + "/health", timeout=5).status_code == 200
     finally:
         shutil.rmtree(public)
+
+
+def test_a_kept_workdir_loses_only_what_a_running_nginx_needs(media, tmp_path):
+    # A trial keeps its server folder (logs, config, database); the gigabyte probe file is
+    # sparse here but would be copied whole by a tar from a cluster host, so it goes at stop.
+    workdir = tmp_path / "server"
+    s = ServerStack(media, port=free_port(), workdir=workdir)
+    s.start()
+    assert requests.get(s.base_url + "/probe/blob", headers={"Range": "bytes=0-9"},
+                        timeout=5).status_code == 206
+    assert (workdir / "probe.blob").exists() and (workdir / "tmp").is_dir()
+    s.stop()
+    left = sorted(p.name for p in workdir.iterdir())
+    assert "probe.blob" not in left and "tmp" not in left
+    assert {"logs", "nginx.conf"} <= set(left), left
+    assert (workdir / "logs" / "access.jsonl").stat().st_size > 0
