@@ -47,6 +47,14 @@ class ScoreInputsOut(BaseModel):
     yu_switching_mbps: float | None
 
 
+class RungOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    bitrate: float
+    width: int
+    height: int
+    codec: str
+
+
 class SummaryOut(BaseModel):
     """GET /sessions/{id}/summary (definitions in docs/qoe.md)."""
 
@@ -84,6 +92,9 @@ class SummaryOut(BaseModel):
     live_latency_mean_s: float | None  # null for on-demand media
     live_latency_p95_s: float | None
     live_latency_samples: int
+    abr: str | None  # the adaptation rule the player reported (null: no abr event)
+    abr_decisions: int  # abr_decision events: decisions of a rule of ours
+    ladder: list[RungOut] | None  # the ladder event's representations (null: none sent)
     qoe_yin: float | None
     qoe_clae: float | None
     qoe_duanmu: float | None

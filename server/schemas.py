@@ -65,6 +65,7 @@ _STORABLE = AfterValidator(_storable_text)
 Text200 = Annotated[str, StringConstraints(min_length=0, max_length=200), _STORABLE]
 Text500 = Annotated[str, StringConstraints(min_length=0, max_length=500), _STORABLE]
 Text2000 = Annotated[str, StringConstraints(min_length=0, max_length=2000), _STORABLE]
+Text100 = Annotated[str, StringConstraints(min_length=0, max_length=100), _STORABLE]
 NonEmptyText100 = Annotated[str, StringConstraints(min_length=1, max_length=100), _STORABLE]
 
 SessionId = Annotated[str, StringConstraints(pattern=SESSION_ID_PATTERN)]
@@ -186,6 +187,46 @@ class LadderData(Strict):
     representations: Annotated[list[Rung], Field(min_length=1, max_length=64)]
 
 
+AbrName = Annotated[str, StringConstraints(min_length=1, max_length=40), _STORABLE]
+ParamName = Annotated[str, StringConstraints(min_length=1, max_length=40), _STORABLE]
+AbrParams = Annotated[dict[ParamName, Annotated[float, Field(ge=0, le=1e12)]],
+                      Field(max_length=16)]
+
+
+class AbrData(Strict):
+    # Once, after the player is configured: the adaptation rule it says it runs (the page reads
+    # its settings back), the player's own rule names, and the rule's numeric parameters.
+    name: AbrName
+    player_rules: Annotated[list[Text100], Field(max_length=16)]
+    params: AbrParams
+
+
+class PastDownload(Strict):
+    bytes: Count
+    t_request: Ms
+    t_done: Ms
+    predicted_bps: Bitrate | None  # RobustMPC's prediction for this download, if it made one
+
+
+class AbrInputs(Strict):
+    ladder_bps: Annotated[list[Bitrate], Field(min_length=1, max_length=64)]
+    buffer_s: Seconds
+    segment_s: Seconds
+    previous: Annotated[int, Field(ge=0, le=63)] | None
+    past: Annotated[list[PastDownload], Field(max_length=10)]
+
+
+class AbrDecisionData(Strict):
+    # One decision of a rule of ours: exactly what the rule was given (inputs, params) and what
+    # it chose, so that the decision can be recomputed offline (docs/abr.md).
+    rule: Literal["bba0", "robustmpc", "rate-based"]
+    inputs: AbrInputs
+    params: AbrParams
+    index: Annotated[int, Field(ge=0, le=63)]
+    bitrate: Bitrate
+    estimate_bps: Bitrate | None
+
+
 class EndData(Strict):
     reason: Literal["ended", "duration", "error", "closed"]
     position: Seconds
@@ -202,6 +243,8 @@ EVENT_DATA: dict[str, type[Strict]] = {
     "playback": PlaybackData,
     "live_latency": LiveLatencyData,
     "ladder": LadderData,
+    "abr": AbrData,
+    "abr_decision": AbrDecisionData,
     "error": ErrorData,
     "end": EndData,
 }
@@ -268,6 +311,16 @@ class LadderEvent(BaseEvent):
     data: LadderData
 
 
+class AbrEvent(BaseEvent):
+    type: Literal["abr"]
+    data: AbrData
+
+
+class AbrDecisionEvent(BaseEvent):
+    type: Literal["abr_decision"]
+    data: AbrDecisionData
+
+
 class ErrorEvent(BaseEvent):
     type: Literal["error"]
     data: ErrorData
@@ -290,6 +343,8 @@ EVENT_MODELS: dict[str, type[BaseEvent]] = {
     "playback": PlaybackEvent,
     "live_latency": LiveLatencyEvent,
     "ladder": LadderEvent,
+    "abr": AbrEvent,
+    "abr_decision": AbrDecisionEvent,
     "error": ErrorEvent,
     "end": EndEvent,
 }
@@ -306,6 +361,8 @@ AnyEvent = Annotated[
     | PlaybackEvent
     | LiveLatencyEvent
     | LadderEvent
+    | AbrEvent
+    | AbrDecisionEvent
     | ErrorEvent
     | EndEvent,
     Field(discriminator="type"),

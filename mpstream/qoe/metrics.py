@@ -216,6 +216,23 @@ def down_switches(events: Iterable[Event]) -> int:
                and e["data"]["to_bitrate"] < e["data"]["from_bitrate"])
 
 
+def ladder(events: Iterable[Event]) -> list[dict[str, Any]] | None:
+    """The representations of the session's `ladder` event, lowest first; None without one."""
+    for e in events:
+        if e["type"] == "ladder":
+            return list(e["data"]["representations"])
+    return None
+
+
+def abr_name(events: Iterable[Event]) -> str | None:
+    """The adaptation rule the player said it runs (its `abr` event); None when the session did
+    not send one (sessions recorded before the page reported it)."""
+    for e in events:
+        if e["type"] == "abr":
+            return str(e["data"]["name"])
+    return None
+
+
 def ladder_top_bps(events: Iterable[Event]) -> float | None:
     """The top rung of the ladder the player chose from (its `ladder` event); None when the
     session did not send one (sessions recorded before the probe sent the ladder)."""
@@ -233,13 +250,13 @@ METRIC_FIELDS = (
     "down_switches", "mean_bitrate_bps", "top_bitrate_bps", "bitrate_utilization",
     "segments", "downloads", "mean_download_rate_bps", "download_share", "dropped_frames",
     "total_frames", "errors", "end_reason", "live_latency_mean_s", "live_latency_p95_s",
-    "live_latency_samples",
+    "live_latency_samples", "abr", "abr_decisions",
 )  # fmt: skip
 
 
 def session_metrics(events: Iterable[Event], *, capacity_bps: float | None = None
                     ) -> dict[str, Any]:
-    """Every derived figure of a session (METRIC_FIELDS, plus segment_rates_bps). A figure the
+    """Every derived figure of a session (METRIC_FIELDS, plus segment_rates_bps and ladder). A figure the
     session cannot give (no startup, no segment) is None. `capacity_bps`, when known (the sum
     of the emulated paths' rates), gives download_share = mean download rate / capacity."""
     evs = in_order(events)
@@ -291,4 +308,7 @@ def session_metrics(events: Iterable[Event], *, capacity_bps: float | None = Non
         "live_latency_mean_s": latency["mean_s"],
         "live_latency_p95_s": latency["p95_s"],
         "live_latency_samples": latency["samples"],
+        "abr": abr_name(evs),
+        "abr_decisions": len(by_type.get("abr_decision", [])),
+        "ladder": ladder(evs),
     }

@@ -6,7 +6,7 @@ test('all parameters are read', () => {
   const { config, errors } = parseParams('?src=/media/dash/manifest.mpd&player=dashjs&session=s_1&scenario=bal&trial=2&transport=mptcp&collector=/api/v1/&duration=25');
   assert.equal(parseParams('?buffer=4').config.buffer, 4);
   assert.deepEqual(errors, []);
-  assert.deepEqual(config, { src: '/media/dash/manifest.mpd', player: 'dashjs', session: 's_1', scenario: 'bal', trial: 2, transport: 'mptcp', codec: 'auto', collector: '/api/v1', duration: 25, startupTimeout: 30, buffer: null, targetLatency: null });
+  assert.deepEqual(config, { src: '/media/dash/manifest.mpd', player: 'dashjs', session: 's_1', scenario: 'bal', trial: 2, transport: 'mptcp', codec: 'auto', collector: '/api/v1', duration: 25, startupTimeout: 30, buffer: null, targetLatency: null, abr: 'dynamic', abrParams: {} });
 });
 
 test('the player follows the manifest when not given, and defaults fill in', () => {
@@ -41,4 +41,20 @@ test('a live target latency is a number of seconds', () => {
   const { config, errors } = parseParams('?target_latency=-2');
   assert.equal(config.targetLatency, null);
   assert.match(errors[0], /^target_latency=-2: must be a number of seconds greater than 0/);
+});
+
+test("abr is the player's default unless a rule it supports is named, with that rule's parameters", () => {
+  assert.equal(parseParams('?player=hlsjs').config.abr, 'ewma');
+  assert.equal(parseParams('?player=dashjs&abr=bola').config.abr, 'bola');
+  const mpc = parseParams('?player=hlsjs&abr=robustmpc&abr_param=horizon=3&abr_param=lambda=0.5');
+  assert.deepEqual(mpc.errors, []);
+  assert.deepEqual(mpc.config.abrParams, { horizon: 3, lambda: 0.5 });
+  const { config, errors } = parseParams('?player=hlsjs&abr=bola');
+  assert.equal(config.abr, 'ewma');
+  assert.deepEqual(errors, ['abr=bola: hlsjs supports ewma, bba0, robustmpc, rate-based']);
+  const bad = parseParams('?player=dashjs&abr=bba0&abr_param=horizon=3&abr_param=cushionS=x&abr_param=reservoirS');
+  assert.equal(bad.errors.length, 3);
+  assert.match(bad.errors[0], /^abr_param=horizon=3: give KEY=VALUE with KEY one of bba0's parameters \(reservoirS, cushionS\)/);
+  assert.match(bad.errors[1], /^abr_param=cushionS=x: the value must be a number/);
+  assert.match(bad.errors[2], /^abr_param=reservoirS: give KEY=VALUE/);
 });

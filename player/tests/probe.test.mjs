@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ladderOf } from '../src/adapters/common.js';
+import { AbrEngine } from '../src/abr/engine.js';
 import { QoeProbe } from '../src/probe/probe.js';
 import { assertValidEvent } from './event-schema.mjs';
 
@@ -125,6 +126,22 @@ test('the ladder is sent once, lowest rung first, without duplicates or empty ru
     { bitrate: 400000, width: 640, height: 360, codec: '' },
     { bitrate: 1500000, width: 1280, height: 720, codec: 'avc1.64001f' },
   ]);
+});
+
+test('the rule the player runs is sent once; decisions of our rules go out with their inputs', () => {
+  const { probe, events } = harness();
+  probe.abr({ name: 'robustmpc', player_rules: ['MpstreamAbrRule'], params: { bufferTargetS: 30, horizon: 5, junk: null } });
+  probe.abr({ name: 'bola' });
+  assert.deepEqual(events.filter((e) => e.type === 'abr').map((e) => e.data),
+    [{ name: 'robustmpc', player_rules: ['MpstreamAbrRule'], params: { bufferTargetS: 30, horizon: 5 } }]);
+  const engine = new AbrEngine({ name: 'robustmpc', emit: (data) => probe.abrDecision(data) });
+  for (let i = 0; i < 12; i += 1) {
+    engine.decide({ ladderBps: [R360.bitrate, R720.bitrate], bufferS: i, segmentS: 2 });
+    engine.downloaded(probe.segmentLoaded({ url: `/s${i}.m4s`, kind: 'video', bitrate: R360.bitrate, bytes: 90000 + i,
+      t_request: 1000 * i, t_first_byte: 1000 * i + 5, t_done: 1000 * i + 400, index: i, duration_s: 2 }));
+  }
+  assert.equal(events.filter((e) => e.type === 'abr_decision').length, 12);
+  assert.equal(probe.abrDecisions, 12);
 });
 
 test('an empty ladder is not sent', () => {

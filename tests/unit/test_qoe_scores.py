@@ -156,3 +156,19 @@ def test_p1203_calls_the_users_installation(monkeypatch):
     inp = scores.p1203_input(session(), fps=25.0)
     assert scores.p1203_o46(inp) == (3.25, None)
     assert seen == [inp]
+
+
+def test_summary_names_the_rule_the_player_reported_and_counts_its_decisions():
+    from mpstream.qoe.metrics import session_metrics
+
+    plain = session_metrics(session(stall=False))
+    assert plain["abr"] is None and plain["abr_decisions"] == 0 and plain["ladder"] is None
+    decision = {"rule": "bba0", "index": 0, "bitrate": 1e6, "estimate_bps": None, "params": {},
+                "inputs": {"ladder_bps": [1e6], "buffer_s": 0, "segment_s": 2, "previous": None,
+                           "past": []}}
+    evs = [ev(97, 40, "abr", name="bba0", player_rules=["MpstreamAbrRule"], params={}),
+           *(ev(200 + i, 60 + i, "abr_decision", **decision) for i in range(3)),
+           *with_ladder(session(stall=False), 4_000_000)]
+    got = session_metrics(evs)
+    assert got["abr"] == "bba0" and got["abr_decisions"] == 3
+    assert [r["bitrate"] for r in got["ladder"]] == [1_000_000, 2_000_000, 4_000_000]

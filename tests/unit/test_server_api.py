@@ -36,6 +36,12 @@ VALID_DATA = {
     "ladder": {"representations": [
         {"bitrate": 800000, "width": 640, "height": 360, "codec": "avc1.64001e"},
         {"bitrate": 1600000, "width": 1280, "height": 720, "codec": "avc1.64001f"}]},
+    "abr": {"name": "bola", "player_rules": ["bolaRule", "insufficientBufferRule"], "params": {}},
+    "abr_decision": {"rule": "robustmpc", "index": 1, "bitrate": 1600000, "estimate_bps": 2.1e6,
+                     "params": {"bufferTargetS": 30},
+                     "inputs": {"ladder_bps": [800000, 1600000], "buffer_s": 6.5, "segment_s": 2,
+                                "previous": 0, "past": [{"bytes": 500000, "t_request": 10,
+                                                         "t_done": 900, "predicted_bps": None}]}},
     "error": {"message": "boom", "fatal": False, "code": None},
     "end": {"reason": "duration", "position": 30.0},
 }  # fmt: skip

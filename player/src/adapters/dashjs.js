@@ -2,6 +2,7 @@
 // browser's Resource Timing entry of the same request exists, its page-clock times are used
 // instead (same clock as everything else, sub-millisecond, true first byte).
 import { MediaPlayer } from 'dashjs';
+import { configureAbr } from './dashjs-abr.js';
 import { codecFamily, codecProblem, ladderOf, pageClock, resourceTiming, stripCmcd } from './common.js';
 
 const E = MediaPlayer.events;
@@ -60,7 +61,7 @@ function kindOf(request) {
   return 'video';
 }
 
-export function createAdapter({ video, config, probe, fail }) {
+export function createAdapter({ video, config, probe, fail, bufferAhead }) {
   const player = MediaPlayer().create();
   // dash.js drops representations Media Source cannot decode (the MPD's HEVC set in a browser
   // without an HEVC decoder, so AVC plays); what the browser said is kept for the record.
@@ -92,6 +93,9 @@ export function createAdapter({ video, config, probe, fail }) {
     },
   });
 
+  // After the settings above: the rule's settings are merged into them.
+  const abr = configureAbr(player, { abr: config.abr, params: config.abrParams, bufferTargetS: config.buffer, bufferAhead, probe });
+
   player.on(E.MANIFEST_LOADED, (e) => {
     offered = codecSupport(e.data);
     eachRepresentation(e.data, (rep, set) => codecOfRep.set(rep.id, rep.codecs || set.codecs));
@@ -119,6 +123,7 @@ export function createAdapter({ video, config, probe, fail }) {
     } catch {
       // no video: nothing to record
     }
+    probe.abr(abr.report());
   });
 
   player.on(E.FRAGMENT_LOADING_COMPLETED, (e) => {
@@ -128,7 +133,7 @@ export function createAdapter({ video, config, probe, fail }) {
     const done = pageClock(request.endDate) ?? performance.now();
     const timing = request.url ? resourceTiming(request.url, done - 1000) : null;
     const rep = request.representation;
-    probe.segmentLoaded({
+    const record = probe.segmentLoaded({
       url: stripCmcd(request.url),
       kind: kindOf(request),
       bitrate: rep ? rep.bandwidth : 0,
@@ -139,6 +144,7 @@ export function createAdapter({ video, config, probe, fail }) {
       index: request.type === 'InitializationSegment' || !Number.isFinite(request.index) ? null : request.index,
       duration_s: request.type === 'InitializationSegment' ? null : request.duration,
     });
+    if (abr.engine) abr.engine.downloaded(record);
   });
 
   player.on(E.QUALITY_CHANGE_RENDERED, (e) => {

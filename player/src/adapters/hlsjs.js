@@ -2,6 +2,7 @@
 // (loading.start / first / end on the page clock), so they are used as they are.
 import Hls from 'hls.js';
 import { codecFamily, codecProblem, ladderOf, stripCmcd } from './common.js';
+import { abrConfig } from './hlsjs-abr.js';
 
 // Not errors of the session: hls.js reports the first three while it works around a stall
 // (the probe records stalls itself from the media element), and `aborted` when its own ABR
@@ -23,11 +24,13 @@ function levelRendition(level) {
   };
 }
 
-export function createAdapter({ video, config, probe, fail }) {
+export function createAdapter({ video, config, probe, fail, bufferAhead }) {
   if (!Hls.isSupported()) {
     throw new Error('this browser has no Media Source Extensions: hls.js cannot play here');
   }
+  const abr = abrConfig({ abr: config.abr, params: config.abrParams, bufferTargetS: config.buffer, bufferAhead, probe });
   const hls = new Hls({
+    ...abr.config,
     // CMCD as query arguments: no CORS preflight, and nginx's access log carries it.
     cmcd: { sessionId: config.session, contentId: config.src, useHeaders: false },
     enableWorker: true,
@@ -72,6 +75,7 @@ export function createAdapter({ video, config, probe, fail }) {
   // The levels left: the ladder hls.js chooses from.
   hls.on(Hls.Events.MANIFEST_PARSED, () => {
     if (keepCodecFamily()) probe.ladder(ladderOf(hls.levels.map(levelRendition)));
+    probe.abr(abr.report(hls));
   });
   hls.on(Hls.Events.LEVEL_LOADED, (_e, data) => manifestLoaded(data.details.url, data.stats));
   hls.on(Hls.Events.AUDIO_TRACK_LOADED, (_e, data) => manifestLoaded(data.details.url, data.stats));
@@ -90,7 +94,7 @@ export function createAdapter({ video, config, probe, fail }) {
     }
     if (frag.type === 'main' && hls.levels[frag.level]) bitrate = hls.levels[frag.level].bitrate;
     else if (frag.type === 'audio' && hls.audioTracks[frag.level]) bitrate = hls.audioTracks[frag.level].bitrate || 0;
-    probe.segmentLoaded({
+    const record = probe.segmentLoaded({
       url: stripCmcd(frag.url),
       kind,
       bitrate,
@@ -101,6 +105,7 @@ export function createAdapter({ video, config, probe, fail }) {
       index: typeof frag.sn === 'number' ? frag.sn : null,
       duration_s: frag.sn === 'initSegment' ? null : frag.duration,
     });
+    if (abr.engine) abr.engine.downloaded(record);
   });
 
   // FRAG_CHANGED: the fragment at the playhead changed, i.e. what is on screen.

@@ -1,5 +1,6 @@
 // Query parameters of the player page (see docs/qoe-events.md and the README's Player section).
 // A bad parameter is reported by name, the way the rest of mpstream reports bad input.
+import ABR_CATALOG from '../abr/catalog.json' with { type: 'json' };
 
 export const PLAYERS = ['hlsjs', 'dashjs'];
 // A transport's registered name (mpstream.transport): mptcp, tcp, … or unknown.
@@ -23,6 +24,35 @@ function playerForSource(src) {
   if (path.endsWith('.mpd')) return 'dashjs';
   if (path.endsWith('.m3u8')) return 'hlsjs';
   return null;
+}
+
+/** The adaptation rules `player` supports, by name (abr/catalog.json; docs/abr.md). */
+export function abrNames(player) {
+  return Object.keys(ABR_CATALOG[player].rules);
+}
+
+// abr=NAME (default: the player's own default rule) and abr_param=KEY=VALUE, repeated, for the
+// rule's numeric parameters the catalog lists.
+function abrOf(params, player, errors) {
+  let abr = params.get('abr') || ABR_CATALOG[player].default;
+  const rule = ABR_CATALOG[player].rules[abr];
+  if (!rule) {
+    errors.push(`abr=${abr}: ${player} supports ${abrNames(player).join(', ')}`);
+    abr = ABR_CATALOG[player].default;
+  }
+  const abrParams = {};
+  for (const raw of params.getAll('abr_param')) {
+    const [key, value, ...rest] = raw.split('=');
+    const allowed = (ABR_CATALOG[player].rules[abr] || {}).params || [];
+    if (rest.length || value === undefined || !allowed.includes(key)) {
+      errors.push(`abr_param=${raw}: give KEY=VALUE with KEY one of ${abr}'s parameters (${allowed.join(', ') || 'none'})`);
+    } else if (!(Number.isFinite(Number(value)) && Number(value) >= 0 && value.trim() !== '')) {
+      errors.push(`abr_param=${raw}: the value must be a number ≥ 0`);
+    } else {
+      abrParams[key] = Number(value);
+    }
+  }
+  return { abr, abrParams };
 }
 
 function positiveNumber(params, name, errors) {
@@ -100,9 +130,10 @@ export function parseParams(search) {
   const buffer = positiveNumber(params, 'buffer', errors);
   // Live streams: how far behind the live edge to play (s); the library's default when absent.
   const targetLatency = positiveNumber(params, 'target_latency', errors);
+  const { abr, abrParams } = abrOf(params, player, errors);
 
   return {
-    config: { src, player, session, scenario, trial, transport, codec, collector, duration, startupTimeout, buffer, targetLatency },
+    config: { src, player, session, scenario, trial, transport, codec, collector, duration, startupTimeout, buffer, targetLatency, abr, abrParams },
     errors,
   };
 }

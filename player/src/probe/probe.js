@@ -44,6 +44,8 @@ export class QoeProbe {
     this.ended = null;
     this.lastLiveLatency = null;
     this.ladderSent = false;
+    this.abrReported = null;
+    this.abrDecisions = 0;
   }
 
   record(type, data, tMs = this.now()) {
@@ -90,6 +92,7 @@ export class QoeProbe {
     this.lastSegment = record;
     this.segmentCount += 1;
     this.record('segment', record, record.t_done);
+    return record;
   }
 
   /** Download rate of the last segment in bit/s (HUD). */
@@ -172,6 +175,25 @@ export class QoeProbe {
     if (this.ended || this.ladderSent || !representations.length) return;
     this.ladderSent = true;
     this.record('ladder', { representations: representations.slice(0, 64) });
+  }
+
+  /** The adaptation rule the player says it runs, read back after configuration; sent once. */
+  abr({ name, player_rules = [], params = {} }) {
+    if (this.ended || this.abrReported) return;
+    const numeric = Object.entries(params).filter(([, v]) => typeof v === 'number' && Number.isFinite(v));
+    this.abrReported = {
+      name: String(name).slice(0, 40),
+      player_rules: player_rules.slice(0, 16).map((r) => String(r).slice(0, 100)),
+      params: Object.fromEntries(numeric.slice(0, 16)),
+    };
+    this.record('abr', this.abrReported);
+  }
+
+  /** One decision of a rule of ours (abr/engine.js), with the inputs that made it. */
+  abrDecision(data) {
+    if (this.ended) return;
+    this.abrDecisions += 1;
+    this.record('abr_decision', data);
   }
 
   /** A rendition is now on screen; after startup a change of bitrate is a quality switch. */

@@ -7,6 +7,7 @@ import { QoeProbe } from '../probe/probe.js';
 import { EventSender } from '../probe/sender.js';
 import { showProblem } from '../problem.js';
 import { failSession, endSession } from './end.js';
+import { bufferAhead } from './media.js';
 
 const ADAPTERS = {
   hlsjs: () => import('../adapters/hlsjs.js'),
@@ -105,7 +106,13 @@ export async function loadSession(search) {
     finishing: null, // the end step's promise, once it has begun
   };
   session.probe = new QoeProbe({ emit: (event) => session.sender.push(event) });
-  session.adapter = createAdapter({ video, config, probe: session.probe, fail: (message) => failSession(session, message) });
+  session.adapter = createAdapter({
+    video,
+    config,
+    probe: session.probe,
+    fail: (message) => failSession(session, message),
+    bufferAhead: () => bufferAhead(video),
+  });
   session.sender = createSender(config, session.adapter);
   control.report = () => sessionReport(session);
   control.finish = (reason = 'duration') => endSession(session, reason);
