@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mpstream.errors import UserError
+from mpstream.player.abr import describe_rules, parse_abr_params, resolve_abr
 from mpstream.player.browsers import BROWSERS, check_browser
 from mpstream.player.codecs import CODECS, check_codec
 from mpstream.player.session import MANIFESTS, PlayRequest, PlayResult, play_session
@@ -21,7 +22,8 @@ from mpstream.transport import TRANSPORTS, for_network_mode, get_transport
 
 # What --json prints at least (issue: the player), in this order.
 JSON_FIELDS = (
-    "session", "player", "browser", "transport", "codec", "startup_delay_ms", "stall_count",
+    "session", "player", "browser", "transport", "codec", "abr", "abr_decisions",
+    "startup_delay_ms", "stall_count",
     "stall_ms", "segments", "mean_download_rate_bps", "mean_bitrate_bps", "dropped_frames",
     "total_frames", "errors", "paths", "proof",
 )  # fmt: skip
@@ -50,6 +52,9 @@ def _print_human(result: dict[str, Any], console: Console) -> None:
         ("player", f"{result.get('player')} in {result.get('browser')} over "
                    f"{_transport_label(result.get('transport'))}"),
         ("codec", result.get("codec") or "–"),
+        ("adaptation", f"{result.get('abr') or '–'}"
+                       + (f" ({result['abr_decisions']} decisions)"
+                          if result.get("abr_decisions") else "")),
         ("startup delay", f"{result.get('startup_delay_ms')} ms"),
         ("stalls", f"{result.get('stall_count')} ({result.get('stall_ms')} ms)"),
         ("rebuffer ratio", str(result.get("rebuffer_ratio"))),
@@ -81,6 +86,25 @@ def _print_human(result: dict[str, Any], console: Console) -> None:
     console.print(paths)
     used = sum(1 for p in result["paths"] if p["rx_share"] >= 0.05)
     console.print(f"paths carrying media: {used} of {len(result['paths'])}")
+
+
+def _list_abr(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """--list-abr: the rules each player supports, then exit."""
+    if not value or ctx.resilient_parsing:
+        return
+    table = Table(title="adaptation rules (--abr NAME; --abr-param KEY=VALUE; docs/abr.md)")
+    for column in ("player", "name", "whose", "parameters", "what it does"):
+        table.add_column(column)
+    for row in describe_rules():
+        table.add_row(*row)
+    Console().print(table)
+    ctx.exit(0)
+
+
+def _abr_choice(player: str, abr: str | None, pairs: tuple[str, ...]
+                ) -> tuple[str, tuple[tuple[str, float], ...]]:
+    chosen = resolve_abr(player, abr)
+    return chosen, tuple(parse_abr_params(player, chosen, pairs).items())
 
 
 def _player_for(url: str, player: str | None) -> str:
@@ -126,6 +150,14 @@ def _player_for(url: str, player: str | None) -> str:
 @click.option("--target-latency", "target_latency_s", type=click.FloatRange(min=0, min_open=True),
               default=None, help="Live streams: seconds behind the live edge to play"
               " (default: the library's).")
+@click.option("--abr", default=None,
+              help="Adaptation rule: the player's own (dash.js: dynamic, throughput, bola, l2a, "
+                   "lolp; hls.js: ewma) or ours (bba0, robustmpc, rate-based) "
+                   "[default: the player's default]; see --list-abr.")
+@click.option("--abr-param", "abr_params", multiple=True, metavar="KEY=VALUE",
+              help="A numeric parameter of the rule (repeatable), e.g. horizon=3 for robustmpc.")
+@click.option("--list-abr", is_flag=True, expose_value=False, is_eager=True, callback=_list_abr,
+              help="List the adaptation rules each player supports, and exit.")
 @click.option("--session", "session_id", default=None, help="Session id (default: generated).")
 @click.option("--scenario", default=None, help="Scenario label stored with the session.")
 @click.option("--trial", type=click.IntRange(min=0), default=None, help="Trial number.")
@@ -137,7 +169,7 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
          collector_url: str | None, player: str | None, browser: str, codec: str,
          transport: str | None,
          duration_s: float, buffer_s: float | None, target_latency_s: float | None,
-         session_id: str | None,
+         abr: str | None, abr_params: tuple[str, ...], session_id: str | None,
          scenario: str | None, trial: int | None, name: str, screenshot: Path | None,
          as_json: bool) -> None:
     """Play one session in a headless browser, over the PROFILE's emulated paths (--media,
@@ -148,6 +180,7 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
         if media is not None or profile is not None:
             raise UserError("--url plays from a server elsewhere: leave out --media and --profile")
         player = _player_for(url, player)
+        rule, rule_params = _abr_choice(player, abr, abr_params)
         chosen = get_transport(transport or "mptcp")
         session_id = session_id or f"play-{player}-{chosen.name}-{time.strftime('%Y%m%dT%H%M%S')}"
         from mpstream.player.real import play_url
@@ -156,7 +189,7 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
             player=player, transport=chosen, manifest_path=url, collector_url=collector_url,
             duration_s=duration_s, session_id=session_id, scenario=scenario, trial=trial,
             screenshot=screenshot, buffer_s=buffer_s, target_latency_s=target_latency_s,
-            browser=browser, codec=codec))
+            browser=browser, codec=codec, abr=rule, abr_params=rule_params))
         _output(result, session_id, as_json)
         return
     if interfaces is not None or collector_url is not None:
@@ -170,6 +203,8 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
     from mpstream.server.stack import ServerStack
 
     _check_media(media, player)
+    # Before anything is built: a rule this player does not have is refused here.
+    rule, rule_params = _abr_choice(player, abr, abr_params)
     prof = load_profile(profile)
     # Before anything is built: a codec this browser cannot decode is refused here. (With --url
     # the page refuses it, from the manifest it loads, before playing.)
@@ -186,7 +221,8 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
             result = play_session(topo, stack, PlayRequest(
                 player=player, transport=chosen, duration_s=duration_s, session_id=session_id,
                 scenario=scenario, trial=trial, screenshot=screenshot, buffer_s=buffer_s,
-                target_latency_s=target_latency_s, browser=browser, codec=codec))
+                target_latency_s=target_latency_s, browser=browser, codec=codec, abr=rule,
+                abr_params=rule_params))
     _output(result, session_id, as_json)
 
 

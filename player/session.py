@@ -20,6 +20,7 @@ from urllib.parse import urlencode
 
 from mpstream.errors import UserError
 from mpstream.network import Network, PathCounters
+from mpstream.player.abr import parse_abr_params, resolve_abr
 from mpstream.player.browsers import (
     BROWSERS,
     BrowserError,
@@ -63,6 +64,8 @@ def page_url(
     buffer_s: float | None = None,
     target_latency_s: float | None = None,
     codec: str = "auto",
+    abr: str | None = None,
+    abr_params: tuple[tuple[str, float], ...] = (),
 ) -> str:
     """The player page's URL for one session (query parameters: see docs/player.md)."""
     params: dict[str, Any] = {
@@ -85,7 +88,11 @@ def page_url(
         params["target_latency"] = f"{target_latency_s:g}"
     if codec != "auto":
         params["codec"] = codec
-    return f"{base_url.rstrip('/')}/player/index.html?{urlencode(params)}"
+    if abr is not None:
+        params["abr"] = abr
+    if abr_params:
+        params["abr_param"] = [f"{key}={value:g}" for key, value in abr_params]
+    return f"{base_url.rstrip('/')}/player/index.html?{urlencode(params, doseq=True)}"
 
 
 @dataclass(frozen=True)
@@ -94,8 +101,9 @@ class PlayRequest:
     `duration_s` counts from the play request. `buffer_s` caps how far ahead the player
     buffers (default: the library's own target); `target_latency_s` sets how far behind the
     live edge a live stream is played; `codec` (auto, avc, hevc) restricts the video codec
-    family. Events go to `collector_url` when given (a collector on another host), else to the
-    page server's collector."""
+    family. `abr` names the adaptation rule (docs/abr.md; None: the player's default) and
+    `abr_params` its numeric parameters. Events go to `collector_url` when given (a collector on
+    another host), else to the page server's collector."""
 
     player: str
     transport: Transport
@@ -111,6 +119,8 @@ class PlayRequest:
     target_latency_s: float | None = None
     browser: str = "chromium"
     codec: str = "auto"
+    abr: str | None = None
+    abr_params: tuple[tuple[str, float], ...] = ()
 
     @property
     def manifest(self) -> str:
@@ -179,7 +189,8 @@ class PlayResult:
 
 
 def check_prerequisites(player: str, manifest_path: str, browser: str = "chromium",
-                        codec: str = "auto") -> None:
+                        codec: str = "auto", abr: str | None = None,
+                        abr_params: tuple[tuple[str, float], ...] = ()) -> None:
     if player not in PLAYERS:
         raise UserError(f"player {player!r}: choose one of {', '.join(PLAYERS)}")
     if not manifest_path.startswith(("/", "http://", "https://")):
@@ -192,6 +203,8 @@ def check_prerequisites(player: str, manifest_path: str, browser: str = "chromiu
         raise UserError(f"codec {codec!r}: choose one of {', '.join(CODECS)}")
     if browser not in BROWSERS:
         raise UserError(f"browser {browser!r}: choose one of {', '.join(BROWSERS)}")
+    chosen = resolve_abr(player, abr)
+    parse_abr_params(player, chosen, [f"{k}={v:g}" for k, v in abr_params])
     check_browser(browser)
 
 
@@ -278,13 +291,14 @@ def play_session(network: Network, server: PageServer, request: PlayRequest) -> 
     and after: a browser whose network code escaped the transport's wrapper would otherwise be
     measured under the wrong label)."""
     r = request
-    check_prerequisites(r.player, r.manifest, r.browser, r.codec)
+    check_prerequisites(r.player, r.manifest, r.browser, r.codec, r.abr, r.abr_params)
     url = page_url(server.base_url, player=r.player, manifest_path=r.manifest,
                    session_id=r.session_id, transport=r.transport.name,
                    duration_s=r.duration_s, scenario=r.scenario, trial=r.trial,
                    startup_timeout_s=r.startup_timeout_s, buffer_s=r.buffer_s,
                    collector=r.collector_url or "/api/v1",
-                   target_latency_s=r.target_latency_s, codec=r.codec)
+                   target_latency_s=r.target_latency_s, codec=r.codec, abr=r.abr,
+                   abr_params=r.abr_params)
     before = network.path_bytes()
     proof_before = r.transport.before(network)
     report: JsonObject = {}

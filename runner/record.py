@@ -86,6 +86,9 @@ class TrialRecord(BaseModel):
     player: str | None = None
     browser: str | None = None
     codec: str | None = None
+    abr: str | None = Field(default=None, description="the adaptation rule the scenario asked "
+                            "for (default: the player's own default); summary.json's `abr` is "
+                            "what the player reported")
     host: str | None = Field(default=None, description="the host the trial ran on: its name in "
                              "the cluster ($MPSTREAM_HOST), else its hostname")
     started_at: str

@@ -105,7 +105,7 @@ class Report:
 
 
 # Factors a scenario crosses with its conditions, and their value in trials that predate them.
-FACTORS = {"player": None, "browser": "chromium", "codec": "auto"}
+FACTORS = {"player": None, "browser": "chromium", "codec": "auto", "abr": "default"}
 
 
 def varying_factors(records: list[TrialData]) -> frozenset[str]:
@@ -115,7 +115,7 @@ def varying_factors(records: list[TrialData]) -> frozenset[str]:
 
 
 def group_of(rec: TrialData, several: frozenset[str] | frozenset[str]) -> str:
-    """condition[/player][/browser][/codec]: the factors that vary in the run (`several`; True
+    """condition[/player][/browser][/codec][/abr]: the factors that vary in the run (`several`; True
     stands for the player alone)."""
     if isinstance(several, bool):
         several = frozenset({"player"}) if several else frozenset()

@@ -28,6 +28,8 @@ from pydantic import (
 )
 
 from mpstream.errors import UserError
+from mpstream.player.abr import DEFAULT as ABR_DEFAULT
+from mpstream.player.abr import parse_abr_params, resolve_abr
 from mpstream.transport import TRANSPORTS, get_transport
 
 SCENARIOS_DIR = Path(__file__).resolve().parent / "scenarios"
@@ -194,6 +196,11 @@ class Scenario(_Strict):
     browsers: list[Browser] = Field(default_factory=lambda: list[Browser](["chromium"]))
     # auto: the player picks among what the browser decodes; avc / hevc: only that family.
     codecs: list[Codec] = Field(default_factory=lambda: list[Codec](["auto"]))
+    # Adaptation rules, crossed like the players (docs/abr.md): "default" is each player's own
+    # default; every other name must be one that every listed player supports.
+    abrs: list[str] = Field(default_factory=lambda: [ABR_DEFAULT])
+    # Numeric parameters per rule: { robustmpc = { horizon = 3 } }.
+    abr_params: dict[str, dict[str, float]] = Field(default_factory=dict)
     # For hls.js the HLS master playlist is played; for dash.js the MPD.
     trials: int = Field(default=3, ge=1, le=1000)
     duration_s: float = Field(default=60.0, gt=0, le=3600)
@@ -219,12 +226,12 @@ class Scenario(_Strict):
             raise ValueError("a player is listed twice")
         return v
 
-    @field_validator("browsers", "codecs")
+    @field_validator("browsers", "codecs", "abrs")
     @classmethod
     def _factor_unique(cls, v: list[str]) -> list[str]:
         if not v:
             raise ValueError("name at least one (browsers: chromium, firefox; codecs: auto, "
-                             "avc, hevc)")
+                             "avc, hevc; abrs: default or a rule of `mpstream play --list-abr`)")
         if len(set(v)) != len(v):
             raise ValueError("a value is listed twice")
         return v
@@ -238,6 +245,7 @@ class Scenario(_Strict):
         dup = {x for x in labels if labels.count(x) > 1}
         if dup:
             raise ValueError(f"condition labels must be unique; repeated: {', '.join(sorted(dup))}")
+        self._check_abrs()
         real_only = all(c.kind == "real" for c in conds)
         if self.kind == "video" and self.media is not None and self.live is not None:
             raise ValueError("a video scenario needs either a [media] table (dir, or source and"
@@ -247,6 +255,32 @@ class Scenario(_Strict):
             raise ValueError("a video scenario needs either a [media] table (dir, or source and"
                              " ladder) or a [live] table (a live stream)")
         return self
+
+    def _check_abrs(self) -> None:
+        """Every rule in `abrs` and `abr_params` must be one each listed player has."""
+        if self.kind != "video":
+            return
+        for player in self.players:
+            for abr in self.abrs:
+                try:
+                    resolve_abr(player, abr)
+                except UserError as exc:
+                    raise ValueError(f"abrs: {exc}") from None
+            for abr, params in self.abr_params.items():
+                if abr not in self.abrs:
+                    raise ValueError(f"abr_params.{abr}: {abr} is not in abrs")
+                try:
+                    parse_abr_params(player, resolve_abr(player, abr),
+                                     [f"{k}={v:g}" for k, v in params.items()])
+                except UserError as exc:
+                    raise ValueError(f"abr_params.{abr}: {exc}") from None
+
+    def abr_request(self, player: str, abr: str | None) -> tuple[str | None,
+                                                                 tuple[tuple[str, float], ...]]:
+        """The rule a trial asks `player` for (None: the page's default) and its parameters."""
+        if abr is None or abr == ABR_DEFAULT:
+            return None, ()
+        return resolve_abr(player, abr), tuple(self.abr_params.get(abr, {}).items())
 
     def all_conditions(self) -> list[Condition]:
         return list(self.conditions) + (self.sweep.conditions() if self.sweep else [])
@@ -282,6 +316,7 @@ class Trial(_Strict):
     order: int
     browser: Browser | None = None
     codec: Codec | None = None
+    abr: str | None = None
 
     @property
     def key(self) -> str:
@@ -290,6 +325,8 @@ class Trial(_Strict):
             who += f"-{self.browser}"
         if self.codec and self.codec != "auto":
             who += f"-{self.codec}"
+        if self.abr and self.abr != ABR_DEFAULT:
+            who += f"-{self.abr}"
         return f"r{self.round:02d}-{self.condition.label}{who}"
 
 
@@ -299,15 +336,16 @@ def expand_trials(scenario: Scenario, trials: int | None = None) -> list[Trial]:
     players: list[Player | None] = list(scenario.players) if video else [None]
     browsers: list[Browser | None] = list(scenario.browsers) if video else [None]
     codecs: list[Codec | None] = list(scenario.codecs) if video else [None]
-    cells = list(itertools.product(scenario.all_conditions(), players, browsers, codecs))
+    abrs: list[str | None] = list(scenario.abrs) if video else [None]
+    cells = list(itertools.product(scenario.all_conditions(), players, browsers, codecs, abrs))
     out: list[Trial] = []
     for r in range(n):
         # Each round is shuffled with its own seed, so adding trials never reorders earlier rounds.
         order = list(cells)
         random.Random(f"{scenario.seed}/{r}").shuffle(order)
-        for cond, player, browser, codec in order:
+        for cond, player, browser, codec, abr in order:
             out.append(Trial(round=r, condition=cond, player=player, browser=browser,
-                             codec=codec, order=len(out)))
+                             codec=codec, abr=abr, order=len(out)))
     return out
 
 

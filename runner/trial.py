@@ -224,7 +224,8 @@ def run_trial(scenario: Scenario, trial: Trial, *, run_id: str, run_dir: Path,
     record = TrialRecord(
         key=trial.key, round=trial.round, order=trial.order, kind=scenario.kind,
         condition=trial.condition, player=trial.player, browser=trial.browser,
-        codec=trial.codec, host=this_host(), started_at=datetime.now(UTC).isoformat())
+        codec=trial.codec, abr=trial.abr, host=this_host(),
+        started_at=datetime.now(UTC).isoformat())
     t_start = time.monotonic()
     try:
         _run(scenario, trial, record, run_id, tdir, media_dir, topo_name, pcap)
@@ -250,7 +251,7 @@ def failed_record(kind: str, trial: Trial, reason: str, *, host: str | None = No
     return TrialRecord(
         key=trial.key, round=trial.round, order=trial.order,
         kind="iperf" if kind == "iperf" else "video", condition=trial.condition,
-        player=trial.player, browser=trial.browser, codec=trial.codec, host=host,
+        player=trial.player, browser=trial.browser, codec=trial.codec, abr=trial.abr, host=host,
         started_at=started_at or now, finished_at=now, elapsed_s=elapsed_s, status="failed",
         reason=reason)
 

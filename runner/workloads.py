@@ -94,13 +94,15 @@ class VideoSession(Workload):
                                   player) as (server, manifest):
             media = media_facts(ctx.media_dir) if ctx.media_dir is not None else None
             live = ctx.scenario.live
+            abr, abr_params = ctx.scenario.abr_request(player, ctx.trial.abr)
             request = PlayRequest(
                 player=player, transport=ctx.transport, manifest_path=manifest,
                 duration_s=ctx.scenario.duration_s, session_id=ctx.session_id,
                 scenario=ctx.scenario.name, trial=ctx.trial.round,
                 screenshot=ctx.tdir / "last-frame.png", buffer_s=ctx.scenario.buffer_s,
                 target_latency_s=live.target_latency_s if live else None,
-                browser=ctx.trial.browser or "chromium", codec=ctx.trial.codec or "auto")
+                browser=ctx.trial.browser or "chromium", codec=ctx.trial.codec or "auto",
+                abr=abr, abr_params=abr_params)
             with ctx.watch():
                 ctx.network.start_events()
                 # The wall clock of the profile's t=0, to place its timed events on the page's

@@ -256,9 +256,10 @@ METRIC_FIELDS = (
 
 def session_metrics(events: Iterable[Event], *, capacity_bps: float | None = None
                     ) -> dict[str, Any]:
-    """Every derived figure of a session (METRIC_FIELDS, plus segment_rates_bps and ladder). A figure the
-    session cannot give (no startup, no segment) is None. `capacity_bps`, when known (the sum
-    of the emulated paths' rates), gives download_share = mean download rate / capacity."""
+    """Every derived figure of a session (METRIC_FIELDS, plus segment_rates_bps and ladder). A
+    figure the session cannot give (no startup, no segment) is None. `capacity_bps`, when known
+    (the sum of the emulated paths' rates), gives download_share = mean download rate /
+    capacity."""
     evs = in_order(events)
     by_type: dict[str, list[Event]] = {}
     for e in evs:

@@ -175,3 +175,43 @@ def test_defaults_keep_the_keys_and_order_of_scenarios_without_browsers(base):
     trials = expand_trials(sc)
     assert {(t.browser, t.codec) for t in trials} == {("chromium", "auto")}
     assert all(t.key.endswith(("-dashjs", "-hlsjs")) for t in trials)
+
+
+def test_abrs_are_crossed_like_players_and_named_in_keys(base):
+    sc = parse_scenario(_raw(abrs=["default", "bola", "robustmpc"],
+                             abr_params={"robustmpc": {"horizon": 3}}), base_dir=base)
+    trials = expand_trials(sc, 1)
+    assert {(t.condition.label, t.abr) for t in trials} == {
+        (c, a) for c in "ab" for a in ("default", "bola", "robustmpc")}
+    keys = {t.key for t in trials}
+    assert {"r00-a-dashjs", "r00-a-dashjs-bola", "r00-b-dashjs-robustmpc"} <= keys
+    assert sc.abr_request("dashjs", "robustmpc") == ("robustmpc", (("horizon", 3.0),))
+    assert sc.abr_request("dashjs", "default") == (None, ())
+    # Without abrs a scenario plans what it planned before the factor existed: same keys, same
+    # order (the seeded shuffle sees as many cells as before).
+    plain = expand_trials(parse_scenario(_raw(players=["dashjs", "hlsjs"]), base_dir=base))
+    assert all(t.abr == "default" for t in plain)
+    assert [t.key for t in plain] == [
+        "r00-a-hlsjs", "r00-b-hlsjs", "r00-a-dashjs", "r00-b-dashjs",
+        "r01-a-dashjs", "r01-b-dashjs", "r01-b-hlsjs", "r01-a-hlsjs",
+        "r02-b-dashjs", "r02-a-hlsjs", "r02-b-hlsjs", "r02-a-dashjs"]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"players": ["dashjs", "hlsjs"], "abrs": ["bola"]},
+         "abrs: abr 'bola': hlsjs supports ewma, bba0, robustmpc, rate-based"),
+        ({"abrs": ["no-such-rule"]}, "abr 'no-such-rule': dashjs supports dynamic, throughput, bola"),
+        ({"abrs": ["bba0", "bba0"]}, "listed twice"),
+        ({"abrs": []}, "abrs: default or a rule"),
+        ({"abrs": ["bba0"], "abr_params": {"robustmpc": {"horizon": 3}}},
+         "abr_params.robustmpc: robustmpc is not in abrs"),
+        ({"abrs": ["bba0"], "abr_params": {"bba0": {"horizon": 3}}},
+         "abr_params.bba0: abr parameter 'horizon=3': give KEY=VALUE with KEY one of bba0's"),
+    ],
+)
+def test_a_rule_a_player_lacks_is_refused_at_load_naming_what_it_has(base, change, message):
+    with pytest.raises(UserError) as err:
+        parse_scenario(_raw(**change), base_dir=base)
+    assert message in str(err.value)
