@@ -12,6 +12,7 @@ an error or Ctrl-C.
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import json
 import os
@@ -39,6 +40,9 @@ from mpstream.server.nginx import NginxConfig, supports_multipath_listen
 GUNICORN_CONF = Path(__file__).parent / "gunicorn_conf.py"
 WORKDIR_PREFIX = "mps-server-"
 OWNER_FILE = "owner.pid"
+# A unix socket's path must fit the kernel's sun_path (108 bytes with its NUL).
+SUN_PATH_MAX = 107
+SOCKET_PREFIX = "mps-sock-"
 APP_SPEC = "mpstream.server.app:create_app()"
 START_TIMEOUT_S = 60.0
 
@@ -162,8 +166,16 @@ class ServerStack:
 
     @property
     def collector_socket(self) -> Path:
+        """The collector's socket: in the work directory, unless that path is too long for a
+        socket (a workdir deep in a run folder, e.g. a cluster host's copy of a trial); then in
+        the temp dir, under a name derived from the workdir so every handle on this stack
+        finds it."""
         assert self.workdir is not None
-        return self.workdir / "collector.sock"
+        own = self.workdir / "collector.sock"
+        if len(os.fsencode(own)) <= SUN_PATH_MAX:
+            return own
+        digest = hashlib.sha256(os.fsencode(self.workdir.resolve())).hexdigest()[:16]
+        return Path(tempfile.gettempdir()) / f"{SOCKET_PREFIX}{digest}.sock"
 
     @property
     def collector_pidfile(self) -> Path:
@@ -214,7 +226,11 @@ class ServerStack:
             stop(self.nginx, signal.SIGQUIT, timeout=10)
         if self.collector is not None:
             stop(self.collector, signal.SIGTERM, timeout=15)
-        if self.workdir is None or not self.workdir.exists():
+        if self.workdir is None:
+            return
+        if self.collector_socket.parent != self.workdir:
+            self.collector_socket.unlink(missing_ok=True)
+        if not self.workdir.exists():
             return
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from mpstream.proc import child_pids, pid_alive
 from mpstream.server.accesslog import read_access_log
-from mpstream.server.stack import ServerStack, sweep_stale_workdirs
+from mpstream.server.stack import SUN_PATH_MAX, ServerStack, sweep_stale_workdirs, unix_get
 from tests.servers import make_tiny_media, throwaway_postgres
 
 REPO = Path(__file__).resolve().parents[2]
@@ -345,3 +345,24 @@ def test_a_kept_workdir_loses_only_what_a_running_nginx_needs(media, tmp_path):
     assert "probe.blob" not in left and "tmp" not in left
     assert {"logs", "nginx.conf"} <= set(left), left
     assert (workdir / "logs" / "access.jsonl").stat().st_size > 0
+
+
+def test_a_workdir_too_deep_for_a_socket_path_still_serves_the_collector(media, tmp_path):
+    # A cluster host's copy of a trial with a long key put the socket past the kernel's 107
+    # bytes, and the collector could not bind. Its socket then lives in the temp dir, under a
+    # name every handle on that workdir derives, and goes at stop.
+    workdir = tmp_path / ("d" * 60) / "trials" / "r00-mptcp-unbalanced-dashjs-robustmpc" / "server"
+    assert len(str(workdir / "collector.sock")) > SUN_PATH_MAX
+    s = ServerStack(media, port=free_port(), workdir=workdir)
+    s.start()
+    try:
+        sock = s.collector_socket
+        assert sock.parent == Path(tempfile.gettempdir()) and len(str(sock)) <= SUN_PATH_MAX
+        assert ServerStack(media, workdir=workdir).collector_socket == sock
+        assert unix_get(sock, "/api/v1/health")[0] == 200
+        assert requests.get(s.api_url + "/health", timeout=5).status_code == 200
+    finally:
+        s.stop()
+    assert not sock.exists()
+    short = ServerStack(media, workdir=tmp_path / "server")
+    assert short.collector_socket == tmp_path / "server" / "collector.sock"
