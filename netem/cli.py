@@ -296,10 +296,20 @@ def traces_fetch(names: tuple[str, ...], all_: bool) -> None:
 @click.option("--mean-rate", required=True, help="Mean capacity: bit/s or e.g. 10mbit.")
 @click.option("--seconds", type=float, default=60, show_default=True)
 @click.option("--swing", type=float, default=0.5, show_default=True,
-              help="How far the rate swings around its mean (a fraction).")
+              help="How far the rate swings around its mean (a fraction; the sine model).")
+@click.option("--cov", type=float, default=None,
+              help="Cellular-like model: the coefficient of variation of each second's rate.")
+@click.option("--autocorr", type=float, default=None,
+              help="Cellular-like model: the correlation of successive seconds' rates.")
+@click.option("--like", "like", default=None, metavar="TRACE",
+              help="Cellular-like model with TRACE's --cov and --autocorr (a trace name or "
+                   "file, e.g. a fetched TMobile-LTE-short), at --mean-rate.")
 @click.option("--seed", type=int, default=0, show_default=True)
-def traces_synth(out: Path, mean_rate: str, seconds: float, swing: float, seed: int) -> None:
-    """Write a made-up varying trace of known mean to OUT.up and OUT.down."""
+def traces_synth(out: Path, mean_rate: str, seconds: float, swing: float, cov: float | None,
+                 autocorr: float | None, like: str | None, seed: int) -> None:
+    """Write a made-up varying trace of known mean to OUT.up and OUT.down: a sine swing with
+    noise, or (--cov and --autocorr, or --like) a cellular-like one with a measured trace's
+    second-scale statistics."""
     from mpstream.netem import traces as store
     from mpstream.netem.profile import parse_rate
 
@@ -309,8 +319,23 @@ def traces_synth(out: Path, mean_rate: str, seconds: float, swing: float, seed: 
         raise click.BadParameter(str(exc), param_hint="--mean-rate") from None
     if rate is None:
         raise click.BadParameter("a trace needs a finite rate", param_hint="--mean-rate")
+    if like is not None:
+        if cov is not None or autocorr is not None:
+            raise UserError("--like takes --cov and --autocorr from the trace: give one or the "
+                            "other")
+        found = store.find(like, "down")
+        if found is None:
+            raise UserError(store.not_found_message(like))
+        stats = store.rate_statistics([int(x) for x in found.read_text().split()])
+        cov, autocorr = stats["cov"], stats["autocorr"]
+        console.print(f"{found}: per second cov {cov:.2f}, lag-1 autocorrelation "
+                      f"{autocorr:.2f}", markup=False, highlight=False, soft_wrap=True)
+    elif (cov is None) != (autocorr is None):
+        raise UserError("the cellular-like model needs both --cov and --autocorr")
     for direction, offset in (("down", 0), ("up", 1)):
         path = out.with_name(f"{out.name}.{direction}")
-        store.write(path, store.synthetic(rate, seconds, seed + offset, swing))
+        stamps = (store.synthetic(rate, seconds, seed + offset, swing) if cov is None
+                  else store.cellular_like(rate, seconds, cov, autocorr or 0.0, seed + offset))
+        store.write(path, stamps)
         console.print(f"{path}: {store.mean_bps(path) / 1e6:.2f} Mbit/s mean",
                       markup=False, highlight=False)

@@ -18,6 +18,7 @@ looked up, in order, in:
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import os
 import random
@@ -188,15 +189,51 @@ def synthetic(mean_bps: float, seconds: float, seed: int = 0, swing: float = 0.5
     """Timestamps of a made-up varying link whose mean over the whole trace is `mean_bps`
     (exactly, up to one packet): a rate that swings by ±swing around the mean with the given
     period, plus seeded noise. For tests and experiments that need a trace of known shape."""
-    total_ms = round(seconds * 1000)
-    packets = round(mean_bps * seconds / (TRACE_PACKET_BYTES * 8))
-    if total_ms < 1 or packets < 1:
-        raise UserError("a synthetic trace needs a positive duration and rate")
+    total_ms = _check_length(mean_bps, seconds)
     rng = random.Random(seed)
     weights = [
         max(0.0, 1 + swing * math.sin(2 * math.pi * t / (period_s * 1000)) + rng.gauss(0, 0.2))
         for t in range(1, total_ms + 1)
     ]
+    return _stamps(weights, mean_bps, seconds)
+
+
+def cellular_like(mean_bps: float, seconds: float, cov: float, autocorr: float,
+                  seed: int = 0) -> list[int]:
+    """Timestamps of a made-up link with the second-scale statistics of a measured cellular
+    one: each second's rate is log-normal with coefficient of variation `cov`, and successive
+    seconds are correlated by `autocorr` (an AR(1) process of the log-rate whose correlation,
+    once exponentiated, is `autocorr`); the mean over the trace is `mean_bps`. Within a second
+    the packets are spread evenly."""
+    total_ms = _check_length(mean_bps, seconds)
+    if not (cov > 0 and 0 <= autocorr < 1):
+        raise UserError("a cellular-like trace needs --cov > 0 and 0 <= --autocorr < 1")
+    var = math.log(1 + cov * cov)  # of the log-rate
+    # corr(e^X_t, e^X_t+1) = (e^(var·phi) − 1) / (e^var − 1) for an AR(1) X with coefficient phi
+    phi = math.log(1 + autocorr * math.expm1(var)) / var
+    rng = random.Random(seed)
+    x = rng.gauss(0, math.sqrt(var))
+    per_second = []
+    for _ in range(math.ceil(total_ms / 1000)):
+        per_second.append(math.exp(x - var / 2))
+        x = phi * x + math.sqrt(1 - phi * phi) * rng.gauss(0, math.sqrt(var))
+    weights = [per_second[(t - 1) // 1000] for t in range(1, total_ms + 1)]
+    return _stamps(weights, mean_bps, seconds)
+
+
+def _check_length(mean_bps: float, seconds: float) -> int:
+    total_ms = round(seconds * 1000)
+    if total_ms < 1 or round(mean_bps * seconds / (TRACE_PACKET_BYTES * 8)) < 1:
+        raise UserError("a synthetic trace needs a positive duration and rate")
+    return total_ms
+
+
+def _stamps(weights: list[float], mean_bps: float, seconds: float) -> list[int]:
+    """Packet opportunities spread over the milliseconds in proportion to `weights` (one per
+    ms), as many as `mean_bps` delivers in `seconds`, the last at the trace's end (the format's
+    period is its last timestamp)."""
+    total_ms = len(weights)
+    packets = round(mean_bps * seconds / (TRACE_PACKET_BYTES * 8))
     scale = packets / sum(weights)
     stamps: list[int] = []
     owed = 0.0
@@ -205,9 +242,23 @@ def synthetic(mean_bps: float, seconds: float, seed: int = 0, swing: float = 0.5
         n = int(owed)
         owed -= n
         stamps.extend([t] * n)
-    # The format's period is the last timestamp: end the trace exactly at `seconds`.
-    stamps = [*stamps[: packets - 1], total_ms]
-    return stamps
+    return [*stamps[: packets - 1], total_ms]
+
+
+def rate_statistics(stamps: list[int]) -> dict[str, float]:
+    """Per-second rate statistics of a trace: mean (bit/s), coefficient of variation and lag-1
+    autocorrelation, as `cellular_like` takes them."""
+    seconds = max(1, math.ceil(stamps[-1] / 1000))
+    counts = [0] * seconds
+    for t in stamps:
+        counts[min((t - 1) // 1000, seconds - 1)] += 1
+    rates = [c * TRACE_PACKET_BYTES * 8 for c in counts]
+    mean = sum(rates) / len(rates)
+    dev = [r - mean for r in rates]
+    var = sum(d * d for d in dev) / len(dev)
+    lag = sum(a * b for a, b in itertools.pairwise(dev))
+    return {"mean_bps": mean, "cov": math.sqrt(var) / mean if mean else 0.0,
+            "autocorr": lag / (var * len(dev)) if var else 0.0}
 
 
 def write(path: Path, stamps: list[int]) -> Path:

@@ -142,3 +142,38 @@ def test_traces_cli_lists_synthesizes_and_fetches(tmp_path, trace_store):
     assert bad.returncode == 2 and "--mean-rate" in bad.stderr
     nothing = mpstream("traces", "fetch")
     assert nothing.returncode != 0 and "--all" in nothing.stderr
+
+
+def test_a_cellular_like_trace_has_the_asked_second_scale_statistics():
+    # The second-scale statistics of TMobile-LTE-short's downlink: cov 0.59, lag-1 0.70.
+    stamps = traces.cellular_like(2e6, 900, cov=0.59, autocorr=0.70, seed=5)
+    stats = traces.rate_statistics(stamps)
+    assert stats["mean_bps"] == pytest.approx(2e6, rel=1e-3)
+    assert stats["cov"] == pytest.approx(0.59, abs=0.06)
+    assert stats["autocorr"] == pytest.approx(0.70, abs=0.06)
+    assert stamps[-1] == 900_000 and stamps == sorted(stamps)
+    flat = traces.rate_statistics(traces.cellular_like(2e6, 900, cov=0.05, autocorr=0.0, seed=5))
+    assert flat["cov"] < 0.08 and abs(flat["autocorr"]) < 0.1
+    with pytest.raises(UserError, match="--autocorr"):
+        traces.cellular_like(2e6, 10, cov=0.5, autocorr=1.0)
+
+
+def test_synth_like_copies_a_traces_statistics_at_another_mean(tmp_path, trace_store):
+    # The made-up TMobile-LTE-short of the store stands in for the fetched one.
+    source = traces.rate_statistics(
+        [int(x) for x in (trace_store / "TMobile-LTE-short.down").read_text().split()])
+    made = mpstream("traces", "synth", str(tmp_path / "lte"), "--mean-rate", "2mbit",
+                    "--seconds", "600", "--like", "TMobile-LTE-short")
+    assert made.returncode == 0, made.stderr
+    got = traces.rate_statistics([int(x) for x in (tmp_path / "lte.down").read_text().split()])
+    assert got["mean_bps"] == pytest.approx(2e6, rel=1e-3)
+    assert got["cov"] == pytest.approx(source["cov"], abs=0.08)
+    assert got["autocorr"] == pytest.approx(source["autocorr"], abs=0.1)
+    both = mpstream("traces", "synth", str(tmp_path / "x"), "--mean-rate", "2mbit",
+                    "--like", "TMobile-LTE-short", "--cov", "0.5")
+    assert both.returncode != 0 and "--like" in both.stderr
+    half = mpstream("traces", "synth", str(tmp_path / "x"), "--mean-rate", "2mbit", "--cov", "0.5")
+    assert half.returncode != 0 and "--autocorr" in half.stderr
+    missing = mpstream("traces", "synth", str(tmp_path / "x"), "--mean-rate", "2mbit",
+                       "--like", "ATT-LTE-driving")
+    assert missing.returncode != 0 and "ATT-LTE-driving' not found" in missing.stderr

@@ -202,7 +202,8 @@ def test_abrs_are_crossed_like_players_and_named_in_keys(base):
     [
         ({"players": ["dashjs", "hlsjs"], "abrs": ["bola"]},
          "abrs: abr 'bola': hlsjs supports ewma, bba0, robustmpc, rate-based"),
-        ({"abrs": ["no-such-rule"]}, "abr 'no-such-rule': dashjs supports dynamic, throughput, bola"),
+        ({"abrs": ["no-such-rule"]},
+         "abr 'no-such-rule': dashjs supports dynamic, throughput, bola"),
         ({"abrs": ["bba0", "bba0"]}, "listed twice"),
         ({"abrs": []}, "abrs: default or a rule"),
         ({"abrs": ["bba0"], "abr_params": {"robustmpc": {"horizon": 3}}},
