@@ -49,6 +49,7 @@ def test_the_player_reports_the_rule_it_was_asked_for(unbalanced, player, abr):
     ours = catalog()[player][abr].kind == "mpstream"
     if ours:
         assert any("Mpstream" in r for r in reported[0]["player_rules"]), reported
+        assert "fastSwitch" not in reported[0]["player_rules"]
         assert result["abr_decisions"] >= 1
     else:
         assert result["abr_decisions"] == 0
@@ -76,6 +77,11 @@ def test_recorded_decisions_replay_to_the_same_choices(unbalanced, tmp_path, pla
     # the engine's ten).
     seen = [len(d["inputs"]["past"]) for d in decisions]
     assert seen == sorted(seen) and seen[0] <= 1 and seen[-1] >= 3, seen
+    # Each video segment is fetched once (no fast-switch replacement of buffered ones), so
+    # every decision is for the next segment.
+    indices = [e["data"]["index"] for e in events if e["type"] == "segment"
+               and e["data"]["kind"] in ("video", "muxed")]
+    assert len(indices) == len(set(indices)), indices
     # The chosen rungs are the ones fetched next.
     ladder = decisions[-1]["inputs"]["ladder_bps"]
     fetched = {e["data"]["bitrate"] for e in events if e["type"] == "segment"

@@ -68,7 +68,11 @@ export function configureAbr(player, { abr, params, bufferTargetS, bufferAhead, 
     for (const rule of [...Object.keys(OWN.dynamic), ...SAFETY]) settingsRules[rule] = { active: false };
     player.addABRCustomRule('qualitySwitchRules', CUSTOM_RULE, ourRule(engine, bufferAhead));
   }
-  player.updateSettings({ streaming: { abr: { rules: settingsRules } } });
+  // dash.js's fast switching re-downloads, after an up-switch, segments already buffered at the
+  // lower rung. Our rules model one download per segment, each decision for the next one: with
+  // them it is off. dash.js's own rules keep it (on for on-demand streams, its default).
+  const buffer = engine ? { buffer: { fastSwitchEnabled: false } } : {};
+  player.updateSettings({ streaming: { abr: { rules: settingsRules }, ...buffer } });
   return {
     engine,
     report() {
@@ -76,7 +80,8 @@ export function configureAbr(player, { abr, params, bufferTargetS, bufferAhead, 
       const active = Object.keys(rules).filter((rule) => rules[rule]?.active);
       const custom = (player.getABRCustomRules() || []).map((r) => r.rulename);
       const name = custom.includes(CUSTOM_RULE) && active.length === 0 ? engine?.name : ownStrategyOf(rules);
-      return { name: name || 'unknown', player_rules: [...active, ...custom], params: engine ? engine.params : {} };
+      const fastSwitch = player.getSettings().streaming.buffer.fastSwitchEnabled === false ? [] : ['fastSwitch'];
+      return { name: name || 'unknown', player_rules: [...active, ...custom, ...fastSwitch], params: engine ? engine.params : {} };
     },
   };
 }
