@@ -57,10 +57,15 @@ def test_the_player_reports_the_rule_it_was_asked_for(unbalanced, player, abr):
     assert len(result["ladder"]) >= 3
 
 
-def test_no_rule_named_is_the_players_default(unbalanced):
-    result = _play(unbalanced, "hlsjs", None, 4.0)
+def test_no_rule_named_is_the_players_default_and_its_knobs_are_read_back(unbalanced):
+    result = _play(unbalanced, "hlsjs", None, 4.0, abr_params=(("abrBandWidthFactor", 0.8),))
     assert result["failure"] is None, result
     assert result["abr"] == default_abr("hlsjs") == "ewma"
+    events = session_events(unbalanced[1], result["session"])
+    params = next(e["data"]["params"] for e in events if e["type"] == "abr")
+    # Asked for, and hls.js's own defaults for the rest (its config, read back).
+    assert params["abrBandWidthFactor"] == 0.8
+    assert params["abrEwmaDefaultEstimate"] > 0 and params["abrBandWidthUpFactor"] > 0
 
 
 @pytest.mark.parametrize(("player", "abr"), [("dashjs", "robustmpc"), ("hlsjs", "bba0")])
