@@ -25,7 +25,8 @@ BIN_S = 1.0
 # The report's QoE columns, straight from mpstream.qoe (rates shown in Mbit/s).
 QOE_COLUMNS = (
     "startup_delay_ms", "manifest_ms", "first_segment_ms", "decode_ms", "stall_count",
-    "stall_ms", "longest_stall_ms", "rebuffer_ratio", "switches", "segments", "played_s",
+    "stall_ms", "longest_stall_ms", "rebuffer_ratio", "switches", "down_switches",
+    "bitrate_utilization", "segments", "played_s",
     "download_share", "live_latency_mean_s", "live_latency_p95_s",
 )  # fmt: skip
 

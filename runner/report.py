@@ -38,6 +38,8 @@ METRIC_LABELS = {
     "rebuffer_ratio": ("rebuffer ratio", ""),
     "mean_bitrate_mbps": ("time-weighted bitrate", "Mbit/s"),
     "switches": ("quality switches", "count"),
+    "down_switches": ("switches down", "count"),
+    "bitrate_utilization": ("time-weighted bitrate / top rung", ""),
     "segments": ("video segments", "count"),
     "played_s": ("played time", "s"),
     "live_latency_mean_s": ("latency to live, mean", "s"),
