@@ -20,7 +20,20 @@ $(VENV_STAMP): pyproject.toml
 	@$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,cluster]'
 	@touch $@
 
-build: emulator player-bundle player-driver dashboard-assets
+build: emulator player-bundle player-driver dashboard-assets coupled-cc
+
+# --- coupled congestion controls (netem/cc/: LIA, OLIA, BALIA in BPF) ---
+# The objects come from a cache outside the clone (scripts/build-coupled-cc.sh); the harness
+# runs their integer arithmetic in user space for tests/unit/test_coupled_cc_math.py.
+COUPLED_SRC := $(wildcard netem/cc/*.h netem/cc/*.bpf.c)
+.PHONY: coupled-cc
+coupled-cc: build/cc/.built build/coupled-cc-test
+build/cc/.built: $(COUPLED_SRC) scripts/build-coupled-cc.sh
+	@scripts/build-coupled-cc.sh build/cc
+	@touch $@
+build/coupled-cc-test: netem/cc/test_coupled.c netem/cc/coupled_math.h
+	@mkdir -p build
+	gcc $(LINKEM_CFLAGS) -o $@ netem/cc/test_coupled.c
 
 # --- compiled link emulator (netem/) ---
 LINKEM_DIR := netem/linkem

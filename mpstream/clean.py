@@ -8,6 +8,8 @@
   network namespace (MPTCP endpoints and limits, policy rules and tables), undone from the
   record written before each change (mpstream/hostnet.py). Other namespaces' records and live
   sessions' stay.
+- Coupled congestion controls (lia, olia, balia) mpstream registered with the kernel that no
+  topology uses any more (netem/coupled.py).
 - Local clusters (`run --cluster local:N`) whose run died: their hosts' sandboxes with every
   Ray process and trial in them, their namespaces and records (runner/localcluster.py).
 
@@ -29,6 +31,7 @@ def clean() -> None:
     alone."""
     from mpstream.hostnet import clean as undo_host_changes
     from mpstream.hostnet import record_dirs
+    from mpstream.netem import coupled
     from mpstream.netem.system import require_root
     from mpstream.netem.teardown import clean_stale
     from mpstream.runner.localcluster import clean_stale as clean_clusters
@@ -45,6 +48,9 @@ def clean() -> None:
     sweep = clean_stale()
     for line in sweep.lines():
         say(line)
+    unloaded = coupled.clean_stale()
+    for line in unloaded:
+        say(line)
     out = undo_host_changes()
     for item in out["undone"]:
         say(f"undone: {item['changes']} change(s) of {item['purpose']} ({item['file']})")
@@ -56,7 +62,7 @@ def clean() -> None:
         say(f"left alone: {out['other_netns']} record(s) of host changes in other network "
             "namespaces (run `mpstream clean` inside them; records in "
             f"{' and '.join(map(str, record_dirs()))})")
-    if not (clusters or sweep.removed or out["undone"] or out["partial"]):
+    if not (clusters or sweep.removed or unloaded or out["undone"] or out["partial"]):
         say("nothing left behind")
     if out["problems"]:
         raise UserError("some changes could not be undone: " + "; ".join(out["problems"]),

@@ -2,7 +2,8 @@
 command that fixes it. Exit status 1 when something required is missing.
 
 It reads and never changes: sysctls are read from /proc/sys, programs are asked their versions,
-and the one probe that creates something (a network namespace) removes it at once.
+and the probes that create something (a network namespace; each coupled congestion control not
+in use, registered with the kernel) remove it at once.
 """
 
 from __future__ import annotations
@@ -250,9 +251,30 @@ def check_distribution(release: dict[str, str] | None = None) -> list[Finding]:
     return [Finding("host", "distribution", True, f"{name}: {note}", required=False)]
 
 
+def check_coupled_cc() -> list[Finding]:
+    """Whether each coupled congestion control (netem/coupled.py) is built and loads into this
+    kernel. Optional: profiles with cubic, reno or bbr run without them."""
+    from mpstream.netem import coupled
+
+    found = []
+    for cc in coupled.COUPLED:
+        if os.geteuid() != 0:
+            reason = coupled.missing(cc)
+            found.append(Finding("kernel", f"coupled cc {cc}", False,
+                                 reason or "built; loading not tried without root",
+                                 coupled.BUILD_COMMAND if reason else "run as root",
+                                 required=False))
+            continue
+        ok, detail = coupled.probe(cc)
+        found.append(Finding("kernel", f"coupled cc {cc}", ok, detail,
+                             f"make setup (it installs clang, libbpf-dev and bpftool and runs "
+                             f"{coupled.BUILD_COMMAND})", required=False))
+    return found
+
+
 CHECKS: list[Callable[[], list[Finding]]] = [
     check_distribution, check_kernel, check_privileges, check_programs, check_ffmpeg_encoders,
-    check_nginx_multipath, check_browsers, check_build,
+    check_nginx_multipath, check_browsers, check_build, check_coupled_cc,
 ]
 
 

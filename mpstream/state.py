@@ -8,7 +8,9 @@ One root (`/run/mpstream`, or `$MPSTREAM_STATE_DIR`), one folder per kind of rec
 - `host-changes/`: one file per session that changed this host's network configuration (MPTCP
   endpoints, limits, policy rules and tables), each change written before it is made (hostnet);
 - `clusters/`: one `NAME.json` per local cluster of `run --cluster local:N` (owner, namespaces,
-  the hosts' init processes) and a `NAME/` folder with its token and logs (runner/localcluster).
+  the hosts' init processes) and a `NAME/` folder with its token and logs (runner/localcluster);
+- `coupled-cc/`: the coupled congestion controls mpstream registered with the kernel and the
+  topologies that use them (netem/coupled.py).
 
 The parts import this module and not each other. The root is read when asked for, so a test
 may point it elsewhere with the environment variable.
@@ -24,7 +26,8 @@ DEFAULT_ROOT = Path("/run/mpstream")
 TOPOLOGIES = "topologies"
 HOST_CHANGES = "host-changes"
 CLUSTERS = "clusters"
-KINDS = (TOPOLOGIES, HOST_CHANGES, CLUSTERS)
+COUPLED_CC = "coupled-cc"
+KINDS = (TOPOLOGIES, HOST_CHANGES, CLUSTERS, COUPLED_CC)
 
 
 def root() -> Path:

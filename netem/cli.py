@@ -153,12 +153,14 @@ def clean(pattern: str) -> None:
     """Remove what killed programs left of topologies (those whose name matches PATTERN,
     shell-style): namespaces, the processes in them, emulators and state. The topology part of
     `mpstream clean`; topologies whose owner runs, or that `netem up` left up, stay."""
+    from mpstream.netem import coupled
     from mpstream.netem.system import require_root
     from mpstream.netem.teardown import clean_stale
 
     require_root()
     sweep = clean_stale(pattern)
-    for line in sweep.lines():
+    unloaded = coupled.clean_stale()
+    for line in sweep.lines() + unloaded:
         console.print(line, highlight=False, soft_wrap=True)
     if not sweep.removed:
         console.print("no topology left behind", highlight=False)

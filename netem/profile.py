@@ -31,7 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mpstream.errors import UserError
-from mpstream.netem import traces
+from mpstream.netem import coupled, traces
 from mpstream.sending import SendOptions
 
 PRESETS_DIR = Path(__file__).parent / "profiles"
@@ -291,6 +291,11 @@ class Profile(_Strict):
                 f"tcp_path: no path {self.tcp_path} "
                 f"(the profile has paths 0..{len(self.paths) - 1})"
             )
+        if coupled.is_coupled(self.cc) and len(self.paths) > coupled.MAX_PATHS:
+            raise ValueError(
+                f"cc: the coupled congestion control {self.cc!r} couples at most "
+                f"{coupled.MAX_PATHS} subflows, and the profile has {len(self.paths)} paths: "
+                "give it fewer paths or an uncoupled cc (cubic, reno, bbr)")
         names = [p.name for p in self.paths if p.name]
         if len(set(names)) != len(names):
             raise ValueError("paths: path names must be distinct")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mpstream.errors import UserError
-from mpstream.netem import teardown, traces
+from mpstream.netem import coupled, teardown, traces
 from mpstream.netem.profile import Profile, load_profile
 from mpstream.netem.system import (
     PROC_SYS,
@@ -157,6 +157,8 @@ class Topology(Network):
         stop_pids(teardown.orphan_emulator_pids(self.name))
         stats = self._read_stats()
         teardown.remove_state(self.name)
+        if coupled.is_coupled(self.profile.cc):
+            coupled.release(self.profile.cc, self.name)
         return stats
 
     def __enter__(self) -> Topology:
@@ -252,6 +254,13 @@ class Topology(Network):
         self._write_state()
         self._verify_paths()
 
+    def _congestion_control(self) -> str:
+        """The kernel's name of the profile's CC; a coupled one is loaded first, and its use
+        recorded so that the last topology using it unloads it (netem/coupled.py)."""
+        if not coupled.is_coupled(self.profile.cc):
+            return self.profile.cc
+        return coupled.acquire(self.profile.cc, self.name)
+
     def _configure_sysctls(self) -> None:
         p = self.profile
         common = {
@@ -265,7 +274,7 @@ class Topology(Network):
             "net.mptcp.path_manager": p.mptcp.path_manager,
             "net.mptcp.scheduler": p.mptcp.scheduler,
             "net.mptcp.checksum_enabled": int(p.mptcp.checksum),
-            "net.ipv4.tcp_congestion_control": p.cc,
+            "net.ipv4.tcp_congestion_control": self._congestion_control(),
             # Each connection starts from scratch, not from metrics cached by an earlier trial.
             "net.ipv4.tcp_no_metrics_save": 1,
         }
@@ -485,7 +494,12 @@ def check_prerequisites(profile: Profile) -> None:
     if profile.mode == "mptcp":
         require_mptcp()
         require_scheduler(profile.mptcp.scheduler)
-    require_cc(profile.cc)
+    if coupled.is_coupled(profile.cc):
+        reason = coupled.missing(profile.cc)
+        if reason:
+            raise UserError(f"cc: {reason}")
+    else:
+        require_cc(profile.cc)
 
 
 def kernel_has_mptcp() -> bool:

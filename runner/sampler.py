@@ -93,7 +93,8 @@ _INT_FIELDS = {
 }
 _SKMEM = re.compile(r"skmem:\(r(\d+),rb(\d+),t\d+,tb(\d+),f\d+,w(\d+)")
 _NETIDS = {"tcp", "mptcp"}
-_CCS = ("cubic", "bbr", "reno", "bic", "vegas", "westwood", "htcp", "dctcp")
+_CCS = ("cubic", "bbr", "reno", "bic", "vegas", "westwood", "htcp", "dctcp",
+        "mps_lia", "mps_olia", "mps_balia")  # the last three: netem/coupled.py
 
 
 def split_host_port(endpoint: str) -> tuple[str, int]:

@@ -1,0 +1,161 @@
+"""The coupled congestion controls on this kernel: a topology whose profile names one loads it
+and the MPTCP subflows run it; the last topology using it unloads it and the host's allowed list
+is as it was (also after kill -9 and `mpstream clean`). And they couple: at a bottleneck shared
+with a TCP flow, MPTCP with LIA takes about half where uncoupled cubic takes more; on disjoint
+paths LIA carries what cubic carries."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mpstream.netem import coupled
+from mpstream.netem.profile import profile_from_dict
+from mpstream.netem.system import available_values
+from mpstream.netem.teardown import leftovers
+from mpstream.netem.topology import Topology
+from mpstream.transport import get_transport
+
+MPSTREAM = str(Path(sys.executable).parent / "mpstream")
+MPTCP_WRAP = get_transport("mptcp").wrap
+
+
+def allowed() -> list[str]:
+    return available_values("net.ipv4.tcp_allowed_congestion_control")
+
+
+def registered() -> list[str]:
+    return available_values("net.ipv4.tcp_available_congestion_control")
+
+
+def two_paths(cc: str, rate: str = "10mbit", server_link: dict | None = None) -> dict:
+    path = {"rate": rate, "delay_ms": 10, "queue_packets": 100}
+    spec = {"mode": "mptcp", "cc": cc, "paths": [path, path]}
+    if server_link:
+        spec["server_link"] = server_link
+    return spec
+
+
+def iperf3_download(topo, port: int, seconds: int, *, mptcp: bool, bind: str | None = None):
+    """A download from the server (iperf3 -R), started now; returns the client process."""
+    wrap = MPTCP_WRAP if mptcp else None
+    server = topo.popen("server", ["iperf3", "-s", "-1", "-p", str(port)], wrap=wrap,
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    topo.wait_listening("server", port, server=server)
+    argv = ["iperf3", "-c", topo.server_addr, "-R", "-J", "-t", str(seconds), "-p", str(port)]
+    if bind:
+        argv += ["-B", bind]
+    return topo.popen("client", argv, wrap=wrap, stdout=subprocess.PIPE, text=True)
+
+
+def received_bytes(client) -> int:
+    out, _ = client.communicate(timeout=120)
+    assert client.returncode == 0, out[-500:]
+    return int(json.loads(out)["end"]["sum_received"]["bytes"])
+
+
+@pytest.fixture
+def no_coupled_cc_loaded():
+    """The test starts and must end with no coupled CC registered and the allowed list as it
+    was (another mpstream program using one would make the test meaningless)."""
+    if any(coupled.kernel_name(cc) in registered() for cc in coupled.COUPLED):
+        pytest.fail("a coupled CC is registered before the test: run `mpstream clean`")
+    before = allowed()
+    yield
+    assert [cc for cc in registered() if cc.startswith(coupled.PREFIX)] == []
+    assert allowed() == before
+
+
+def test_topologies_load_the_cc_their_subflows_run_and_the_last_one_unloads_it(
+        no_coupled_cc_loaded):
+    with Topology.up(profile_from_dict(two_paths("lia")), f"ccb{os.getpid()}") as second:
+        with Topology.up(profile_from_dict(two_paths("lia")), f"cca{os.getpid()}") as first:
+            assert "mps_lia" in registered() and "mps_lia" in allowed()
+            for ns in (first.client_ns, second.server_ns):
+                default = subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-n",
+                                          "net.ipv4.tcp_congestion_control"],
+                                         capture_output=True, text=True, check=True)
+                assert default.stdout.strip() == "mps_lia"
+            client = iperf3_download(first, 5311, 3, mptcp=True)
+            # The sender's subflows (the server's) run it while the transfer goes on.
+            sockets = ""
+            while client.poll() is None and sockets.count("mps_lia") < 2:
+                sockets = first.run("server", ["ss", "-tin", "sport = :5311"],
+                                    capture_output=True, text=True).stdout
+            assert sockets.count("mps_lia") >= 2, sockets  # both subflows
+            assert received_bytes(client) > 1_000_000
+        assert "mps_lia" in registered()  # the second topology still uses it
+    assert "mps_lia" not in registered()
+
+
+def test_kill_9_of_the_owner_then_clean_unloads_it(no_coupled_cc_loaded):
+    profile = Path(os.environ.get("TMPDIR", "/tmp")) / f"olia-{os.getpid()}.toml"
+    profile.write_text('mode = "mptcp"\ncc = "olia"\n[[paths]]\nrate = "10mbit"\n'
+                       '[[paths]]\nrate = "10mbit"\n')
+    topo_name = f"cck{os.getpid()}"
+    try:
+        proc = subprocess.Popen([MPSTREAM, "netem", "up", str(profile), "--name", topo_name,
+                                 "--foreground"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.strip() == "ready":
+                break
+        assert "mps_olia" in registered(), proc.stderr.read() if proc.stderr else ""
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert "mps_olia" in registered()  # killed: nothing could unload it
+        done = subprocess.run([MPSTREAM, "clean"], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert "unregistered congestion control mps_olia" in done.stdout
+        assert "mps_olia" not in registered()
+        assert leftovers(topo_name) == []
+    finally:
+        profile.unlink(missing_ok=True)
+
+
+def test_a_kernel_refusing_the_program_is_a_clear_error(no_coupled_cc_loaded, tmp_path,
+                                                         monkeypatch):
+    """An object the verifier rejects (here: not a BPF object at all) names the CC and what
+    the kernel needs, and leaves nothing registered or recorded."""
+    monkeypatch.setattr(coupled, "OBJECT_DIR", tmp_path)
+    (tmp_path / "balia.bpf.o").write_bytes(b"not an ELF file")
+    with pytest.raises(Exception) as refused:
+        Topology.up(profile_from_dict(two_paths("balia")), f"ccr{os.getpid()}")
+    assert "refused the coupled congestion control 'balia'" in str(refused.value)
+    assert list(coupled.records_dir().glob("balia.*")) == []
+    assert leftovers(f"ccr{os.getpid()}") == []
+
+
+def mptcp_share_at_shared_bottleneck(cc: str, seconds: int = 20) -> float:
+    """One MPTCP download (two subflows over two fast paths) and one TCP download, at once,
+    through one 10 Mbit/s link at the server: the MPTCP user's share of what both received."""
+    spec = two_paths(cc, rate="50mbit",
+                     server_link={"rate": "10mbit", "delay_ms": 0.5, "queue_packets": 60})
+    with Topology.up(profile_from_dict(spec), f"ccs{os.getpid()}") as topo:
+        multipath = iperf3_download(topo, 5321, seconds, mptcp=True)
+        single = iperf3_download(topo, 5322, seconds, mptcp=False,
+                                 bind=topo.paths[0].client_addr)
+        mp_bytes, tcp_bytes = received_bytes(multipath), received_bytes(single)
+    return mp_bytes / (mp_bytes + tcp_bytes)
+
+
+def test_lia_takes_about_half_of_a_bottleneck_shared_with_tcp(no_coupled_cc_loaded):
+    lia, cubic = mptcp_share_at_shared_bottleneck("lia"), mptcp_share_at_shared_bottleneck("cubic")
+    assert 0.3 <= lia <= 0.6, (lia, cubic)
+    assert cubic > lia + 0.05, (lia, cubic)
+
+
+def test_lia_on_disjoint_paths_carries_what_cubic_carries(no_coupled_cc_loaded):
+    def download(cc: str) -> int:
+        with Topology.up(profile_from_dict(two_paths(cc)), f"ccd{os.getpid()}") as topo:
+            return received_bytes(iperf3_download(topo, 5331, 8, mptcp=True))
+
+    lia, cubic = download("lia"), download("cubic")
+    assert lia >= 0.95 * cubic, (lia, cubic)
