@@ -15,11 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from mpstream.errors import UserError
 from mpstream.netem import coupled
 from mpstream.netem.profile import profile_from_dict
 from mpstream.netem.system import available_values
 from mpstream.netem.teardown import leftovers
 from mpstream.netem.topology import Topology
+from mpstream.runner.sampler import parse_ss
 from mpstream.transport import get_transport
 
 MPSTREAM = str(Path(sys.executable).parent / "mpstream")
@@ -34,9 +36,10 @@ def registered() -> list[str]:
     return available_values("net.ipv4.tcp_available_congestion_control")
 
 
-def two_paths(cc: str, rate: str = "10mbit", server_link: dict | None = None) -> dict:
+def two_paths(cc: str, rate: str = "10mbit", server_link: dict | None = None,
+              n: int = 2) -> dict:
     path = {"rate": rate, "delay_ms": 10, "queue_packets": 100}
-    spec = {"mode": "mptcp", "cc": cc, "paths": [path, path]}
+    spec = {"mode": "mptcp", "cc": cc, "paths": [path] * n}
     if server_link:
         spec["server_link"] = server_link
     return spec
@@ -54,10 +57,14 @@ def iperf3_download(topo, port: int, seconds: int, *, mptcp: bool, bind: str | N
     return topo.popen("client", argv, wrap=wrap, stdout=subprocess.PIPE, text=True)
 
 
-def received_bytes(client) -> int:
+def received_bytes(client, after_s: float = 0.0) -> int:
+    """What the download received, from `after_s` seconds on (iperf3's one-second intervals)."""
     out, _ = client.communicate(timeout=120)
     assert client.returncode == 0, out[-500:]
-    return int(json.loads(out)["end"]["sum_received"]["bytes"])
+    report = json.loads(out)
+    if not after_s:
+        return int(report["end"]["sum_received"]["bytes"])
+    return sum(int(i["sum"]["bytes"]) for i in report["intervals"] if i["sum"]["start"] >= after_s)
 
 
 @pytest.fixture
@@ -82,14 +89,18 @@ def test_topologies_load_the_cc_their_subflows_run_and_the_last_one_unloads_it(
                                           "net.ipv4.tcp_congestion_control"],
                                          capture_output=True, text=True, check=True)
                 assert default.stdout.strip() == "mps_lia"
+            before = [p["rx_bytes"] for p in first.path_bytes()]
             client = iperf3_download(first, 5311, 3, mptcp=True)
             # The sender's subflows (the server's) run it while the transfer goes on.
-            sockets = ""
-            while client.poll() is None and sockets.count("mps_lia") < 2:
-                sockets = first.run("server", ["ss", "-tin", "sport = :5311"],
+            sockets: list[dict] = []
+            while client.poll() is None and len(sockets) < 2:
+                listing = first.run("server", ["ss", "-tinH", "sport = :5311"],
                                     capture_output=True, text=True).stdout
-            assert sockets.count("mps_lia") >= 2, sockets  # both subflows
+                sockets = [s for s in parse_ss(listing) if s["state"] == "ESTAB"]
+            assert len(sockets) >= 2 and {s.get("cc") for s in sockets} == {"mps_lia"}, sockets
             assert received_bytes(client) > 1_000_000
+            after = [p["rx_bytes"] for p in first.path_bytes()]
+            assert all(a - b > 200_000 for a, b in zip(after, before, strict=True)), (before, after)
         assert "mps_lia" in registered()  # the second topology still uses it
     assert "mps_lia" not in registered()
 
@@ -126,30 +137,37 @@ def test_a_kernel_refusing_the_program_is_a_clear_error(no_coupled_cc_loaded, tm
     the kernel needs, and leaves nothing registered or recorded."""
     monkeypatch.setattr(coupled, "OBJECT_DIR", tmp_path)
     (tmp_path / "balia.bpf.o").write_bytes(b"not an ELF file")
-    with pytest.raises(Exception) as refused:
+    with pytest.raises(UserError) as refused:
         Topology.up(profile_from_dict(two_paths("balia")), f"ccr{os.getpid()}")
     assert "refused the coupled congestion control 'balia'" in str(refused.value)
     assert list(coupled.records_dir().glob("balia.*")) == []
     assert leftovers(f"ccr{os.getpid()}") == []
 
 
-def mptcp_share_at_shared_bottleneck(cc: str, seconds: int = 20) -> float:
+def mptcp_share_at_shared_bottleneck(cc: str, seconds: int = 25, settle_s: float = 5,
+                                     n: int = 2) -> float:
     """One MPTCP download (two subflows over two fast paths) and one TCP download, at once,
-    through one 10 Mbit/s link at the server: the MPTCP user's share of what both received."""
+    through one 10 Mbit/s link at the server: the MPTCP user's share of what both received
+    after the first `settle_s` seconds (slow start and the second subflow's join are over)."""
     spec = two_paths(cc, rate="50mbit",
-                     server_link={"rate": "10mbit", "delay_ms": 0.5, "queue_packets": 60})
+                     server_link={"rate": "10mbit", "delay_ms": 0.5, "queue_packets": 60}, n=n)
     with Topology.up(profile_from_dict(spec), f"ccs{os.getpid()}") as topo:
         multipath = iperf3_download(topo, 5321, seconds, mptcp=True)
         single = iperf3_download(topo, 5322, seconds, mptcp=False,
                                  bind=topo.paths[0].client_addr)
-        mp_bytes, tcp_bytes = received_bytes(multipath), received_bytes(single)
+        mp_bytes, tcp_bytes = received_bytes(multipath, settle_s), received_bytes(single, settle_s)
     return mp_bytes / (mp_bytes + tcp_bytes)
 
 
 def test_lia_takes_about_half_of_a_bottleneck_shared_with_tcp(no_coupled_cc_loaded):
-    lia, cubic = mptcp_share_at_shared_bottleneck("lia"), mptcp_share_at_shared_bottleneck("cubic")
-    assert 0.3 <= lia <= 0.6, (lia, cubic)
-    assert cubic > lia + 0.05, (lia, cubic)
+    """Four subflows through the one bottleneck: uncoupled, each is a TCP flow of its own and
+    the MPTCP user takes about four fifths (measured 0.68-0.78); coupled by LIA they take about
+    one flow's share (measured 0.32-0.47 against the TCP user's Reno). With two subflows the
+    two differ by less than the runs' spread (docs/coupled-cc.md)."""
+    lia = mptcp_share_at_shared_bottleneck("lia", n=4)
+    cubic = mptcp_share_at_shared_bottleneck("cubic", n=4)
+    assert 0.25 <= lia <= 0.6, (lia, cubic)
+    assert cubic >= lia + 0.15, (lia, cubic)
 
 
 def test_lia_on_disjoint_paths_carries_what_cubic_carries(no_coupled_cc_loaded):
