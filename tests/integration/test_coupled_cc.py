@@ -131,6 +131,17 @@ def test_kill_9_of_the_owner_then_clean_unloads_it(no_coupled_cc_loaded):
         profile.unlink(missing_ok=True)
 
 
+def test_an_unbuilt_coupled_cc_is_refused_before_any_topology(no_coupled_cc_loaded, tmp_path,
+                                                             monkeypatch):
+    monkeypatch.setattr(coupled, "OBJECT_DIR", tmp_path)
+    with pytest.raises(UserError) as refused:
+        Topology.up(profile_from_dict(two_paths("olia")), f"ccu{os.getpid()}")
+    assert "'olia' is not built" in str(refused.value)
+    assert "make coupled-cc" in str(refused.value)
+    assert leftovers(f"ccu{os.getpid()}") == []
+    assert list(coupled.records_dir().glob("olia.*")) == []
+
+
 def test_a_kernel_refusing_the_program_is_a_clear_error(no_coupled_cc_loaded, tmp_path,
                                                          monkeypatch):
     """An object the verifier rejects (here: not a BPF object at all) names the CC and what
