@@ -42,6 +42,18 @@ class PathInfo:
     backup: bool = False  # an MPTCP backup path: used only when the others fail
 
 
+@dataclass(frozen=True)
+class Competitor:
+    """Another user of an emulated network beside the measured client: a host of its own
+    (`host`, e.g. "user1", for `Network.run`), its label, whether it speaks MPTCP, and its
+    paths (`PathInfo.index` counts its own paths from 0)."""
+
+    host: Host
+    name: str
+    mptcp: bool
+    paths: tuple[PathInfo, ...]
+
+
 # The kernel's counters of one client path interface (rx: towards the client): rx_bytes,
 # tx_bytes, and rx_packets and tx_packets where the network has them.
 PathCounters = dict[str, int]
@@ -75,6 +87,11 @@ class Network(ABC):
     server_addr: str
     # The path a single-path transport uses.
     single_path: int = 0
+
+    @property
+    def competitors(self) -> list[Competitor]:
+        """The network's other users, who share its links (a real host's network has none)."""
+        return []
 
     @property
     @abstractmethod

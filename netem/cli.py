@@ -87,7 +87,22 @@ def _print_topology(topo: Any) -> None:
         table.add_row(f"{path.index} {path.name}", path.client_ifname, path.client_addr,
                       topo.profile.link(path.index, "uplink").describe(),
                       topo.profile.link(path.index, "downlink").describe())
+    for wire in topo.wires:
+        if wire.host == "client":
+            continue
+        if wire.own_link:
+            k = next(k for k, u in enumerate(topo.competitors) if u.host == wire.host)
+            up = topo.profile.competitor_link(k, wire.path.index, "uplink").describe()
+            down = topo.profile.competitor_link(k, wire.path.index, "downlink").describe()
+        else:
+            up = down = f"via path {wire.link} {topo.paths[wire.link].name}"
+        table.add_row(f"{wire.host}: {wire.path.name}", wire.path.client_ifname,
+                      wire.path.client_addr, up, down)
     console.print(table)
+    server = topo.profile.server_link_model("downlink")
+    if server is not None:
+        console.print(f"server link (shared by every user): {server.describe()}",
+                      highlight=False)
     for event in topo.profile.events:
         change = "" if event.set is None else " " + ", ".join(
             f"{k}={v}" for k, v in event.set.model_dump(exclude_unset=True).items())
@@ -209,19 +224,22 @@ def list_() -> None:
 
 @netem.command(name="exec", context_settings={"ignore_unknown_options": True})
 @click.argument("name")
-@click.argument("host", type=click.Choice(["client", "server", "link"]))
+@click.argument("host")
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.option("--mptcp", is_flag=True, help="Run under `mptcpize run` (in mptcp mode).")
 def exec_(name: str, host: str, argv: tuple[str, ...], mptcp: bool) -> None:
-    """Run a command on HOST of topology NAME: `mpstream netem exec t1 client -- curl ...`."""
+    """Run a command on HOST of topology NAME (client, server, link, or a competing client:
+    user1, user2, …): `mpstream netem exec t1 client -- curl ...`."""
     from mpstream.netem.system import require_root
     from mpstream.netem.topology import Topology
     from mpstream.transport import get_transport
 
     require_root()
     topo = Topology.attach(name)
-    # Wrapped only when the topology runs MPTCP: in tcp mode programs stay plain TCP.
-    wrap = get_transport("mptcp").wrap if mptcp and topo.mptcp else None
+    # Wrapped only when the host runs MPTCP: in tcp mode programs stay plain TCP.
+    users = {u.host: u.mptcp for u in topo.competitors}
+    speaks_mptcp = users.get(host, topo.mptcp)
+    wrap = get_transport("mptcp").wrap if mptcp and speaks_mptcp else None
     command = topo.command(host, list(argv), wrap=wrap)
     sys.stdout.flush()
     os.execvp(command[0], command)

@@ -16,6 +16,11 @@ that applies to both directions unless `uplink` / `downlink` tables override sin
     at_s = 20
     path = 0                  # index or name
     action = "down"           # down | up | change (change takes a `set` table)
+    [[competitors]]           # another user of the network, in a namespace of its own
+    name = "tcp-user"
+    mode = "tcp"
+    paths = [{ via = "wifi" }]   # shares the wifi path's link (its queue) with the client;
+                                 # or link fields for a link of its own
 
 Every validation error names the field (e.g. `paths.1.loss`) and the rule it broke.
 """
@@ -32,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from mpstream.errors import UserError
 from mpstream.netem import coupled, traces
+from mpstream.netem.teardown import MAX_COMPETITORS
 from mpstream.sending import SendOptions
 
 PRESETS_DIR = Path(__file__).parent / "profiles"
@@ -229,6 +235,23 @@ class PathSpec(LinkSpec):
     backup: bool = False  # MPTCP endpoint flagged backup (used only when the others fail)
 
 
+class CompetitorPathSpec(LinkSpec):
+    """A competing client's path: a link of its own (link fields), or `via` one of the first
+    client's paths, whose link (rate, queue, emulator) the two then share."""
+
+    via: int | str | None = None
+
+
+class CompetitorSpec(_Strict):
+    """Another user of the network (its own namespace, paths and transfer or player). The
+    profile's server link, when it has one, is shared by every user."""
+
+    name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
+    mode: Literal["mptcp", "tcp"] = "tcp"  # tcp: over its first path only
+    paths: list[CompetitorPathSpec] = Field(min_length=1, max_length=4)
+
+
+
 class EventSpec(_Strict):
     at_s: float = Field(ge=0)
     path: int | str
@@ -267,6 +290,8 @@ class Profile(_Strict):
     paths: list[PathSpec] = Field(min_length=1, max_length=8)
     server_link: LinkSpec | None = None  # shared link between router and server (e.g. NP03)
     events: list[EventSpec] = []
+    # Other users of the network (competing clients); every sender runs the profile's `cc`.
+    competitors: list[CompetitorSpec] = Field(default=[], max_length=MAX_COMPETITORS)
     # Kernel settings for both ends (client and server namespaces alike, so a comparison of
     # transports stays fair), e.g. {"net.ipv4.tcp_slow_start_after_idle" = 0}.
     sysctls: dict[str, int | str] = {}
@@ -312,7 +337,38 @@ class Profile(_Strict):
         if self.server_link:
             for direction in ("uplink", "downlink"):
                 self._resolve_trace(self.server_link, direction, "server_link")
+        self._check_competitors()
         return self
+
+    def _check_competitors(self) -> None:
+        names = [self.competitor_name(k) for k in range(len(self.competitors))]
+        if len(set(names)) != len(names):
+            raise ValueError("competitors: names must be distinct")
+        for k, user in enumerate(self.competitors):
+            for j, path in enumerate(user.paths):
+                where = f"competitors.{k}.paths.{j}"
+                if path.via is None:
+                    for direction in ("uplink", "downlink"):
+                        self._resolve_trace(path, direction, where)
+                    continue
+                try:
+                    self.path_index(path.via)
+                except KeyError as exc:
+                    raise ValueError(f"{where}.via: {exc.args[0]}") from None
+                own = sorted(path.model_fields_set - {"via"})
+                if own:
+                    raise ValueError(
+                        f"{where}: a path `via` another takes that path's link as it is; "
+                        f"remove {', '.join(own)} (or `via`, for a link of its own)")
+
+    def competitor_name(self, index: int) -> str:
+        return self.competitors[index].name or f"user{index + 1}"
+
+    def competitor_link(self, index: int, path: int,
+                        direction: Literal["uplink", "downlink"]) -> Link:
+        """The own link of a competitor's path (one without `via`)."""
+        return self._link(self.competitors[index].paths[path], direction,
+                          f"competitors.{index}.paths.{path}")
 
     def path_index(self, ref: int | str) -> int:
         if isinstance(ref, int):
@@ -380,8 +436,8 @@ class Profile(_Strict):
         return changes
 
     def _link(self, spec: LinkSpec, direction: str, where: str) -> Link:
-        merged = {k: v for k, v in spec.model_dump(exclude={"uplink", "downlink", "name", "backup"},
-                                                    exclude_unset=True).items()}
+        merged = spec.model_dump(exclude={"uplink", "downlink", "name", "backup", "via"},
+                                 exclude_unset=True)
         override = getattr(spec, direction)
         if override is not None:
             own = override.model_dump(exclude_unset=True)

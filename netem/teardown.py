@@ -29,7 +29,15 @@ from mpstream.paths import BUILD_DIR
 from mpstream.proc import pid_alive, stop_pids
 
 NS_PREFIX = "mps-"
-ROLES = ("client", "link", "server")
+# A topology's namespaces: its client, link and server, and its competing clients (user1..).
+MAX_COMPETITORS = 4
+CORE_ROLES = ("client", "link", "server")  # every topology has these
+ROLES = (*CORE_ROLES, *(f"user{k}" for k in range(1, MAX_COMPETITORS + 1)))
+
+
+def competitor_role(index: int) -> str:
+    """The host (namespace role) of a profile's competitor `index` (0-based)."""
+    return f"user{index + 1}"
 NAME_RULE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_]{0,31}$")
 NETNS_DIR = Path("/run/netns")
 EMULATOR = BUILD_DIR / "mpstream-linkem"

@@ -4,12 +4,19 @@
     p0 10.1.0.2 ──veth── c0 ─► ta0 ═[emulator 0]═ tb0 ─┐
     p1 10.1.1.2 ──veth── c1 ─► ta1 ═[emulator 1]═ tb1 ─┼─ s0 ──veth── eth0 10.2.0.2
                                                         └ (optional shared server link: tsa ═ tsb)
+    user1 ns (mps-N-user1), a competing client:
+    p0 10.1.2.2 ──veth── c2 ─► (its own emulator 2, or `via` the client's emulator 0 or 1)
 
 Each path's emulator (build/mpstream-linkem) sits between two TUN devices in the link
 namespace: policy routing sends what arrives from client interface c<i> into ta<i> and what
 arrives from the server for 10.1.<i>.0/24 into tb<i>; the emulator moves packets between the
 two, each direction through its own link model. Nothing is created in the root namespace and no
 namespace has a route off the machine: the only routes are to the topology's own subnets.
+
+Every client path, the competitors' after the client's, has a slot: its subnet 10.1.<slot>.0/24
+and its interface c<slot> in the link namespace. A path with a link of its own has the emulator
+of its slot; a competitor's path `via` a client path is routed into that path's emulator, so the
+two share its rate and queue.
 """
 
 from __future__ import annotations
@@ -21,13 +28,13 @@ import signal
 import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from mpstream.errors import UserError
 from mpstream.netem import coupled, teardown, traces
-from mpstream.netem.profile import Profile, load_profile
+from mpstream.netem.profile import Link, Profile, load_profile
 from mpstream.netem.system import (
     PROC_SYS,
     ip_batch,
@@ -40,8 +47,8 @@ from mpstream.netem.system import (
     signals_deferred,
     sysctl,
 )
-from mpstream.netem.teardown import NAME_RULE, netns_name, read_state
-from mpstream.network import Network, PathCounters, PathInfo, in_netns
+from mpstream.netem.teardown import NAME_RULE, competitor_role, netns_name, read_state
+from mpstream.network import Competitor, Network, PathCounters, PathInfo, in_netns
 from mpstream.proc import stop_pids
 
 SERVER_ADDR = "10.2.0.2"
@@ -55,9 +62,45 @@ def _path_info(profile: Profile, index: int) -> PathInfo:
                     client_ifname=f"p{index}", backup=profile.paths[index].backup)
 
 
-def router_addr(index: int) -> str:
-    """The next hop from the client over path `index`."""
-    return f"10.1.{index}.1"
+def router_addr(slot: int) -> str:
+    """The next hop from a client over the path in `slot` (the client's path `slot`)."""
+    return f"10.1.{slot}.1"
+
+
+@dataclass(frozen=True)
+class Wire:
+    """One client path as it is wired: the host it belongs to, the path, its slot (subnet and
+    link-namespace interface) and the emulator its packets cross (`link`: a slot)."""
+
+    host: str
+    ns: str
+    path: PathInfo
+    slot: int
+    link: int
+
+    @property
+    def own_link(self) -> bool:
+        return self.link == self.slot
+
+
+def _competitors(profile: Profile, name: str) -> list[tuple[Competitor, list[Wire]]]:
+    """The profile's competing clients and their wires, in slots after the client's paths."""
+    out = []
+    slot = len(profile.paths)
+    for k, spec in enumerate(profile.competitors):
+        host = competitor_role(k)
+        ns = netns_name(name, host)
+        wires = []
+        for j, path in enumerate(spec.paths):
+            info = PathInfo(index=j, name=f"{profile.competitor_name(k)}/p{j}",
+                            client_addr=f"10.1.{slot}.2", client_ifname=f"p{j}")
+            link = slot if path.via is None else profile.path_index(path.via)
+            wires.append(Wire(host, ns, info, slot, link))
+            slot += 1
+        user = Competitor(host=host, name=profile.competitor_name(k), mptcp=spec.mode == "mptcp",
+                          paths=tuple(w.path for w in wires))
+        out.append((user, wires))
+    return out
 
 
 class Topology(Network):
@@ -77,6 +120,10 @@ class Topology(Network):
         self.server_addr = SERVER_ADDR
         self.single_path = profile.tcp_path
         self._paths = [_path_info(profile, i) for i in range(len(profile.paths))]
+        users = _competitors(profile, name)
+        self._competitors = [user for user, _ in users]
+        self.wires = [Wire("client", self.client_ns, p, p.index, p.index) for p in self._paths]
+        self.wires += [wire for _, wires in users for wire in wires]
         self.state_dir = teardown.state_dir() / name
         self._down = False
         self.detached = False
@@ -174,14 +221,21 @@ class Topology(Network):
         return self._paths
 
     @property
+    def competitors(self) -> list[Competitor]:
+        return self._competitors
+
+    @property
     def mptcp(self) -> bool:
         return self.profile.mode == "mptcp"
 
+    @property
+    def hosts(self) -> list[str]:
+        return ["client", "server", "link", *(u.host for u in self.competitors)]
+
     def netns(self, host: str) -> str:
-        try:
-            return {"client": self.client_ns, "server": self.server_ns, "link": self.link_ns}[host]
-        except KeyError:
-            raise UserError(f"host {host!r}: choose client, server or link") from None
+        if host not in self.hosts:
+            raise UserError(f"host {host!r}: choose one of {', '.join(self.hosts)}")
+        return netns_name(self.name, host)
 
     def path_bytes(self) -> list[PathCounters]:
         """Kernel byte counters of each client path interface (rx = towards the client)."""
@@ -232,6 +286,7 @@ class Topology(Network):
             "link_ns": self.link_ns,
             "server_addr": self.server_addr,
             "paths": [asdict(p) for p in self.paths],
+            "competitors": [{**asdict(u), "ns": self.netns(u.host)} for u in self.competitors],
             "emulated": self.emulated,
         }
 
@@ -241,8 +296,8 @@ class Topology(Network):
         # The record first: a folder without one is a leftover to `mpstream clean`.
         self._write_state()
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        for ns in (self.client_ns, self.link_ns, self.server_ns):
-            sh(["ip", "netns", "add", ns])
+        for host in self.hosts:
+            sh(["ip", "netns", "add", self.netns(host)])
         self._configure_sysctls()
         self._create_links()
         self._configure_client()
@@ -283,8 +338,9 @@ class Topology(Network):
             host.pop("net.mptcp.path_manager")  # kernels before 6.15: pm_type 0 is the default
         if not kernel_has_mptcp():  # mode tcp on a kernel without MPTCP
             host = {k: v for k, v in host.items() if not k.startswith("net.mptcp.")}
-        sysctl(self.client_ns, host)
-        sysctl(self.server_ns, host)
+        for name in self.hosts:
+            if name != "link":
+                sysctl(self.netns(name), host)
         sysctl(self.link_ns, {
             **common,
             "net.ipv4.ip_forward": 1,
@@ -297,51 +353,64 @@ class Topology(Network):
     def _create_links(self) -> None:
         lines = ["link set lo up", "link add s0 type veth peer name eth0 netns " + self.server_ns,
                  "addr add 10.2.0.1/24 dev s0", "link set s0 up"]
-        for path in self.paths:
-            i = path.index
-            lines += [f"link add c{i} type veth peer name {path.client_ifname} "
-                      f"netns {self.client_ns}",
-                      f"addr add {router_addr(path.index)}/24 dev c{i}", f"link set c{i} up"]
+        for wire in self.wires:
+            c = f"c{wire.slot}"
+            lines += [f"link add {c} type veth peer name {wire.path.client_ifname} "
+                      f"netns {wire.ns}",
+                      f"addr add {router_addr(wire.slot)}/24 dev {c}", f"link set {c} up"]
         ip_batch(self.link_ns, lines)
 
     def _configure_client(self) -> None:
         p = self.profile
+        self._configure_client_host("client", p.mode == "mptcp", p.primary_path,
+                                    subflows=p.mptcp.subflows,
+                                    add_addr_accepted=p.mptcp.add_addr_accepted,
+                                    fullmesh=p.mptcp.fullmesh)
+        for user in self.competitors:
+            self._configure_client_host(user.host, user.mptcp, 0)
+
+    def _configure_client_host(self, host: str, mptcp: bool, primary: int, *,
+                               subflows: int | None = None,
+                               add_addr_accepted: int | None = None,
+                               fullmesh: bool = False) -> None:
+        wires = [w for w in self.wires if w.host == host]
         lines = ["link set lo up"]
-        for path in self.paths:
-            i = path.index
-            table = 100 + i
+        for wire in wires:
+            path, table = wire.path, 100 + wire.path.index
             lines += [
                 f"addr add {path.client_addr}/24 dev {path.client_ifname}",
                 f"link set {path.client_ifname} up",
                 # Traffic from this path's address leaves by this path (pins subflows, -B binds).
-                f"route add {SERVER_SUBNET} via {router_addr(path.index)} dev {path.client_ifname} "
+                f"route add {SERVER_SUBNET} via {router_addr(wire.slot)} dev {path.client_ifname} "
                 f"table {table}",
                 f"rule add from {path.client_addr} lookup {table} pref {table}",
             ]
-        primary = self.paths[p.primary_path]
-        lines.append(f"route add {SERVER_SUBNET} via {router_addr(primary.index)} "
-                     f"dev {primary.client_ifname}")
-        extra = [path for path in self.paths if path.index != p.primary_path]
-        if p.mode == "mptcp":
-            subflows = p.mptcp.subflows if p.mptcp.subflows is not None else len(extra)
-            accepted = p.mptcp.add_addr_accepted if p.mptcp.add_addr_accepted is not None \
-                else len(extra)
+        first = wires[primary]
+        lines.append(f"route add {SERVER_SUBNET} via {router_addr(first.slot)} "
+                     f"dev {first.path.client_ifname}")
+        extra = [w.path for w in wires if w.path.index != primary]
+        if mptcp:
+            subflows = subflows if subflows is not None else len(extra)
+            accepted = add_addr_accepted if add_addr_accepted is not None else len(extra)
             lines.append(f"mptcp limits set subflow {subflows} add_addr_accepted {accepted}")
             for path in extra:
                 flags = ["subflow"]
-                if p.paths[path.index].backup:
+                if path.backup:
                     flags.append("backup")
-                if p.mptcp.fullmesh:
+                if fullmesh:
                     flags.append("fullmesh")
                 lines.append(f"mptcp endpoint add {path.client_addr} dev {path.client_ifname} "
                              f"id {path.index + 1} {' '.join(flags)}")
         elif kernel_has_mptcp():
             lines.append("mptcp limits set subflow 0 add_addr_accepted 0")
-        ip_batch(self.client_ns, lines)
+        ip_batch(self.netns(host), lines)
 
     def _configure_server(self) -> None:
         p = self.profile
-        subflows = max(len(self.paths) - 1, p.mptcp.subflows or 0) if p.mode == "mptcp" else 0
+        extra = [len(self.paths) - 1 if p.mode == "mptcp" else 0, p.mptcp.subflows or 0]
+        extra += [len(u.paths) - 1 for u in self.competitors if u.mptcp]
+        subflows = max(extra) if p.mode == "mptcp" or any(u.mptcp for u in self.competitors) \
+            else 0
         lines = [
             "link set lo up",
             f"addr add {SERVER_ADDR}/24 dev eth0",
@@ -358,18 +427,22 @@ class Topology(Network):
         # server link they first pass that link's emulator and come out of tsa.
         downlink_iif = "tsa" if server_link else "s0"
         lines = []
-        for path in self.paths:
-            i = path.index
+        for wire in self.wires:
+            i, e = wire.slot, wire.link
+            if wire.own_link:
+                lines += [
+                    f"tuntap add dev ta{e} mode tun", f"tuntap add dev tb{e} mode tun",
+                    f"link set ta{e} up", f"link set tb{e} up",
+                    f"route add default dev ta{e} table {100 + e}",
+                    f"route add default dev tb{e} table {200 + e}",
+                ]
+                if server_link:
+                    lines.append(f"rule add iif tb{e} lookup 300 pref {300 + e}")
+            # Into the emulator of the path's link (its own, or the one it goes via).
             lines += [
-                f"tuntap add dev ta{i} mode tun", f"tuntap add dev tb{i} mode tun",
-                f"link set ta{i} up", f"link set tb{i} up",
-                f"route add default dev ta{i} table {100 + i}",
-                f"rule add iif c{i} lookup {100 + i} pref {100 + i}",
-                f"route add default dev tb{i} table {200 + i}",
-                f"rule add iif {downlink_iif} to 10.1.{i}.0/24 lookup {200 + i} pref {200 + i}",
+                f"rule add iif c{i} lookup {100 + e} pref {100 + i}",
+                f"rule add iif {downlink_iif} to 10.1.{i}.0/24 lookup {200 + e} pref {200 + i}",
             ]
-            if server_link:
-                lines.append(f"rule add iif tb{i} lookup 300 pref {300 + i}")
         if server_link:
             lines += [
                 "tuntap add dev tsa mode tun", "tuntap add dev tsb mode tun",
@@ -383,21 +456,34 @@ class Topology(Network):
     def _emulator_configs(self) -> list[tuple[str, dict[str, Any]]]:
         p = self.profile
         configs = []
-        for path in self.paths:
-            i = path.index
+        for wire in self.wires:
+            if not wire.own_link:
+                continue
+            i = wire.slot
+            up, down, events = self._wire_links(wire)
             configs.append((f"path{i}", {
                 "tun_a": f"ta{i}", "tun_b": f"tb{i}", "seed": p.seed + i,
-                "a_to_b": p.link(i, "uplink").emulator_config(),
-                "b_to_a": p.link(i, "downlink").emulator_config(),
-                "events": p.emulator_events(i),
+                "a_to_b": up.emulator_config(), "b_to_a": down.emulator_config(),
+                "events": events,
             }))
-        up, down = p.server_link_model("uplink"), p.server_link_model("downlink")
-        if up is not None and down is not None:
+        shared_up, shared_down = p.server_link_model("uplink"), p.server_link_model("downlink")
+        if shared_up is not None and shared_down is not None:
             configs.append(("server", {
                 "tun_a": "tsa", "tun_b": "tsb", "seed": p.seed + 100,
-                "a_to_b": up.emulator_config(), "b_to_a": down.emulator_config(), "events": [],
+                "a_to_b": shared_up.emulator_config(), "b_to_a": shared_down.emulator_config(),
+                "events": [],
             }))
         return configs
+
+    def _wire_links(self, wire: Wire) -> tuple[Link, Link, list[dict[str, Any]]]:
+        """The uplink and downlink of a path with a link of its own, and its timed events."""
+        p = self.profile
+        if wire.host == "client":
+            i = wire.path.index
+            return p.link(i, "uplink"), p.link(i, "downlink"), p.emulator_events(i)
+        k = next(k for k, u in enumerate(self.competitors) if u.host == wire.host)
+        j = wire.path.index
+        return p.competitor_link(k, j, "uplink"), p.competitor_link(k, j, "downlink"), []
 
     def _start_emulators(self) -> None:
         started = []
@@ -440,17 +526,19 @@ class Topology(Network):
         """Fails early when a path does not carry packets (unless it starts failed)."""
         starts_down = {self.profile.path_index(e.path) for e in self.profile.events
                        if e.action == "down" and e.at_s == 0}
-        for path in self.paths:
-            if path.index in starts_down:
+        for wire in self.wires:
+            path = wire.path
+            if wire.link in starts_down:
                 continue
             # With -w, -c counts replies: the first reply ends the probe; lossy profiles
             # drop some on purpose.
-            probe = self.run("client", ["ping", "-n", "-q", "-c", "1", "-i", "0.05", "-w", "5",
-                                        "-I", path.client_addr, self.server_addr],
+            probe = self.run(wire.host, ["ping", "-n", "-q", "-c", "1", "-i", "0.05", "-w", "5",
+                                         "-I", path.client_addr, self.server_addr],
                              capture_output=True, text=True)
             if probe.returncode != 0:
+                where = "path" if wire.host == "client" else f"{wire.host}'s path"
                 raise UserError(
-                    f"path {path.index} ({path.name}) carries no packets after setup: "
+                    f"{where} {path.index} ({path.name}) carries no packets after setup: "
                     f"{(probe.stdout + probe.stderr).strip()}")
 
     # ---- state ------------------------------------------------------------------------------
@@ -484,7 +572,8 @@ def live_topologies() -> list[dict[str, Any]]:
             state = {**state, "profile": state["profile"].get("name")}
         running = teardown.orphan_emulator_pids(name)
         found.append({**state, "namespaces": namespaces, "emulators_running": len(running),
-                      "complete": bool(read_state(name)) and len(namespaces) == 3})
+                      "complete": bool(read_state(name))
+                      and len(namespaces) == 3 + len(state.get("competitors") or [])})
     return found
 
 

@@ -11,6 +11,7 @@
     RUN_DIR/trials/<key>/session.json the collector's session record (video)
     RUN_DIR/trials/<key>/access.log   nginx's access log (JSON lines) (video)
     RUN_DIR/trials/<key>/iperf.json   iperf3 -J output (iperf)
+    RUN_DIR/trials/<key>/iperf-user1.json  iperf3 -J output of each competing client (iperf)
     RUN_DIR/trials/<key>/samples-client.csv, samples-server.csv   kernel samples (sampler.FIELDS)
     RUN_DIR/trials/<key>/samples-{client,server}-mptcp.csv         MPTCP connections' own sockets
     RUN_DIR/trials/<key>/mptcp-counters.json  nstat MPTcpExt* of both namespaces, before/after
@@ -37,6 +38,11 @@ from mpstream.runner.sampler import SampleRow, read_samples
 TRIALS = "trials"
 TRIAL_JSON = "trial.json"
 RUN_JSON = "run.json"
+
+
+def competitor_iperf_name(host: str) -> str:
+    """The file of a competing client's transfer in a trial folder."""
+    return f"iperf-{host}.json"
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -91,6 +97,11 @@ class TrialData:
     @property
     def iperf(self) -> dict[str, Any] | None:
         return self._once("iperf", lambda: read_json(self.dir / "iperf.json"))
+
+    def competitor_iperf(self, host: str) -> dict[str, Any] | None:
+        """iperf3's output of the competing client `host` (None: it has none)."""
+        return self._once(f"iperf-{host}",
+                          lambda: read_json(self.dir / competitor_iperf_name(host)))
 
     @property
     def session(self) -> dict[str, Any]:

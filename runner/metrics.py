@@ -20,6 +20,7 @@ from mpstream.qoe.scores import (
     session_scores,
 )
 from mpstream.runner.layout import TrialData
+from mpstream.transport import TRANSPORTS, get_transport
 
 BIN_S = 1.0
 # The report's QoE columns, straight from mpstream.qoe (rates shown in Mbit/s).
@@ -91,7 +92,46 @@ def iperf_metrics(rec: TrialData) -> dict[str, float]:
     }
     cap = rec.record.capacity_bps
     m["throughput_share"] = m["throughput_mbps"] * 1e6 / cap if cap else math.nan
+    if rec.record.competitors:
+        m.update(fairness_metrics(user_rates(rec)))
     return m
+
+
+def user_rates(rec: TrialData) -> list[tuple[bool, float]]:
+    """(speaks MPTCP, received bit/s) of every user of a trial's network: the client, then
+    each competing client."""
+    def received(report: dict | None) -> float:
+        bps = (report or {}).get("end", {}).get("sum_received", {}).get("bits_per_second")
+        return float(bps) if bps is not None else math.nan
+
+    transport = rec.record.transport
+    client_mptcp = transport in TRANSPORTS and get_transport(transport).kernel_mptcp
+    rates = [(client_mptcp, received(rec.iperf))]
+    rates += [(u.mptcp, received(rec.competitor_iperf(u.host))) for u in rec.record.competitors]
+    return rates
+
+
+def jain_index(rates: list[float]) -> float:
+    """Jain's fairness index, (Σx)² / (n·Σx²): 1 when all users get the same, 1/n when one
+    gets everything."""
+    squares = sum(x * x for x in rates)
+    return sum(rates) ** 2 / (len(rates) * squares) if rates and squares else math.nan
+
+
+def fairness_metrics(rates: list[tuple[bool, float]]) -> dict[str, float]:
+    """How the users of one network shared it: the MPTCP users' share of everything they all
+    received, Jain's index over the users, and each class's mean rate per user."""
+    if any(math.isnan(bps) for _, bps in rates):
+        return {}  # a user without a figure: no share can be told
+    total = sum(bps for _, bps in rates)
+    mptcp = [bps for multipath, bps in rates if multipath]
+    tcp = [bps for multipath, bps in rates if not multipath]
+    return {
+        "mptcp_share": sum(mptcp) / total if mptcp and total else math.nan,
+        "jain_index": jain_index([bps for _, bps in rates]),
+        "mptcp_user_mbps": sum(mptcp) / len(mptcp) / 1e6 if mptcp else math.nan,
+        "tcp_user_mbps": sum(tcp) / len(tcp) / 1e6 if tcp else math.nan,
+    }
 
 
 def socket_increments(rows: list[dict], column: str) -> list[tuple[float, int | None, int]]:

@@ -38,6 +38,15 @@ class PathLabel(BaseModel):
     client_addr: str | None = None
 
 
+class CompetitorLabel(BaseModel):
+    """A competing client of the trial's network: its host (files: iperf-<host>.json), its
+    label and whether it spoke MPTCP."""
+
+    host: str
+    name: str
+    mptcp: bool
+
+
 class MediaFacts(BaseModel):
     """What the scores need of the encoded media and the probe does not record."""
 
@@ -104,6 +113,9 @@ class TrialRecord(BaseModel):
                                        "paths in use (None: unknown, unlimited or real)")
     paths: list[PathLabel] = Field(default_factory=list)
     paths_in_use: list[int] = Field(default_factory=list)
+    competitors: list[CompetitorLabel] = Field(
+        default_factory=list, description="the network's other users, each with its own "
+        "transfer (iperf) or player (video) at the same time as the trial's")
     session_id: str | None = None
     url: str | None = Field(default=None, description="a real network's manifest URL")
     path_checks: dict[str, PathCheck] | None = Field(

@@ -204,6 +204,9 @@ class Scenario(_Strict):
     # For hls.js the HLS master playlist is played; for dash.js the MPD.
     trials: int = Field(default=3, ge=1, le=1000)
     duration_s: float = Field(default=60.0, gt=0, le=3600)
+    # iperf: seconds before `duration_s` that every transfer runs and iperf3 leaves out of its
+    # figures (-O), so that slow start and subflows joining do not weigh in a share.
+    warmup_s: float = Field(default=0.0, ge=0, le=600)
     # Cap on how far ahead the player buffers (s); None: the player library's own target.
     buffer_s: float | None = Field(default=None, gt=0, le=600)
     seed: int = 1

@@ -37,7 +37,13 @@ from mpstream.proc import signals_interrupt
 from mpstream.runner.capture import CounterSnapshots, PacketCapture
 from mpstream.runner.evidence import write_clock
 from mpstream.runner.layout import RUN_JSON, TRIAL_JSON, read_json, trial_dir, write_json
-from mpstream.runner.record import PathCheck, PathLabel, TrialRecord, this_host
+from mpstream.runner.record import (
+    CompetitorLabel,
+    PathCheck,
+    PathLabel,
+    TrialRecord,
+    this_host,
+)
 from mpstream.runner.sampler import SubflowSampler
 from mpstream.runner.scenario import Condition, Scenario, Trial, build_profile, expand_trials
 from mpstream.runner.workloads import WORKLOADS, TrialContext, TrialFailed
@@ -269,6 +275,8 @@ def _run(scenario: Scenario, trial: Trial, record: TrialRecord, run_id: str, tdi
         record.paths = [PathLabel(index=p.index, name=p.name, client_addr=p.client_addr)
                         for p in network.paths]
         record.paths_in_use = in_use
+        record.competitors = [CompetitorLabel(host=u.host, name=u.name, mptcp=u.mptcp)
+                              for u in network.competitors]
         record.capacity_bps = network.capacity_bps(in_use)
         outcome = workload.run(TrialContext(
             network=network, transport=transport, scenario=scenario, trial=trial, tdir=tdir,

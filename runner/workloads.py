@@ -21,14 +21,15 @@ from typing import ClassVar, Protocol
 
 from pydantic import BaseModel
 
+from mpstream.errors import UserError
 from mpstream.network import Network
 from mpstream.player.session import PlayRequest, play_session
 from mpstream.proc import stop
-from mpstream.runner.layout import read_json, write_json
+from mpstream.runner.layout import competitor_iperf_name, read_json, write_json
 from mpstream.runner.record import MediaFacts
 from mpstream.runner.scenario import Scenario, Trial
 from mpstream.server.stack import ServerStack, unix_get
-from mpstream.transport import Transport
+from mpstream.transport import Transport, for_network_mode
 
 # Seconds a trial may take beyond its play duration (startup of servers and browser, teardown).
 TRIAL_SLACK_S = 120
@@ -89,6 +90,10 @@ class VideoSession(Workload):
     actor = "player"
 
     def run(self, ctx: TrialContext) -> WorkloadOutcome:
+        if ctx.network.competitors:
+            raise UserError("the profile has competing clients, which only bulk transfers "
+                            "(kind = \"iperf\") run so far: remove [[competitors]] from the "
+                            "profile of a video scenario")
         player = ctx.trial.player or "dashjs"
         with ctx.site.serve_video(ctx.network, ctx.media_dir, ctx.tdir / "server",
                                   player) as (server, manifest):
@@ -146,41 +151,74 @@ def media_facts(media_dir: Path) -> MediaFacts:
 
 class BulkTransfer(Workload):
     """One iperf3 transfer from the server to the client (-R), as long as the scenario's
-    duration (iperf.json), over the trial's transport, proven on the wire like a session."""
+    duration after its warm-up (iperf.json), over the trial's transport, proven on the wire
+    like a session; and at the same time one from the server to each competing client of the
+    network, over its own transport (iperf-<host>.json)."""
 
     kind = "iperf"
     actor = "iperf3"
 
     def run(self, ctx: TrialContext) -> WorkloadOutcome:
-        net, wrap = ctx.network, ctx.transport.wrap
-        server = net.popen("server", ["iperf3", "-s", "-1", "-p", str(BULK_PORT)], wrap=wrap,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        net = ctx.network
+        flows = [BulkFlow("client", ctx.transport, BULK_PORT, ctx.tdir / "iperf.json")]
+        flows += [BulkFlow(user.host, for_network_mode("mptcp" if user.mptcp else "tcp"),
+                           BULK_PORT + 1 + k, ctx.tdir / competitor_iperf_name(user.host))
+                  for k, user in enumerate(net.competitors)]
+        servers: list[subprocess.Popen[str]] = []
+        clients: list[subprocess.Popen[str]] = []
         try:
-            net.wait_listening("server", BULK_PORT, server=server)
+            for flow in flows:
+                servers.append(net.popen("server", ["iperf3", "-s", "-1", "-p", str(flow.port)],
+                                         wrap=flow.transport.wrap, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.PIPE, text=True))
+                net.wait_listening("server", flow.port, server=servers[-1])
             before = ctx.transport.before(net)
+            seconds = ctx.scenario.warmup_s + ctx.scenario.duration_s
             with ctx.watch():
                 net.start_events()
                 started_unix = time.time()
-                proc = net.run("client", ["iperf3", "-c", net.server_addr, "-p", str(BULK_PORT),
-                                          "-t", f"{ctx.scenario.duration_s:g}", "-R", "-J"],
-                               wrap=wrap, capture_output=True, text=True, check=False,
-                               timeout=ctx.scenario.duration_s + TRIAL_SLACK_S)
-            (ctx.tdir / "iperf.json").write_text(proc.stdout)
-            if proc.returncode != 0:
-                raise TrialFailed(f"iperf3 exit {proc.returncode}: {_iperf_error(proc)}")
+                for flow in flows:
+                    clients.append(net.popen(flow.host, flow.argv(net, ctx.scenario),
+                                             wrap=flow.transport.wrap, stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE, text=True))
+                outputs = [c.communicate(timeout=seconds + TRIAL_SLACK_S) for c in clients]
+            for flow, client, (out, err) in zip(flows, clients, outputs, strict=True):
+                flow.output.write_text(out)
+                if client.returncode != 0:
+                    who = "" if flow.host == "client" else f" ({flow.host})"
+                    raise TrialFailed(f"iperf3{who} exit {client.returncode}: "
+                                      f"{_iperf_error(out, err)}")
             proof = ctx.transport.prove(net, before, "iperf3")
         finally:
-            stop(server, timeout=5)
+            for proc in clients + servers:
+                stop(proc, timeout=5)
         return WorkloadOutcome(failure=proof.problem, started=proof.problem is None,
                                proof=proof.counters or None, events_started_unix=started_unix)
 
 
-def _iperf_error(proc: subprocess.CompletedProcess[str]) -> str:
+@dataclass
+class BulkFlow:
+    """One user's download in a bulk trial: from the server's iperf3 on `port` to `host`."""
+
+    host: str
+    transport: Transport
+    port: int
+    output: Path
+
+    def argv(self, net: Network, scenario: Scenario) -> list[str]:
+        argv = ["iperf3", "-c", net.server_addr, "-p", str(self.port), "-R", "-J",
+                "-t", f"{scenario.warmup_s + scenario.duration_s:g}"]
+        if scenario.warmup_s:
+            argv += ["-O", f"{scenario.warmup_s:g}"]
+        return argv
+
+
+def _iperf_error(stdout: str, stderr: str) -> str:
     """iperf3's own words: its JSON's `error`, else what it printed on stderr."""
     try:
-        return str(json.loads(proc.stdout)["error"])[:300]
+        return str(json.loads(stdout)["error"])[:300]
     except (ValueError, KeyError, TypeError):
-        return proc.stderr.strip()[:300]
+        return stderr.strip()[:300]
 
 
 WORKLOADS: dict[str, Workload] = {w.kind: w for w in (VideoSession(), BulkTransfer())}

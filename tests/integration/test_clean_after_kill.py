@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from mpstream.netem.teardown import EMULATOR, ROLES, state_dir
+from mpstream.netem.teardown import CORE_ROLES, EMULATOR, state_dir
 from mpstream.proc import pid_alive
 from tests.integration.test_runner_interrupt import SCENARIO  # two iperf conditions
 
@@ -70,7 +70,7 @@ def running_trial(before: set[str], session: int) -> str | None:
     iperf3 server) in the server namespace."""
     stems = {ns[len("mps-"):].rpartition("-")[0] for ns in mps_namespaces() - before}
     for stem in stems:
-        names = {role: f"mps-{stem}-{role}" for role in ROLES}
+        names = {role: f"mps-{stem}-{role}" for role in CORE_ROLES}
         if not set(names.values()) <= mps_namespaces():
             continue
         if any(is_emulator(p) for p in netns_pids(names["link"])) and any(
@@ -96,7 +96,7 @@ def test_kill_9_of_a_run_then_clean_then_resume(tmp_path):
             assert time.monotonic() < deadline, "no trial started within 120 s"
             time.sleep(0.1)
             stem = running_trial(before, proc.pid)
-        namespaces = [f"mps-{stem}-{role}" for role in ROLES]
+        namespaces = [f"mps-{stem}-{role}" for role in CORE_ROLES]
         pids = set().union(*(netns_pids(ns) for ns in namespaces))
         emulators = emulators_of(stem)
         record, folder = state_dir() / f"{stem}.json", state_dir() / stem

@@ -1,0 +1,136 @@
+"""Competing clients on real namespaces: a competitor's path `via` a client path crosses that
+path's emulator (the two downloads share its rate), one with a link of its own does not; every
+competitor's namespace goes at teardown and after kill -9 with `mpstream clean`; and a bulk
+scenario with a TCP user behind a shared bottleneck records each user's transfer and the shares
+in the report."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mpstream.netem.profile import profile_from_dict
+from mpstream.netem.teardown import leftovers
+from mpstream.netem.topology import Topology
+
+pytestmark = pytest.mark.timeout(400)
+
+MPSTREAM = str(Path(sys.executable).parent / "mpstream")
+LINK = {"rate": "10mbit", "delay_ms": 5, "queue_packets": 50}
+
+
+def download(topo: Topology, host: str, bind: str, port: int, seconds: int):
+    """A TCP download (iperf3 -R) from the server to `host`'s address `bind`, started now."""
+    server = topo.popen("server", ["iperf3", "-s", "-1", "-p", str(port)],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    topo.wait_listening("server", port, server=server)
+    return topo.popen(host, ["iperf3", "-c", topo.server_addr, "-p", str(port), "-R", "-J",
+                             "-B", bind, "-t", str(seconds)], stdout=subprocess.PIPE, text=True)
+
+
+def mbps(client) -> float:
+    out, _ = client.communicate(timeout=60)
+    assert client.returncode == 0, out[-400:]
+    return json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
+
+
+def test_a_path_via_a_client_path_shares_its_link_and_an_own_link_does_not():
+    spec = {"mode": "tcp", "paths": [LINK, LINK], "competitors": [
+        {"name": "shares", "paths": [{"via": 1}]},
+        {"name": "apart", "paths": [LINK]}]}
+    name = f"cc{os.getpid()}"
+    with Topology.up(profile_from_dict(spec), name) as topo:
+        namespaces = [item for item in leftovers(name) if item.startswith("namespace ")]
+        assert sorted(namespaces) == [f"namespace mps-{name}-{role}" for role in
+                                      ("client", "link", "server", "user1", "user2")]
+        # Three emulators: the client's two paths and the link of "apart".
+        assert len(topo.emulator_pids) == 3
+        [shares, apart] = topo.competitors
+        flows = [download(topo, "client", topo.paths[1].client_addr, 5401, 6),
+                 download(topo, shares.host, shares.paths[0].client_addr, 5402, 6),
+                 download(topo, apart.host, apart.paths[0].client_addr, 5403, 6)]
+        client, sharing, alone = (mbps(f) for f in flows)
+    # One 10 Mbit/s emulator carries the client's path 1 and the `via` path: they split it.
+    assert client + sharing < 10.5, (client, sharing)
+    assert min(client, sharing) > 2.5, (client, sharing)
+    # The competitor with a link of its own gets all of it.
+    assert alone > 8.5, alone
+    assert leftovers(name) == []
+
+
+def test_kill_9_of_netem_up_with_competitors_then_clean_removes_their_namespaces(tmp_path):
+    profile = tmp_path / "two-users.toml"
+    profile.write_text('mode = "mptcp"\n[[paths]]\nrate = "10mbit"\n[[paths]]\nrate = "10mbit"\n'
+                       '[[competitors]]\nmode = "mptcp"\npaths = [{ via = 0 }, '
+                       '{ rate = "5mbit" }]\n')
+    name = f"ck{os.getpid()}"
+    proc = subprocess.Popen([MPSTREAM, "netem", "up", str(profile), "--name", name,
+                             "--foreground"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.strip() == "ready":
+                break
+        assert f"namespace mps-{name}-user1" in leftovers(name), proc.stderr.read()
+        # The competitor speaks MPTCP over both its paths.
+        limits = subprocess.run(["ip", "-n", f"mps-{name}-user1", "mptcp", "endpoint", "show"],
+                                capture_output=True, text=True, check=True).stdout
+        assert "10.1.3.2" in limits and "subflow" in limits, limits
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert f"namespace mps-{name}-user1" in leftovers(name)  # killed: nothing removed it
+    done = subprocess.run([MPSTREAM, "clean"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert leftovers(name) == []
+
+
+SCENARIO = """name = "fairness-mini"
+kind = "iperf"
+trials = 1
+duration_s = 6
+warmup_s = 2
+
+[[conditions]]
+label = "lia"
+profile = "shared-bottleneck"
+set = { cc = "lia" }
+
+[[conditions]]
+label = "cubic-tcp"
+profile = "shared-bottleneck"
+transport = "tcp"
+"""
+
+
+def test_a_bulk_scenario_with_a_tcp_user_reports_each_share(tmp_path):
+    scenario = tmp_path / "fairness-mini.toml"
+    scenario.write_text(SCENARIO)
+    out = tmp_path / "run"
+    done = subprocess.run([MPSTREAM, "run", str(scenario), "--out", str(out)],
+                          capture_output=True, text=True, timeout=360)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    for trial in sorted((out / "trials").iterdir()):
+        record = json.loads((trial / "trial.json").read_text())
+        assert record["status"] == "ok", record["reason"]
+        assert record["competitors"] == [{"host": "user1", "name": "tcp-user", "mptcp": False}]
+        user = json.loads((trial / "iperf-user1.json").read_text())
+        # The warm-up is iperf3's omitted seconds, outside the figures.
+        assert user["start"]["test_start"]["omit"] == 2
+        assert user["end"]["sum_received"]["bytes"] > 1_000_000
+    rows = {(r["condition"], r["metric"]): r for r in
+            csv.DictReader((out / "report" / "conditions.csv").open())}
+    lia_share = float(rows[("lia", "mptcp_share")]["mean"])
+    assert 0.1 < lia_share < 0.9, lia_share
+    assert 0.5 <= float(rows[("lia", "jain_index")]["mean"]) <= 1.0
+    # Both users on TCP: nobody speaks MPTCP, so there is no MPTCP share, but a Jain index.
+    assert rows[("cubic-tcp", "mptcp_share")]["n"] == "0"
+    assert 0.5 <= float(rows[("cubic-tcp", "jain_index")]["mean"]) <= 1.0
