@@ -6,11 +6,22 @@ local Ray cluster): `make test-cluster`.
 """
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
 _KINDS = ("unit", "integration", "e2e", "compose", "cluster")
+
+
+def pytest_configure(config):
+    # Tests interrupt the programs they start as a terminal's Ctrl-C does. A test run started
+    # in the background by a non-interactive shell (`make test &` in a script) inherits SIGINT
+    # ignored, and every program it starts would inherit that too (an ignored signal stays
+    # ignored across exec; Python then installs no KeyboardInterrupt, bash cannot trap it):
+    # the programs start as from a terminal instead.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config, items):
