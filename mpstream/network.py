@@ -93,6 +93,10 @@ class Network(ABC):
         """The network's other users, who share its links (a real host's network has none)."""
         return []
 
+    def competitor_network(self, host: Host) -> Network:
+        """The network as competitor `host` sees it (its host is the client)."""
+        raise UserError(f"this network has no competing client {host!r}")
+
     @property
     @abstractmethod
     def paths(self) -> list[PathInfo]: ...

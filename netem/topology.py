@@ -239,17 +239,16 @@ class Topology(Network):
 
     def path_bytes(self) -> list[PathCounters]:
         """Kernel byte counters of each client path interface (rx = towards the client)."""
-        out = sh(["ip", "-n", self.client_ns, "-s", "-j", "link", "show"]).stdout
-        by_name = {link["ifname"]: link.get("stats64", link.get("stats", {}))
-                   for link in json.loads(out)}
-        result: list[PathCounters] = []
-        for path in self.paths:
-            stats = by_name[path.client_ifname]
-            result.append({"rx_bytes": int(stats["rx"]["bytes"]),
-                           "tx_bytes": int(stats["tx"]["bytes"]),
-                           "rx_packets": int(stats["rx"]["packets"]),
-                           "tx_packets": int(stats["tx"]["packets"])})
-        return result
+        return interface_counters(self.client_ns, self.paths)
+
+    def competitor_network(self, host: str) -> Network:
+        """The network as competitor `host` sees it: that host is its client (for a player or
+        a transfer of its own); its events and teardown stay the topology's."""
+        user = next((u for u in self.competitors if u.host == host), None)
+        if user is None:
+            raise UserError(f"host {host!r} is no competing client of topology {self.name}")
+        return CompetitorNetwork(self, user)
+
 
     def capacity_bps(self, paths: Sequence[int]) -> float | None:
         """The sum of the nominal downlink rates of `paths` (a trace's mean rate), capped by a
@@ -559,6 +558,49 @@ class Topology(Network):
             with contextlib.suppress(OSError, ValueError):
                 stats[path.name.removesuffix(".stats.json")] = json.loads(path.read_text())
         return stats
+
+
+def interface_counters(ns: str, paths: Sequence[PathInfo]) -> list[PathCounters]:
+    """Kernel counters of the interfaces of `paths` in namespace `ns` (rx: towards it)."""
+    out = sh(["ip", "-n", ns, "-s", "-j", "link", "show"]).stdout
+    by_name = {link["ifname"]: link.get("stats64", link.get("stats", {}))
+               for link in json.loads(out)}
+    result: list[PathCounters] = []
+    for path in paths:
+        stats = by_name[path.client_ifname]
+        result.append({"rx_bytes": int(stats["rx"]["bytes"]),
+                       "tx_bytes": int(stats["tx"]["bytes"]),
+                       "rx_packets": int(stats["rx"]["packets"]),
+                       "tx_packets": int(stats["tx"]["packets"])})
+    return result
+
+
+class CompetitorNetwork(Network):
+    """A topology seen from one of its competing clients: "client" is that user's namespace,
+    its paths are the user's; the server and the link are the topology's."""
+
+    def __init__(self, topo: Topology, user: Competitor):
+        self.topo, self.user = topo, user
+        self.server_addr = topo.server_addr
+
+    @property
+    def paths(self) -> list[PathInfo]:
+        return list(self.user.paths)
+
+    def netns(self, host: str) -> str:
+        return self.topo.netns(self.user.host if host == "client" else host)
+
+    def path_bytes(self) -> list[PathCounters]:
+        return interface_counters(self.netns("client"), self.paths)
+
+    def capacity_bps(self, paths: Sequence[int]) -> float | None:
+        return None  # shared with the other users: no rate of its own to compare with
+
+    def start_events(self) -> None:
+        """The topology's events start with the trial's client, not with each user."""
+
+    def down(self) -> None:
+        """The topology's owner tears it down."""
 
 
 def live_topologies() -> list[dict[str, Any]]:

@@ -12,6 +12,8 @@
     RUN_DIR/trials/<key>/access.log   nginx's access log (JSON lines) (video)
     RUN_DIR/trials/<key>/iperf.json   iperf3 -J output (iperf)
     RUN_DIR/trials/<key>/iperf-user1.json  iperf3 -J output of each competing client (iperf)
+    RUN_DIR/trials/<key>/user1/       each competing client's summary.json, session.json and
+                                      events.json (video)
     RUN_DIR/trials/<key>/samples-client.csv, samples-server.csv   kernel samples (sampler.FIELDS)
     RUN_DIR/trials/<key>/samples-{client,server}-mptcp.csv         MPTCP connections' own sockets
     RUN_DIR/trials/<key>/mptcp-counters.json  nstat MPTcpExt* of both namespaces, before/after
@@ -102,6 +104,11 @@ class TrialData:
         """iperf3's output of the competing client `host` (None: it has none)."""
         return self._once(f"iperf-{host}",
                           lambda: read_json(self.dir / competitor_iperf_name(host)))
+
+    def competitor_events(self, host: str) -> list[dict[str, Any]]:
+        """The collector's events of the competing client `host`'s session (video)."""
+        return self._once(f"events-{host}",
+                          lambda: read_json(self.dir / host / "events.json", []) or [])
 
     @property
     def session(self) -> dict[str, Any]:

@@ -53,6 +53,32 @@ def event_page_ms(rec: TrialData) -> float | None:
     return play_request_ms + (t0 + min(at) - play_request_unix) * 1000
 
 
+def video_fairness(rec: TrialData) -> dict[str, float]:
+    """How the players of one network shared it: the MPTCP users' share of the media bytes
+    all players downloaded, Jain's index over those bytes, and each class's mean bitrate and
+    stall time per user. Empty when a player has no events (it never played)."""
+    users = [(client_speaks_mptcp(rec), rec.events)]
+    users += [(u.mptcp, rec.competitor_events(u.host)) for u in rec.record.competitors]
+    if not all(events for _, events in users):
+        return {}
+    downloaded = [(multipath, float(sum(e["data"].get("bytes") or 0 for e in events
+                                        if e.get("type") == "segment")))
+                  for multipath, events in users]
+    # Bytes, not rates: the class figures of a video trial are its bitrates and stalls.
+    m = {k: v for k, v in fairness_metrics(downloaded).items()
+         if k in ("mptcp_share", "jain_index")}
+    qoe = [(multipath, session_metrics(events)) for multipath, events in users]
+    for cls, wanted in (("mptcp", True), ("tcp", False)):
+        mine = [q for multipath, q in qoe if multipath == wanted]
+        m[f"{cls}_user_bitrate_mbps"] = _mean([_num(q["mean_bitrate_bps"]) / 1e6 for q in mine])
+        m[f"{cls}_user_stall_ms"] = _mean([_num(q["stall_ms"]) for q in mine])
+    return m
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
+
+
 def video_metrics(rec: TrialData) -> dict[str, float]:
     q = session_metrics(rec.events, capacity_bps=rec.record.capacity_bps)
     m: dict[str, float] = {k: _num(q[k]) for k in QOE_COLUMNS}
@@ -75,6 +101,8 @@ def video_metrics(rec: TrialData) -> dict[str, float]:
         m["stalls_after_event"] = float(after["count"])
         m["stall_ms_after_event"] = after["ms"]
         m["longest_stall_after_event_ms"] = after["longest_ms"]
+    if rec.record.competitors:
+        m.update(video_fairness(rec))
     return m
 
 
@@ -104,11 +132,14 @@ def user_rates(rec: TrialData) -> list[tuple[bool, float]]:
         bps = (report or {}).get("end", {}).get("sum_received", {}).get("bits_per_second")
         return float(bps) if bps is not None else math.nan
 
-    transport = rec.record.transport
-    client_mptcp = transport in TRANSPORTS and get_transport(transport).kernel_mptcp
-    rates = [(client_mptcp, received(rec.iperf))]
+    rates = [(client_speaks_mptcp(rec), received(rec.iperf))]
     rates += [(u.mptcp, received(rec.competitor_iperf(u.host))) for u in rec.record.competitors]
     return rates
+
+
+def client_speaks_mptcp(rec: TrialData) -> bool:
+    transport = rec.record.transport
+    return transport in TRANSPORTS and get_transport(transport).kernel_mptcp
 
 
 def jain_index(rates: list[float]) -> float:
@@ -119,8 +150,9 @@ def jain_index(rates: list[float]) -> float:
 
 
 def fairness_metrics(rates: list[tuple[bool, float]]) -> dict[str, float]:
-    """How the users of one network shared it: the MPTCP users' share of everything they all
-    received, Jain's index over the users, and each class's mean rate per user."""
+    """How the users of one network shared it, from (speaks MPTCP, what it received) per user:
+    the MPTCP users' share of everything they all received, Jain's index over the users, and
+    each class's mean per user (in Mbit/s, for rates in bit/s)."""
     if any(math.isnan(bps) for _, bps in rates):
         return {}  # a user without a figure: no share can be told
     total = sum(bps for _, bps in rates)

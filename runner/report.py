@@ -64,10 +64,14 @@ METRIC_LABELS = {
     "throughput_mbps": ("iperf3 throughput", "Mbit/s"),
     "throughput_share": ("throughput / sum of path rates", ""),
     "iperf_retransmits": ("iperf3 retransmits", "count"),
-    "mptcp_share": ("MPTCP users' share of all users' throughput", ""),
-    "jain_index": ("Jain's fairness index over the users", ""),
+    "mptcp_share": ("MPTCP users' share of what all users received", ""),
+    "jain_index": ("Jain's fairness index over what each user received", ""),
     "mptcp_user_mbps": ("throughput per MPTCP user", "Mbit/s"),
     "tcp_user_mbps": ("throughput per TCP user", "Mbit/s"),
+    "mptcp_user_bitrate_mbps": ("time-weighted bitrate per MPTCP user", "Mbit/s"),
+    "tcp_user_bitrate_mbps": ("time-weighted bitrate per TCP user", "Mbit/s"),
+    "mptcp_user_stall_ms": ("stall time per MPTCP user", "ms"),
+    "tcp_user_stall_ms": ("stall time per TCP user", "ms"),
     "retrans_per_s": ("retransmissions", "packets/s"),
 }
 # The figures the per-host table gives (the medians of those the run has), so that a slow or

@@ -8,23 +8,25 @@ an entry in `WORKLOADS` (keyed by the scenario's `kind`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar, Protocol
 
 from pydantic import BaseModel
 
-from mpstream.errors import UserError
+from mpstream.netem.teardown import netns_pids
 from mpstream.network import Network
-from mpstream.player.session import PlayRequest, play_session
-from mpstream.proc import stop
+from mpstream.player.session import PlayRequest, PlayResult, play_session
+from mpstream.proc import stop, stop_pids
 from mpstream.runner.layout import competitor_iperf_name, read_json, write_json
 from mpstream.runner.record import MediaFacts
 from mpstream.runner.scenario import Scenario, Trial
@@ -90,10 +92,6 @@ class VideoSession(Workload):
     actor = "player"
 
     def run(self, ctx: TrialContext) -> WorkloadOutcome:
-        if ctx.network.competitors:
-            raise UserError("the profile has competing clients, which only bulk transfers "
-                            "(kind = \"iperf\") run so far: remove [[competitors]] from the "
-                            "profile of a video scenario")
         player = ctx.trial.player or "dashjs"
         with ctx.site.serve_video(ctx.network, ctx.media_dir, ctx.tdir / "server",
                                   player) as (server, manifest):
@@ -108,21 +106,90 @@ class VideoSession(Workload):
                 target_latency_s=live.target_latency_s if live else None,
                 browser=ctx.trial.browser or "chromium", codec=ctx.trial.codec or "auto",
                 abr=abr, abr_params=abr_params)
+            rivals = CompetingPlayers(ctx.network, server, request)
             with ctx.watch():
                 ctx.network.start_events()
                 # The wall clock of the profile's t=0, to place its timed events on the page's
                 # clock (runner/metrics.py: stalls after a path failure).
                 started_unix = time.time()
-                played = play_session(ctx.network, server, request)
+                with rivals:
+                    played = play_session(ctx.network, server, request)
             write_json(ctx.tdir / "summary.json", played.as_json())
             events = keep_session(server, ctx.session_id, ctx.tdir)
+            rivals.keep(server, ctx.tdir)
         return WorkloadOutcome(
             failure=played.failure, proof=played.proof, media=media,
             started=any(e.get("type") == "startup" for e in events),
             events_started_unix=started_unix)
 
 
-def keep_session(server: ServerStack, session_id: str, tdir: Path) -> list[dict[str, object]]:
+class CompetingPlayers:
+    """The players of a network's competing clients: each plays the same media from the same
+    server as the trial's client, at the same time, in a browser in its own namespace, over its
+    own transport (a thread each, started on entry). On the way out they are waited for; when
+    the client's session broke off (an error, Ctrl-C) their browsers are stopped first."""
+
+    JOIN_TIMEOUT_S = 60.0
+
+    def __init__(self, network: Network, server: ServerStack, request: PlayRequest):
+        self.server = server
+        self.sessions = []
+        for user in network.competitors:
+            transport = for_network_mode("mptcp" if user.mptcp else "tcp")
+            view = network.competitor_network(user.host)
+            own = replace(request, transport=transport, screenshot=None,
+                          session_id=f"{request.session_id}-{user.host}"[:64])
+            self.sessions.append(RivalSession(user.host, view, own))
+
+    def __enter__(self) -> CompetingPlayers:
+        for session in self.sessions:
+            session.thread = threading.Thread(target=session.play, args=(self.server,),
+                                              name=f"player-{session.host}", daemon=True)
+            session.thread.start()
+        return self
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        if exc_type is not None:
+            for session in self.sessions:
+                stop_pids(netns_pids(session.network.netns("client") or ""))
+        for session in self.sessions:
+            if session.thread is not None:
+                session.thread.join(session.request.duration_s + self.JOIN_TIMEOUT_S
+                                    if exc_type is None else self.JOIN_TIMEOUT_S)
+
+    def keep(self, server: ServerStack, tdir: Path) -> None:
+        """Each competitor's summary, session and events into the trial folder's <host>/; a
+        competitor whose player failed is recorded as such (its failure in summary.json)."""
+        for session in self.sessions:
+            folder = tdir / session.host
+            folder.mkdir(exist_ok=True)
+            if session.result is not None:
+                write_json(folder / "summary.json", session.result.as_json())
+            else:
+                write_json(folder / "summary.json", {"failure": session.failure or
+                                                     "the player did not finish"})
+            with contextlib.suppress(TrialFailed):  # a session the collector never saw
+                keep_session(server, session.request.session_id, folder, access_log=False)
+
+
+@dataclass
+class RivalSession:
+    host: str
+    network: Network
+    request: PlayRequest
+    thread: threading.Thread | None = None
+    result: PlayResult | None = None
+    failure: str | None = None
+
+    def play(self, server: ServerStack) -> None:
+        try:
+            self.result = play_session(self.network, server, self.request)
+        except Exception as exc:  # recorded beside the trial's own outcome
+            self.failure = f"{type(exc).__name__}: {exc}"
+
+
+def keep_session(server: ServerStack, session_id: str, tdir: Path, *,
+                 access_log: bool = True) -> list[dict[str, object]]:
     """The session and its events, straight from the collector's own socket (the emulated
     paths may be down, and the server address is unreachable from outside the namespaces), and
     nginx's access log, into the trial's folder; returns the events."""
@@ -137,7 +204,7 @@ def keep_session(server: ServerStack, session_id: str, tdir: Path) -> list[dict[
     events = session.pop("events", [])
     write_json(tdir / "events.json", events)
     write_json(tdir / "session.json", session)
-    if Path(server.access_log).is_file():
+    if access_log and Path(server.access_log).is_file():
         shutil.copyfile(server.access_log, tdir / "access.log")
     return events
 

@@ -12,6 +12,7 @@ from mpstream.netem.teardown import ROLES, competitor_role
 from mpstream.netem.topology import Topology
 from mpstream.runner.layout import write_json
 from mpstream.runner.metrics import fairness_metrics, jain_index, trial_metrics
+from mpstream.runner.metrics import video_fairness as fairness_of_video
 from mpstream.runner.record import CompetitorLabel
 from tests.records import trial_data
 
@@ -119,3 +120,34 @@ def test_a_trial_with_competitors_reads_each_users_transfer_from_its_own_file(tm
     assert math.isnan(trial_metrics(tcp, n_paths=2)["mptcp_share"])
     alone = trial_data(tmp_path, "r00-alone", "alone", kind="iperf", transport="mptcp")
     assert "jain_index" not in trial_metrics(alone, n_paths=2)
+
+
+def segments(byte_counts: list[int], bitrate: float) -> list[dict]:
+    """A session that started and downloaded one video segment per count."""
+    events = [{"seq": 0, "t_ms": 0, "type": "startup",
+               "data": {"startup_delay_ms": 500.0, "bitrate": bitrate}}]
+    for i, size in enumerate(byte_counts):
+        events.append({"seq": i + 1, "t_ms": 1000 * (i + 1), "type": "segment", "data": {
+            "url": f"/v/{i}.m4s", "kind": "video", "bitrate": bitrate, "bytes": size,
+            "t_request": 1000.0 * i, "t_first_byte": 1000.0 * i + 10,
+            "t_done": 1000.0 * i + 500, "index": i + 1, "duration_s": 2.0}})
+    return events
+
+
+def test_a_video_trial_with_competitors_shares_by_downloaded_bytes(tmp_path):
+    write_json(tmp_path / "events.json", segments([3_000_000] * 2, 2e6))
+    for host, sizes in (("user1", [1_000_000] * 2), ("user2", [2_000_000] * 2)):
+        (tmp_path / host).mkdir()
+        write_json(tmp_path / host / "events.json", segments(sizes, 1e6))
+    users = [CompetitorLabel(host="user1", name="m", mptcp=True),
+             CompetitorLabel(host="user2", name="t", mptcp=False)]
+    rec = trial_data(tmp_path, "r00-lia", "lia", transport="mptcp", competitors=users)
+    m = fairness_of_video(rec)
+    assert m["mptcp_share"] == pytest.approx(8 / 12)
+    assert m["jain_index"] == pytest.approx(144 / (3 * 56))
+    assert set(m) >= {"mptcp_user_bitrate_mbps", "tcp_user_bitrate_mbps", "mptcp_user_stall_ms",
+                      "tcp_user_stall_ms"}
+    # A competitor whose player never reached the collector: no share can be told.
+    (tmp_path / "user2" / "events.json").unlink()
+    rec = trial_data(tmp_path, "r00-lia", "lia", transport="mptcp", competitors=users)
+    assert fairness_of_video(rec) == {}
