@@ -45,13 +45,16 @@ class PathInfo:
 @dataclass(frozen=True)
 class Competitor:
     """Another user of an emulated network beside the measured client: a host of its own
-    (`host`, e.g. "user1", for `Network.run`), its label, whether it speaks MPTCP, and its
-    paths (`PathInfo.index` counts its own paths from 0)."""
+    (`host`, e.g. "user1", for `Network.run`), its label, whether it speaks MPTCP, its paths
+    (`PathInfo.index` counts its own paths from 0) and what it does."""
 
     host: Host
     name: str
     mptcp: bool
     paths: tuple[PathInfo, ...]
+    # None: it does what the trial's client does (plays, or transfers); else cross traffic, a
+    # bulk download from `start_s` to `stop_s` (None: the trial's end) of the trial's clock.
+    cross_traffic: tuple[float, float | None] | None = None
 
 
 # The kernel's counters of one client path interface (rx: towards the client): rx_bytes,

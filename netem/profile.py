@@ -249,6 +249,24 @@ class CompetitorSpec(_Strict):
     name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
     mode: Literal["mptcp", "tcp"] = "tcp"  # tcp: over its first path only
     paths: list[CompetitorPathSpec] = Field(min_length=1, max_length=4)
+    # What it does in a trial: "same" as the client (a player, or a transfer), or "bulk": cross
+    # traffic, one bulk download from the server from `start_s` to `stop_s` (default: the end)
+    # of the trial's clock.
+    traffic: Literal["same", "bulk"] = "same"
+    start_s: float = Field(default=0.0, ge=0)
+    stop_s: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _schedule(self) -> CompetitorSpec:
+        timed = {"start_s", "stop_s"} & self.model_fields_set
+        if timed and self.traffic != "bulk":
+            raise ValueError(f"{' and '.join(sorted(timed))} schedule cross traffic: give "
+                             "traffic = \"bulk\" too (a competitor with traffic \"same\" runs "
+                             "for the whole trial)")
+        if self.stop_s is not None and self.stop_s <= self.start_s:
+            raise ValueError(f"stop_s ({self.stop_s:g}) must be after start_s "
+                             f"({self.start_s:g})")
+        return self
 
 
 

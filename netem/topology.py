@@ -97,8 +97,9 @@ def _competitors(profile: Profile, name: str) -> list[tuple[Competitor, list[Wir
             link = slot if path.via is None else profile.path_index(path.via)
             wires.append(Wire(host, ns, info, slot, link))
             slot += 1
+        cross = (spec.start_s, spec.stop_s) if spec.traffic == "bulk" else None
         user = Competitor(host=host, name=profile.competitor_name(k), mptcp=spec.mode == "mptcp",
-                          paths=tuple(w.path for w in wires))
+                          paths=tuple(w.path for w in wires), cross_traffic=cross)
         out.append((user, wires))
     return out
 

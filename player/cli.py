@@ -206,6 +206,10 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
     # Before anything is built: a rule this player does not have is refused here.
     rule, rule_params = _abr_choice(player, abr, abr_params)
     prof = load_profile(profile)
+    if prof.competitors:
+        raise UserError(f"profile {prof.name} has competing clients: they play (or download) "
+                        "in scenarios, where each user's figures are recorded: put the profile "
+                        "in a scenario and use `mpstream run`")
     # Before anything is built: a codec this browser cannot decode is refused here. (With --url
     # the page refuses it, from the manifest it loads, before playing.)
     check_codec(browser, codec, media, player)

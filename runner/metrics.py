@@ -58,7 +58,8 @@ def video_fairness(rec: TrialData) -> dict[str, float]:
     all players downloaded, Jain's index over those bytes, and each class's mean bitrate and
     stall time per user. Empty when a player has no events (it never played)."""
     users = [(client_speaks_mptcp(rec), rec.events)]
-    users += [(u.mptcp, rec.competitor_events(u.host)) for u in rec.record.competitors]
+    users += [(u.mptcp, rec.competitor_events(u.host)) for u in rec.record.competitors
+              if not u.cross_traffic]
     if not all(events for _, events in users):
         return {}
     downloaded = [(multipath, float(sum(e["data"].get("bytes") or 0 for e in events
@@ -101,8 +102,9 @@ def video_metrics(rec: TrialData) -> dict[str, float]:
         m["stalls_after_event"] = float(after["count"])
         m["stall_ms_after_event"] = after["ms"]
         m["longest_stall_after_event_ms"] = after["longest_ms"]
-    if rec.record.competitors:
+    if any(not u.cross_traffic for u in rec.record.competitors):
         m.update(video_fairness(rec))
+    m.update(cross_traffic_metrics(rec))
     return m
 
 
@@ -120,20 +122,32 @@ def iperf_metrics(rec: TrialData) -> dict[str, float]:
     }
     cap = rec.record.capacity_bps
     m["throughput_share"] = m["throughput_mbps"] * 1e6 / cap if cap else math.nan
-    if rec.record.competitors:
+    if any(not u.cross_traffic for u in rec.record.competitors):
         m.update(fairness_metrics(user_rates(rec)))
+    m.update(cross_traffic_metrics(rec))
     return m
+
+
+def cross_traffic_metrics(rec: TrialData) -> dict[str, float]:
+    """What the cross traffic (competitors' scheduled bulk downloads) carried, summed over
+    them, each at its own mean rate while it ran."""
+    cross = [received_bps(rec.competitor_iperf(u.host)) for u in rec.record.competitors
+             if u.cross_traffic]
+    return {"cross_traffic_mbps": sum(cross) / 1e6} if cross else {}
+
+
+def received_bps(report: dict | None) -> float:
+    """What an iperf3 client received, in bit/s over its figures' span (NaN: no figure)."""
+    bps = (report or {}).get("end", {}).get("sum_received", {}).get("bits_per_second")
+    return float(bps) if bps is not None else math.nan
 
 
 def user_rates(rec: TrialData) -> list[tuple[bool, float]]:
     """(speaks MPTCP, received bit/s) of every user of a trial's network: the client, then
-    each competing client."""
-    def received(report: dict | None) -> float:
-        bps = (report or {}).get("end", {}).get("sum_received", {}).get("bits_per_second")
-        return float(bps) if bps is not None else math.nan
-
-    rates = [(client_speaks_mptcp(rec), received(rec.iperf))]
-    rates += [(u.mptcp, received(rec.competitor_iperf(u.host))) for u in rec.record.competitors]
+    each competing client that did what it did (cross traffic is no user here)."""
+    rates = [(client_speaks_mptcp(rec), received_bps(rec.iperf))]
+    rates += [(u.mptcp, received_bps(rec.competitor_iperf(u.host)))
+              for u in rec.record.competitors if not u.cross_traffic]
     return rates
 
 

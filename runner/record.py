@@ -39,12 +39,14 @@ class PathLabel(BaseModel):
 
 
 class CompetitorLabel(BaseModel):
-    """A competing client of the trial's network: its host (files: iperf-<host>.json), its
-    label and whether it spoke MPTCP."""
+    """A competing client of the trial's network: its host (files: iperf-<host>.json or
+    <host>/), its label, whether it spoke MPTCP, and whether it was cross traffic (a scheduled
+    bulk download) rather than a user doing what the client did."""
 
     host: str
     name: str
     mptcp: bool
+    cross_traffic: bool = False
 
 
 class MediaFacts(BaseModel):

@@ -71,6 +71,7 @@ METRIC_LABELS = {
     "mptcp_user_bitrate_mbps": ("time-weighted bitrate per MPTCP user", "Mbit/s"),
     "tcp_user_bitrate_mbps": ("time-weighted bitrate per TCP user", "Mbit/s"),
     "mptcp_user_stall_ms": ("stall time per MPTCP user", "ms"),
+    "cross_traffic_mbps": ("cross traffic while it ran", "Mbit/s"),
     "tcp_user_stall_ms": ("stall time per TCP user", "ms"),
     "retrans_per_s": ("retransmissions", "packets/s"),
 }

@@ -275,7 +275,8 @@ def _run(scenario: Scenario, trial: Trial, record: TrialRecord, run_id: str, tdi
         record.paths = [PathLabel(index=p.index, name=p.name, client_addr=p.client_addr)
                         for p in network.paths]
         record.paths_in_use = in_use
-        record.competitors = [CompetitorLabel(host=u.host, name=u.name, mptcp=u.mptcp)
+        record.competitors = [CompetitorLabel(host=u.host, name=u.name, mptcp=u.mptcp,
+                                              cross_traffic=u.cross_traffic is not None)
                               for u in network.competitors]
         record.capacity_bps = network.capacity_bps(in_use)
         outcome = workload.run(TrialContext(

@@ -23,8 +23,9 @@ from typing import ClassVar, Protocol
 
 from pydantic import BaseModel
 
+from mpstream.errors import UserError
 from mpstream.netem.teardown import netns_pids
-from mpstream.network import Network
+from mpstream.network import Competitor, Network
 from mpstream.player.session import PlayRequest, PlayResult, play_session
 from mpstream.proc import stop, stop_pids
 from mpstream.runner.layout import competitor_iperf_name, read_json, write_json
@@ -107,13 +108,17 @@ class VideoSession(Workload):
                 browser=ctx.trial.browser or "chromium", codec=ctx.trial.codec or "auto",
                 abr=abr, abr_params=abr_params)
             rivals = CompetingPlayers(ctx.network, server, request)
-            with ctx.watch():
+            cross = [competitor_flow(ctx, k, user, ctx.scenario.duration_s)
+                     for k, user in enumerate(ctx.network.competitors) if user.cross_traffic]
+            with Downloads(ctx.network, cross) as cross_traffic, ctx.watch():
                 ctx.network.start_events()
                 # The wall clock of the profile's t=0, to place its timed events on the page's
                 # clock (runner/metrics.py: stalls after a path failure).
                 started_unix = time.time()
+                cross_traffic.start()
                 with rivals:
                     played = play_session(ctx.network, server, request)
+                cross_traffic.wait(TRIAL_SLACK_S)
             write_json(ctx.tdir / "summary.json", played.as_json())
             events = keep_session(server, ctx.session_id, ctx.tdir)
             rivals.keep(server, ctx.tdir)
@@ -124,10 +129,11 @@ class VideoSession(Workload):
 
 
 class CompetingPlayers:
-    """The players of a network's competing clients: each plays the same media from the same
-    server as the trial's client, at the same time, in a browser in its own namespace, over its
-    own transport (a thread each, started on entry). On the way out they are waited for; when
-    the client's session broke off (an error, Ctrl-C) their browsers are stopped first."""
+    """The players of a network's competing clients (those that are not cross traffic): each
+    plays the same media from the same server as the trial's client, at the same time, in a
+    browser in its own namespace, over its own transport (a thread each, started on entry). On
+    the way out they are waited for; when the client's session broke off (an error, Ctrl-C)
+    their browsers are stopped first."""
 
     JOIN_TIMEOUT_S = 60.0
 
@@ -135,6 +141,8 @@ class CompetingPlayers:
         self.server = server
         self.sessions = []
         for user in network.competitors:
+            if user.cross_traffic is not None:
+                continue  # a bulk download (Downloads), not a player
             transport = for_network_mode("mptcp" if user.mptcp else "tcp")
             view = network.competitor_network(user.host)
             own = replace(request, transport=transport, screenshot=None,
@@ -220,64 +228,135 @@ class BulkTransfer(Workload):
     """One iperf3 transfer from the server to the client (-R), as long as the scenario's
     duration after its warm-up (iperf.json), over the trial's transport, proven on the wire
     like a session; and at the same time one from the server to each competing client of the
-    network, over its own transport (iperf-<host>.json)."""
+    network, over its own transport (iperf-<host>.json), cross traffic on its schedule."""
 
     kind = "iperf"
     actor = "iperf3"
 
     def run(self, ctx: TrialContext) -> WorkloadOutcome:
-        net = ctx.network
-        flows = [BulkFlow("client", ctx.transport, BULK_PORT, ctx.tdir / "iperf.json")]
-        flows += [BulkFlow(user.host, for_network_mode("mptcp" if user.mptcp else "tcp"),
-                           BULK_PORT + 1 + k, ctx.tdir / competitor_iperf_name(user.host))
+        net, scenario = ctx.network, ctx.scenario
+        seconds = scenario.warmup_s + scenario.duration_s
+        flows = [BulkFlow("client", ctx.transport, BULK_PORT, ctx.tdir / "iperf.json",
+                          seconds=seconds, omit_s=scenario.warmup_s)]
+        flows += [competitor_flow(ctx, k, user, seconds)
                   for k, user in enumerate(net.competitors)]
-        servers: list[subprocess.Popen[str]] = []
-        clients: list[subprocess.Popen[str]] = []
-        try:
-            for flow in flows:
-                servers.append(net.popen("server", ["iperf3", "-s", "-1", "-p", str(flow.port)],
-                                         wrap=flow.transport.wrap, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.PIPE, text=True))
-                net.wait_listening("server", flow.port, server=servers[-1])
+        with Downloads(net, flows) as downloads:
             before = ctx.transport.before(net)
-            seconds = ctx.scenario.warmup_s + ctx.scenario.duration_s
             with ctx.watch():
                 net.start_events()
                 started_unix = time.time()
-                for flow in flows:
-                    clients.append(net.popen(flow.host, flow.argv(net, ctx.scenario),
-                                             wrap=flow.transport.wrap, stdout=subprocess.PIPE,
-                                             stderr=subprocess.PIPE, text=True))
-                outputs = [c.communicate(timeout=seconds + TRIAL_SLACK_S) for c in clients]
-            for flow, client, (out, err) in zip(flows, clients, outputs, strict=True):
-                flow.output.write_text(out)
-                if client.returncode != 0:
-                    who = "" if flow.host == "client" else f" ({flow.host})"
-                    raise TrialFailed(f"iperf3{who} exit {client.returncode}: "
-                                      f"{_iperf_error(out, err)}")
+                downloads.start()
+                downloads.wait(seconds + TRIAL_SLACK_S)
             proof = ctx.transport.prove(net, before, "iperf3")
-        finally:
-            for proc in clients + servers:
-                stop(proc, timeout=5)
         return WorkloadOutcome(failure=proof.problem, started=proof.problem is None,
                                proof=proof.counters or None, events_started_unix=started_unix)
 
 
+def competitor_flow(ctx: TrialContext, k: int, user: Competitor, trial_s: float) -> BulkFlow:
+    """Competitor `k`'s download in a trial of `trial_s` seconds: what the client does (from
+    0, with the client's warm-up left out), or its cross traffic's schedule."""
+    transport = for_network_mode("mptcp" if user.mptcp else "tcp")
+    output = ctx.tdir / competitor_iperf_name(user.host)
+    port = BULK_PORT + 1 + k
+    if user.cross_traffic is None:
+        return BulkFlow(user.host, transport, port, output, seconds=trial_s,
+                        omit_s=ctx.scenario.warmup_s)
+    start_s, stop_s = user.cross_traffic
+    end_s = min(stop_s, trial_s) if stop_s is not None else trial_s
+    if end_s - start_s < 1:
+        raise UserError(f"{user.name}'s cross traffic starts at {start_s:g} s, and the trial's "
+                        f"transfers end at {trial_s:g} s: start it earlier or make the scenario "
+                        "longer")
+    return BulkFlow(user.host, transport, port, output, seconds=end_s - start_s,
+                    start_s=start_s)
+
+
 @dataclass
 class BulkFlow:
-    """One user's download in a bulk trial: from the server's iperf3 on `port` to `host`."""
+    """One user's download: iperf3 -R from the server's port `port` to `host`, starting
+    `start_s` after the others' start, for `seconds` (the first `omit_s` left out of iperf3's
+    figures); its JSON goes to `output`."""
 
     host: str
     transport: Transport
     port: int
     output: Path
+    seconds: float
+    start_s: float = 0.0
+    omit_s: float = 0.0
 
-    def argv(self, net: Network, scenario: Scenario) -> list[str]:
+    def argv(self, net: Network) -> list[str]:
         argv = ["iperf3", "-c", net.server_addr, "-p", str(self.port), "-R", "-J",
-                "-t", f"{scenario.warmup_s + scenario.duration_s:g}"]
-        if scenario.warmup_s:
-            argv += ["-O", f"{scenario.warmup_s:g}"]
+                "-t", f"{self.seconds:g}"]
+        if self.omit_s:
+            argv += ["-O", f"{self.omit_s:g}"]
         return argv
+
+
+class Downloads:
+    """Bulk downloads from the server, one iperf3 server and client each: the servers listen on
+    entry, `start()` starts each client at its `start_s`, `wait()` waits for all and writes
+    their JSON; on the way out everything still running is stopped (an error, Ctrl-C)."""
+
+    def __init__(self, net: Network, flows: list[BulkFlow]):
+        self.net, self.flows = net, flows
+        self.servers: list[subprocess.Popen[str]] = []
+        self.clients: dict[str, subprocess.Popen[str]] = {}
+        self.timers: list[threading.Timer] = []
+        self.lock = threading.Lock()
+        self.closed = False
+
+    def __enter__(self) -> Downloads:
+        try:
+            for flow in self.flows:
+                self.servers.append(self.net.popen(
+                    "server", ["iperf3", "-s", "-1", "-p", str(flow.port)],
+                    wrap=flow.transport.wrap, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                    text=True))
+                self.net.wait_listening("server", flow.port, server=self.servers[-1])
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def start(self) -> None:
+        for flow in self.flows:
+            if flow.start_s <= 0:
+                self._start(flow)
+            else:
+                timer = threading.Timer(flow.start_s, self._start, args=(flow,))
+                timer.daemon = True
+                self.timers.append(timer)
+                timer.start()
+
+    def _start(self, flow: BulkFlow) -> None:
+        with self.lock:
+            if not self.closed:
+                self.clients[flow.host] = self.net.popen(
+                    flow.host, flow.argv(self.net), wrap=flow.transport.wrap,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def wait(self, timeout_s: float) -> None:
+        """Until every download has ended (each within `timeout_s` of now); their JSON into
+        their files; an iperf3 that failed fails the trial with its own words."""
+        for timer in self.timers:
+            timer.join()
+        for flow in self.flows:
+            client = self.clients[flow.host]
+            out, err = client.communicate(timeout=timeout_s)
+            flow.output.write_text(out)
+            if client.returncode != 0:
+                who = "" if flow.host == "client" else f" ({flow.host})"
+                raise TrialFailed(f"iperf3{who} exit {client.returncode}: "
+                                  f"{_iperf_error(out, err)}")
+
+    def __exit__(self, *exc: object) -> None:
+        with self.lock:
+            self.closed = True
+        for timer in self.timers:
+            timer.cancel()
+        for proc in [*self.clients.values(), *self.servers]:
+            stop(proc, timeout=5)
 
 
 def _iperf_error(stdout: str, stderr: str) -> str:

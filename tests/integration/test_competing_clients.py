@@ -111,17 +111,24 @@ transport = "tcp"
 """
 
 
-def test_a_bulk_scenario_with_a_tcp_user_reports_each_share(tmp_path):
-    scenario = tmp_path / "fairness-mini.toml"
-    scenario.write_text(SCENARIO)
-    out = tmp_path / "run"
+def run_scenario_file(folder: Path, text: str) -> Path:
+    """`mpstream run` of the scenario `text` (written into `folder`); its run folder."""
+    scenario = folder / "scenario.toml"
+    scenario.write_text(text)
+    out = folder / "run"
     done = subprocess.run([MPSTREAM, "run", str(scenario), "--out", str(out)],
                           capture_output=True, text=True, timeout=360)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return out
+
+
+def test_a_bulk_scenario_with_a_tcp_user_reports_each_share(tmp_path):
+    out = run_scenario_file(tmp_path, SCENARIO)
     for trial in sorted((out / "trials").iterdir()):
         record = json.loads((trial / "trial.json").read_text())
         assert record["status"] == "ok", record["reason"]
-        assert record["competitors"] == [{"host": "user1", "name": "tcp-user", "mptcp": False}]
+        assert record["competitors"] == [{"host": "user1", "name": "tcp-user", "mptcp": False,
+                                          "cross_traffic": False}]
         user = json.loads((trial / "iperf-user1.json").read_text())
         # The warm-up is iperf3's omitted seconds, outside the figures.
         assert user["start"]["test_start"]["omit"] == 2
@@ -134,3 +141,48 @@ def test_a_bulk_scenario_with_a_tcp_user_reports_each_share(tmp_path):
     # Both users on TCP: nobody speaks MPTCP, so there is no MPTCP share, but a Jain index.
     assert rows[("cubic-tcp", "mptcp_share")]["n"] == "0"
     assert 0.5 <= float(rows[("cubic-tcp", "jain_index")]["mean"]) <= 1.0
+
+
+CROSS_TRAFFIC = """name = "cross-traffic-mini"
+kind = "iperf"
+trials = 1
+duration_s = 8
+
+[[conditions]]
+label = "tcp"
+profile = "cross.toml"
+"""
+
+CROSS_PROFILE = """mode = "tcp"
+[[paths]]
+rate = "10mbit"
+delay_ms = 5
+queue_packets = 50
+[[competitors]]
+name = "cross"
+traffic = "bulk"
+start_s = 3
+stop_s = 6
+paths = [{ via = 0 }]
+"""
+
+
+def test_cross_traffic_runs_on_its_schedule_through_the_shared_link(tmp_path):
+    (tmp_path / "cross.toml").write_text(CROSS_PROFILE)
+    out = run_scenario_file(tmp_path, CROSS_TRAFFIC)
+    [trial] = sorted((out / "trials").iterdir())
+    record = json.loads((trial / "trial.json").read_text())
+    assert record["status"] == "ok", record["reason"]
+    assert record["competitors"][0]["cross_traffic"] is True
+    cross = json.loads((trial / "iperf-user1.json").read_text())
+    assert cross["start"]["test_start"]["duration"] == 3
+    client = json.loads((trial / "iperf.json").read_text())
+    # The client's one-second intervals: alone it has the link; from 3 s to 6 s it shares it.
+    per_s = [i["sum"]["bits_per_second"] / 1e6 for i in client["intervals"]]
+    alone = per_s[1:3] + per_s[7:8]
+    shared = per_s[4:6]
+    assert min(alone) > 8, per_s
+    assert max(shared) < 7.5, per_s
+    rows = {(r["condition"], r["metric"]): r for r in
+            csv.DictReader((out / "report" / "conditions.csv").open())}
+    assert 2 < float(rows[("tcp", "cross_traffic_mbps")]["mean"]) < 8

@@ -151,3 +151,33 @@ def test_a_video_trial_with_competitors_shares_by_downloaded_bytes(tmp_path):
     (tmp_path / "user2" / "events.json").unlink()
     rec = trial_data(tmp_path, "r00-lia", "lia", transport="mptcp", competitors=users)
     assert fairness_of_video(rec) == {}
+
+
+def test_cross_traffic_schedules_are_checked():
+    bulk = {"traffic": "bulk", "paths": [{"via": 0}]}
+    assert profile_from_dict({**CLIENT, "competitors": [
+        {**bulk, "start_s": 5, "stop_s": 9}]}).competitors[0].stop_s == 9
+    backwards = error_of({**CLIENT, "competitors": [{**bulk, "start_s": 5, "stop_s": 5}]})
+    assert "stop_s (5) must be after start_s (5)" in backwards
+    not_bulk = error_of({**CLIENT, "competitors": [{"start_s": 3, "paths": [{"via": 0}]}]})
+    assert 'start_s schedule cross traffic: give traffic = "bulk" too' in not_bulk
+    topo = Topology(profile_from_dict({**CLIENT, "competitors": [{**bulk, "start_s": 2}]}),
+                    "unit", emulated=True)
+    assert topo.competitors[0].cross_traffic == (2.0, None)
+
+
+def test_cross_traffic_is_reported_apart_from_the_users(tmp_path):
+    write_json(tmp_path / "iperf.json", iperf_report(4e6))
+    write_json(tmp_path / "iperf-user1.json", iperf_report(4e6))
+    write_json(tmp_path / "iperf-user2.json", iperf_report(2.5e6))
+    rec = trial_data(tmp_path, "r00-x", "x", kind="iperf", transport="mptcp", competitors=[
+        CompetitorLabel(host="user1", name="tcp-user", mptcp=False),
+        CompetitorLabel(host="user2", name="cross", mptcp=False, cross_traffic=True)])
+    m = trial_metrics(rec, n_paths=2)
+    assert m["mptcp_share"] == pytest.approx(0.5) and m["jain_index"] == pytest.approx(1.0)
+    assert m["cross_traffic_mbps"] == pytest.approx(2.5)
+    # Cross traffic alone: no users to compare, only what it carried.
+    only = trial_data(tmp_path, "r00-y", "y", kind="iperf", transport="mptcp", competitors=[
+        CompetitorLabel(host="user2", name="cross", mptcp=False, cross_traffic=True)])
+    m = trial_metrics(only, n_paths=2)
+    assert "mptcp_share" not in m and m["cross_traffic_mbps"] == pytest.approx(2.5)

@@ -78,6 +78,16 @@ def test_play_refuses_a_media_tree_without_the_manifest(tmp_path):
     assert "dash/manifest.mpd is missing" in str(result.exception)
 
 
+def test_play_refuses_a_profile_with_competing_clients_before_building_it(tmp_path):
+    (tmp_path / "dash").mkdir()
+    (tmp_path / "dash" / "manifest.mpd").write_text("<MPD/>")
+    result = CliRunner().invoke(play, ["--media", str(tmp_path), "--player", "dashjs",
+                                       "--profile", "shared-bottleneck"])
+    assert isinstance(result.exception, UserError)
+    assert "has competing clients" in str(result.exception)
+    assert "mpstream run" in str(result.exception)
+
+
 class _CountersNetwork(Network):
     """A client host whose /proc/net/netstat says `after` (MPTcpExt counters)."""
 
