@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from mpstream.netem.teardown import netns_pids
+from mpstream.proc import pid_alive
 from mpstream.runner.report import build_report
 from mpstream.runner.run import run_scenario
 from mpstream.runner.scenario import load_scenario
@@ -118,4 +119,6 @@ def test_ctrl_c_stops_the_competitors_browsers(tiny_media, tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     assert leftover_namespaces(out) == [], output[-2000:]
-    assert [pid for pid in seen if Path(f"/proc/{pid}").exists()] == [], output[-2000:]
+    # A browser process orphaned by the kill is reparented to init, which may reap it seconds
+    # later: a zombie holds nothing (not the namespace, not a socket), so only the live count.
+    assert [pid for pid in seen if pid_alive(pid)] == [], output[-2000:]
