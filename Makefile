@@ -96,7 +96,7 @@ lint: venv player/node_modules/.installed
 	@player/node_modules/.bin/eslint --config player/eslint.config.js player server/web/static
 
 test: setup lint
-	@scripts/pytest.sh -m "(unit or integration or e2e) and not long"
+	@scripts/pytest.sh -m "(unit or integration or e2e) and not long" --durations=25
 
 test-unit: venv
 	@scripts/pytest.sh -m unit
