@@ -44,6 +44,9 @@ FIREFOX = (os.environ.get("MPSTREAM_FIREFOX") or shutil.which("firefox-esr")
            or shutil.which("firefox") or "/usr/bin/firefox-esr")
 DRIVER_DIR = Path(__file__).resolve().parent / "driver"
 DRIVER_SCRIPT = DRIVER_DIR / "drive.mjs"
+# Started by Playwright and puppeteer as "the browser"; it exec's the command in STARTER_VARIABLE.
+BROWSER_STARTER = Path(__file__).resolve().parent / "browser-in-netns"
+STARTER_VARIABLE = "MPSTREAM_BROWSER_COMMAND"
 VIEWPORT = {"width": 1280, "height": 720}
 LAUNCH_TIMEOUT_S = 60.0
 
@@ -136,17 +139,13 @@ def check_browser(browser: str) -> None:
             raise UserError("node is missing (it runs the Firefox driver): run `make setup`")
 
 
-def write_browser_wrapper(directory: Path, netns: str | None, wrap: Wrapper | None,
-                          target: str | None = None) -> Path:
-    """A script that exec's the browser inside `netns` (when given) wrapped by a transport's
-    `wrap` (e.g. `mptcpize run`); every step exec's in place, so the process its starter holds
-    is the browser's."""
+def browser_starter_env(netns: str | None, wrap: Wrapper | None,
+                        target: str | None = None) -> dict[str, str]:
+    """The environment in which BROWSER_STARTER exec's the browser (`target`, default Chromium)
+    inside `netns` (when given) wrapped by a transport's `wrap` (e.g. `mptcpize run`)."""
     browser = [target or CHROMIUM]
     argv = in_netns(netns, wrap(browser) if wrap is not None else browser)
-    script = directory / "browser-in-netns"
-    script.write_text(f'#!/bin/sh\nexec {shlex.join(argv)} "$@"\n')
-    script.chmod(0o755)
-    return script
+    return {**os.environ, STARTER_VARIABLE: shlex.join(argv)}
 
 
 # --- Chromium (Playwright) ---
@@ -194,15 +193,16 @@ class _PlaywrightPage:
 @contextlib.contextmanager
 def chromium_in_namespace(netns: str | None, *, wrap: Wrapper | None = None) -> Iterator[Any]:
     """Headless Chromium (a Playwright Browser) whose every socket lives in `netns`, and is
-    wrapped by a transport's `wrap` when given; closed, with its temporary files, on the way out."""
+    wrapped by a transport's `wrap` when given; closed on the way out."""
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
-    with tempfile.TemporaryDirectory(prefix="mps-player-") as tmp, sync_playwright() as pw:
-        wrapper = write_browser_wrapper(Path(tmp), netns, wrap)
+    env: dict[str, str | float | bool] = {**browser_starter_env(netns, wrap)}
+    with sync_playwright() as pw:
         try:
-            browser = pw.chromium.launch(executable_path=str(wrapper), headless=True,
-                                         args=CHROMIUM_FLAGS, timeout=LAUNCH_TIMEOUT_S * 1000)
+            browser = pw.chromium.launch(executable_path=str(BROWSER_STARTER), headless=True,
+                                         args=CHROMIUM_FLAGS, timeout=LAUNCH_TIMEOUT_S * 1000,
+                                         env=env)
         except PlaywrightError as exc:
             raise UserError(f"Chromium did not start{_where(netns)}: "
                             f"{str(exc).splitlines()[0]}") from exc
@@ -234,14 +234,13 @@ class FirefoxDriver:
         self._replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self._next_id = 0
         self._gone: str | None = None
-        target = write_browser_wrapper(workdir, None, wrap, target=FIREFOX)
-        options = {"executablePath": str(target), "prefs": FIREFOX_PREFS,
+        options = {"executablePath": str(BROWSER_STARTER), "prefs": FIREFOX_PREFS,
                    "launchTimeoutMs": int(LAUNCH_TIMEOUT_S * 1000)}
         argv = in_netns(netns, ["node", str(DRIVER_SCRIPT), json.dumps(options)])
         # Firefox's temporary profile goes under workdir (removed with it, also after a kill);
         # HOME too, so nothing is written to the user's own ~/.mozilla.
-        env = {**os.environ, "TMPDIR": str(workdir), "HOME": str(workdir),
-               "MOZ_CRASHREPORTER_DISABLE": "1"}
+        env = {**browser_starter_env(None, wrap, target=FIREFOX), "TMPDIR": str(workdir),
+               "HOME": str(workdir), "MOZ_CRASHREPORTER_DISABLE": "1"}
         self._stderr = (workdir / "driver.log").open("w")
         # A session of its own: a Ctrl-C meant for mpstream reaches the driver only through
         # close() below, which shuts Firefox down in order.

@@ -1,7 +1,9 @@
 """Pieces of `mpstream play` that need no browser: the page URL, the namespace wrapper, the
 command's checks. The browser itself runs in tests/e2e/test_player_*.py."""
 
+import os
 import subprocess
+import threading
 from types import SimpleNamespace
 from urllib.parse import parse_qs, urlsplit
 
@@ -29,10 +31,10 @@ def test_page_url_carries_every_parameter():
 
 
 @pytest.mark.parametrize("mptcp", [True, False])
-def test_wrapper_enters_the_namespace_and_passes_arguments(tmp_path, monkeypatch, mptcp):
+def test_starter_enters_the_namespace_and_passes_arguments(tmp_path, monkeypatch, mptcp):
     monkeypatch.setattr(browsers, "CHROMIUM", "/bin/echo")
     wrap = get_transport("mptcp" if mptcp else "tcp").wrap
-    script = browsers.write_browser_wrapper(tmp_path, "mps-x-client", wrap)
+    env = browsers.browser_starter_env("mps-x-client", wrap)
     # Stand-ins for `ip netns exec NS` and `mptcpize run` that log themselves and exec the rest.
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -41,13 +43,49 @@ def test_wrapper_enters_the_namespace_and_passes_arguments(tmp_path, monkeypatch
         log = f'echo "{name} $*" >> {tmp_path}/calls'
         fake.write_text(f'#!/bin/sh\n{log}\nshift {skip}\nexec "$@"\n')
         fake.chmod(0o755)
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
-    out = subprocess.run([str(script), "--a=b c", "--remote-debugging-pipe"], env=env,
-                         capture_output=True, text=True, check=True).stdout
+    env["PATH"] = f"{bin_dir}:/usr/bin:/bin"
+    out = subprocess.run([str(browsers.BROWSER_STARTER), "--a=b c", "--remote-debugging-pipe"],
+                         env=env, capture_output=True, text=True, check=True).stdout
     assert out == "--a=b c --remote-debugging-pipe\n"
     calls = (tmp_path / "calls").read_text().splitlines()
     assert calls[0].startswith("ip netns exec mps-x-client ")
     assert any(c.startswith("mptcpize run /bin/echo") for c in calls) is mptcp
+
+
+def test_starter_without_its_command_says_what_is_missing():
+    env = {k: v for k, v in os.environ.items() if k != browsers.STARTER_VARIABLE}
+    proc = subprocess.run([str(browsers.BROWSER_STARTER)], env=env, capture_output=True,
+                          text=True)
+    assert proc.returncode == 2 and browsers.STARTER_VARIABLE in proc.stderr
+
+
+def test_browsers_start_while_other_threads_fork(monkeypatch):
+    """Competing players start browsers from several threads. A starter script written per
+    launch failed here with ETXTBSY (9 of 300 launches) when another thread forked while it was
+    open for writing; the fixed starter is never open for writing."""
+    monkeypatch.setattr(browsers, "CHROMIUM", "/bin/true")
+    stop = threading.Event()
+
+    def fork_until_stopped() -> None:
+        while not stop.is_set():
+            subprocess.run(["/bin/true"], check=True)
+
+    forkers = [threading.Thread(target=fork_until_stopped) for _ in range(3)]
+    for thread in forkers:
+        thread.start()
+    failures = []
+    try:
+        for _ in range(300):
+            try:
+                subprocess.run([str(browsers.BROWSER_STARTER)], check=True,
+                               env=browsers.browser_starter_env(None, None))
+            except OSError as exc:
+                failures.append(exc)
+    finally:
+        stop.set()
+        for thread in forkers:
+            thread.join()
+    assert failures == []
 
 
 @pytest.mark.parametrize("kwargs, field", [
