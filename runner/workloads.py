@@ -121,11 +121,13 @@ class VideoSession(Workload):
                 cross_traffic.wait(TRIAL_SLACK_S)
             write_json(ctx.tdir / "summary.json", played.as_json())
             events = keep_session(server, ctx.session_id, ctx.tdir)
-            rivals.keep(server, ctx.tdir)
-        return WorkloadOutcome(
-            failure=played.failure, proof=played.proof, media=media,
-            started=any(e.get("type") == "startup" for e in events),
-            events_started_unix=started_unix)
+            unplayed = rivals.keep(server, ctx.tdir)
+        started = any(e.get("type") == "startup" for e in events)
+        failure = played.failure
+        if started and unplayed:
+            failure, started = "; ".join(unplayed), False
+        return WorkloadOutcome(failure=failure, proof=played.proof, media=media,
+                               started=started, events_started_unix=started_unix)
 
 
 class CompetingPlayers:
@@ -165,9 +167,11 @@ class CompetingPlayers:
                 session.thread.join(session.request.duration_s + self.JOIN_TIMEOUT_S
                                     if exc_type is None else self.JOIN_TIMEOUT_S)
 
-    def keep(self, server: ServerStack, tdir: Path) -> None:
+    def keep(self, server: ServerStack, tdir: Path) -> list[str]:
         """Each competitor's summary, session and events into the trial folder's <host>/; a
-        competitor whose player failed is recorded as such (its failure in summary.json)."""
+        competitor whose player failed is recorded as such (its failure in summary.json).
+        Returns why each competitor that never showed a frame did not."""
+        unplayed = []
         for session in self.sessions:
             folder = tdir / session.host
             folder.mkdir(exist_ok=True)
@@ -176,8 +180,14 @@ class CompetingPlayers:
             else:
                 write_json(folder / "summary.json", {"failure": session.failure or
                                                      "the player did not finish"})
+            events: list[dict[str, object]] = []
             with contextlib.suppress(TrialFailed):  # a session the collector never saw
-                keep_session(server, session.request.session_id, folder, access_log=False)
+                events = keep_session(server, session.request.session_id, folder,
+                                      access_log=False)
+            reason = session.unplayed(events)
+            if reason is not None:
+                unplayed.append(reason)
+        return unplayed
 
 
 @dataclass
@@ -194,6 +204,15 @@ class RivalSession:
             self.result = play_session(self.network, server, self.request)
         except Exception as exc:  # recorded beside the trial's own outcome
             self.failure = f"{type(exc).__name__}: {exc}"
+
+    def unplayed(self, events: list[dict[str, object]]) -> str | None:
+        """Why this competitor never showed a frame (None: it did). Such a trial measured no
+        sharing (the others had the network to themselves), so it fails, and `run
+        --retry-failed` runs it again; one that played and then broke is a result."""
+        if any(e.get("type") == "startup" for e in events):
+            return None
+        why = self.failure or (self.result.failure if self.result is not None else None)
+        return f"competing player {self.host}: {why or 'it showed no frame'}"
 
 
 def keep_session(server: ServerStack, session_id: str, tdir: Path, *,

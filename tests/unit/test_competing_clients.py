@@ -14,6 +14,7 @@ from mpstream.runner.layout import write_json
 from mpstream.runner.metrics import fairness_metrics, jain_index, trial_metrics
 from mpstream.runner.metrics import video_fairness as fairness_of_video
 from mpstream.runner.record import CompetitorLabel
+from mpstream.runner.workloads import RivalSession
 from tests.records import trial_data
 
 CLIENT = {"paths": [{"name": "wifi", "rate": "10mbit"}, {"name": "lte", "rate": "5mbit"}]}
@@ -181,3 +182,19 @@ def test_cross_traffic_is_reported_apart_from_the_users(tmp_path):
         CompetitorLabel(host="user2", name="cross", mptcp=False, cross_traffic=True)])
     m = trial_metrics(only, n_paths=2)
     assert "mptcp_share" not in m and m["cross_traffic_mbps"] == pytest.approx(2.5)
+
+
+
+def rival(host: str, failure: str | None = None) -> RivalSession:
+    return RivalSession(host, None, None, failure=failure)  # type: ignore[arg-type]
+
+
+def test_a_competitor_that_never_showed_a_frame_fails_the_trial_with_its_reason():
+    startup = [{"type": "startup", "data": {"startup_delay_ms": 800}}]
+    broken = rival("user2", "UserError: Chromium did not start: spawn ETXTBSY")
+    assert broken.unplayed([]) == ("competing player user2: UserError: Chromium did not "
+                                   "start: spawn ETXTBSY")
+    assert rival("user1").unplayed([{"type": "segment"}]) == \
+        "competing player user1: it showed no frame"
+    # One that played and then broke (a path failure) is a result, not a failed trial.
+    assert rival("user1", "lost its path").unplayed(startup) is None
