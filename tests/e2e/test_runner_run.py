@@ -22,23 +22,14 @@ pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture(scope="module")
-def media(tmp_path_factory) -> Path:
-    from mpstream.encoder.pipeline import encode_media
-
-    out = tmp_path_factory.mktemp("media") / "tiny"
-    encode_media("synthetic", "tiny", 2.0, 16.0, out, progress=False)
-    return out
-
-
-@pytest.fixture(scope="module")
-def run(media, tmp_path_factory):
+def run(tiny_media, tmp_path_factory):
     raw = {
         "name": "mini-bandwidth",
         "trials": 2,
         "seed": 5,
         "duration_s": 12,
         "players": ["dashjs"],
-        "media": {"dir": str(media)},
+        "media": {"dir": str(tiny_media)},
         "conditions": [
             {"label": "balanced", "profile": "thesis-bandwidth-balanced",
              "reference": "thesis/bandwidth/balanced"},
