@@ -5,9 +5,12 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: test-real-networks setup system venv build emulator player-bundle dashboard-assets event-schema lint test test-unit test-integration test-e2e test-trixie test-live demo doctor bench clean
+.PHONY: test-real-networks setup setup-core system venv build emulator player-bundle dashboard-assets event-schema lint test test-unit test-integration test-e2e test-trixie test-live demo doctor bench clean
 
-setup: system venv build
+# Everything, the QUIC hop too. The test targets need only setup-core, so that a fresh machine's
+# `make test` does not pay the hop's first Rust build; `make test-quic` does.
+setup: setup-core quic
+setup-core: system venv build
 
 system:
 	@scripts/install-system.sh
@@ -21,6 +24,14 @@ $(VENV_STAMP): pyproject.toml
 	@touch $@
 
 build: emulator player-bundle player-driver dashboard-assets coupled-cc
+
+# --- the QUIC hop (quic/: proxy and gateway of the quic and mpquic transports, Rust) ---
+# Built through a cache outside the clone (scripts/build-quic.sh).
+QUIC_SRC := $(wildcard quic/src/*.rs) quic/Cargo.toml quic/Cargo.lock
+.PHONY: quic
+quic: build/mpstream-quic
+build/mpstream-quic: $(QUIC_SRC) scripts/build-quic.sh
+	@scripts/build-quic.sh $@
 
 # --- coupled congestion controls (netem/cc/: LIA, OLIA, BALIA in BPF) ---
 # The objects come from a cache outside the clone (scripts/build-coupled-cc.sh); the harness
@@ -95,33 +106,48 @@ lint: venv player/node_modules/.installed
 	@MYPY="$(CURDIR)/$(PY) -m mypy" scripts/typecheck.sh
 	@player/node_modules/.bin/eslint --config player/eslint.config.js player server/web/static
 
-test: setup lint
+test: setup-core lint
 	@scripts/pytest.sh -m "(unit or integration or e2e) and not long" --durations=25
 
 test-unit: venv
 	@scripts/pytest.sh -m unit
 
-test-integration: setup
+test-integration: setup-core
 	@scripts/pytest.sh -m integration
 
-test-e2e: setup
+test-e2e: setup-core
 	@scripts/pytest.sh -m "e2e and not long"
 
 # Real networks' slower proofs (about 3 minutes): paths check and a runner `real` condition on two
 # test hosts, and `trace record` through emulated paths of known rate and of a known trace.
-test-real-networks: setup
+test-real-networks: setup-core
 	@scripts/pytest.sh -m long tests/e2e/test_real_hosts.py tests/integration/test_trace_record.py
 
 # Live streaming's long proof (about 4 minutes): `mpstream run` of a live scenario, its report.
-test-live: setup
+test-live: setup-core
 	@scripts/pytest.sh -m long tests/e2e/test_runner_live.py
+
+# The QUIC hop end to end (about 3 minutes, and a few more for its first Rust build): curl
+# through the proxy and gateway over multipath QUIC, QUIC, and the hop's TCP and MPTCP arms on
+# two emulated paths, a path failing mid-transfer, a dead gateway; dash.js in Chromium over
+# mpquic and quic (docs/quic.md).
+.PHONY: test-quic
+test-quic: setup
+	@scripts/pytest.sh -m long tests/integration/test_quic_hop.py tests/e2e/test_player_quic.py
+
+# Users who share a network (about 4 minutes): the coupled congestion controls' measured coupling
+# at a shared bottleneck and on disjoint paths, bulk competitors and three players at once
+# (docs/coupled-cc.md).
+.PHONY: test-sharing
+test-sharing: setup-core
+	@scripts/pytest.sh -m long tests/integration/test_coupled_cc.py tests/integration/test_competing_clients.py tests/e2e/test_competing_players.py
 
 # Trials on a local Ray cluster (about 8 minutes): `run --cluster local:2` of an iperf scenario
 # (both hosts used, one trial per host at a time, the report's columns as a local run's), a
 # driver without the token refused, a host with another mpstream refused, a host's Ray killed
 # mid-trial and the coordinator killed with -9; nothing left behind after each (docs/cluster.md).
 .PHONY: test-cluster
-test-cluster: setup
+test-cluster: setup-core
 	@scripts/pytest.sh -m cluster tests/cluster
 
 # The project on Debian 13 from a fresh clone of HEAD, in a cached chroot with namespaces of its
@@ -134,11 +160,11 @@ test-trixie:
 # Chromium over MPTCP, QoE events read back from PostgreSQL, then down. Its own target: several
 # minutes on a fresh machine, about one once the images are cached.
 .PHONY: test-compose compose-images
-test-compose: setup
+test-compose: setup-core
 	@scripts/pytest.sh -m compose tests/compose
 
 # The images alone (the same as test-compose builds), for `podman-compose up` by hand.
-compose-images: setup
+compose-images: setup-core
 	@$(PY) -c 'from tests.compose.stack import build_images; build_images()'
 
 # The thesis bandwidth experiment in short: encode the sample, one trial each of balanced MPTCP,

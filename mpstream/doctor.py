@@ -21,6 +21,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from mpstream.hop import BUILD_COMMAND as HOP_BUILD_COMMAND
+from mpstream.hop import HOP_BINARY
 from mpstream.paths import BUILD_DIR, REPO_ROOT
 
 PROC_SYS = Path("/proc/sys")
@@ -238,6 +240,10 @@ def check_build(build_dir: Path = BUILD_DIR, repo: Path = REPO_ROOT) -> list[Fin
                        ("player page", repo / "player" / "dist" / "index.html")):
         found.append(Finding("build", what, path.exists(), str(path) if path.exists()
                              else "not built", "make setup"))
+    hop = build_dir / HOP_BINARY.name
+    found.append(Finding("build", "QUIC hop (transports quic, mpquic)", hop.exists(),
+                         str(hop) if hop.exists() else "not built",
+                         f"{HOP_BUILD_COMMAND} (needs cargo, Rust 1.88 or newer)", required=False))
     return found
 
 

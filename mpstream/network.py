@@ -90,6 +90,8 @@ class Network(ABC):
     server_addr: str
     # The path a single-path transport uses.
     single_path: int = 0
+    # The congestion control the network's senders run (None: each host's own default).
+    cc: str | None = None
 
     @property
     def competitors(self) -> list[Competitor]:

@@ -43,6 +43,10 @@ def timed_download(url: str, seconds: float, interface: str | None = None,
         argv += ["--interface", interface]
     argv.append(url)
     if transport is not None:
+        if transport.runs_on_server:
+            raise UserError(f"transport {transport.name} runs a gateway on the server host, and "
+                            "mpstream runs nothing on a real network's server: check the paths "
+                            "with mptcp or tcp")
         missing = transport.missing()
         if missing:
             raise UserError("; ".join(missing))

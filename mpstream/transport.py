@@ -8,16 +8,20 @@ one subclass here (or in a module of its own) and one `register` call.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, Protocol
+from urllib.parse import urlsplit
 
 from mpstream.errors import UserError
+from mpstream.hop import HopMode, HopOptions, QuicHop, hop_missing, quic_cc
 from mpstream.network import Network
+from mpstream.proof import Proof
 
 # Client-side MPTCP counters (/proc/net/netstat, MPTcpExt) that prove MPTCP was spoken: the
 # server's SYN/ACK carried MP_CAPABLE, and the server answered an MP_JOIN of an extra subflow.
@@ -25,13 +29,33 @@ MP_CAPABLE_COUNTER = "MPCapableSYNACKRX"
 MP_JOIN_COUNTER = "MPJoinSynAckRx"
 
 
-@dataclass
-class Proof:
-    """What a transport counted on the wire during a trial (e.g. MP_CAPABLE and MP_JOIN), and
-    why that does not prove the transport was spoken (None when it does)."""
+class Carrier(Protocol):
+    """How the client reaches the server for one session: `base_url` is what it asks instead of
+    the server's own address; `problem` says why the way broke (None while it carries);
+    `proof` is what the way itself counted (None: the transport's `prove` judges)."""
 
-    counters: dict[str, int] = field(default_factory=dict)
-    problem: str | None = None
+    base_url: str
+    # What carries the session when it is not the transport's own name (e.g. the QUIC library
+    # and its multipath draft).
+    implementation: str | None
+
+    def problem(self) -> str | None: ...
+
+    def proof(self) -> Proof | None: ...
+
+
+@dataclass
+class Direct:
+    """The client asks the server itself."""
+
+    base_url: str
+    implementation: str | None = None
+
+    def problem(self) -> str | None:
+        return None
+
+    def proof(self) -> Proof | None:
+        return None
 
 
 class Transport(ABC):
@@ -43,6 +67,10 @@ class Transport(ABC):
     label: ClassVar[str]
     kernel_mptcp: ClassVar[bool]
     network_mode: ClassVar[Literal["mptcp", "tcp"]]
+    # Only a client that speaks HTTP can use it (a player, not iperf3).
+    carries_http_only: ClassVar[bool] = False
+    # It runs a program of its own on the server host (which a real network's server is not).
+    runs_on_server: ClassVar[bool] = False
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
         """A client or server program as it must run to speak this transport."""
@@ -63,6 +91,17 @@ class Transport(ABC):
     def missing(self) -> list[str]:
         """What this machine lacks to run this transport, each with its fix."""
         return []
+
+    def refuses_cc(self, cc: str | None) -> str | None:
+        """Why this transport cannot run congestion control `cc` (a profile's), or None."""
+        return None
+
+    @contextlib.contextmanager
+    def carrier(self, network: Network, base_url: str, workdir: Path,
+                cc: str | None = None) -> Iterator[Carrier]:
+        """The way from the client to the server at `base_url` for one session (anything it
+        writes goes to `workdir`); by default the client asks the server directly."""
+        yield Direct(base_url)
 
 
 class MPTCP(Transport):
@@ -116,6 +155,85 @@ class TCP(Transport):
         return [network.single_path]
 
 
+class HopTransport(Transport):
+    """A transport through the QUIC hop (mpstream/hop.py): the client's programs speak plain
+    HTTP to a proxy on its own host, which carries it to a gateway in front of the server over
+    (multipath) QUIC, or over TCP or MPTCP: the same hop without QUIC, which measures what the
+    hop costs. The server listens on plain TCP (the gateway is its only client)."""
+
+    kernel_mptcp = False
+    carries_http_only = True
+    runs_on_server = True
+    hop_mode: ClassVar[HopMode]
+    # The kernel transport the proxy speaks in the TCP and MPTCP modes (it proves them).
+    kernel: ClassVar[Transport | None] = None
+
+    def paths_in_use(self, network: Network) -> list[int]:
+        if self.network_mode == "mptcp":
+            return MPTCP().paths_in_use(network)
+        return [network.single_path]
+
+    def before(self, network: Network) -> dict[str, int]:
+        return self.kernel.before(network) if self.kernel else {}
+
+    def prove(self, network: Network, before: dict[str, int], who: str) -> Proof:
+        return self.kernel.prove(network, before, f"{who} through the hop's proxy") \
+            if self.kernel else Proof()
+
+    def missing(self) -> list[str]:
+        return hop_missing() + (self.kernel.missing() if self.kernel else [])
+
+    def refuses_cc(self, cc: str | None) -> str | None:
+        if self.kernel is not None:
+            return None  # the kernel's CC, as for the direct transports
+        try:
+            quic_cc(cc)
+        except UserError as exc:
+            return str(exc)
+        return None
+
+    @contextlib.contextmanager
+    def carrier(self, network: Network, base_url: str, workdir: Path,
+                cc: str | None = None) -> Iterator[Carrier]:
+        url = urlsplit(base_url)
+        if url.hostname != network.server_addr:
+            raise UserError(f"transport {self.name}: the hop's gateway runs on the server host "
+                            f"of the network ({network.server_addr}), not in front of {base_url}")
+        options = HopOptions(self.hop_mode, cc=quic_cc(cc) if self.kernel is None else "cubic")
+        with QuicHop(network, url.port or 80, options, workdir) as hop:
+            yield hop
+
+
+class MPQUIC(HopTransport):
+    name = "mpquic"
+    label = "MPQUIC"
+    network_mode = "mptcp"  # every path up, each pinned by its source address
+    hop_mode = "mpquic"
+
+
+class QUIC(HopTransport):
+    name = "quic"
+    label = "QUIC"
+    network_mode = "tcp"
+    hop_mode = "quic"
+
+
+class MPTCPHop(HopTransport):
+    name = "mptcp-hop"
+    label = "MPTCP via hop"
+    network_mode = "mptcp"
+    hop_mode = "mptcp"
+    kernel = MPTCP()
+
+
+class TCPHop(HopTransport):
+    name = "tcp-hop"
+    label = "TCP via hop"
+    network_mode = "tcp"
+    hop_mode = "tcp"
+    kernel = TCP()
+
+
 def mptcp_counters(network: Network) -> dict[str, int]:
     """The client's MPTcpExt counters (/proc/net/netstat read on the client host)."""
     text = network.run("client", ["cat", "/proc/net/netstat"], capture_output=True, text=True,
@@ -151,6 +269,10 @@ def register(transport: Transport) -> Transport:
 
 register(MPTCP())
 register(TCP())
+register(MPQUIC())
+register(QUIC())
+register(MPTCPHop())
+register(TCPHop())
 
 
 def get_transport(name: str) -> Transport:

@@ -120,6 +120,7 @@ class Topology(Network):
         self.link_ns = netns_name(name, "link")
         self.server_addr = SERVER_ADDR
         self.single_path = profile.tcp_path
+        self.cc = profile.cc
         self._paths = [_path_info(profile, i) for i in range(len(profile.paths))]
         users = _competitors(profile, name)
         self._competitors = [user for user, _ in users]
@@ -583,6 +584,7 @@ class CompetitorNetwork(Network):
     def __init__(self, topo: Topology, user: Competitor):
         self.topo, self.user = topo, user
         self.server_addr = topo.server_addr
+        self.cc = topo.cc
 
     @property
     def paths(self) -> list[PathInfo]:

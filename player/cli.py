@@ -182,6 +182,9 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
         player = _player_for(url, player)
         rule, rule_params = _abr_choice(player, abr, abr_params)
         chosen = get_transport(transport or "mptcp")
+        if chosen.runs_on_server:
+            raise UserError(f"transport {chosen.name} runs a gateway on the server host, and "
+                            "mpstream runs nothing on a server elsewhere: use --profile")
         session_id = session_id or f"play-{player}-{chosen.name}-{time.strftime('%Y%m%dT%H%M%S')}"
         from mpstream.player.real import play_url
 
@@ -214,6 +217,9 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
     # the page refuses it, from the manifest it loads, before playing.)
     check_codec(browser, codec, media, player)
     chosen = get_transport(transport) if transport else for_network_mode(prof.mode)
+    refusal = chosen.refuses_cc(prof.cc)
+    if refusal:
+        raise UserError(f"profile {prof.name}: {refusal}")
     session_id = session_id or f"play-{player}-{chosen.name}-{time.strftime('%Y%m%dT%H%M%S')}"
     console = Console(stderr=True)
     with Topology.up(prof, name=name) as topo:

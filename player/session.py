@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypedDict
@@ -32,7 +33,7 @@ from mpstream.player.browsers import (
     open_page,
 )
 from mpstream.player.codecs import CODECS, family
-from mpstream.transport import Transport
+from mpstream.transport import Carrier, Transport
 
 DIST_DIR = Path(__file__).resolve().parent / "dist"
 PLAYERS = {"hlsjs": "hls", "dashjs": "dash"}
@@ -121,6 +122,9 @@ class PlayRequest:
     codec: str = "auto"
     abr: str | None = None
     abr_params: tuple[tuple[str, float], ...] = ()
+    # Where the transport's carrier writes (the QUIC hop's statistics and qlog; None: nowhere
+    # kept).
+    workdir: Path | None = None
 
     @property
     def manifest(self) -> str:
@@ -171,6 +175,8 @@ class PlayResult:
     hud: dict[str, str] | None = None
     console: list[str] = field(default_factory=list)
     screenshot_taken: bool = False
+    # What carried the session when not the transport's own name (the QUIC library and draft).
+    transport_implementation: str | None = None
 
     def as_json(self) -> JsonObject:
         """The flat object of `play --json` and a trial's summary.json: the summary's fields,
@@ -180,6 +186,8 @@ class PlayResult:
                    paths=self.paths, proof=self.proof, page=self.page, failure=self.failure,
                    url=self.url)
         out.setdefault("transport", self.transport)
+        if self.transport_implementation:
+            out["transport_implementation"] = self.transport_implementation
         out.setdefault("codec", self.codec)
         if self.screenshot_taken:
             out["hud"] = self.hud  # what the HUD said when the screenshot was taken
@@ -292,7 +300,16 @@ def play_session(network: Network, server: PageServer, request: PlayRequest) -> 
     measured under the wrong label)."""
     r = request
     check_prerequisites(r.player, r.manifest, r.browser, r.codec, r.abr, r.abr_params)
-    url = page_url(server.base_url, player=r.player, manifest_path=r.manifest,
+    with contextlib.ExitStack() as held:
+        workdir = r.workdir or Path(held.enter_context(
+            tempfile.TemporaryDirectory(prefix="mps-carrier-")))
+        carried = held.enter_context(
+            r.transport.carrier(network, server.base_url, workdir, network.cc))
+        return _play(network, server, r, carried)
+
+
+def _play(network: Network, server: PageServer, r: PlayRequest, carried: Carrier) -> PlayResult:
+    url = page_url(carried.base_url, player=r.player, manifest_path=r.manifest,
                    session_id=r.session_id, transport=r.transport.name,
                    duration_s=r.duration_s, scenario=r.scenario, trial=r.trial,
                    startup_timeout_s=r.startup_timeout_s, buffer_s=r.buffer_s,
@@ -340,7 +357,8 @@ def play_session(network: Network, server: PageServer, request: PlayRequest) -> 
     decoded = summary.get("codec") if summary else None
     if decoded is None and isinstance(startup, dict):
         decoded = startup.get("codec")
-    found = r.transport.prove(network, proof_before, r.browser)
+    failure = failure or carried.problem()
+    found = carried.proof() or r.transport.prove(network, proof_before, r.browser)
     proof, failure = found.counters or None, failure or found.problem
     codec = _text(decoded)
     if r.codec != "auto" and codec and family(codec) != r.codec:
@@ -351,7 +369,8 @@ def play_session(network: Network, server: PageServer, request: PlayRequest) -> 
         browser=r.browser, transport=r.transport.name, codec_requested=r.codec, codec=codec,
         paths=_path_report(network, before, after), proof=proof, page=report, url=url,
         failure=failure, hud=hud, console=list(console),
-        screenshot_taken=r.screenshot is not None)
+        screenshot_taken=r.screenshot is not None,
+        transport_implementation=carried.implementation)
 
 
 def _text(value: object) -> str | None:

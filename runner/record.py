@@ -111,6 +111,9 @@ class TrialRecord(BaseModel):
     # reversed, -R), so the emulated downlink is the bottleneck, as for video.
     sender: Literal["server", "client"] = "server"
     transport: str | None = None
+    transport_implementation: str | None = Field(
+        default=None, description="what carried the transport when its name does not say "
+        "(the QUIC library and the multipath draft it implements)")
     capacity_bps: float | None = Field(default=None, description="sum of the nominal rates of the "
                                        "paths in use (None: unknown, unlimited or real)")
     paths: list[PathLabel] = Field(default_factory=list)

@@ -482,6 +482,17 @@ def explanations(report: Report) -> list[str]:
     return out
 
 
+def implementations(trials: list[TrialData]) -> dict[str, list[str]]:
+    """What carried each transport whose name does not say it (the QUIC library and its
+    multipath draft), as the trials recorded it."""
+    found: dict[str, set[str]] = defaultdict(set)
+    for trial in trials:
+        rec = trial.record
+        if rec.transport and rec.transport_implementation:
+            found[rec.transport].add(rec.transport_implementation)
+    return {name: sorted(impls) for name, impls in sorted(found.items())}
+
+
 def _write_html(report: Report, run: dict) -> None:
     env = Environment(loader=FileSystemLoader(TEMPLATES),
                       autoescape=select_autoescape(default=True, default_for_string=True))
@@ -508,5 +519,6 @@ def _write_html(report: Report, run: dict) -> None:
         num=num,
         ours=_ours,
         explained=explanations(report),
+        implementations=implementations(report.trials),
     )
     report.html.write_text(html)

@@ -160,8 +160,21 @@ def preflight(scenario: Scenario) -> None:
                 check_browser(browser)
             except UserError as exc:
                 problems.append(str(exc))
-    transports = {transport_for(c, None if c.kind == "real" else build_profile(scenario, c).mode)
-                  for c in scenario.all_conditions()}
+    transports = set()
+    for cond in scenario.all_conditions():
+        profile = None if cond.kind == "real" else build_profile(scenario, cond)
+        transport = transport_for(cond, profile.mode if profile else None)
+        transports.add(transport)
+        refusal = transport.refuses_cc(profile.cc) if profile else None
+        if refusal:
+            problems.append(f"condition {cond.label}: {refusal}")
+        if profile is None and transport.runs_on_server:
+            problems.append(f"condition {cond.label}: transport {transport.name} runs a gateway "
+                            "on the server host, which mpstream does not run on a real "
+                            "network's server: use an emulated profile")
+        if scenario.kind != "video" and transport.carries_http_only:
+            problems.append(f"condition {cond.label}: transport {transport.name} carries the "
+                            f"player's HTTP only; a {scenario.kind} scenario needs mptcp or tcp")
     for transport in sorted(transports, key=lambda t: t.name):
         problems += transport.missing()
     for tool in ("ss", "nstat", "stdbuf", "iperf3" if scenario.kind == "iperf" else "ip"):

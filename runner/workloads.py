@@ -74,6 +74,7 @@ class WorkloadOutcome(BaseModel):
     failure: str | None = None
     started: bool = True
     proof: dict[str, int] | None = None
+    transport_implementation: str | None = None
     media: MediaFacts | None = None
     events_started_unix: float | None = None
 
@@ -106,7 +107,7 @@ class VideoSession(Workload):
                 screenshot=ctx.tdir / "last-frame.png", buffer_s=ctx.scenario.buffer_s,
                 target_latency_s=live.target_latency_s if live else None,
                 browser=ctx.trial.browser or "chromium", codec=ctx.trial.codec or "auto",
-                abr=abr, abr_params=abr_params)
+                abr=abr, abr_params=abr_params, workdir=ctx.tdir)
             rivals = CompetingPlayers(ctx.network, server, request)
             cross = [competitor_flow(ctx, k, user, ctx.scenario.duration_s)
                      for k, user in enumerate(ctx.network.competitors) if user.cross_traffic]
@@ -127,6 +128,7 @@ class VideoSession(Workload):
         if started and unplayed:
             failure, started = "; ".join(unplayed), False
         return WorkloadOutcome(failure=failure, proof=played.proof, media=media,
+                               transport_implementation=played.transport_implementation,
                                started=started, events_started_unix=started_unix)
 
 

@@ -22,7 +22,7 @@ from mpstream.runner.run import run_scenario
 from mpstream.runner.scenario import load_scenario
 from tests.runs import leftover_namespaces
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.long, pytest.mark.timeout(900)]  # make test-sharing
 
 MPSTREAM = str(Path(sys.executable).parent / "mpstream")
 

@@ -20,7 +20,7 @@ from mpstream.netem.profile import profile_from_dict
 from mpstream.netem.teardown import leftovers
 from mpstream.netem.topology import Topology
 
-pytestmark = pytest.mark.timeout(400)
+pytestmark = [pytest.mark.long, pytest.mark.timeout(400)]  # make test-sharing
 
 MPSTREAM = str(Path(sys.executable).parent / "mpstream")
 LINK = {"rate": "10mbit", "delay_ms": 5, "queue_packets": 50}

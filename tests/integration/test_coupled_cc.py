@@ -170,6 +170,7 @@ def mptcp_share_at_shared_bottleneck(cc: str, seconds: int = 25, settle_s: float
     return mp_bytes / (mp_bytes + tcp_bytes)
 
 
+@pytest.mark.long  # measured coupling: make test-sharing
 def test_lia_takes_about_half_of_a_bottleneck_shared_with_tcp(no_coupled_cc_loaded):
     """Four subflows through the one bottleneck: uncoupled, each is a TCP flow of its own and
     the MPTCP user takes about four fifths (measured 0.68-0.78); coupled by LIA they take about
@@ -181,6 +182,7 @@ def test_lia_takes_about_half_of_a_bottleneck_shared_with_tcp(no_coupled_cc_load
     assert cubic >= lia + 0.15, (lia, cubic)
 
 
+@pytest.mark.long  # measured coupling: make test-sharing
 def test_lia_on_disjoint_paths_carries_what_cubic_carries(no_coupled_cc_loaded):
     def download(cc: str) -> int:
         with Topology.up(profile_from_dict(two_paths(cc)), f"ccd{os.getpid()}") as topo:

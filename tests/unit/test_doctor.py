@@ -72,6 +72,8 @@ def test_missing_build_is_named_with_make_setup(tmp_path):
     found = by_name(doctor.check_build(tmp_path / "build", tmp_path))
     assert not found["link emulator"].ok and found["link emulator"].fix == "make setup"
     assert not found["player page"].ok
+    hop = found["QUIC hop (transports quic, mpquic)"]
+    assert not hop.ok and not hop.required and "make quic" in hop.fix
 
 
 def test_doctor_exits_1_and_names_the_fix_when_programs_are_missing():

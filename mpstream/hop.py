@@ -1,0 +1,240 @@
+"""The QUIC hop on a network: the gateway (build/mpstream-quic gateway) in the server's
+namespace in front of the HTTP server, and the proxy (mpstream-quic proxy) in the client's,
+which the browser or a download tool speaks plain HTTP/1.1 to on 127.0.0.1.
+
+The proxy carries what it is given to the gateway over one (multipath) QUIC connection, or, in
+the tcp and mptcp modes, over a TCP or MPTCP connection per client connection: the same hop
+without QUIC, so that a comparison can tell QUIC's part from the hop's. Both programs append
+their per-path statistics and path events to JSON-lines files; a dead proxy or gateway is a
+failure with its own last words (`problem`).
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from mpstream.errors import UserError
+from mpstream.network import Network
+from mpstream.paths import BUILD_DIR
+from mpstream.proc import stop
+from mpstream.proof import Proof
+
+HOP_BINARY = BUILD_DIR / "mpstream-quic"
+BUILD_COMMAND = "make quic"
+GATEWAY_QUIC_PORT = 4433
+GATEWAY_TCP_PORT = 4434
+READY_TIMEOUT_S = 15.0
+
+HopMode = Literal["mpquic", "quic", "tcp", "mptcp"]
+# The congestion controls the QUIC library has, by the names profiles use.
+QUIC_CCS = ("cubic", "reno", "newreno", "bbr")
+
+
+def hop_missing(binary: Path = HOP_BINARY) -> list[str]:
+    """What this machine lacks to run the hop, each with its fix."""
+    if binary.is_file():
+        return []
+    return [f"the QUIC hop is not built ({binary} is missing): run `{BUILD_COMMAND}` "
+            f"(needs cargo, Rust 1.88 or newer)"]
+
+
+def quic_cc(cc: str | None) -> str:
+    """The hop's name for a profile's congestion control; an error naming those it has."""
+    name = cc or "cubic"
+    if name not in QUIC_CCS:
+        raise UserError(f"congestion control {name!r} is not one the QUIC library (noq) has: "
+                        f"choose one of cubic, reno, bbr (BBRv3)")
+    return "newreno" if name == "reno" else name
+
+
+@dataclass
+class HopOptions:
+    mode: HopMode
+    cc: str = "cubic"
+    packet_size: int = 1472  # UDP payload: fills a 1500-byte link as TCP's 1448-byte segments
+    max_paths: int = 8  # with multipath: room to reopen failed paths (ids are not reused)
+    path_idle_ms: int = 1000
+    path_keepalive_ms: int = 250
+    idle_timeout_ms: int = 30_000  # a single path's outage must not end the connection
+    stats_interval_ms: int = 100
+    qlog: bool = True
+
+
+@dataclass
+class QuicHop:
+    """Starts the gateway and the proxy on `network` for `upstream_port` (the HTTP server on the
+    server host's address); `base_url` is what the client asks instead of the server."""
+
+    network: Network
+    upstream_port: int
+    options: HopOptions
+    workdir: Path
+    binary: Path = HOP_BINARY
+    base_url: str = field(init=False, default="")
+    paths_opened: list[int] = field(init=False, default_factory=list)
+    # The QUIC library and multipath draft the proxy runs (None in the TCP and MPTCP modes).
+    implementation: str | None = field(init=False, default=None)
+    _gateway: subprocess.Popen[str] | None = field(init=False, default=None)
+    _proxy: subprocess.Popen[str] | None = field(init=False, default=None)
+
+    @property
+    def gateway_stats(self) -> Path:
+        return self.workdir / "quic-gateway.jsonl"
+
+    @property
+    def proxy_stats(self) -> Path:
+        return self.workdir / "quic-proxy.jsonl"
+
+    @property
+    def qlog_dir(self) -> Path:
+        return self.workdir / "qlog"
+
+    def __enter__(self) -> QuicHop:
+        missing = hop_missing(self.binary)
+        if missing:
+            raise UserError(missing[0])
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _quic_args(self, stats: Path, multipath: bool, judges_paths: bool) -> list[str]:
+        """`judges_paths`: this end abandons a path that hears nothing (the proxy, which receives
+        the data; noq may acknowledge a path's data on another path, so the sender cannot)."""
+        o = self.options
+        args = ["--cc", o.cc, "--packet-size", str(o.packet_size),
+                "--path-idle-ms", str(o.path_idle_ms if judges_paths else 0),
+                "--path-keepalive-ms",
+                str(o.path_keepalive_ms), "--idle-timeout-ms", str(o.idle_timeout_ms),
+                "--stats", str(stats),
+                "--stats-interval-ms", str(o.stats_interval_ms)]
+        if multipath:
+            args += ["--max-paths", str(o.max_paths)]
+        if o.qlog:
+            args += ["--qlog-dir", str(self.qlog_dir)]
+        return args
+
+    def _start(self) -> None:
+        net, mode = self.network, self.options.mode
+        cert = self.workdir / "gateway-cert.der"
+        cert.unlink(missing_ok=True)
+        # The gateway always offers multipath; the proxy decides whether the connection uses it.
+        self._gateway = net.popen("server", [
+            str(self.binary), "gateway", "--listen", f"0.0.0.0:{GATEWAY_QUIC_PORT}",
+            "--tcp-listen", f"{net.server_addr}:{GATEWAY_TCP_PORT}",
+            "--upstream", f"{net.server_addr}:{self.upstream_port}", "--cert-out", str(cert),
+            *self._quic_args(self.gateway_stats, multipath=True, judges_paths=False),
+        ], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        _ready(self._gateway, "gateway")
+        paths = net.paths if mode in ("mpquic", "mptcp") else [net.paths[net.single_path]]
+        locals_ = [arg for p in paths for arg in ("--local", p.client_addr)]
+        backups = [arg for p in paths if p.backup for arg in ("--backup", p.client_addr)]
+        port = GATEWAY_QUIC_PORT if mode in ("mpquic", "quic") else GATEWAY_TCP_PORT
+        argv = [str(self.binary), "proxy", "--mode", mode, "--gateway",
+                f"{net.server_addr}:{port}", *locals_, *backups]
+        if mode in ("mpquic", "quic"):
+            argv += ["--cert", str(cert),
+                     *self._quic_args(self.proxy_stats, mode == "mpquic", judges_paths=True)]
+        self._proxy = net.popen("client", argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+        ready = _ready(self._proxy, "proxy")
+        self.base_url = f"http://{ready['listen']}"
+        self.paths_opened = [int(p) for p in ready.get("paths", [])]
+        self.implementation = ready.get("implementation")
+
+    def problem(self) -> str | None:
+        """Why the hop no longer carries anything (a program of it exited), or None."""
+        for name, proc in (("proxy", self._proxy), ("gateway", self._gateway)):
+            if proc is not None and proc.poll() is not None:
+                return f"the QUIC hop's {name} exited ({proc.returncode}): {_last_words(proc)}"
+        return None
+
+    def proof(self) -> Proof | None:
+        """What the gateway counted: QUIC connections from proxies and the paths that carried
+        data. None in the TCP and MPTCP modes (the kernel's counters prove those)."""
+        if self.options.mode not in ("mpquic", "quic"):
+            return None
+        connections, paths = set(), set()
+        for line in _json_lines(self.gateway_stats):
+            if line.get("event") == "connected":
+                connections.add(line.get("conn"))
+            elif "event" not in line and int(line.get("sent_bytes", 0)) > 0:
+                paths.add((line.get("conn"), line.get("path")))
+        counters = {"quic_connections": len(connections), "quic_paths": len(paths)}
+        if not connections:
+            return Proof(counters, "no QUIC connection reached the gateway: the client's requests "
+                                   "did not go through the hop")
+        want = len(self.network.paths) if self.options.mode == "mpquic" else 1
+        if len(paths) < want:
+            return Proof(counters, f"transport {self.options.mode}, but QUIC carried data on "
+                                   f"{len(paths)} path(s) of the {want} it was given")
+        return Proof(counters)
+
+    def close(self) -> None:
+        """Stops the proxy, then the gateway (SIGTERM: each closes its connection cleanly and
+        finishes its qlog); safe to call twice."""
+        for proc in (self._proxy, self._gateway):
+            if proc is not None:
+                stop(proc, timeout=5.0)
+                for stream in (proc.stdout, proc.stderr):
+                    if stream is not None:
+                        stream.close()
+
+
+def _ready(proc: subprocess.Popen[str], name: str) -> dict:
+    """The program's ready line (JSON on stdout); an error with its words if it exits first."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        readable, _, _ = select.select([proc.stdout], [], [], 0.1)
+        if readable:
+            line = proc.stdout.readline()
+            if line:
+                try:
+                    said = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(said, dict) and "ready" in said:
+                    return dict(said["ready"])
+                continue
+        if proc.poll() is not None:
+            raise UserError(f"the QUIC hop's {name} exited ({proc.returncode}) before it was "
+                            f"ready: {_last_words(proc)}")
+    raise UserError(f"the QUIC hop's {name} was not ready after {READY_TIMEOUT_S:g} s")
+
+
+def _json_lines(path: Path) -> list[dict]:
+    """The JSON lines of a statistics file (none when it is missing; a torn last line is
+    skipped)."""
+    out: list[dict] = []
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return out
+    for line in text.splitlines():
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            out.append(value)
+    return out
+
+
+def _last_words(proc: subprocess.Popen[str]) -> str:
+    if proc.stderr is None or proc.poll() is None:
+        return "(still running)"
+    text = proc.stderr.read().strip()
+    return text[-400:] or "(it said nothing)"

@@ -1,0 +1,174 @@
+//! The gateway: in the server's namespace, in front of nginx. Each QUIC stream (or TCP/MPTCP
+//! connection) from a proxy becomes one connection to nginx, relayed both ways as bytes arrive.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args as ClapArgs;
+use noq::rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
+use noq::{Connection, Endpoint, Incoming, PathEvent, PathId, ServerConfig};
+use serde_json::json;
+use tokio::net::TcpListener;
+
+use crate::options::QuicOptions;
+use crate::stats::{KnownPaths, StatsLog, follow_paths, sample};
+use crate::{announce_ready, pipe, sockets, stop_signal};
+
+/// The name in the gateway's self-signed certificate, which the proxy checks.
+pub const SERVER_NAME: &str = "mpstream-gateway";
+
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// UDP address QUIC is accepted on (every address of the host with 0.0.0.0).
+    #[arg(long, default_value = "0.0.0.0:4433")]
+    listen: SocketAddr,
+    /// Also accept TCP and MPTCP connections from proxies here.
+    #[arg(long)]
+    tcp_listen: Option<SocketAddr>,
+    /// The HTTP server every request goes to.
+    #[arg(long)]
+    upstream: SocketAddr,
+    /// Write the gateway's certificate (DER) here, for the proxy to trust.
+    #[arg(long)]
+    cert_out: PathBuf,
+    #[command(flatten)]
+    quic: QuicOptions,
+}
+
+pub async fn run(args: Args) -> Result<()> {
+    let log = StatsLog::open(args.quic.stats.as_deref())?;
+    let config = server_config(&args)?;
+    let endpoint = Endpoint::server(config, args.listen)
+        .with_context(|| format!("cannot listen for QUIC on {}", args.listen))?;
+    let tcp = args
+        .tcp_listen
+        .map(|a| sockets::listen(a, true))
+        .transpose()?;
+    announce_ready(json!({
+        "quic": endpoint.local_addr()?.to_string(),
+        "tcp": tcp.as_ref().map(|l| l.local_addr().map(|a| a.to_string())).transpose()?,
+    }));
+    let interval = Duration::from_millis(args.quic.stats_interval_ms);
+    tokio::select! {
+        () = accept_quic(endpoint.clone(), args.upstream, log.clone(), interval) => {}
+        () = accept_tcp(tcp, args.upstream) => {}
+        () = stop_signal() => {}
+    }
+    endpoint.close(0u32.into(), b"gateway stopping");
+    let _ = tokio::time::timeout(Duration::from_secs(2), endpoint.wait_idle()).await;
+    Ok(())
+}
+
+fn server_config(args: &Args) -> Result<ServerConfig> {
+    let issued = rcgen::generate_simple_self_signed(vec![SERVER_NAME.into()])?;
+    let cert: CertificateDer<'static> = issued.cert.der().clone();
+    let key = PrivatePkcs8KeyDer::from(issued.signing_key.serialize_der());
+    // Written whole or not at all: the proxy may be waiting for it.
+    let partial = args.cert_out.with_extension("part");
+    std::fs::write(&partial, cert.as_ref())
+        .with_context(|| format!("cannot write the certificate to {}", partial.display()))?;
+    std::fs::rename(&partial, &args.cert_out)?;
+    let mut config = ServerConfig::with_single_cert(vec![cert], key.into())?;
+    config.transport_config(Arc::new(args.quic.transport_config("gateway")?));
+    Ok(config)
+}
+
+async fn accept_quic(endpoint: Endpoint, upstream: SocketAddr, log: StatsLog, interval: Duration) {
+    while let Some(incoming) = endpoint.accept().await {
+        tokio::spawn(serve(incoming, upstream, log.clone(), interval));
+    }
+}
+
+async fn serve(incoming: Incoming, upstream: SocketAddr, log: StatsLog, interval: Duration) {
+    let conn = match incoming.await {
+        Ok(conn) => conn,
+        Err(err) => {
+            log.write(
+                json!({"side": "gateway", "event": "handshake_failed", "reason": err.to_string()}),
+            );
+            return;
+        }
+    };
+    log.write(
+        json!({"side": "gateway", "event": "connected", "conn": conn.stable_id(),
+                     "remote": conn.path(PathId::ZERO).and_then(|p| p.remote_address().ok())
+                         .map(|a| a.to_string()),
+                     "multipath": conn.is_multipath_enabled()}),
+    );
+    let paths = KnownPaths::default();
+    paths.add(PathId::ZERO, None);
+    tokio::spawn(follow_paths(
+        conn.clone(),
+        "gateway",
+        paths.clone(),
+        log.clone(),
+        mirror_status,
+    ));
+    if log.enabled() {
+        tokio::spawn(sample(
+            conn.clone(),
+            "gateway",
+            paths,
+            log.clone(),
+            interval,
+        ));
+    }
+    loop {
+        match conn.accept_bi().await {
+            Ok((send, recv)) => {
+                tokio::spawn(async move {
+                    match sockets::connect(upstream, None, false).await {
+                        Ok(tcp) => {
+                            let _ = pipe::tcp_with_stream(tcp, send, recv).await;
+                        }
+                        Err(err) => {
+                            eprintln!("mpstream-quic gateway: {err}");
+                            let mut send = send;
+                            let _ = send.reset(1u32.into());
+                        }
+                    }
+                });
+            }
+            Err(err) => {
+                log.write(
+                    json!({"side": "gateway", "event": "closed", "conn": conn.stable_id(),
+                                 "reason": err.to_string()}),
+                );
+                return;
+            }
+        }
+    }
+}
+
+/// The sender schedules by its own view of a path's status: the client marks a path backup,
+/// and the gateway, which sends the video, must apply it.
+fn mirror_status(conn: &Connection, event: &PathEvent) {
+    if let PathEvent::RemoteStatus { id, status, .. } = event
+        && let Some(path) = conn.path(*id)
+    {
+        let _ = path.set_status(*status);
+    }
+}
+
+async fn accept_tcp(listener: Option<TcpListener>, upstream: SocketAddr) {
+    let Some(listener) = listener else {
+        return std::future::pending().await;
+    };
+    loop {
+        let Ok((client, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = client.set_nodelay(true);
+        tokio::spawn(async move {
+            match sockets::connect(upstream, None, false).await {
+                Ok(server) => {
+                    let _ = pipe::tcp_with_tcp(client, server).await;
+                }
+                Err(err) => eprintln!("mpstream-quic gateway: {err}"),
+            }
+        });
+    }
+}

@@ -1,0 +1,110 @@
+//! The QUIC options both ends share, and the transport configuration they make.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use clap::{Args as ClapArgs, ValueEnum};
+use noq::{TransportConfig, VarInt, congestion};
+
+/// The congestion controllers noq offers, by the names a profile's `cc` uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Cc {
+    Cubic,
+    #[value(name = "newreno", alias = "reno")]
+    NewReno,
+    #[value(name = "bbr", alias = "bbr3")]
+    Bbr,
+}
+
+#[derive(ClapArgs, Clone, Debug)]
+pub struct QuicOptions {
+    /// Congestion control of this end's sending direction (each path has its own controller).
+    #[arg(long, value_enum, default_value = "cubic")]
+    pub cc: Cc,
+    /// UDP payload size of every QUIC packet, fixed (path MTU discovery off) so that a run is
+    /// comparable with TCP's: 1472 fills a 1500-byte IPv4 link as TCP's 1448-byte segments do.
+    #[arg(long, default_value_t = 1472, value_parser = clap::value_parser!(u16).range(1200..=1472))]
+    pub packet_size: u16,
+    /// How many paths may be open at once; 0 turns the multipath extension off. Path ids are
+    /// never reused, so a path that fails and is opened again takes a new one.
+    #[arg(long, default_value_t = 0)]
+    pub max_paths: u32,
+    /// A path that hears nothing for this long is abandoned (the other paths carry on); 0: never.
+    /// Only the receiving end can judge: noq acknowledges a path's data on whichever path it
+    /// sends on, so the sending end may hear nothing on a path that works (the gateway runs
+    /// with 0 and the proxy abandons a dead path, which the gateway then drops).
+    #[arg(long, default_value_t = 1000)]
+    pub path_idle_ms: u64,
+    /// Every path is probed this often, so an idle but healthy path is not abandoned.
+    #[arg(long, default_value_t = 250)]
+    pub path_keepalive_ms: u64,
+    /// The connection closes when it hears nothing for this long (keep-alives are sent every
+    /// 2 s): long enough that one path's outage does not end a single-path connection, as it
+    /// does not end a TCP connection.
+    #[arg(long, default_value_t = 30_000)]
+    pub idle_timeout_ms: u64,
+    /// Write one qlog file per connection into this folder (JSON-SEQ, readable by qvis).
+    #[arg(long)]
+    pub qlog_dir: Option<PathBuf>,
+    /// Append JSON lines of per-path statistics and path events to this file.
+    #[arg(long)]
+    pub stats: Option<PathBuf>,
+    /// How often the per-path statistics are sampled.
+    #[arg(long, default_value_t = 100)]
+    pub stats_interval_ms: u64,
+}
+
+// Flow-control windows large enough for 2 x 100 Mbit/s at a 100 ms round trip, so that the
+// windows, not the paths, never limit a download we measure.
+const STREAM_WINDOW: u32 = 16 << 20;
+const CONNECTION_WINDOW: u32 = 64 << 20;
+const KEEP_ALIVE: Duration = Duration::from_secs(2);
+
+impl QuicOptions {
+    pub fn transport_config(&self, qlog_prefix: &str) -> Result<TransportConfig> {
+        if Duration::from_millis(self.idle_timeout_ms) <= KEEP_ALIVE {
+            bail!(
+                "--idle-timeout-ms must be above {} ms, the keep-alive interval",
+                KEEP_ALIVE.as_millis()
+            );
+        }
+        if self.path_idle_ms > 0 && self.path_keepalive_ms >= self.path_idle_ms {
+            bail!(
+                "--path-keepalive-ms ({}) must be below --path-idle-ms ({})",
+                self.path_keepalive_ms,
+                self.path_idle_ms
+            );
+        }
+        let mut tc = TransportConfig::default();
+        tc.initial_mtu(self.packet_size)
+            .mtu_discovery_config(None)
+            .stream_receive_window(VarInt::from_u32(STREAM_WINDOW))
+            .receive_window(VarInt::from_u32(CONNECTION_WINDOW))
+            .send_window(CONNECTION_WINDOW.into())
+            .keep_alive_interval(Some(KEEP_ALIVE))
+            .max_idle_timeout(Some(
+                Duration::from_millis(self.idle_timeout_ms).try_into()?,
+            ));
+        tc.congestion_controller_factory(match self.cc {
+            Cc::Cubic => Arc::new(congestion::CubicConfig::default()),
+            Cc::NewReno => Arc::new(congestion::NewRenoConfig::default()),
+            Cc::Bbr => Arc::new(congestion::Bbr3Config::default()),
+        });
+        if self.max_paths > 0 {
+            tc.max_concurrent_multipath_paths(self.max_paths)
+                .default_path_max_idle_timeout(
+                    (self.path_idle_ms > 0).then(|| Duration::from_millis(self.path_idle_ms)),
+                )
+                .default_path_keep_alive_interval(Some(Duration::from_millis(
+                    self.path_keepalive_ms,
+                )));
+        }
+        if let Some(dir) = &self.qlog_dir {
+            std::fs::create_dir_all(dir)?;
+            tc.qlog_from_path(dir, qlog_prefix);
+        }
+        Ok(tc)
+    }
+}

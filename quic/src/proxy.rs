@@ -1,0 +1,341 @@
+//! The proxy: in the client's namespace, beside the browser. Each connection the browser makes
+//! to it becomes one stream of a single QUIC connection to the gateway (one path per client
+//! address under multipath), or one TCP/MPTCP connection to the gateway.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::{Args as ClapArgs, ValueEnum};
+use noq::rustls::RootCertStore;
+use noq::rustls::pki_types::CertificateDer;
+use noq::{ClientConfig, Connection, Endpoint, FourTuple, PathError, PathId, PathStatus};
+use serde_json::json;
+use tokio::net::TcpListener;
+
+use crate::gateway::SERVER_NAME;
+use crate::options::QuicOptions;
+use crate::stats::{KnownPaths, StatsLog, follow_paths, path_number, sample};
+use crate::{QUIC_IMPLEMENTATION, announce_ready, pipe, sockets, stop_signal};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// One QUIC connection with a path from every --local address.
+    Mpquic,
+    /// One QUIC connection from the first --local address only.
+    Quic,
+    /// A TCP connection per browser connection, from the first --local address.
+    Tcp,
+    /// An MPTCP connection per browser connection (the kernel adds the subflows).
+    Mptcp,
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// Where the browser connects (plain HTTP/1.1).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// The gateway: its QUIC (UDP) address, or its TCP address in the tcp and mptcp modes.
+    #[arg(long)]
+    gateway: SocketAddr,
+    #[arg(long, value_enum)]
+    mode: Mode,
+    /// A client address, one per path; the first carries the handshake.
+    #[arg(long = "local", required = true)]
+    locals: Vec<IpAddr>,
+    /// A client address whose path is a backup (used only when no other path is).
+    #[arg(long = "backup")]
+    backups: Vec<IpAddr>,
+    /// The gateway's certificate (DER), as its --cert-out wrote it.
+    #[arg(long)]
+    cert: Option<PathBuf>,
+    /// How long to wait for the gateway's handshake.
+    #[arg(long, default_value_t = 10_000)]
+    connect_timeout_ms: u64,
+    /// A path that was abandoned is opened again after this long, then after twice as long,
+    /// up to 8 s between attempts, until it comes back.
+    #[arg(long, default_value_t = 1000)]
+    reopen_ms: u64,
+    #[command(flatten)]
+    quic: QuicOptions,
+}
+
+pub async fn run(args: Args) -> Result<()> {
+    let listener = sockets::listen(args.listen, false)?;
+    match args.mode {
+        Mode::Tcp | Mode::Mptcp => serve_tcp(args, listener).await,
+        Mode::Quic | Mode::Mpquic => serve_quic(args, listener).await,
+    }
+}
+
+async fn serve_tcp(args: Args, listener: TcpListener) -> Result<()> {
+    let mptcp = args.mode == Mode::Mptcp;
+    announce_ready(json!({
+        "listen": listener.local_addr()?.to_string(),
+        "mode": format!("{:?}", args.mode).to_lowercase(),
+    }));
+    let local = args.locals[0];
+    let accept = async {
+        loop {
+            let Ok((browser, _)) = listener.accept().await else {
+                continue;
+            };
+            let _ = browser.set_nodelay(true);
+            let gateway = args.gateway;
+            tokio::spawn(async move {
+                match sockets::connect(gateway, Some(local), mptcp).await {
+                    Ok(upstream) => {
+                        let _ = pipe::tcp_with_tcp(browser, upstream).await;
+                    }
+                    Err(err) => eprintln!("mpstream-quic proxy: {err}"),
+                }
+            });
+        }
+    };
+    tokio::select! {
+        () = accept => Ok(()),
+        () = stop_signal() => Ok(()),
+    }
+}
+
+async fn serve_quic(args: Args, listener: TcpListener) -> Result<()> {
+    let multipath = args.mode == Mode::Mpquic;
+    if multipath && args.quic.max_paths < 2 {
+        bail!(
+            "--mode mpquic needs --max-paths of at least 2 (it is {})",
+            args.quic.max_paths
+        );
+    }
+    if !multipath && args.quic.max_paths > 0 {
+        bail!("--mode quic is one path: leave --max-paths at 0");
+    }
+    let log = StatsLog::open(args.quic.stats.as_deref())?;
+    // Multipath sends from every client address through one socket (the source address of
+    // each packet chosen per path); one path binds to its address so the kernel's source
+    // routing keeps it on that path.
+    let bind = if multipath {
+        SocketAddr::new([0, 0, 0, 0].into(), 0)
+    } else {
+        SocketAddr::new(args.locals[0], 0)
+    };
+    let endpoint =
+        Endpoint::client(bind).with_context(|| format!("cannot bind a UDP socket on {bind}"))?;
+    endpoint.set_default_client_config(client_config(&args)?);
+    let connecting = endpoint.connect(args.gateway, SERVER_NAME)?;
+    let conn = tokio::time::timeout(Duration::from_millis(args.connect_timeout_ms), connecting)
+        .await
+        .map_err(|_| {
+            anyhow!(
+                "no QUIC handshake with the gateway at {} within {} ms",
+                args.gateway,
+                args.connect_timeout_ms
+            )
+        })?
+        .with_context(|| {
+            format!(
+                "the QUIC handshake with the gateway at {} failed",
+                args.gateway
+            )
+        })?;
+    if multipath && !conn.is_multipath_enabled() {
+        bail!(
+            "the gateway at {} did not agree to multipath QUIC (start it with --max-paths)",
+            args.gateway
+        );
+    }
+    log.write(
+        json!({"side": "proxy", "event": "connected", "conn": conn.stable_id(),
+                     "remote": args.gateway.to_string(), "multipath": multipath}),
+    );
+    let paths = KnownPaths::default();
+    paths.add(PathId::ZERO, Some(args.locals[0].to_string()));
+    tokio::spawn(follow_paths(
+        conn.clone(),
+        "proxy",
+        paths.clone(),
+        log.clone(),
+        |_, _| {},
+    ));
+    if log.enabled() {
+        let interval = Duration::from_millis(args.quic.stats_interval_ms);
+        tokio::spawn(sample(
+            conn.clone(),
+            "proxy",
+            paths.clone(),
+            log.clone(),
+            interval,
+        ));
+    }
+    let mut opened = Vec::new();
+    if multipath {
+        let keeper = Keeper {
+            conn: conn.clone(),
+            gateway: args.gateway,
+            paths: paths.clone(),
+            log: log.clone(),
+            reopen: Duration::from_millis(args.reopen_ms),
+        };
+        let first_status = status_of(args.locals[0], &args.backups);
+        if first_status == PathStatus::Backup
+            && let Some(p) = conn.path(PathId::ZERO)
+        {
+            let _ = p.set_status(PathStatus::Backup);
+        }
+        tokio::spawn(
+            keeper
+                .clone()
+                .keep(args.locals[0], first_status, Some(PathId::ZERO)),
+        );
+        for &local in &args.locals[1..] {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            tokio::spawn(
+                keeper
+                    .clone()
+                    .keep_first(local, status_of(local, &args.backups), tx),
+            );
+            opened.push(rx);
+        }
+    }
+    // A session starts with every path it can have: wait (briefly) for the extra paths.
+    let mut established = vec![0u64];
+    for rx in opened {
+        if let Ok(Ok(Some(id))) = tokio::time::timeout(Duration::from_secs(5), rx).await {
+            established.push(id);
+        }
+    }
+    announce_ready(json!({
+        "listen": listener.local_addr()?.to_string(),
+        "mode": format!("{:?}", args.mode).to_lowercase(),
+        "paths": established,
+        "implementation": QUIC_IMPLEMENTATION,
+    }));
+    let accept = async {
+        loop {
+            let Ok((browser, _)) = listener.accept().await else {
+                continue;
+            };
+            let _ = browser.set_nodelay(true);
+            let conn = conn.clone();
+            tokio::spawn(async move {
+                if let Ok((send, recv)) = conn.open_bi().await {
+                    let _ = pipe::tcp_with_stream(browser, send, recv).await;
+                }
+            });
+        }
+    };
+    let result = tokio::select! {
+        () = accept => Ok(()),
+        reason = conn.closed() => Err(anyhow!("the QUIC connection to the gateway closed: {reason}")),
+        () = stop_signal() => Ok(()),
+    };
+    conn.close(0u32.into(), b"proxy stopping");
+    let _ = tokio::time::timeout(Duration::from_secs(2), endpoint.wait_idle()).await;
+    result
+}
+
+fn status_of(local: IpAddr, backups: &[IpAddr]) -> PathStatus {
+    if backups.contains(&local) {
+        PathStatus::Backup
+    } else {
+        PathStatus::Available
+    }
+}
+
+fn client_config(args: &Args) -> Result<ClientConfig> {
+    let path = args
+        .cert
+        .as_ref()
+        .context("--cert is needed in the quic and mpquic modes")?;
+    let der = std::fs::read(path)
+        .with_context(|| format!("cannot read the gateway's certificate {}", path.display()))?;
+    let mut roots = RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(der))
+        .context("the gateway's certificate is not a DER certificate")?;
+    let mut config = ClientConfig::with_root_certificates(Arc::new(roots))?;
+    config.transport_config(Arc::new(args.quic.transport_config("proxy")?));
+    Ok(config)
+}
+
+/// Keeps one client address's path open: opens it, waits for it to be abandoned (a path that
+/// hears nothing for --path-idle-ms is), and opens it again with a growing pause.
+#[derive(Clone)]
+struct Keeper {
+    conn: Connection,
+    gateway: SocketAddr,
+    paths: KnownPaths,
+    log: StatsLog,
+    reopen: Duration,
+}
+
+const MAX_REOPEN_PAUSE: Duration = Duration::from_secs(8);
+
+impl Keeper {
+    async fn keep_first(
+        self,
+        local: IpAddr,
+        status: PathStatus,
+        first: tokio::sync::oneshot::Sender<Option<u64>>,
+    ) {
+        let id = self.open(local, status).await;
+        let _ = first.send(id.map(path_number));
+        self.keep(local, status, id).await;
+    }
+
+    async fn keep(self, local: IpAddr, status: PathStatus, mut current: Option<PathId>) {
+        let mut pause = self.reopen;
+        loop {
+            if let Some(id) = current {
+                self.until_closed(id).await;
+                pause = self.reopen;
+            }
+            if self.conn.close_reason().is_some() {
+                return;
+            }
+            tokio::time::sleep(pause).await;
+            current = self.open(local, status).await;
+            if current.is_none() {
+                pause = (pause * 2).min(MAX_REOPEN_PAUSE);
+            }
+        }
+    }
+
+    async fn until_closed(&self, id: PathId) {
+        while self.conn.path(id).is_some_and(|p| p.status().is_ok()) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The new path's id once it is validated, or None (said in the statistics).
+    async fn open(&self, local: IpAddr, status: PathStatus) -> Option<PathId> {
+        loop {
+            let result = self
+                .conn
+                .open_path_ensure(FourTuple::new(self.gateway, Some(local)), status)
+                .await;
+            match result {
+                Ok(path) => {
+                    self.paths.add(path.id(), Some(local.to_string()));
+                    self.log.write(json!({"side": "proxy", "event": "opened", "conn": self.conn.stable_id(),
+                                          "path": path_number(path.id()), "local": local.to_string()}));
+                    return Some(path.id());
+                }
+                // Right after the handshake the gateway's connection ids for new paths may not
+                // have arrived yet.
+                Err(PathError::RemoteCidsExhausted) => {
+                    tokio::time::sleep(Duration::from_millis(20)).await
+                }
+                Err(err) => {
+                    self.log.write(json!({"side": "proxy", "event": "open_failed", "conn": self.conn.stable_id(),
+                                          "local": local.to_string(), "reason": err.to_string()}));
+                    return None;
+                }
+            }
+            if self.conn.close_reason().is_some() {
+                return None;
+            }
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! TCP and MPTCP sockets for the hop's non-QUIC arms (and the gateway's relay to nginx).
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+
+fn socket(addr: SocketAddr, mptcp: bool) -> io::Result<Socket> {
+    let protocol = if mptcp { Some(Protocol::MPTCP) } else { None };
+    Socket::new(Domain::for_address(addr), Type::STREAM, protocol).map_err(|err| {
+        if mptcp {
+            io::Error::new(
+                err.kind(),
+                format!("cannot open an MPTCP socket (is net.mptcp.enabled 1?): {err}"),
+            )
+        } else {
+            err
+        }
+    })
+}
+
+/// A listener; an MPTCP one accepts plain TCP too.
+pub fn listen(addr: SocketAddr, mptcp: bool) -> io::Result<TcpListener> {
+    let s = socket(addr, mptcp)?;
+    s.set_reuse_address(true)?;
+    s.bind(&addr.into())
+        .map_err(|err| io::Error::new(err.kind(), format!("cannot listen on {addr}: {err}")))?;
+    s.listen(1024)?;
+    s.set_nonblocking(true)?;
+    TcpListener::from_std(s.into())
+}
+
+/// A connection to `addr`, from `local` when given (which, with the topology's source routing,
+/// pins it to that address's path).
+pub async fn connect(
+    addr: SocketAddr,
+    local: Option<IpAddr>,
+    mptcp: bool,
+) -> io::Result<TcpStream> {
+    let s = socket(addr, mptcp)?;
+    if let Some(ip) = local {
+        s.bind(&SocketAddr::new(ip, 0).into())?;
+    }
+    s.set_nonblocking(true)?;
+    let stream = TcpSocket::from_std_stream(s.into())
+        .connect(addr)
+        .await
+        .map_err(|err| io::Error::new(err.kind(), format!("cannot connect to {addr}: {err}")))?;
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}

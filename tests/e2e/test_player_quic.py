@@ -1,0 +1,62 @@
+"""dash.js in Chromium plays over the QUIC hop: `mpstream play --transport mpquic` carries the
+media over both emulated paths and `--transport quic` over one, proven by the gateway's own
+count of QUIC connections and paths; nothing of the hop is left running afterwards; a congestion
+control the QUIC library lacks is refused before any topology."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.waiting import command_lines
+
+pytestmark = [pytest.mark.long, pytest.mark.timeout(300)]  # make test-quic
+
+MPSTREAM = [sys.executable, "-m", "mpstream.cli"]
+
+
+def play(tiny_media, transport: str, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*MPSTREAM, "play", "--media", str(tiny_media), "--player", "dashjs",
+         "--profile", "thesis-bandwidth-balanced", "--transport", transport, "--duration", "10",
+         "--name", name, "--json", *extra],
+        capture_output=True, text=True, timeout=240)  # fmt: skip
+
+
+@pytest.mark.parametrize(("transport", "paths"), [("mpquic", 2), ("quic", 1)])
+def test_dashjs_plays_over_the_quic_hop(tiny_media, transport, paths):
+    name = f"pq{os.getpid() % 100000}{paths}"
+    done = play(tiny_media, transport, name)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert result["transport"] == transport and result["errors"] == 0
+    assert result["startup_delay_ms"] > 0 and result["segments"] >= 4
+    assert result["proof"] == {"quic_connections": 1, "quic_paths": paths}
+    assert result["transport_implementation"] == "noq 1.4.0, draft-ietf-quic-multipath-21"
+    rx = [p["rx_bytes"] for p in result["paths"]]
+    if paths == 2:
+        assert min(rx) > 0.1 * sum(rx), rx
+    else:
+        assert max(rx) > 0.95 * sum(rx), rx
+    assert not any("mpstream-quic" in line
+                   for host in ("client", "server") for line in command_lines(f"mps-{name}-{host}"))
+    left = subprocess.run(["pgrep", "-f", "mpstream-quic"], capture_output=True, text=True)
+    assert left.stdout == "", left.stdout
+
+
+def test_a_cc_the_quic_library_lacks_is_refused_before_any_topology(tiny_media, tmp_path):
+    profile = tmp_path / "lia.toml"
+    profile.write_text('mode = "mptcp"\ncc = "lia"\n[[paths]]\nrate = "10mbit"\n'
+                       '[[paths]]\nrate = "10mbit"\n')
+    name = f"pr{os.getpid() % 100000}"
+    done = subprocess.run(
+        [*MPSTREAM, "play", "--media", str(tiny_media), "--player", "dashjs",
+         "--profile", str(profile), "--transport", "mpquic", "--duration", "5", "--name", name],
+        capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode != 0
+    assert "'lia' is not one the QUIC library (noq) has" in done.stderr
+    assert "cubic, reno, bbr" in done.stderr
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert f"mps-{name}-" not in out

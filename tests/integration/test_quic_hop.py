@@ -1,0 +1,148 @@
+"""The QUIC hop on real namespaces: curl in the client namespace fetches a file from nginx in the
+server namespace through the proxy and the gateway (build/mpstream-quic). Multipath QUIC carries
+it over both emulated paths, QUIC over one; the TCP and MPTCP arms of the same hop do as their
+transports do; a path taken down mid-transfer does not hang the download, and a dead gateway
+ends the proxy with the reason."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from mpstream.hop import HopOptions, QuicHop
+from mpstream.netem.profile import profile_from_dict
+from mpstream.netem.topology import Topology
+from mpstream.server.stack import ServerStack
+from tests.waiting import wait_until
+
+pytestmark = [pytest.mark.long, pytest.mark.timeout(300)]  # make test-quic
+
+FILE_BYTES = 6 * 1024 * 1024
+PORT = 8080
+
+
+def two_paths(mode: str):
+    path = {"rate": "10mbit", "delay_ms": 5, "queue_packets": 100}
+    return profile_from_dict({"mode": mode, "tcp_path": 0, "paths": [path, path]},
+                             name=f"hop-{mode}")
+
+
+@pytest.fixture(scope="module")
+def media(tmp_path_factory):
+    media = tmp_path_factory.mktemp("media")
+    (media / "dash").mkdir()
+    (media / "dash" / "big.m4s").write_bytes(os.urandom(FILE_BYTES))
+    (media / "dash" / "huge.m4s").write_bytes(os.urandom(3 * FILE_BYTES))
+    return media
+
+
+@pytest.fixture(scope="module")
+def mptcp_net(media):
+    """A two-path topology whose client has MPTCP endpoints (the mpquic, quic, tcp and mptcp
+    arms all run on it: the QUIC ones ignore the endpoints)."""
+    with (
+        Topology.up(two_paths("mptcp"), name=f"hop{os.getpid()}") as topo,
+        ServerStack(media, netns=topo.server_ns, host=topo.server_addr, port=PORT),
+    ):
+        yield topo
+
+
+def fetch(topo, hop, name="big.m4s", timeout=120) -> tuple[int, list[int]]:
+    """Bytes curl got through the hop, and the bytes each client path received meanwhile."""
+    before = [p["rx_bytes"] for p in topo.path_bytes()]
+    done = topo.run("client", ["curl", "-sf", "-o", "/dev/null", "-w", "%{size_download}",
+                               f"{hop.base_url}/media/dash/{name}"],
+                    capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, (done.stderr, hop.problem())
+    after = [p["rx_bytes"] for p in topo.path_bytes()]
+    return int(done.stdout), [a - b for a, b in zip(after, before, strict=True)]
+
+
+def lines(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_mpquic_carries_a_download_over_both_paths(mptcp_net, tmp_path):
+    with QuicHop(mptcp_net, PORT, HopOptions("mpquic"), tmp_path) as hop:
+        assert hop.paths_opened == [0, 1]
+        size, per_path = fetch(mptcp_net, hop)
+    assert size == FILE_BYTES
+    assert all(b > FILE_BYTES * 0.2 for b in per_path), per_path
+    # The sender's (gateway's) samples of both paths, with the figures the trial records.
+    sent = {}
+    for line in lines(hop.gateway_stats):
+        if "sent_bytes" in line and "event" not in line:
+            sent[line["path"]] = line
+    assert set(sent) == {0, 1}, sent
+    for sample in sent.values():
+        assert sample["sent_bytes"] > FILE_BYTES * 0.2
+        assert sample["rtt_ms"] >= 10  # two 5 ms links, out and back
+        assert sample["cwnd"] > 0 and sample["mtu"] == 1472
+    # A qlog per connection and side, finished at the clean stop.
+    qlogs = sorted(p.name for p in hop.qlog_dir.iterdir())
+    assert any(n.startswith("proxy") for n in qlogs) and any(n.startswith("gateway") for n in qlogs)
+
+
+def test_quic_uses_one_path(mptcp_net, tmp_path):
+    with QuicHop(mptcp_net, PORT, HopOptions("quic"), tmp_path) as hop:
+        assert hop.paths_opened == [0]
+        size, per_path = fetch(mptcp_net, hop)
+    assert size == FILE_BYTES
+    assert per_path[0] > FILE_BYTES and per_path[1] < FILE_BYTES * 0.02, per_path
+
+
+@pytest.mark.parametrize(("mode", "both"), [("mptcp", True), ("tcp", False)])
+def test_the_hop_without_quic_speaks_its_transport(mptcp_net, tmp_path, mode, both):
+    with QuicHop(mptcp_net, PORT, HopOptions(mode), tmp_path) as hop:
+        size, per_path = fetch(mptcp_net, hop)
+    assert size == FILE_BYTES
+    if both:
+        assert all(b > FILE_BYTES * 0.2 for b in per_path), per_path
+    else:
+        assert per_path[0] > FILE_BYTES and per_path[1] < FILE_BYTES * 0.02, per_path
+
+
+def test_a_path_that_fails_mid_transfer_does_not_hang_the_download(media, tmp_path):
+    """Once data flows, the first path's far end goes down (its interface in the link
+    namespace: from then on the client's packets there vanish without a word). The proxy hears
+    nothing on that path, abandons it, and the rest of the download comes over the second."""
+    with (
+        Topology.up(two_paths("mptcp"), name=f"hf{os.getpid()}") as topo,
+        ServerStack(media, netns=topo.server_ns, host=topo.server_addr, port=PORT),
+        QuicHop(topo, PORT, HopOptions("mpquic"), tmp_path) as hop,
+    ):
+        curl = topo.popen("client", [
+            "curl", "-sf", "-o", "/dev/null", "-w", "%{size_download}",
+            f"{hop.base_url}/media/dash/huge.m4s"], stdout=subprocess.PIPE, text=True)
+        # 18 MiB at 2 x 10 Mbit/s takes about 8 s.
+        wait_until(lambda: topo.path_bytes()[0]["rx_bytes"] > 1_000_000, 20,
+                   "the first path carries the download")
+        topo.run("link", ["ip", "link", "set", "c0", "down"], check=True)
+        try:
+            out, _ = curl.communicate(timeout=60)
+        finally:
+            if curl.poll() is None:
+                curl.kill()
+        assert curl.returncode == 0 and int(out) == 3 * FILE_BYTES, hop.problem()
+        assert hop.problem() is None
+    events = [line for line in lines(hop.proxy_stats) if line.get("event") == "abandoned"]
+    assert any(e["path"] == 0 and e["reason"] == "TimedOut" for e in events), events
+
+
+def test_a_dead_gateway_ends_the_proxy_with_the_reason(mptcp_net, tmp_path):
+    options = HopOptions("quic", idle_timeout_ms=3000)
+    with QuicHop(mptcp_net, PORT, options, tmp_path) as hop:
+        assert hop._gateway is not None
+        os.kill(hop._gateway.pid, signal.SIGKILL)
+        t0 = time.monotonic()
+        proxy = hop._proxy
+        assert proxy is not None
+        wait_until(lambda: proxy.poll() is not None, 20, "the proxy notices the gateway is gone")
+        assert time.monotonic() - t0 < 10
+        problem = hop.problem()
+    assert problem is not None and "proxy exited (1)" in problem, problem
+    assert "connection to the gateway closed" in problem, problem
+

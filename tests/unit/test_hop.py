@@ -1,0 +1,114 @@
+"""The QUIC hop's parts that need no network: an unbuilt hop is refused with the command that
+builds it, a profile's congestion control maps onto the QUIC library's or is refused, the
+gateway's statistics prove (or not) that QUIC carried the session, and the hop's transports are
+registered as the trial expects."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from mpstream.errors import UserError
+from mpstream.hop import HopOptions, QuicHop, hop_missing, quic_cc
+from mpstream.transport import get_transport
+
+
+def test_an_unbuilt_hop_is_refused_with_the_build_command(tmp_path):
+    missing = tmp_path / "mpstream-quic"
+    assert "make quic" in hop_missing(missing)[0]
+    hop = QuicHop(network=None, upstream_port=80, options=HopOptions("quic"),  # type: ignore[arg-type]
+                  workdir=tmp_path / "w", binary=missing)
+    with pytest.raises(UserError, match="make quic"):
+        hop.__enter__()
+    assert not (tmp_path / "w").exists()
+
+
+def test_a_built_hop_is_not_missing(tmp_path):
+    binary = tmp_path / "mpstream-quic"
+    binary.write_text("")
+    assert hop_missing(binary) == []
+
+
+@pytest.mark.parametrize(("cc", "name"), [(None, "cubic"), ("cubic", "cubic"), ("reno", "newreno"),
+                                          ("bbr", "bbr")])
+def test_a_profiles_cc_maps_onto_the_librarys(cc, name):
+    assert quic_cc(cc) == name
+
+
+@pytest.mark.parametrize("cc", ["lia", "olia", "vegas"])
+def test_a_cc_the_library_lacks_is_refused_with_those_it_has(cc):
+    with pytest.raises(UserError, match=f"{cc!r}.*cubic, reno, bbr"):
+        quic_cc(cc)
+
+
+class _TwoPaths:
+    paths = (object(), object())
+
+
+def _hop_with_stats(tmp_path, mode, lines):
+    hop = QuicHop(network=_TwoPaths(), upstream_port=80, options=HopOptions(mode),  # type: ignore[arg-type]
+                  workdir=tmp_path)
+    hop.gateway_stats.write_text("".join(json.dumps(x) + "\n" for x in lines) + '{"torn')
+    return hop
+
+
+def test_the_gateways_count_proves_multipath_quic(tmp_path):
+    lines = [{"event": "connected", "conn": 7}, {"conn": 7, "path": 0, "sent_bytes": 900},
+             {"conn": 7, "path": 1, "sent_bytes": 0}]
+    proof = _hop_with_stats(tmp_path, "mpquic", lines).proof()
+    assert proof is not None and proof.counters == {"quic_connections": 1, "quic_paths": 1}
+    assert "1 path(s) of the 2" in str(proof.problem)
+    lines.append({"conn": 7, "path": 1, "sent_bytes": 5})
+    proof = _hop_with_stats(tmp_path, "mpquic", lines).proof()
+    assert proof is not None and proof.problem is None and proof.counters["quic_paths"] == 2
+    # One path is all QUIC (single-path) must show.
+    proof = _hop_with_stats(tmp_path, "quic", lines[:2]).proof()
+    assert proof is not None and proof.problem is None
+
+
+def test_no_connection_at_the_gateway_is_no_proof(tmp_path):
+    proof = _hop_with_stats(tmp_path, "quic", []).proof()
+    assert proof is not None and "did not go through the hop" in str(proof.problem)
+
+
+def test_the_hop_without_quic_leaves_the_proof_to_the_kernels_counters(tmp_path):
+    assert _hop_with_stats(tmp_path, "mptcp", []).proof() is None
+
+
+def test_hop_transports_are_registered_with_their_network_modes():
+    modes = {name: (get_transport(name).network_mode, get_transport(name).kernel_mptcp)
+             for name in ("mpquic", "quic", "mptcp-hop", "tcp-hop")}
+    assert modes == {"mpquic": ("mptcp", False), "quic": ("tcp", False),
+                     "mptcp-hop": ("mptcp", False), "tcp-hop": ("tcp", False)}
+    assert get_transport("mptcp").refuses_cc("lia") is None
+    assert "noq" in str(get_transport("mpquic").refuses_cc("lia"))
+    assert get_transport("quic").refuses_cc("bbr") is None
+    assert get_transport("mptcp-hop").refuses_cc("lia") is None  # the kernel runs it
+
+
+def test_the_implementation_the_hop_reports_is_the_library_cargo_pins():
+    root = Path(__file__).resolve().parents[2] / "quic"
+    pinned = re.search(r'^noq = \{ version = "=([0-9.]+)"', (root / "Cargo.toml").read_text(), re.M)
+    said = re.search(r'QUIC_IMPLEMENTATION: &str = "noq ([0-9.]+),',
+                     (root / "src" / "main.rs").read_text())
+    assert pinned and said and pinned.group(1) == said.group(1)
+    locked = re.search(r'name = "noq"\nversion = "([0-9.]+)"', (root / "Cargo.lock").read_text())
+    assert locked and locked.group(1) == pinned.group(1)
+
+
+def test_the_report_says_what_carried_each_transport():
+    from types import SimpleNamespace
+
+    from mpstream.runner.report import implementations
+
+    def trial(transport, impl):
+        return SimpleNamespace(record=SimpleNamespace(transport=transport,
+                                                      transport_implementation=impl))
+
+    trials = [trial("mpquic", "noq 1.4.0, draft-ietf-quic-multipath-21"), trial("mptcp", None),
+              trial("quic", "noq 1.4.0, draft-ietf-quic-multipath-21"),
+              trial("mpquic", "noq 1.4.0, draft-ietf-quic-multipath-21")]
+    assert implementations(trials) == {  # type: ignore[arg-type]
+        "mpquic": ["noq 1.4.0, draft-ietf-quic-multipath-21"],
+        "quic": ["noq 1.4.0, draft-ietf-quic-multipath-21"]}
