@@ -51,9 +51,14 @@ pub async fn run(args: Args) -> Result<()> {
         "quic": endpoint.local_addr()?.to_string(),
         "tcp": tcp.as_ref().map(|l| l.local_addr().map(|a| a.to_string())).transpose()?,
     }));
-    let interval = Duration::from_millis(args.quic.stats_interval_ms);
+    let serving = Serving {
+        upstream: args.upstream,
+        log,
+        interval: Duration::from_millis(args.quic.stats_interval_ms),
+        keepalive: Duration::from_millis(args.quic.path_keepalive_ms),
+    };
     tokio::select! {
-        () = accept_quic(endpoint.clone(), args.upstream, log.clone(), interval) => {}
+        () = accept_quic(endpoint.clone(), serving) => {}
         () = accept_tcp(tcp, args.upstream) => {}
         () = stop_signal() => {}
     }
@@ -76,13 +81,28 @@ fn server_config(args: &Args) -> Result<ServerConfig> {
     Ok(config)
 }
 
-async fn accept_quic(endpoint: Endpoint, upstream: SocketAddr, log: StatsLog, interval: Duration) {
+/// What every QUIC connection is served with.
+#[derive(Clone)]
+struct Serving {
+    upstream: SocketAddr,
+    log: StatsLog,
+    interval: Duration,
+    keepalive: Duration,
+}
+
+async fn accept_quic(endpoint: Endpoint, serving: Serving) {
     while let Some(incoming) = endpoint.accept().await {
-        tokio::spawn(serve(incoming, upstream, log.clone(), interval));
+        tokio::spawn(serve(incoming, serving.clone()));
     }
 }
 
-async fn serve(incoming: Incoming, upstream: SocketAddr, log: StatsLog, interval: Duration) {
+async fn serve(incoming: Incoming, serving: Serving) {
+    let Serving {
+        upstream,
+        log,
+        interval,
+        keepalive,
+    } = serving;
     let conn = match incoming.await {
         Ok(conn) => conn,
         Err(err) => {
@@ -107,6 +127,9 @@ async fn serve(incoming: Incoming, upstream: SocketAddr, log: StatsLog, interval
         log.clone(),
         mirror_status,
     ));
+    if conn.is_multipath_enabled() && keepalive > Duration::ZERO {
+        tokio::spawn(ping_paths(conn.clone(), paths.clone(), keepalive));
+    }
     if log.enabled() {
         tokio::spawn(sample(
             conn.clone(),
@@ -138,6 +161,22 @@ async fn serve(incoming: Incoming, upstream: SocketAddr, log: StatsLog, interval
                                  "reason": err.to_string()}),
                 );
                 return;
+            }
+        }
+    }
+}
+
+/// Pings every path this often, so that the proxy, which judges a path dead when it hears
+/// nothing on it, hears something on an idle one. noq's own per-path keep-alive is re-armed only
+/// by packets received on that path, and the proxy may acknowledge on another path, so after
+/// its first ping it would fall silent.
+async fn ping_paths(conn: Connection, paths: KnownPaths, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    while conn.close_reason().is_none() {
+        tick.tick().await;
+        for id in paths.ids() {
+            if let Some(path) = conn.path(id) {
+                let _ = path.ping();
             }
         }
     }

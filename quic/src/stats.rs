@@ -70,6 +70,15 @@ impl KnownPaths {
         self.0.lock().expect("the path set lock").remove(&id);
     }
 
+    pub fn ids(&self) -> Vec<PathId> {
+        self.0
+            .lock()
+            .expect("the path set lock")
+            .keys()
+            .copied()
+            .collect()
+    }
+
     fn snapshot(&self) -> Vec<(PathId, Option<String>)> {
         self.0
             .lock()

@@ -68,9 +68,13 @@ def lines(path):
 def test_mpquic_carries_a_download_over_both_paths(mptcp_net, tmp_path):
     with QuicHop(mptcp_net, PORT, HopOptions("mpquic"), tmp_path) as hop:
         assert hop.paths_opened == [0, 1]
+        # Idle for longer than a path may stay silent (1 s): the gateway's pings keep both.
+        time.sleep(2.5)
         size, per_path = fetch(mptcp_net, hop)
     assert size == FILE_BYTES
     assert all(b > FILE_BYTES * 0.2 for b in per_path), per_path
+    events = [line["event"] for line in lines(hop.proxy_stats) if "event" in line]
+    assert "abandoned" not in events, events
     # The sender's (gateway's) samples of both paths, with the figures the trial records.
     sent = {}
     for line in lines(hop.gateway_stats):
