@@ -123,9 +123,10 @@ test-e2e: setup-core
 test-real-networks: setup-core
 	@scripts/pytest.sh -m long tests/e2e/test_real_hosts.py tests/integration/test_trace_record.py
 
-# Live streaming's long proof (about 4 minutes): `mpstream run` of a live scenario, its report.
+# Live streaming's proofs (about 5 minutes): each player's latency behind a live encoder, and
+# `mpstream run` of a live scenario with its report.
 test-live: setup-core
-	@scripts/pytest.sh -m long tests/e2e/test_runner_live.py
+	@scripts/pytest.sh -m long tests/e2e/test_player_live.py tests/e2e/test_runner_live.py
 
 # The QUIC hop end to end (about 3 minutes, and a few more for its first Rust build): curl
 # through the proxy and gateway over multipath QUIC, QUIC, and the hop's TCP and MPTCP arms on

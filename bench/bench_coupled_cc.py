@@ -26,23 +26,11 @@ from rich.table import Table
 from mpstream.netem import coupled
 from mpstream.netem.profile import profile_from_dict
 from mpstream.netem.topology import Topology
+from mpstream.proc import machine_busy_seconds, process_cpu_seconds
 from mpstream.transport import get_transport
 
 CCS = ("cubic", *coupled.COUPLED)
-TICK = os.sysconf("SC_CLK_TCK")
 PORT = 5401
-
-
-def busy_seconds() -> float:
-    """The machine's non-idle CPU time so far (all cores)."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]  # idle, iowait
-    return (sum(fields[:8]) - idle) / TICK
-
-
-def process_seconds(pid: int) -> float:
-    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(stat[11]) + int(stat[12])) / TICK  # utime, stime
 
 
 def transfer(cc: str, rate: str, size: str) -> dict[str, float]:
@@ -54,11 +42,11 @@ def transfer(cc: str, rate: str, size: str) -> dict[str, float]:
                             stdout=subprocess.DEVNULL)
         topo.wait_listening("server", PORT, server=server)
         sender = _iperf3_pid(topo.server_ns)  # mptcpize execs it: its own pid, not a wrapper's
-        cpu0, busy0, t0 = process_seconds(sender), busy_seconds(), time.monotonic()
+        cpu0, busy0, t0 = process_cpu_seconds(sender), machine_busy_seconds(), time.monotonic()
         done = topo.run("client", ["iperf3", "-c", topo.server_addr, "-R", "-n", size, "-p",
                                    str(PORT)], wrap=wrap, capture_output=True, text=True)
         wall = time.monotonic() - t0
-        cpu1, busy1 = process_seconds(sender), busy_seconds()
+        cpu1, busy1 = process_cpu_seconds(sender), machine_busy_seconds()
         server.wait(timeout=30)
     if done.returncode != 0:
         raise SystemExit(f"{cc}: iperf3 failed: {done.stdout[-300:]} {done.stderr[-300:]}")

@@ -117,3 +117,21 @@ def signals_interrupt(*signums: signal.Signals, once: bool = False) -> Iterator[
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_seconds() -> float:
+    """The machine's non-idle CPU time so far, all cores (/proc/stat; benchmarks take the
+    difference around what they measure)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / _TICK
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User and system CPU time `pid` has used so far (its own, not its children's)."""
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(stat[11]) + int(stat[12])) / _TICK  # utime, stime
+

@@ -15,7 +15,7 @@ from mpstream.player.session import MANIFESTS
 from mpstream.server.stack import ServerStack
 from tests.sessions import play, session_events
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.long, pytest.mark.timeout(300)]  # make test-live
 
 SEGMENT_S = 1.0
 TARGET_S = 4.0
