@@ -2,11 +2,12 @@
 curl in the client namespace, directly (TCP on one path, MPTCP on both) and through the hop
 (tcp-hop, mptcp-hop, quic, mpquic), the six interleaved round after round.
 
-Per download: its rate, the CPU seconds per GB of the hop's two processes (proxy and gateway)
-and of nginx, and the whole machine's busy CPU seconds per GB (the link emulators' share is the
-same for every mode). Prints the medians, each hop mode's rate against the direct transport it
-stands beside (tcp-hop and quic against tcp; mptcp-hop and mpquic against mptcp), and the hop's
-CPU per GB against nginx's own in the direct download.
+Per download: its rate (a download that ends short is counted as failed and left out), the
+CPU seconds per GB of the hop's two processes (proxy and gateway) and of nginx, and the whole
+machine's busy CPU seconds per GB (the link emulators' share is the same for every mode).
+Prints the medians, each hop mode's rate against the direct transport it stands beside (tcp-hop
+and quic against tcp; mptcp-hop and mpquic against mptcp), and the hop's CPU per GB against
+nginx's own in the direct download.
 
     .venv/bin/python bench/bench_quic_hop.py [--rounds 3] [--rate 100mbit] [--size 200M]
 """
@@ -49,10 +50,14 @@ def cpu_of(netns: str, comm: str) -> float:
     return total
 
 
+class Failed(Exception):
+    """A download that did not complete (the benchmark counts it and goes on)."""
+
+
 def download(topo: Network, mode: str, base_url: str, size: int) -> float:
     """Seconds curl took to fetch the file."""
     wrap = get_transport("mptcp").wrap if mode == "mptcp" else None
-    argv = ["curl", "-sf", "-o", "/dev/null", "-w", "%{size_download}"]
+    argv = ["curl", "-sSf", "-o", "/dev/null", "-w", "%{size_download}"]
     if mode == "tcp":
         argv += ["--interface", topo.paths[0].client_addr]
     t0 = time.monotonic()
@@ -60,7 +65,8 @@ def download(topo: Network, mode: str, base_url: str, size: int) -> float:
                     capture_output=True, text=True, timeout=600)
     wall = time.monotonic() - t0
     if done.returncode != 0 or int(done.stdout or 0) != size:
-        raise SystemExit(f"{mode}: curl failed ({done.returncode}): {done.stderr[-300:]}")
+        raise Failed(f"{mode}: curl exit {done.returncode} after {done.stdout or 0} of {size} "
+                     f"bytes: {done.stderr.strip()[-300:]}")
     return wall
 
 
@@ -71,7 +77,9 @@ def measure(topo: Topology, mode: str, size: int, workdir: Path, direct_url: str
         return cpu_of(client, "mpstream-quic") + cpu_of(server, "mpstream-quic")
 
     if mode in BESIDE:
-        with QuicHop(topo, PORT, HopOptions(mode, qlog=False), workdir / mode) as hop:  # type: ignore[arg-type]
+        hop_mode = mode.removesuffix("-hop")  # the transport tcp-hop is the hop's tcp mode
+        with QuicHop(topo, PORT, HopOptions(hop_mode, qlog=False),  # type: ignore[arg-type]
+                     workdir / mode) as hop:
             hop0, nginx0, busy0 = hop_cpu(), cpu_of(server, "nginx"), machine_busy_seconds()
             wall = download(topo, mode, hop.base_url, size)
             hop1, nginx1, busy1 = hop_cpu(), cpu_of(server, "nginx"), machine_busy_seconds()
@@ -97,6 +105,7 @@ def main() -> None:
     profile = profile_from_dict({"mode": "mptcp", "paths": [path, path]}, name="bench-hop")
     console = Console()
     results: dict[str, list[dict]] = {m: [] for m in MODES}
+    failures: dict[str, list[str]] = {m: [] for m in MODES}
     with tempfile.TemporaryDirectory(prefix="mps-bench-hop-") as tmp:
         media = Path(tmp) / "media"
         media.mkdir()
@@ -110,18 +119,27 @@ def main() -> None:
         ):
             for round_ in range(args.rounds):
                 for mode in MODES if round_ % 2 == 0 else reversed(MODES):
-                    results[mode].append(measure(topo, mode, size, Path(tmp), stack.base_url))
+                    try:
+                        results[mode].append(measure(topo, mode, size, Path(tmp),
+                                                     stack.base_url))
+                    except Failed as exc:
+                        failures[mode].append(str(exc))
+                        console.print(f"round {round_} FAILED {exc}", highlight=False)
+                        continue
                     console.print(f"round {round_} {mode}: {results[mode][-1]}", highlight=False)
+    if not all(results.values()):
+        raise SystemExit(f"no download completed in some mode: {failures}")
     med = {m: {k: statistics.median(r[k] for r in results[m]) for k in results[m][0]}
            for m in MODES}
     table = Table(title=f"2 x {args.rate}, {args.size} per download, {args.rounds} rounds "
                         "(medians)")
-    for column in ("mode", "Mbit/s", "rate / direct", "hop CPU s/GB", "nginx CPU s/GB",
+    for column in ("mode", "done", "Mbit/s", "rate / direct", "hop CPU s/GB", "nginx CPU s/GB",
                    "hop / direct nginx", "machine CPU s/GB"):
         table.add_column(column)
     for mode in MODES:
         m, base = med[mode], med[BESIDE.get(mode, mode)]
-        table.add_row(mode, f"{m['mbit_s']:.1f}", f"{m['mbit_s'] / base['mbit_s']:.3f}",
+        done = f"{len(results[mode])}/{len(results[mode]) + len(failures[mode])}"
+        table.add_row(mode, done, f"{m['mbit_s']:.1f}", f"{m['mbit_s'] / base['mbit_s']:.3f}",
                       f"{m['hop_s_per_gb']:.2f}", f"{m['nginx_s_per_gb']:.2f}",
                       f"{m['hop_s_per_gb'] / base['nginx_s_per_gb']:.1f}x"
                       if mode in BESIDE and base["nginx_s_per_gb"] else "",

@@ -58,7 +58,9 @@ class HopOptions:
     mode: HopMode
     cc: str = "cubic"
     packet_size: int = 1472  # UDP payload: fills a 1500-byte link as TCP's 1448-byte segments
-    max_paths: int = 8  # with multipath: room to reopen failed paths (ids are not reused)
+    # With multipath: room to reopen failed paths. Ids are not reused, and a path that never
+    # validated (opened while its link was down) keeps its id (noq issue 804).
+    max_paths: int = 16
     path_idle_ms: int = 1000
     path_keepalive_ms: int = 250
     idle_timeout_ms: int = 30_000  # a single path's outage must not end the connection

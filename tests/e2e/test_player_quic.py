@@ -1,16 +1,22 @@
 """dash.js in Chromium plays over the QUIC hop: `mpstream play --transport mpquic` carries the
 media over both emulated paths and `--transport quic` over one, proven by the gateway's own
 count of QUIC connections and paths; nothing of the hop is left running afterwards; a congestion
-control the QUIC library lacks is refused before any topology."""
+control the QUIC library lacks is refused before any topology; Ctrl-C stops the hop, and after
+kill -9 `mpstream clean` does."""
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from tests.waiting import command_lines
+from mpstream.netem.teardown import netns_pids
+from mpstream.proc import pid_alive
+from tests.waiting import command_lines, wait_until
 
 pytestmark = [pytest.mark.long, pytest.mark.timeout(300)]  # make test-quic
 
@@ -58,5 +64,62 @@ def test_a_cc_the_quic_library_lacks_is_refused_before_any_topology(tiny_media, 
     assert done.returncode != 0
     assert "'lia' is not one the QUIC library (noq) has" in done.stderr
     assert "cubic, reno, bbr" in done.stderr
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert f"mps-{name}-" not in out
+
+
+def hop_pids() -> set[int]:
+    """The hop's processes wherever they run (their binary is build/mpstream-quic)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if Path(os.readlink(entry / "exe")).name == "mpstream-quic":
+                    found.add(int(entry.name))
+    return found
+
+
+def start_playing(tiny_media, name: str) -> tuple[subprocess.Popen[str], set[int]]:
+    """`play --transport mpquic` in a session of its own, once its hop runs: (play, hop pids)."""
+    proc = subprocess.Popen(
+        [*MPSTREAM, "play", "--media", str(tiny_media), "--player", "dashjs",
+         "--profile", "thesis-bandwidth-balanced", "--transport", "mpquic", "--duration", "120",
+         "--name", name], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)  # fmt: skip
+    ours = wait_until(lambda: {pid for pid in hop_pids()
+                               if any(pid in netns_pids(f"mps-{name}-{host}")
+                                      for host in ("client", "server"))}, 120,
+                      "the hop's proxy and gateway run", 0.2)
+    wait_until(lambda: len(netns_pids(f"mps-{name}-client")) >= 4, 60,
+               "the browser runs beside the proxy", 0.2)
+    return proc, set(ours)
+
+
+def test_ctrl_c_stops_the_hop(tiny_media):
+    name = f"pc{os.getpid() % 100000}"
+    proc, hop = start_playing(tiny_media, name)
+    try:
+        os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert len(hop) == 2
+    assert [pid for pid in hop if pid_alive(pid)] == []
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert f"mps-{name}-" not in out
+
+
+def test_kill_9_then_clean_leaves_no_hop(tiny_media):
+    name = f"pk{os.getpid() % 100000}"
+    proc, hop = start_playing(tiny_media, name)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    # The hop runs in sessions of its own: the kill leaves it, and clean removes it.
+    assert {pid for pid in hop if pid_alive(pid)} == hop
+    done = subprocess.run([*MPSTREAM, "clean"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    wait_until(lambda: not any(pid_alive(pid) for pid in hop), 10, "the hop is gone")
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert f"mps-{name}-" not in out

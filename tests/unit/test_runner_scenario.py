@@ -12,6 +12,7 @@ from mpstream.runner.scenario import (
     load_scenario,
     parse_scenario,
 )
+from mpstream.transport import get_transport
 
 PROFILE = """
 mode = "mptcp"
@@ -54,7 +55,9 @@ def test_every_shipped_scenario_loads_and_builds_its_profiles(trace_store):
         sc = load_scenario(name)
         for cond in sc.all_conditions():
             profile = build_profile(sc, cond)
-            assert profile.mode == (cond.transport or profile.mode)
+            # A condition's transport sets the network's mode (mpquic: every path, as mptcp).
+            wanted = get_transport(cond.transport).network_mode if cond.transport else None
+            assert profile.mode == (wanted or profile.mode)
 
 
 def test_thesis_single_path_is_tcp_and_mptcp_conditions_are_not(base):
