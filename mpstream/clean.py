@@ -10,6 +10,7 @@
   sessions' stay.
 - Coupled congestion controls (lia, olia, balia) mpstream registered with the kernel that no
   topology uses any more (netem/coupled.py).
+- The QUIC hop's temporary folders of killed `play` sessions (mpstream/hop.py).
 - Local clusters (`run --cluster local:N`) whose run died: their hosts' sandboxes with every
   Ray process and trial in them, their namespaces and records (runner/localcluster.py).
 
@@ -29,6 +30,7 @@ def clean() -> None:
     owners (namespaces, processes, emulators, records) and host network changes of killed
     sessions in this network namespace. What a running program or `netem up` owns is left
     alone."""
+    from mpstream.hop import clean_stale_tempdirs
     from mpstream.hostnet import clean as undo_host_changes
     from mpstream.hostnet import record_dirs
     from mpstream.netem import coupled
@@ -51,6 +53,9 @@ def clean() -> None:
     unloaded = coupled.clean_stale()
     for line in unloaded:
         say(line)
+    tempdirs = clean_stale_tempdirs()
+    for line in tempdirs:
+        say(line)
     out = undo_host_changes()
     for item in out["undone"]:
         say(f"undone: {item['changes']} change(s) of {item['purpose']} ({item['file']})")
@@ -62,7 +67,8 @@ def clean() -> None:
         say(f"left alone: {out['other_netns']} record(s) of host changes in other network "
             "namespaces (run `mpstream clean` inside them; records in "
             f"{' and '.join(map(str, record_dirs()))})")
-    if not (clusters or sweep.removed or unloaded or out["undone"] or out["partial"]):
+    if not (clusters or sweep.removed or unloaded or tempdirs or out["undone"]
+            or out["partial"]):
         say("nothing left behind")
     if out["problems"]:
         raise UserError("some changes could not be undone: " + "; ".join(out["problems"]),

@@ -12,8 +12,11 @@ failure with its own last words (`problem`).
 from __future__ import annotations
 
 import json
+import os
 import select
+import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +25,7 @@ from typing import Literal
 from mpstream.errors import UserError
 from mpstream.network import Network
 from mpstream.paths import BUILD_DIR
-from mpstream.proc import stop
+from mpstream.proc import pid_alive, stop
 from mpstream.proof import Proof
 
 HOP_BINARY = BUILD_DIR / "mpstream-quic"
@@ -34,6 +37,26 @@ READY_TIMEOUT_S = 15.0
 HopMode = Literal["mpquic", "quic", "tcp", "mptcp"]
 # The congestion controls the QUIC library has, by the names profiles use.
 QUIC_CCS = ("cubic", "reno", "newreno", "bbr")
+
+
+# A session with no folder of its own keeps the hop's files in a temporary folder named after
+# its process, so that `mpstream clean` can tell a killed session's folder from a live one's.
+TEMP_PREFIX = "mps-carrier-"
+
+
+def session_tempdir() -> tempfile.TemporaryDirectory[str]:
+    return tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{os.getpid()}-")
+
+
+def clean_stale_tempdirs(root: Path | None = None) -> list[str]:
+    """Removes the temporary folders of sessions whose process is gone; what it removed."""
+    removed = []
+    for folder in Path(root or tempfile.gettempdir()).glob(f"{TEMP_PREFIX}*-*"):
+        pid = folder.name.removeprefix(TEMP_PREFIX).split("-", 1)[0]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(f"removed: {folder} (the QUIC hop's files of a killed session)")
+    return removed
 
 
 def hop_missing(binary: Path = HOP_BINARY) -> list[str]:

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypedDict
 from urllib.parse import urlencode
 
 from mpstream.errors import UserError
+from mpstream.hop import session_tempdir
 from mpstream.network import Network, PathCounters
 from mpstream.player.abr import parse_abr_params, resolve_abr
 from mpstream.player.browsers import (
@@ -301,8 +301,7 @@ def play_session(network: Network, server: PageServer, request: PlayRequest) -> 
     r = request
     check_prerequisites(r.player, r.manifest, r.browser, r.codec, r.abr, r.abr_params)
     with contextlib.ExitStack() as held:
-        workdir = r.workdir or Path(held.enter_context(
-            tempfile.TemporaryDirectory(prefix="mps-carrier-")))
+        workdir = r.workdir or Path(held.enter_context(session_tempdir()))
         carried = held.enter_context(
             r.transport.carrier(network, server.base_url, workdir, network.cc))
         return _play(network, server, r, carried)

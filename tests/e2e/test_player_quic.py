@@ -10,10 +10,12 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from mpstream.hop import TEMP_PREFIX
 from mpstream.netem.teardown import netns_pids
 from mpstream.proc import pid_alive
 from tests.waiting import command_lines, wait_until
@@ -114,6 +116,8 @@ def test_ctrl_c_stops_the_hop(tiny_media):
 def test_kill_9_then_clean_leaves_no_hop(tiny_media):
     name = f"pk{os.getpid() % 100000}"
     proc, hop = start_playing(tiny_media, name)
+    tempdirs = f"{TEMP_PREFIX}{proc.pid}-*"  # play keeps the hop's files there
+    assert list(Path(tempfile.gettempdir()).glob(tempdirs))
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     # The hop runs in sessions of its own: the kill leaves it, and clean removes it.
@@ -121,5 +125,6 @@ def test_kill_9_then_clean_leaves_no_hop(tiny_media):
     done = subprocess.run([*MPSTREAM, "clean"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     wait_until(lambda: not any(pid_alive(pid) for pid in hop), 10, "the hop is gone")
+    assert not list(Path(tempfile.gettempdir()).glob(tempdirs))
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert f"mps-{name}-" not in out
