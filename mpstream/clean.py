@@ -30,13 +30,13 @@ def clean() -> None:
     owners (namespaces, processes, emulators, records) and host network changes of killed
     sessions in this network namespace. What a running program or `netem up` owns is left
     alone."""
-    from mpstream.hop import clean_stale_tempdirs
     from mpstream.hostnet import clean as undo_host_changes
     from mpstream.hostnet import record_dirs
     from mpstream.netem import coupled
     from mpstream.netem.system import require_root
     from mpstream.netem.teardown import clean_stale
     from mpstream.runner.localcluster import clean_stale as clean_clusters
+    from mpstream.scratch import clean_stale_tempdirs
 
     require_root()
     console = Console()

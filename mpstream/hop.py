@@ -12,20 +12,18 @@ failure with its own last words (`problem`).
 from __future__ import annotations
 
 import json
-import os
 import select
-import shutil
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from mpstream.errors import UserError
+from mpstream.jsonlines import read_json_lines
 from mpstream.network import Network
 from mpstream.paths import BUILD_DIR
-from mpstream.proc import pid_alive, stop
+from mpstream.proc import stop
 from mpstream.proof import Proof
 
 HOP_BINARY = BUILD_DIR / "mpstream-quic"
@@ -37,26 +35,6 @@ READY_TIMEOUT_S = 15.0
 HopMode = Literal["mpquic", "quic", "tcp", "mptcp"]
 # The congestion controls the QUIC library has, by the names profiles use.
 QUIC_CCS = ("cubic", "reno", "newreno", "bbr")
-
-
-# A session with no folder of its own keeps the hop's files in a temporary folder named after
-# its process, so that `mpstream clean` can tell a killed session's folder from a live one's.
-TEMP_PREFIX = "mps-carrier-"
-
-
-def session_tempdir() -> tempfile.TemporaryDirectory[str]:
-    return tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{os.getpid()}-")
-
-
-def clean_stale_tempdirs(root: Path | None = None) -> list[str]:
-    """Removes the temporary folders of sessions whose process is gone; what it removed."""
-    removed = []
-    for folder in Path(root or tempfile.gettempdir()).glob(f"{TEMP_PREFIX}*-*"):
-        pid = folder.name.removeprefix(TEMP_PREFIX).split("-", 1)[0]
-        if pid.isdigit() and not pid_alive(int(pid)):
-            shutil.rmtree(folder, ignore_errors=True)
-            removed.append(f"removed: {folder} (the QUIC hop's files of a killed session)")
-    return removed
 
 
 def hop_missing(binary: Path = HOP_BINARY) -> list[str]:
@@ -192,7 +170,7 @@ class QuicHop:
         if self.options.mode not in ("mpquic", "quic"):
             return None
         connections, paths = set(), set()
-        for line in _json_lines(self.gateway_stats):
+        for line in read_json_lines(self.gateway_stats):
             if line.get("event") == "connected":
                 connections.add(line.get("conn"))
             elif "event" not in line and int(line.get("sent_bytes", 0)) > 0:
@@ -238,24 +216,6 @@ def _ready(proc: subprocess.Popen[str], name: str) -> dict:
             raise UserError(f"the QUIC hop's {name} exited ({proc.returncode}) before it was "
                             f"ready: {_last_words(proc)}")
     raise UserError(f"the QUIC hop's {name} was not ready after {READY_TIMEOUT_S:g} s")
-
-
-def _json_lines(path: Path) -> list[dict]:
-    """The JSON lines of a statistics file (none when it is missing; a torn last line is
-    skipped)."""
-    out: list[dict] = []
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return out
-    for line in text.splitlines():
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            out.append(value)
-    return out
 
 
 def _last_words(proc: subprocess.Popen[str]) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
-from abc import ABC, abstractmethod
+from abc import ABC
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,9 +76,12 @@ class Transport(ABC):
         """A client or server program as it must run to speak this transport."""
         return list(argv)
 
-    @abstractmethod
     def paths_in_use(self, network: Network) -> list[int]:
-        """The indexes of the network's paths this transport may carry data on."""
+        """The indexes of the network's paths this transport may carry data on: every path but
+        a backup one in the MPTCP network mode, the single path otherwise."""
+        if self.network_mode == "mptcp":
+            return [p.index for p in network.paths if not p.backup] or [0]
+        return [network.single_path]
 
     def before(self, network: Network) -> dict[str, int]:
         """Counters to compare with after the trial (none by default)."""
@@ -112,9 +115,6 @@ class MPTCP(Transport):
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
         return ["mptcpize", "run", *argv]
-
-    def paths_in_use(self, network: Network) -> list[int]:
-        return [p.index for p in network.paths if not p.backup] or [0]
 
     def before(self, network: Network) -> dict[str, int]:
         return mptcp_counters(network)
@@ -151,9 +151,6 @@ class TCP(Transport):
     kernel_mptcp = False
     network_mode = "tcp"
 
-    def paths_in_use(self, network: Network) -> list[int]:
-        return [network.single_path]
-
 
 class HopTransport(Transport):
     """A transport through the QUIC hop (mpstream/hop.py): the client's programs speak plain
@@ -167,11 +164,6 @@ class HopTransport(Transport):
     hop_mode: ClassVar[HopMode]
     # The kernel transport the proxy speaks in the TCP and MPTCP modes (it proves them).
     kernel: ClassVar[Transport | None] = None
-
-    def paths_in_use(self, network: Network) -> list[int]:
-        if self.network_mode == "mptcp":
-            return MPTCP().paths_in_use(network)
-        return [network.single_path]
 
     def before(self, network: Network) -> dict[str, int]:
         return self.kernel.before(network) if self.kernel else {}

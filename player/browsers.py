@@ -27,7 +27,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +35,7 @@ from typing import Any, Protocol
 from mpstream.errors import UserError
 from mpstream.network import Wrapper, in_netns
 from mpstream.proc import pid_alive, stop
+from mpstream.scratch import session_tempdir
 
 BROWSERS = ("chromium", "firefox")
 CHROMIUM = os.environ.get("MPSTREAM_CHROMIUM", "/usr/bin/chromium")
@@ -359,7 +359,7 @@ class _FirefoxPage:
 
 @contextlib.contextmanager
 def _firefox(netns: str | None, wrap: Wrapper | None) -> Iterator[_FirefoxPage]:
-    with tempfile.TemporaryDirectory(prefix="mps-firefox-") as tmp:
+    with session_tempdir("firefox") as tmp:
         driver = FirefoxDriver(netns, wrap, Path(tmp))
         try:
             try:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -15,6 +14,7 @@ from urllib.parse import urlsplit
 from mpstream.errors import UserError
 from mpstream.hostnet import HostPaths, InterfaceSpec, parse_interfaces, route_interface
 from mpstream.player.session import PlayRequest, PlayResult, play_session
+from mpstream.scratch import session_tempdir
 from mpstream.server.stack import ServerStack
 from mpstream.transport import Transport
 
@@ -66,7 +66,7 @@ def page_server() -> Iterator[ServerStack]:
     """The player page and a collector on loopback (plain TCP), with its files in a temporary
     folder (a unix socket's path must be short)."""
     with (
-        tempfile.TemporaryDirectory(prefix="mps-play-url-") as page_media,
+        session_tempdir("play-url") as page_media,
         ServerStack(Path(page_media), host="127.0.0.1", port=_free_local_port(),
                     mptcp=False) as stack,
     ):

@@ -19,7 +19,6 @@ from typing import Any, Protocol, TypedDict
 from urllib.parse import urlencode
 
 from mpstream.errors import UserError
-from mpstream.hop import session_tempdir
 from mpstream.network import Network, PathCounters
 from mpstream.player.abr import parse_abr_params, resolve_abr
 from mpstream.player.browsers import (
@@ -33,6 +32,7 @@ from mpstream.player.browsers import (
     open_page,
 )
 from mpstream.player.codecs import CODECS, family
+from mpstream.scratch import session_tempdir
 from mpstream.transport import Carrier, Transport
 
 DIST_DIR = Path(__file__).resolve().parent / "dist"
@@ -301,7 +301,7 @@ def play_session(network: Network, server: PageServer, request: PlayRequest) -> 
     r = request
     check_prerequisites(r.player, r.manifest, r.browser, r.codec, r.abr, r.abr_params)
     with contextlib.ExitStack() as held:
-        workdir = r.workdir or Path(held.enter_context(session_tempdir()))
+        workdir = r.workdir or Path(held.enter_context(session_tempdir("carrier")))
         carried = held.enter_context(
             r.transport.carrier(network, server.base_url, workdir, network.cc))
         return _play(network, server, r, carried)

@@ -21,10 +21,9 @@ from itertools import pairwise
 from pathlib import Path
 from urllib.parse import urlparse
 
-from mpstream.runner.layout import TrialData
+from mpstream.runner.layout import CLOCK_JSON, TrialData
 from mpstream.runner.metrics import socket_increments
 
-CLOCK_JSON = "clock.json"
 # A sample counts towards a segment from its request up to one sampling interval after its last
 # byte (the sample that sees the last bytes is taken up to 100 ms later).
 SAMPLE_SLACK_S = 0.1
@@ -56,8 +55,7 @@ def _page_clock(rec: TrialData, arrivals: dict[str, list[tuple[float, dict]]]):
     """(t0_unix, page_s): the trial clock's origin in Unix time, and a function from the page's
     milliseconds to seconds on the trial clock (None where it cannot be placed), anchored on the
     first manifest request: the page's request time of it is nginx's arrival time of it."""
-    clock = rec.dir / CLOCK_JSON
-    t0_unix = json.loads(clock.read_text())["t0_unix"] if clock.is_file() else None
+    t0_unix = rec.t0_unix
     page_to_unix = None
     manifests = sorted((e for e in rec.events if e.get("type") == "manifest"),
                        key=lambda e: e["data"].get("t_request", math.inf))
@@ -95,7 +93,7 @@ def trial_evidence(rec: TrialData, n_paths: int) -> TrialEvidence:
     arrivals = _arrivals(rec)
     t0_unix, page_s = _page_clock(rec, arrivals)
     client = rec.samples("client")
-    incs = socket_increments(client, "bytes_received")
+    incs = socket_increments(rec.path_samples("client"), "bytes_received")
     server = rec.samples("server")
     held = _held_polls(server)
     # What reached the client and the page could not read yet: an MPTCP connection's own
@@ -162,13 +160,17 @@ def _metrics(rec: TrialData, n_paths: int, page_s, incs, held, rows: list[dict]
     the time they took; and each path's share of the bytes that arrived during that first
     download."""
     out: dict[str, float] = {}
+    # Holding back is read from the kernel's sockets: a sender in user space (the QUIC hop's
+    # gateway) is not seen holding anything, which is not the same as holding nothing.
+    kernel_sender = rec.quic_samples is None
     first = min((e["data"] for e in rec.events if e.get("type") == "segment"
                  and e.get("data", {}).get("kind") in ("video", "muxed")),
                 key=lambda d: d.get("t_request", math.inf), default=None)
     if first is not None:
         req, done = page_s(first.get("t_request")), page_s(first.get("t_done"))
         if req is not None and done is not None:
-            out["first_segment_held_ms"] = 1000.0 * _held_s(held, req, done)
+            if kernel_sender:
+                out["first_segment_held_ms"] = 1000.0 * _held_s(held, req, done)
             # Which paths carried the bytes that arrived meanwhile: a path given more than its
             # capacity share makes the segment wait for it (the scheduler's first guess).
             per_path = _bytes_by_path(incs, n_paths, req, done)
@@ -177,7 +179,7 @@ def _metrics(rec: TrialData, n_paths: int, page_s, incs, held, rows: list[dict]
                     out[f"path{p}_first_segment_share"] = b / sum(per_path)
     placed = [r for r in rows if r["request_page_s"] is not None and r["last_byte_s"] is not None]
     busy = sum(max(0.0, r["last_byte_s"] - r["request_page_s"]) for r in placed)
-    if busy > 0:
+    if busy > 0 and kernel_sender:
         out["held_share"] = sum(r["sender_held_s"] for r in placed) / busy
     return out
 

@@ -34,10 +34,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mpstream.jsonlines import read_json_lines
+from mpstream.runner.quicsamples import quic_path_samples
 from mpstream.runner.record import TrialRecord, load_record
 from mpstream.runner.sampler import SampleRow, read_samples
 
 TRIALS = "trials"
+CLOCK_JSON = "clock.json"  # the trial clock's origin (runner/evidence.py)
 TRIAL_JSON = "trial.json"
 RUN_JSON = "run.json"
 
@@ -123,7 +126,7 @@ class TrialData:
     @property
     def access_log(self) -> list[dict[str, Any]]:
         """nginx's access log lines (JSON), unreadable lines skipped."""
-        return self._once("access_log", lambda: _json_lines(self.dir / "access.log"))
+        return self._once("access_log", lambda: read_json_lines(self.dir / "access.log"))
 
     def samples(self, host: str) -> list[SampleRow]:
         """The kernel samples of `host` (client or server): its TCP sockets and subflows."""
@@ -139,25 +142,35 @@ class TrialData:
 
     @property
     def sender_samples(self) -> list[SampleRow]:
-        return self.samples(self.record.sender)
+        return self.path_samples(self.record.sender)
+
+    @property
+    def t0_unix(self) -> float | None:
+        """The trial clock's origin in Unix time (the samples' t_s = 0)."""
+        clock = read_json(self.dir / CLOCK_JSON)
+        return float(clock["t0_unix"]) if clock else None
+
+    @property
+    def quic_samples(self) -> dict[str, list[SampleRow]] | None:
+        """host -> the QUIC hop's per-path statistics as sample rows (runner/quicsamples.py);
+        None for a trial that did not run over QUIC."""
+        def load() -> dict[str, list[SampleRow]] | None:
+            t0 = self.t0_unix
+            rows = quic_path_samples(self.dir, self.record, t0) if t0 is not None else {}
+            return rows if any(rows.values()) else None
+        return self._once("quic-samples", load)
+
+    def path_samples(self, host: str) -> list[SampleRow]:
+        """What carried the trial's bytes on each path, as seen by `host`: the kernel's TCP
+        sockets and MPTCP subflows, or for a trial over QUIC the hop's QUIC paths."""
+        quic = self.quic_samples
+        return quic.get(host, []) if quic is not None else self.samples(host)
 
     @property
     def receiver_column(self) -> str:
         """The receiver's count of delivered bytes: what the client received when the server
         sends, what the client's sender saw acknowledged otherwise."""
         return "bytes_received" if self.record.sender == "server" else "bytes_acked"
-
-
-def _json_lines(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
 
 
 def trial_dir(run_dir: Path, key: str) -> Path:

@@ -222,7 +222,7 @@ def kernel_metrics(rec: TrialData, n_paths: int) -> dict[str, float]:
     and the sender's mean smoothed RTT per path."""
     m: dict[str, float] = {}
     sender = rec.sender_samples
-    recv = binned_by_path(rec.samples("client"), rec.receiver_column)
+    recv = binned_by_path(rec.path_samples("client"), rec.receiver_column)
     total = sum(sum(b.values()) for b in recv.values())
     retr = binned_by_path(sender, "retrans_total")
     span = sample_span_s(sender)

@@ -363,7 +363,7 @@ def _write_csvs(report: Report, records: list[TrialData], several: frozenset[str
 
 def _path_series(rec: TrialData):
     """Per 1-s bin and path: bytes delivered to the receiver, retransmissions by the sender."""
-    recv = binned_by_path(rec.samples("client"), rec.receiver_column)
+    recv = binned_by_path(rec.path_samples("client"), rec.receiver_column)
     return recv, binned_by_path(rec.sender_samples, "retrans_total")
 
 

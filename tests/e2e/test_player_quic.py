@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from mpstream.hop import TEMP_PREFIX
 from mpstream.netem.teardown import netns_pids
 from mpstream.proc import pid_alive
 from tests.waiting import command_lines, wait_until
@@ -116,7 +115,7 @@ def test_ctrl_c_stops_the_hop(tiny_media):
 def test_kill_9_then_clean_leaves_no_hop(tiny_media):
     name = f"pk{os.getpid() % 100000}"
     proc, hop = start_playing(tiny_media, name)
-    tempdirs = f"{TEMP_PREFIX}{proc.pid}-*"  # play keeps the hop's files there
+    tempdirs = f"mps-carrier-{proc.pid}-*"  # play keeps the hop's files there
     assert list(Path(tempfile.gettempdir()).glob(tempdirs))
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()

@@ -4,9 +4,7 @@ gateway's statistics prove (or not) that QUIC carried the session, and the hop's
 registered as the trial expects."""
 
 import json
-import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -114,19 +112,3 @@ def test_the_report_says_what_carried_each_transport():
     assert implementations(trials) == {  # type: ignore[arg-type]
         "mpquic": ["noq 1.4.0, draft-ietf-quic-multipath-21"],
         "quic": ["noq 1.4.0, draft-ietf-quic-multipath-21"]}
-
-
-def test_clean_removes_the_temp_folders_of_dead_sessions_only(tmp_path):
-    from mpstream.hop import TEMP_PREFIX, clean_stale_tempdirs
-
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    mine = tmp_path / f"{TEMP_PREFIX}{os.getpid()}-abc"
-    gone = tmp_path / f"{TEMP_PREFIX}{dead.pid}-def"
-    other = tmp_path / "mps-carrier-notapid"
-    for folder in (mine, gone, other):
-        folder.mkdir()
-        (folder / "quic-proxy.jsonl").write_text("{}\n")
-    said = clean_stale_tempdirs(tmp_path)
-    assert [p.name for p in sorted(tmp_path.iterdir())] == sorted([mine.name, other.name])
-    assert len(said) == 1 and gone.name in said[0]

@@ -187,6 +187,15 @@ def test_tcp_proves_nothing_and_uses_the_single_path():
     assert get_transport("mptcp").wrap(["curl"]) == ["mptcpize", "run", "curl"]
 
 
+def test_hop_transports_use_the_paths_of_their_network_mode():
+    network = _CountersNetwork(2, {})
+    network.single_path = 1
+    assert get_transport("mpquic").paths_in_use(network) == [0, 1]
+    assert get_transport("mptcp-hop").paths_in_use(network) == [0, 1]
+    assert get_transport("quic").paths_in_use(network) == [1]
+    assert get_transport("tcp-hop").paths_in_use(network) == [1]
+
+
 def test_an_unknown_transport_names_the_registered_ones():
     with pytest.raises(UserError, match="choose one of mptcp, tcp"):
         get_transport("sctp")

@@ -1,0 +1,39 @@
+"""Temporary folders of a session, named after its process (mps-<purpose>-<pid>-XXXX), so that
+`mpstream clean` can tell the folder of a killed session (its process gone) from a live one's:
+a kill -9 runs no `finally`, and a browser profile or a page's media can be hundreds of MB."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from mpstream.proc import pid_alive
+
+# What each kind of folder holds, as `clean` says it.
+PURPOSES = {
+    "carrier": "the QUIC hop's files",
+    "play-url": "the player page and collector of `play --url`",
+    "firefox": "a Firefox profile",
+}
+_NAME = re.compile(r"^mps-(" + "|".join(map(re.escape, PURPOSES)) + r")-(\d+)-")
+
+
+def session_tempdir(purpose: str) -> tempfile.TemporaryDirectory[str]:
+    """A temporary folder for this process, removed when the context ends."""
+    if purpose not in PURPOSES:
+        raise ValueError(f"no temporary folder purpose {purpose!r} (known: {', '.join(PURPOSES)})")
+    return tempfile.TemporaryDirectory(prefix=f"mps-{purpose}-{os.getpid()}-")
+
+
+def clean_stale_tempdirs(root: Path | None = None) -> list[str]:
+    """Removes the temporary folders of sessions whose process is gone; what it removed."""
+    removed = []
+    for folder in sorted(Path(root or tempfile.gettempdir()).glob("mps-*-*")):
+        m = _NAME.match(folder.name)
+        if m and folder.is_dir() and not pid_alive(int(m.group(2))):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(f"removed: {folder} ({PURPOSES[m.group(1)]} of a killed session)")
+    return removed
