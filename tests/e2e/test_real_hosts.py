@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -222,6 +223,9 @@ def test_sigkill_then_mpstream_clean_restores_the_host(hosts):
     proc = play(hosts, f"http://{SRV}:{PORT}/media/dash/manifest.mpd", "--interfaces", "c1,c2",
                 "--duration", "60", popen=True)
     _started(hosts, proc)
+    # The page and collector's folder, named after the session's process (ip netns exec execs).
+    page_dirs = f"mps-play-url-{proc.pid}-*"
+    assert list(Path(tempfile.gettempdir()).glob(page_dirs))
     proc.kill()
     proc.communicate(timeout=30)
     assert host_state() != before, "nothing to clean: the test did not kill in time"
@@ -233,6 +237,7 @@ def test_sigkill_then_mpstream_clean_restores_the_host(hosts):
     assert "undone" in done.stdout
     assert host_state() == before
     assert not list(hosts["state_dir"].glob("host-changes/*.json"))
+    assert not list(Path(tempfile.gettempdir()).glob(page_dirs))
     # The browser and the page's server died with their owner.
     deadline = time.monotonic() + 15
     while netns_pids(HC) and time.monotonic() < deadline:
