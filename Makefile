@@ -148,7 +148,7 @@ test-sharing: setup-core
 # driver without the token refused, a host with another mpstream refused, a host's Ray killed
 # mid-trial and the coordinator killed with -9; nothing left behind after each (docs/cluster.md).
 .PHONY: test-cluster
-test-cluster: setup-core
+test-cluster: setup-core quic
 	@scripts/pytest.sh -m cluster tests/cluster
 
 # The project on Debian 13 from a fresh clone of HEAD, in a cached chroot with namespaces of its

@@ -7,19 +7,23 @@ BALANCED_AND_SINGLE = """
 [[conditions]]
 label = "balanced"
 profile = "thesis-bandwidth-balanced"
+transport = "{multipath}"
 
 [[conditions]]
 label = "single"
 profile = "thesis-bandwidth-single"
-transport = "tcp"
+transport = "{single}"
 """
 
 
 def balanced_and_single(name: str, *, kind: str = "iperf", trials: int = 1, seed: int = 1,
-                        duration_s: float = 4, media_dir: Path | None = None) -> str:
-    """The scenario's TOML; a video scenario plays `media_dir` with dash.js."""
+                        duration_s: float = 4, media_dir: Path | None = None,
+                        multipath: str = "mptcp", single: str = "tcp") -> str:
+    """The scenario's TOML; a video scenario plays `media_dir` with dash.js. The balanced
+    condition speaks transport `multipath`, the single one `single`."""
     head = [f'name = "{name}"', f'kind = "{kind}"', f"trials = {trials}", f"seed = {seed}",
             f"duration_s = {duration_s:g}"]
     if kind == "video":
         head += ['players = ["dashjs"]', "", "[media]", f'dir = "{media_dir}"']
-    return "\n".join(head) + "\n" + BALANCED_AND_SINGLE
+    return "\n".join(head) + "\n" + BALANCED_AND_SINGLE.format(multipath=multipath,
+                                                                single=single)

@@ -113,9 +113,11 @@ def test_a_trial_past_its_time_limit_is_a_timeout(tmp_path):
 def test_a_video_scenario_on_two_hosts_gets_its_media_there_once_per_host(tiny_media,
                                                                           tmp_path):
     # The media is under /tmp, which the hosts of a local cluster do not share: it travels.
+    # The trials speak (multipath) QUIC through the hop, which each host runs for itself.
     scenario = tmp_path / "video-cluster.toml"
     scenario.write_text(balanced_and_single("video-cluster", kind="video", trials=2, seed=3,
-                                            duration_s=8, media_dir=tiny_media))
+                                            duration_s=8, media_dir=tiny_media,
+                                            multipath="mpquic", single="quic"))
     out = tmp_path / "run"
     _run(str(scenario), "--cluster", "local:2", "--out", str(out))
     trials = load_trials(out)
@@ -132,4 +134,14 @@ def test_a_video_scenario_on_two_hosts_gets_its_media_there_once_per_host(tiny_m
               if "media tree" in line and "copied" in line]
     assert sorted(line.split(":")[0] for line in copied) == ["local-1", "local-2"], copied
     assert (out / "report" / "report.html").is_file()
+    for t in trials:
+        assert t.record.transport == ("mpquic" if t.condition == "balanced" else "quic")
+        assert "noq" in (t.record.transport_implementation or ""), t.key
+        assert (t.dir / "quic-gateway.jsonl").stat().st_size > 0, t.key
+    # The per-path figures of QUIC trials came back with them: both paths carried the
+    # multipath trials' bytes.
+    with (out / "report" / "conditions.csv").open() as fh:
+        means = {(r["condition"], r["metric"]): r["mean"] for r in csv.DictReader(fh)}
+    assert 0.1 < float(means[("balanced", "path0_bytes_share")]) < 0.9, means
+    assert float(means[("single", "path0_bytes_share")]) == 1.0
 
