@@ -165,8 +165,10 @@ class QuicHop:
         return None
 
     def proof(self) -> Proof | None:
-        """What the gateway counted: QUIC connections from proxies and the paths that carried
-        data. None in the TCP and MPTCP modes (the kernel's counters prove those)."""
+        """What the gateway counted: QUIC connections from proxies and the paths it sent on
+        (video or its keep-alive pings: a path opened and validated from each client address;
+        how the bytes split is the per-path figures' business). None in the TCP and MPTCP
+        modes (the kernel's counters prove those)."""
         if self.options.mode not in ("mpquic", "quic"):
             return None
         connections, paths = set(), set()
@@ -181,8 +183,8 @@ class QuicHop:
                                    "did not go through the hop")
         want = len(self.network.paths) if self.options.mode == "mpquic" else 1
         if len(paths) < want:
-            return Proof(counters, f"transport {self.options.mode}, but QUIC carried data on "
-                                   f"{len(paths)} path(s) of the {want} it was given")
+            return Proof(counters, f"transport {self.options.mode}, but the gateway sent on "
+                                   f"{len(paths)} QUIC path(s) of the {want} it was given")
         return Proof(counters)
 
     def close(self) -> None:

@@ -138,10 +138,12 @@ def test_a_video_scenario_on_two_hosts_gets_its_media_there_once_per_host(tiny_m
         assert t.record.transport == ("mpquic" if t.condition == "balanced" else "quic")
         assert "noq" in (t.record.transport_implementation or ""), t.key
         assert (t.dir / "quic-gateway.jsonl").stat().st_size > 0, t.key
-    # The per-path figures of QUIC trials came back with them: both paths carried the
-    # multipath trials' bytes.
+    # The per-path figures of QUIC trials came back with them. How the multipath trials split
+    # varies (noq fills path 0 first, and the tiny ladder's segments often fit in its window);
+    # that both paths carried data is the session's own proof (quic_paths), checked by ok.
     with (out / "report" / "conditions.csv").open() as fh:
         means = {(r["condition"], r["metric"]): r["mean"] for r in csv.DictReader(fh)}
-    assert 0.1 < float(means[("balanced", "path0_bytes_share")]) < 0.9, means
+    shares = [float(means[("balanced", f"path{p}_bytes_share")]) for p in (0, 1)]
+    assert sum(shares) == pytest.approx(1.0) and min(shares) > 0, means
     assert float(means[("single", "path0_bytes_share")]) == 1.0
 

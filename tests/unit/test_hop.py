@@ -58,7 +58,7 @@ def test_the_gateways_count_proves_multipath_quic(tmp_path):
              {"conn": 7, "path": 1, "sent_bytes": 0}]
     proof = _hop_with_stats(tmp_path, "mpquic", lines).proof()
     assert proof is not None and proof.counters == {"quic_connections": 1, "quic_paths": 1}
-    assert "1 path(s) of the 2" in str(proof.problem)
+    assert "sent on 1 QUIC path(s) of the 2" in str(proof.problem)
     lines.append({"conn": 7, "path": 1, "sent_bytes": 5})
     proof = _hop_with_stats(tmp_path, "mpquic", lines).proof()
     assert proof is not None and proof.problem is None and proof.counters["quic_paths"] == 2
