@@ -23,16 +23,18 @@ FILES = {"client": "quic-proxy.jsonl", "server": "quic-gateway.jsonl"}
 
 def quic_path_samples(trial_dir: Path, record: TrialRecord, t0_unix: float) -> dict[str, list]:
     """host (client, server) -> sample rows of the hop's QUIC paths; empty when the trial did
-    not run over QUIC. A path is placed by the client address it was opened from (the proxy
-    knows it; the gateway's lines are matched by path id), or, on one path, as that path."""
-    lines = {host: [x for x in read_json_lines(Path(trial_dir) / name) if "rtt_ms" in x]
-             for host, name in FILES.items()}
+    not run over QUIC. A path is placed by the client address it was opened from: the proxy's
+    `opened` event and statistics name it (the statistics of a path may not, when the path was
+    established before the proxy had recorded its address), and the gateway's lines are matched
+    by path id. On one path every line is that path's."""
+    every = {host: read_json_lines(Path(trial_dir) / name) for host, name in FILES.items()}
+    lines = {host: [x for x in found if "rtt_ms" in x] for host, found in every.items()}
     by_addr = {p.client_addr: p.index for p in record.paths if p.client_addr}
     single = record.paths_in_use[0] if len(record.paths_in_use) == 1 else None
     path_of_id: dict[int, int] = {}
-    for x in lines["client"]:
-        if str(x.get("local")) in by_addr:
-            path_of_id[x["path"]] = by_addr[x["local"]]
+    for x in every["client"]:
+        if "path" in x and str(x.get("local")) in by_addr:
+            path_of_id[x["path"]] = by_addr[str(x["local"])]
     out: dict[str, list[SampleRow]] = {}
     for host, stats in lines.items():
         rows = []

@@ -58,12 +58,14 @@ fn unix_time() -> f64 {
 pub struct KnownPaths(Arc<Mutex<BTreeMap<PathId, Option<String>>>>);
 
 impl KnownPaths {
+    /// Records a path; an address given later fills in one recorded without it (the path's
+    /// `established` event can come before the opener has recorded its address).
     pub fn add(&self, id: PathId, local: Option<String>) {
-        self.0
-            .lock()
-            .expect("the path set lock")
-            .entry(id)
-            .or_insert(local);
+        let mut paths = self.0.lock().expect("the path set lock");
+        let known = paths.entry(id).or_insert(None);
+        if local.is_some() {
+            *known = local;
+        }
     }
 
     pub fn remove(&self, id: PathId) {
