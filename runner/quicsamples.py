@@ -28,7 +28,9 @@ def quic_path_samples(trial_dir: Path, record: TrialRecord, t0_unix: float) -> d
     established before the proxy had recorded its address), and the gateway's lines are matched
     by path id. On one path every line is that path's."""
     every = {host: read_json_lines(Path(trial_dir) / name) for host, name in FILES.items()}
-    lines = {host: [x for x in found if "rtt_ms" in x] for host, found in every.items()}
+    # The statistics lines; a path's `discarded` event repeats its last figures.
+    lines = {host: [x for x in found if "rtt_ms" in x and "event" not in x]
+             for host, found in every.items()}
     by_addr = {p.client_addr: p.index for p in record.paths if p.client_addr}
     single = record.paths_in_use[0] if len(record.paths_in_use) == 1 else None
     path_of_id: dict[int, int] = {}
