@@ -37,6 +37,7 @@ def clean() -> None:
     from mpstream.netem.teardown import clean_stale
     from mpstream.runner.localcluster import clean_stale as clean_clusters
     from mpstream.scratch import clean_stale_tempdirs
+    from mpstream.server.stack import sweep_stale_workdirs
 
     require_root()
     console = Console()
@@ -54,6 +55,8 @@ def clean() -> None:
     for line in unloaded:
         say(line)
     tempdirs = clean_stale_tempdirs()
+    tempdirs += [f"removed: {d} (the server stack's files of a killed session)"
+                 for d in sweep_stale_workdirs()]
     for line in tempdirs:
         say(line)
     out = undo_host_changes()

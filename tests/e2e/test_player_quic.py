@@ -125,5 +125,9 @@ def test_kill_9_then_clean_leaves_no_hop(tiny_media):
     assert done.returncode == 0, done.stderr
     wait_until(lambda: not any(pid_alive(pid) for pid in hop), 10, "the hop is gone")
     assert not list(Path(tempfile.gettempdir()).glob(tempdirs))
+    # nor the files of the session's server stack (nginx's, the collector's database)
+    owners = [p.read_text().strip() for p in Path(tempfile.gettempdir()).glob(
+        "mps-server-*/owner.pid")]
+    assert str(proc.pid) not in owners
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert f"mps-{name}-" not in out
