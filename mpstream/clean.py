@@ -10,7 +10,8 @@
   sessions' stay.
 - Coupled congestion controls (lia, olia, balia) mpstream registered with the kernel that no
   topology uses any more (netem/coupled.py).
-- The QUIC hop's temporary folders of killed `play` sessions (mpstream/hop.py).
+- Temporary folders of killed sessions: the QUIC hop's, `play --url`'s page and Firefox profiles
+  (mpstream/scratch.py), and the server stack's (server/stack.py).
 - Local clusters (`run --cluster local:N`) whose run died: their hosts' sandboxes with every
   Ray process and trial in them, their namespaces and records (runner/localcluster.py).
 

@@ -41,9 +41,7 @@ def quic_path_samples(trial_dir: Path, record: TrialRecord, t0_unix: float) -> d
     for host, stats in lines.items():
         rows = []
         for x in stats:
-            path = by_addr.get(str(x.get("local"))) if host == "client" else None
-            if path is None:
-                path = path_of_id.get(x["path"], single)
+            path = path_of_id.get(x["path"], single)
             mtu = x.get("mtu") or 1200
             rows.append({
                 "t_s": float(x["t"]) - t0_unix, "host": host, "path": path,
