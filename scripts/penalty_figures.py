@@ -5,6 +5,7 @@ folders.
     .venv/bin/python scripts/penalty_figures.py late-segments RUN_DIR [--from-index 5]
     .venv/bin/python scripts/penalty_figures.py ratio RUN_DIR CONDITION_A CONDITION_B
     .venv/bin/python scripts/penalty_figures.py peak-notsent RUN_DIR [--conditions A,B]
+    .venv/bin/python scripts/penalty_figures.py path-return RUN_DIR [--conditions A,B]
 
 first-segment (first-split.md, startup.md): per trial of the unbalanced conditions
 (--conditions), the first video and audio downloads' times at the page, the slow path's (path
@@ -16,6 +17,10 @@ ratio (startup.md, negatives.md): startup delay of A over B, with a bootstrap 95
 the ratio of the means.
 peak-notsent (negatives.md): per trial, the most bytes one of the server's subflows held written
 and not sent at a poll (`notsent` in samples-server.csv).
+path-return (results.md, path failure): per trial of a profile whose path goes down and comes
+back, the seconds from its return to the first poll that saw it deliver more than 5 kB; under
+the QUIC hop also when the proxy abandoned the path after the failure and opened it again after
+the return (its path events).
 """
 
 from __future__ import annotations
@@ -25,9 +30,10 @@ import random
 import statistics
 from pathlib import Path
 
+from mpstream.jsonlines import read_json_lines
 from mpstream.runner.evidence import trial_evidence
 from mpstream.runner.layout import load_trials
-from mpstream.runner.metrics import trial_metrics
+from mpstream.runner.metrics import socket_increments, trial_metrics
 
 SLOW_PATH = 1
 
@@ -127,6 +133,41 @@ def peak_notsent(run_dirs: list[Path], conditions: str) -> None:
               f"{', '.join(str(p // 1024) for p in peaks)}")
 
 
+RETURN_BYTES = 5000  # more than the keep-alive traffic of a 100 ms poll
+
+
+def path_return(run_dirs: list[Path], conditions: str) -> None:
+    for rec in _trials(run_dirs, conditions):
+        events = {e["action"]: e for e in rec.profile.get("events", []) if e.get("action")
+                  in ("down", "up")}
+        if {"down", "up"} - set(events) or rec.record.events_started_unix is None \
+                or rec.t0_unix is None:
+            continue
+        path = events["down"]["path"]
+        origin = rec.record.events_started_unix - rec.t0_unix  # the events' t=0, trial clock
+        down, up = origin + events["down"]["at_s"], origin + events["up"]["at_s"]
+        back = min((t for t, p, inc in socket_increments(rec.path_samples("client"),
+                                                          "bytes_received")
+                    if p == path and t > up and inc > RETURN_BYTES), default=None)
+        line = f"{rec.key:28} path {path} carries data again {_after(back, up)}"
+        proxy = read_json_lines(rec.dir / "quic-proxy.jsonl")
+        if proxy:
+            local = rec.record.paths[path].client_addr
+            abandoned = min((x["t"] - rec.t0_unix for x in proxy
+                             if x.get("event") == "abandoned" and x["t"] - rec.t0_unix > down),
+                            default=None)
+            opened = min((x["t"] - rec.t0_unix for x in proxy if x.get("event") == "opened"
+                          and x.get("local") == local and x["t"] - rec.t0_unix > up),
+                         default=None)
+            line += (f"; abandoned {_after(abandoned, down)} the failure, opened again "
+                     f"{_after(opened, up)}")
+        print(line)
+
+
+def _after(t: float | None, since: float) -> str:
+    return "never" if t is None else f"{t - since:.2f} s after"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -140,6 +181,9 @@ def main() -> None:
     p.add_argument("runs", nargs="+", type=Path)
     p.add_argument("--conditions", default="unbalanced,unbalanced-lowat16k",
                    help="comma-separated labels")
+    p = sub.add_parser("path-return")
+    p.add_argument("runs", nargs="+", type=Path)
+    p.add_argument("--conditions", default="mptcp,mpquic", help="comma-separated labels")
     p = sub.add_parser("ratio")
     p.add_argument("run", type=Path)
     p.add_argument("a")
@@ -151,6 +195,8 @@ def main() -> None:
         late_segments(args.runs, args.conditions, args.from_index)
     elif args.what == "peak-notsent":
         peak_notsent(args.runs, args.conditions)
+    elif args.what == "path-return":
+        path_return(args.runs, args.conditions)
     else:
         ratio(args.run, args.a, args.b)
 
