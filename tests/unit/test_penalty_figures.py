@@ -85,3 +85,33 @@ def test_peak_notsent_is_the_largest_held_at_one_poll_per_trial(tmp_path, capsys
                     "peer": "10.1.1.2:5", "state": "ESTAB", "notsent": notsent})
     figures.peak_notsent([run], "unbalanced")
     assert "peak subflow notsent per trial 292-400 KB: 292, 400" in capsys.readouterr().out
+
+
+def test_path_return_times_the_failed_path_over_the_quic_hop(tmp_path, capsys):
+    from mpstream.runner.record import PathLabel
+
+    t0, origin = 1_800_000_000.0, 0.5  # the profile's events start 0.5 s into the trial clock
+    d = tmp_path / "trials" / "r00-mpquic-dashjs"
+    d.mkdir(parents=True)
+    paths = [PathLabel(index=0, name="p0", client_addr="10.1.0.2"),
+             PathLabel(index=1, name="p1", client_addr="10.1.1.2")]
+    (d / "trial.json").write_text(trial_record(
+        "r00-mpquic-dashjs", "mpquic", transport="mpquic", paths=paths, paths_in_use=[0, 1],
+        events_started_unix=t0 + origin).model_dump_json())
+    (d / "clock.json").write_text(json.dumps({"t0_monotonic": 1.0, "t0_unix": t0}))
+    (d / "profile.json").write_text(json.dumps({"events": [
+        {"action": "down", "at_s": 20.0, "path": 0}, {"action": "up", "at_s": 40.0, "path": 0}]}))
+
+    def stat(path, t, rx):
+        return {"side": "proxy", "conn": 1, "path": path, "local": "10.1.0.2", "rtt_ms": 10.0,
+                "udp_rx_bytes": rx, "t": t0 + t}
+    lines = [stat(0, 10.0, 1000), stat(0, 10.1, 90_000),  # before the failure
+             {"event": "abandoned", "path": 0, "t": t0 + origin + 21.25},
+             {"event": "opened", "path": 3, "local": "10.1.0.2", "t": t0 + origin + 45.5},
+             stat(3, origin + 45.6, 2000),  # keep-alive traffic only
+             stat(3, origin + 46.0, 60_000)]  # data again
+    (d / "quic-proxy.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    figures.path_return([tmp_path], "mpquic")
+    out = capsys.readouterr().out
+    assert "path 0 carries data again 6.00 s after" in out
+    assert "abandoned 1.25 s after the failure, opened again 5.50 s after" in out
