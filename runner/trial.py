@@ -323,8 +323,13 @@ class RunPlan:
 
 
 def plan_json(scenario: Scenario, trials: int, media_dir: Path | None, pcap: bool) -> dict:
-    """run.json's part that `mpstream trial` reads."""
-    return {"scenario_spec": scenario.model_dump(mode="json"),
+    """run.json's part that `mpstream trial` reads. A sweep is written out as the conditions it
+    expands to: run.json's objects are written with sorted keys, and a sweep's labels follow the
+    order of its keys, so a sweep read back from it could name its conditions differently."""
+    spec = scenario.model_dump(mode="json")
+    spec["conditions"] = [c.model_dump(mode="json") for c in scenario.all_conditions()]
+    spec["sweep"] = None
+    return {"scenario_spec": spec,
             "base_dir": str(scenario.base_dir), "trials": trials,
             "media_dir": str(media_dir) if media_dir else None, "pcap": pcap}
 

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from mpstream.errors import UserError
+from mpstream.runner.layout import RUN_JSON, write_json
 from mpstream.runner.scenario import (
     SCENARIOS_DIR,
     build_profile,
@@ -12,6 +13,7 @@ from mpstream.runner.scenario import (
     load_scenario,
     parse_scenario,
 )
+from mpstream.runner.trial import load_plan, plan_json
 from mpstream.transport import get_transport
 
 PROFILE = """
@@ -83,6 +85,17 @@ def test_sweep_expands_to_every_combination_with_overrides_applied():
     profile = build_profile(sc, c)
     assert profile.cc == "bbr"
     assert [profile.link(i, "downlink").queue_bytes for i in range(2)] == [550000, 550000]
+
+
+def test_a_sweep_keeps_its_trial_keys_through_the_run_folders_plan(tmp_path):
+    # The sweep lists the buffer before the cc, against the alphabet; run.json's keys are
+    # sorted, and every planned key must still be found by `mpstream trial`.
+    sc = load_scenario("mpcc-buffer-sweep")
+    write_json(tmp_path / RUN_JSON, plan_json(sc, 2, None, False))
+    plan = load_plan(tmp_path)
+    keys = [t.key for t in expand_trials(sc, 2)]
+    assert "r01-1000k-olia" in keys
+    assert [plan.trial(k).key for k in keys] == keys
 
 
 @pytest.mark.parametrize(
