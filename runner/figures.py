@@ -12,7 +12,7 @@ matplotlib.use("Agg")  # no display here; must precede pyplot
 import matplotlib.pyplot as plt
 import numpy as np
 
-from mpstream.qoe.stats import summarize
+from mpstream.qoe.stats import Summary, summarize
 
 DPI = 110
 
@@ -169,4 +169,31 @@ def subflow_timeline(path: Path, title: str, series: dict[int, dict[str, list]],
     top.set_title(title)
     _legend(top)
     _legend(bottom)
+    return _save(fig, path)
+
+
+def sweep_lines(path: Path, x_name: str, points: dict[str, dict[float, Summary]],
+                metric_names: list[tuple[str, str]], x_tick: Callable[[float], str]) -> Path:
+    """A swept numeric setting (e.g. the bottleneck buffer) on the x axis, one line per value
+    of the other settings (e.g. the congestion control), the mean with its 95% CI as error
+    bars; one panel per metric (as the MPCC study's throughput and RTT against the buffer).
+    `points`: metric -> line -> x -> Summary; `metric_names`: (metric, title) in panel order."""
+    fig, axes = plt.subplots(1, len(metric_names), figsize=(4.2 * len(metric_names), 3.8),
+                             squeeze=False)
+    xs_all: set[float] = set()
+    for ax, (metric, title) in zip(axes[0], metric_names, strict=True):
+        for i, (line, by_x) in enumerate(points[metric].items()):
+            xs = sorted(x for x, s in by_x.items() if not math.isnan(s.mean))
+            xs_all.update(xs)
+            means = [by_x[x].mean for x in xs]
+            err = [0.0 if math.isnan(by_x[x].half_width) else by_x[x].half_width for x in xs]
+            ax.errorbar(xs, means, yerr=err, marker="o", ms=4, capsize=3, label=line,
+                        color=f"C{i % 10}")
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel(x_name, fontsize=8)
+        ax.grid(alpha=0.3)
+    for ax in axes[0]:
+        ticks = sorted(xs_all)
+        ax.set_xticks(ticks, [x_tick(x) for x in ticks], fontsize=7, rotation=30)
+    _legend(axes[0][0])
     return _save(fig, path)

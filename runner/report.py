@@ -28,6 +28,7 @@ from mpstream.runner.metrics import (
 )
 from mpstream.runner.record import Measurement
 from mpstream.runner.reference import THESIS, condition_text, published
+from mpstream.runner.scenario import short_value
 
 # Shown in this order, with these names and units; per-path metrics are added per path.
 METRIC_LABELS = {
@@ -193,7 +194,7 @@ def build_report(run_dir: Path, out_dir: Path | None = None) -> Report:
                     path_checks=path_check_rows(records), evidence=evidence, trials=records)
     report.host_rows = host_rows(report, several)
     _write_csvs(report, records, several, n_paths)
-    report.pngs = _write_figures(report, records, several, n_paths)
+    report.pngs = _write_figures(report, records, several, n_paths, run.get("conditions", []))
     _write_html(report, run)
     return report
 
@@ -378,7 +379,61 @@ def _fmt(v) -> str:
 # --- figures -----------------------------------------------------------------------------
 
 
-def _write_figures(report: Report, records, several: frozenset[str], n_paths: int) -> list[Path]:
+# The metrics a sweep figure plots against the swept setting, those of them the run has.
+SWEEP_METRICS = ("throughput_mbps", "startup_delay_ms", "stall_ms", "mean_bitrate_mbps")
+
+
+def numeric_sweep(conditions: list[dict]) -> tuple[str, dict[str, float], dict[str, str]] | None:
+    """The numeric setting a run's conditions sweep (e.g. a bottleneck buffer): every condition
+    overrides the same settings and this one takes three values or more. Returns (setting,
+    condition label -> its value, condition label -> the other varying settings' values, which
+    name its line), or None when the run is no such sweep."""
+    sets = [c.get("set") or {} for c in conditions]
+    if len(sets) < 3 or not sets[0] or any(set(s) != set(sets[0]) for s in sets):
+        return None
+
+    def numeric(v) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool)
+
+    for key in sorted(sets[0]):
+        values = [s[key] for s in sets]
+        if all(numeric(v) for v in values) and len(set(values)) >= 3:
+            others = [k for k in sorted(sets[0])
+                      if k != key and len({json.dumps(s[k]) for s in sets}) > 1]
+            xs = {c["label"]: float(s[key]) for c, s in zip(conditions, sets, strict=True)}
+            lines = {c["label"]: "-".join(short_value(s[k]) for k in others) or key
+                     for c, s in zip(conditions, sets, strict=True)}
+            return key, xs, lines
+    return None
+
+
+def _sweep_figure(report: Report, conditions: list[dict]) -> Path | None:
+    sweep = numeric_sweep(conditions)
+    if sweep is None:
+        return None
+    key, xs, lines = sweep
+    metrics = [m for m in SWEEP_METRICS if m in report.metric_order]
+    metrics += [m for m in report.metric_order if m.startswith("path") and m.endswith("_rtt_ms")]
+    if not metrics:
+        return None
+    points: dict[str, dict[str, dict[float, Summary]]] = {m: {} for m in metrics}
+    for g in report.groups:
+        label, _, factors = g.partition("/")
+        if label not in xs:
+            continue
+        line = lines[label] + (f"/{factors}" if factors else "")
+        for m in metrics:
+            points[m].setdefault(line, {})[xs[label]] = report.summaries[g][m]
+    titles = []
+    for m in metrics:
+        name, unit = metric_label(m)
+        titles.append((m, name + (f" ({unit})" if unit else "")))
+    return figures.sweep_lines(report.out_dir / "sweep.png", key, points, titles,
+                               lambda x: short_value(int(x) if x.is_integer() else x))
+
+
+def _write_figures(report: Report, records, several: frozenset[str], n_paths: int,
+                   conditions: list[dict]) -> list[Path]:
     ok = [r for r in records if r.ok]
     seg: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     recv_series: dict[str, list[dict]] = defaultdict(list)
@@ -413,6 +468,9 @@ def _write_figures(report: Report, records, several: frozenset[str], n_paths: in
     if bars:
         made.append(figures.metric_bars(report.out_dir / "metrics.png", groups,
                                         report.summaries, bars, metric_label))
+    sweep = _sweep_figure(report, conditions)
+    if sweep is not None:
+        made.append(sweep)
     return made
 
 

@@ -167,7 +167,7 @@ class Sweep(_Strict):
         for combo in itertools.product(*(self.values[k] for k in keys)):
             out.append(
                 Condition(
-                    label="-".join(_short(v) for v in combo),
+                    label="-".join(short_value(v) for v in combo),
                     profile=self.profile,
                     transport=self.transport,
                     set=dict(zip(keys, combo, strict=True)),
@@ -176,7 +176,8 @@ class Sweep(_Strict):
         return out
 
 
-def _short(v: Any) -> str:
+def short_value(v: Any) -> str:
+    """A swept value as it appears in condition labels: 375000 -> 375k."""
     if isinstance(v, int) and not isinstance(v, bool) and v >= 1000 and v % 1000 == 0:
         return f"{v // 1000}k"
     return str(v)

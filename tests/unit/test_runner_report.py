@@ -316,3 +316,54 @@ def test_path_check_rows_list_each_interface_then_the_aggregate(tmp_path):
         ("before", "eth0"), ("before", "wlan0"), ("before", "mptcp aggregate")]
     assert rows[0]["mbps"] == pytest.approx(940.0) and rows[1]["error"] == "timed out"
     assert rows[1]["mbps"] is None and rows[2]["rtt_ms"] == 1.6
+
+
+def test_a_numeric_sweep_is_found_with_a_line_per_other_setting():
+    from mpstream.runner.report import numeric_sweep
+    from mpstream.runner.scenario import load_scenario
+
+    conds = [c.model_dump(mode="json") for c in load_scenario("mpcc-buffer-sweep").all_conditions()]
+    key, xs, lines = numeric_sweep(conds)
+    assert key == "paths.*.downlink.queue_bytes"
+    assert xs["550k-bbr"] == 550000.0 and xs["1000k-lia"] == 1e6
+    assert lines["550k-bbr"] == "bbr" and lines["1000k-lia"] == "lia"
+    # Not a sweep: no settings, a setting with two values, or settings that differ.
+    assert numeric_sweep([{"label": "a", "set": {}}] * 3) is None
+    two = [{"label": f"c{i}", "set": {"x": i % 2}} for i in range(4)]
+    assert numeric_sweep(two) is None
+    mixed = [{"label": f"c{i}", "set": {"x": i}} for i in range(3)] + [{"label": "d", "set": {}}]
+    assert numeric_sweep(mixed) is None
+
+
+def test_the_sweep_figure_plots_each_conditions_summary_at_its_swept_value(tmp_path, monkeypatch):
+    from mpstream.runner import figures
+    from mpstream.runner import report as report_mod
+
+    conds = [{"label": f"{b}k-{cc}", "set": {"cc": cc, "q": b * 1000}}
+             for b in (1, 2, 3) for cc in ("lia", "cubic")]
+    groups = [c["label"] for c in conds]
+    summaries = {g: {"throughput_mbps": summarize([float(i), float(i) + 2]),
+                     "path0_rtt_ms": summarize([10.0 * i])} for i, g in enumerate(groups)}
+    rep = report_mod.Report(tmp_path, tmp_path, tmp_path / "r.html", groups, {}, summaries, [], [],
+                            ["throughput_mbps", "retrans_per_s", "path0_rtt_ms"])
+    seen = {}
+
+    def capture(path, x_name, points, titles, x_tick):
+        seen.update(path=path, x=x_name, points=points, titles=titles, tick=x_tick(2000.0))
+        return path
+
+    monkeypatch.setattr(figures, "sweep_lines", capture)
+    assert report_mod._sweep_figure(rep, conds) == tmp_path / "sweep.png"
+    assert seen["x"] == "q" and seen["tick"] == "2k"
+    assert [m for m, _ in seen["titles"]] == ["throughput_mbps", "path0_rtt_ms"]
+    assert seen["points"]["throughput_mbps"]["cubic"][3000.0].mean == 6.0  # 3k-cubic: [5, 7]
+    assert seen["points"]["path0_rtt_ms"]["lia"][2000.0].mean == 20.0
+
+
+def test_the_sweep_figure_is_drawn(tmp_path):
+    from mpstream.runner import figures
+
+    s = summarize([1.0, 2.0])
+    out = figures.sweep_lines(tmp_path / "sweep.png", "q", {"m": {"lia": {1.0: s, 2.0: s}}},
+                              [("m", "m (x)")], str)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
