@@ -10,8 +10,8 @@
   sessions' stay.
 - Coupled congestion controls (lia, olia, balia) mpstream registered with the kernel that no
   topology uses any more (netem/coupled.py).
-- Temporary folders of killed sessions: the QUIC hop's, `play --url`'s page and Firefox profiles
-  (mpstream/scratch.py), and the server stack's (server/stack.py).
+- Temporary folders of killed sessions: the QUIC hop's, `play --url`'s page, Firefox profiles
+  and the server stack's (mpstream/scratch.py).
 - Local clusters (`run --cluster local:N`) whose run died: their hosts' sandboxes with every
   Ray process and trial in them, their namespaces and records (runner/localcluster.py).
 
@@ -38,7 +38,6 @@ def clean() -> None:
     from mpstream.netem.teardown import clean_stale
     from mpstream.runner.localcluster import clean_stale as clean_clusters
     from mpstream.scratch import clean_stale_tempdirs
-    from mpstream.server.stack import sweep_stale_workdirs
 
     require_root()
     console = Console()
@@ -56,8 +55,6 @@ def clean() -> None:
     for line in unloaded:
         say(line)
     tempdirs = clean_stale_tempdirs()
-    tempdirs += [f"removed: {d} (the server stack's files of a killed session)"
-                 for d in sweep_stale_workdirs()]
     for line in tempdirs:
         say(line)
     out = undo_host_changes()

@@ -17,6 +17,7 @@ PURPOSES = {
     "carrier": "the QUIC hop's files",
     "play-url": "the player page and collector of `play --url`",
     "firefox": "a Firefox profile",
+    "server": "the server stack's files: nginx's, the collector's database",
 }
 _NAME = re.compile(r"^mps-(" + "|".join(map(re.escape, PURPOSES)) + r")-(\d+)-")
 
@@ -28,11 +29,28 @@ def session_tempdir(purpose: str) -> tempfile.TemporaryDirectory[str]:
     return tempfile.TemporaryDirectory(prefix=f"mps-{purpose}-{os.getpid()}-")
 
 
-def clean_stale_tempdirs(root: Path | None = None) -> list[str]:
-    """Removes the temporary folders of sessions whose process is gone; what it removed."""
+def session_mkdtemp(purpose: str) -> Path:
+    """A temporary folder for this process that the caller removes (one that outlives a `with`
+    block, as a server stack's between its start and stop)."""
+    if purpose not in PURPOSES:
+        raise ValueError(f"no temporary folder purpose {purpose!r} (known: {', '.join(PURPOSES)})")
+    return Path(tempfile.mkdtemp(prefix=f"mps-{purpose}-{os.getpid()}-"))
+
+
+def session_folders(purpose: str, pid: int, root: Path | None = None) -> list[Path]:
+    """The temporary folders of this purpose that process `pid` made."""
+    return sorted(Path(root or tempfile.gettempdir()).glob(f"mps-{purpose}-{pid}-*"))
+
+
+def clean_stale_tempdirs(root: Path | None = None,
+                         purposes: tuple[str, ...] | None = None) -> list[str]:
+    """Removes the temporary folders (of the given purposes, or of all) of sessions whose
+    process is gone; what it removed."""
     removed = []
     for folder in sorted(Path(root or tempfile.gettempdir()).glob("mps-*-*")):
         m = _NAME.match(folder.name)
+        if purposes is not None and m and m.group(1) not in purposes:
+            continue
         if m and folder.is_dir() and not pid_alive(int(m.group(2))):
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(f"removed: {folder} ({PURPOSES[m.group(1)]} of a killed session)")

@@ -31,35 +31,19 @@ import requests
 
 from mpstream.errors import UserError
 from mpstream.network import in_netns
-from mpstream.proc import pid_alive, stop
+from mpstream.proc import stop
+from mpstream.scratch import clean_stale_tempdirs, session_mkdtemp
 from mpstream.sending import SendOptions
 from mpstream.server import process, storage
 from mpstream.server.app import ensure_schema
 from mpstream.server.nginx import NginxConfig, supports_multipath_listen
 
 GUNICORN_CONF = Path(__file__).parent / "gunicorn_conf.py"
-WORKDIR_PREFIX = "mps-server-"
-OWNER_FILE = "owner.pid"
 # A unix socket's path must fit the kernel's sun_path (108 bytes with its NUL).
 SUN_PATH_MAX = 107
 SOCKET_PREFIX = "mps-sock-"
 APP_SPEC = "mpstream.server.app:create_app()"
 START_TIMEOUT_S = 60.0
-
-
-def sweep_stale_workdirs() -> list[Path]:
-    """Remove temporary work directories whose owning process is gone (it was killed with
-    SIGKILL, so it could not clean up; its daemons died with it by the parent-death signal)."""
-    removed = []
-    for d in Path(tempfile.gettempdir()).glob(WORKDIR_PREFIX + "*"):
-        try:
-            owner = int((d / OWNER_FILE).read_text())
-        except (OSError, ValueError):
-            continue  # not ours, or still being set up
-        if not pid_alive(owner):
-            shutil.rmtree(d, ignore_errors=True)
-            removed.append(d)
-    return removed
 
 
 class _UnixHTTPConnection(http.client.HTTPConnection):
@@ -208,9 +192,9 @@ class ServerStack:
                 "`mpstream encode ... --out DIR` and pass --media DIR."
             )
         if self.workdir is None:
-            sweep_stale_workdirs()
-            self.workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
-            (self.workdir / OWNER_FILE).write_text(str(os.getpid()))
+            # A killed session's folder (its 1 GB probe file with it) goes before a new one.
+            clean_stale_tempdirs(purposes=("server",))
+            self.workdir = session_mkdtemp("server")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.logs_dir.mkdir(exist_ok=True)
         try:

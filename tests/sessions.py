@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -49,10 +47,8 @@ def playing(stack: Any, session_id: str) -> bool:
 def stack_of(pid: int, media: Path) -> Any:
     """A handle on the ServerStack that process `pid` started (`mpstream play`, say), to read
     its collector; None until its work directory is there."""
-    from mpstream.server.stack import OWNER_FILE, WORKDIR_PREFIX, ServerStack
+    from mpstream.scratch import session_folders
+    from mpstream.server.stack import ServerStack
 
-    for owner in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*/{OWNER_FILE}"):
-        with contextlib.suppress(OSError, ValueError):
-            if int(owner.read_text()) == pid:
-                return ServerStack(media, workdir=owner.parent)
-    return None
+    folders = session_folders("server", pid)
+    return ServerStack(media, workdir=folders[0]) if folders else None

@@ -17,6 +17,7 @@ import pytest
 
 from mpstream.netem.teardown import netns_pids
 from mpstream.proc import pid_alive
+from mpstream.scratch import session_folders
 from tests.waiting import command_lines, wait_until
 
 pytestmark = [pytest.mark.long, pytest.mark.timeout(300)]  # make test-quic
@@ -126,8 +127,6 @@ def test_kill_9_then_clean_leaves_no_hop(tiny_media):
     wait_until(lambda: not any(pid_alive(pid) for pid in hop), 10, "the hop is gone")
     assert not list(Path(tempfile.gettempdir()).glob(tempdirs))
     # nor the files of the session's server stack (nginx's, the collector's database)
-    owners = [p.read_text().strip() for p in Path(tempfile.gettempdir()).glob(
-        "mps-server-*/owner.pid")]
-    assert str(proc.pid) not in owners
+    assert not session_folders("server", proc.pid)
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert f"mps-{name}-" not in out

@@ -18,8 +18,9 @@ import requests
 import sqlalchemy as sa
 
 from mpstream.proc import child_pids, pid_alive
+from mpstream.scratch import clean_stale_tempdirs
 from mpstream.server.accesslog import read_access_log
-from mpstream.server.stack import SUN_PATH_MAX, ServerStack, sweep_stale_workdirs, unix_get
+from mpstream.server.stack import SUN_PATH_MAX, ServerStack, unix_get
 from tests.servers import make_tiny_media, throwaway_postgres
 
 REPO = Path(__file__).resolve().parents[2]
@@ -293,7 +294,7 @@ def test_a_killed_owner_takes_the_daemons_down(media, tmp_path):
             time.sleep(0.1)
         assert not any(Path(f"/proc/{p}").exists() for p in pids)
         # its work directory is swept by the next stack (or explicitly)
-        assert Path(workdir) in sweep_stale_workdirs()
+        assert any(workdir in line for line in clean_stale_tempdirs(purposes=("server",)))
         assert not Path(workdir).exists()
     finally:
         if owner.poll() is None:

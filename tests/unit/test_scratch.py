@@ -4,7 +4,13 @@ from pathlib import Path
 
 import pytest
 
-from mpstream.scratch import PURPOSES, clean_stale_tempdirs, session_tempdir
+from mpstream.scratch import (
+    PURPOSES,
+    clean_stale_tempdirs,
+    session_folders,
+    session_mkdtemp,
+    session_tempdir,
+)
 
 
 def _dead_pid() -> int:
@@ -38,3 +44,23 @@ def test_a_session_folder_carries_the_process_and_goes_away():
     assert not Path(folder).exists()
     with pytest.raises(ValueError, match="known: carrier"):
         session_tempdir("nope")
+
+
+def test_clean_of_some_purposes_leaves_the_others(tmp_path):
+    gone_pid = _dead_pid()
+    for p in ("server", "firefox"):
+        (tmp_path / f"mps-{p}-{gone_pid}-a").mkdir()
+    said = clean_stale_tempdirs(tmp_path, purposes=("server",))
+    assert [p.name for p in tmp_path.iterdir()] == [f"mps-firefox-{gone_pid}-a"]
+    assert len(said) == 1 and "server stack" in said[0]
+
+
+def test_a_folder_the_caller_removes_is_found_by_its_process():
+    folder = session_mkdtemp("server")
+    try:
+        assert session_folders("server", os.getpid()) == [folder]
+        assert session_folders("server", _dead_pid()) == []
+    finally:
+        folder.rmdir()
+    with pytest.raises(ValueError, match="known: carrier"):
+        session_mkdtemp("nope")
