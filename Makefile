@@ -128,12 +128,13 @@ test-real-networks: setup-core
 test-live: setup-core
 	@scripts/pytest.sh -m long tests/e2e/test_player_live.py tests/e2e/test_runner_live.py
 
-# The QUIC hop end to end (about 3 minutes, and a few more for its first Rust build): curl
-# through the proxy and gateway over multipath QUIC, QUIC, and the hop's TCP and MPTCP arms on
-# two emulated paths, a path failing mid-transfer, a dead gateway; dash.js in Chromium over
-# mpquic and quic (docs/quic.md).
+# The QUIC hop (about 3 minutes, and a few more for its first Rust build): its Rust unit tests,
+# then curl through the proxy and gateway over multipath QUIC, QUIC, and the hop's TCP and MPTCP
+# arms on two emulated paths, a path failing mid-transfer, a dead gateway; dash.js in Chromium
+# over mpquic and quic (docs/quic.md).
 .PHONY: test-quic
 test-quic: setup
+	@scripts/build-quic.sh --test
 	@scripts/pytest.sh -m long tests/integration/test_quic_hop.py tests/e2e/test_player_quic.py
 
 # Users who share a network (about 4 minutes): the coupled congestion controls' measured coupling

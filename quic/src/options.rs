@@ -108,3 +108,63 @@ impl QuicOptions {
         Ok(tc)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        quic: QuicOptions,
+    }
+
+    fn parse(args: &[&str]) -> Result<QuicOptions, clap::Error> {
+        Cli::try_parse_from(std::iter::once("test").chain(args.iter().copied())).map(|c| c.quic)
+    }
+
+    fn refusal(args: &[&str]) -> String {
+        match parse(args).expect("the options parse").transport_config("t") {
+            Ok(_) => panic!("{args:?} was accepted"),
+            Err(err) => err.to_string(),
+        }
+    }
+
+    #[test]
+    fn the_defaults_make_a_configuration_with_and_without_multipath() {
+        assert!(parse(&[]).unwrap().transport_config("t").is_ok());
+        assert!(parse(&["--max-paths", "4"]).unwrap().transport_config("t").is_ok());
+    }
+
+    #[test]
+    fn an_idle_timeout_not_above_the_keep_alive_is_refused() {
+        let err = refusal(&["--idle-timeout-ms", "2000"]);
+        assert!(err.contains("--idle-timeout-ms must be above 2000 ms"), "{err}");
+        assert!(parse(&["--idle-timeout-ms", "2001"]).unwrap().transport_config("t").is_ok());
+    }
+
+    #[test]
+    fn a_path_keep_alive_not_below_the_path_idle_limit_is_refused() {
+        let err = refusal(&["--path-keepalive-ms", "1000"]);
+        assert!(err.contains("--path-keepalive-ms (1000) must be below --path-idle-ms (1000)"), "{err}");
+        // Without an idle limit (the gateway's) no keep-alive is too slow.
+        let no_limit = parse(&["--path-idle-ms", "0", "--path-keepalive-ms", "5000"]).unwrap();
+        assert!(no_limit.transport_config("t").is_ok());
+    }
+
+    #[test]
+    fn the_packet_size_must_fit_a_1500_byte_link_and_quic_s_minimum() {
+        assert_eq!(parse(&["--packet-size", "1200"]).unwrap().packet_size, 1200);
+        assert!(parse(&["--packet-size", "1473"]).is_err());
+        assert!(parse(&["--packet-size", "1199"]).is_err());
+    }
+
+    #[test]
+    fn the_cc_takes_the_names_a_profile_uses() {
+        assert_eq!(parse(&["--cc", "reno"]).unwrap().cc, Cc::NewReno);
+        assert_eq!(parse(&["--cc", "bbr3"]).unwrap().cc, Cc::Bbr);
+        assert!(parse(&["--cc", "lia"]).is_err());
+    }
+}

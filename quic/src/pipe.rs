@@ -34,3 +34,43 @@ pub async fn tcp_with_tcp(a: TcpStream, b: TcpStream) -> io::Result<(u64, u64)> 
     let (b_rd, b_wr) = b.into_split();
     tokio::try_join!(one_way(a_rd, b_wr), one_way(b_rd, a_wr))
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// A connected pair on loopback: (the connecting end, the accepted end).
+    async fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (connected, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        (connected.unwrap(), accepted.unwrap().0)
+    }
+
+    #[tokio::test]
+    async fn both_directions_arrive_whole_and_each_close_is_passed_on() {
+        let (mut client, hop_a) = pair().await;
+        let (hop_b, mut server) = pair().await;
+        let relay = tokio::spawn(tcp_with_tcp(hop_a, hop_b));
+        let request = b"GET / HTTP/1.1\r\n\r\n".to_vec();
+        let response: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+
+        client.write_all(&request).await.unwrap();
+        client.shutdown().await.unwrap(); // the request is all: the server must see its end
+        let mut got_request = Vec::new();
+        server.read_to_end(&mut got_request).await.unwrap();
+        assert_eq!(got_request, request);
+
+        server.write_all(&response).await.unwrap();
+        server.shutdown().await.unwrap();
+        let mut got_response = Vec::new();
+        client.read_to_end(&mut got_response).await.unwrap();
+        assert!(got_response == response, "the response arrived changed");
+
+        let (up, down) = relay.await.unwrap().unwrap();
+        assert_eq!((up, down), (request.len() as u64, response.len() as u64));
+    }
+}

@@ -339,3 +339,16 @@ impl Keeper {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_is_a_backup_only_when_its_address_is_named_one() {
+        let (a, b): (IpAddr, IpAddr) = ("10.1.0.2".parse().unwrap(), "10.1.1.2".parse().unwrap());
+        assert_eq!(status_of(a, &[b]), PathStatus::Available);
+        assert_eq!(status_of(b, &[b]), PathStatus::Backup);
+        assert_eq!(status_of(a, &[]), PathStatus::Available);
+    }
+}

@@ -179,3 +179,55 @@ pub async fn follow_paths(
 pub fn path_number(id: PathId) -> u64 {
     id.to_string().parse().unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_s_address_is_filled_in_when_it_comes_after_the_path() {
+        let paths = KnownPaths::default();
+        let (zero, two) = (PathId::ZERO, PathId::from(2u32));
+        paths.add(two, None); // established before its opener recorded the address
+        paths.add(zero, Some("10.1.0.2:5000".into()));
+        paths.add(two, Some("10.1.1.2:5001".into()));
+        paths.add(two, None); // a later event without the address keeps it
+        assert_eq!(
+            paths.snapshot(),
+            [(zero, Some("10.1.0.2:5000".into())), (two, Some("10.1.1.2:5001".into()))]
+        );
+        paths.remove(zero);
+        assert_eq!(paths.ids(), [two]);
+        assert_eq!(path_number(two), 2);
+    }
+
+    #[test]
+    fn each_line_is_whole_json_with_its_time() {
+        let file = std::env::temp_dir().join(format!("mps-quic-stats-{}.jsonl", std::process::id()));
+        let _ = std::fs::remove_file(&file);
+        let log = StatsLog::open(Some(&file)).unwrap();
+        assert!(log.enabled());
+        log.write(json!({"path": 0, "cwnd": 12000}));
+        log.write(json!({"path": 1, "event": "established"}));
+        let text = std::fs::read_to_string(&file).unwrap();
+        std::fs::remove_file(&file).unwrap();
+        let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["cwnd"], 12000);
+        assert_eq!(lines[1]["event"], "established");
+        let now = unix_time();
+        assert!(lines.iter().all(|l| (now - l["t"].as_f64().unwrap()).abs() < 60.0));
+        // Without --stats nothing is written and nothing fails.
+        let off = StatsLog::open(None).unwrap();
+        assert!(!off.enabled());
+        off.write(json!({}));
+    }
+
+    #[test]
+    fn a_statistics_file_that_cannot_be_opened_is_named() {
+        let err = StatsLog::open(Some(Path::new("/nonexistent-dir/stats.jsonl")))
+            .err()
+            .expect("no such folder");
+        assert!(err.to_string().contains("/nonexistent-dir/stats.jsonl"), "{err}");
+    }
+}
