@@ -126,7 +126,10 @@ mod tests {
     }
 
     fn refusal(args: &[&str]) -> String {
-        match parse(args).expect("the options parse").transport_config("t") {
+        match parse(args)
+            .expect("the options parse")
+            .transport_config("t")
+        {
             Ok(_) => panic!("{args:?} was accepted"),
             Err(err) => err.to_string(),
         }
@@ -135,20 +138,36 @@ mod tests {
     #[test]
     fn the_defaults_make_a_configuration_with_and_without_multipath() {
         assert!(parse(&[]).unwrap().transport_config("t").is_ok());
-        assert!(parse(&["--max-paths", "4"]).unwrap().transport_config("t").is_ok());
+        assert!(
+            parse(&["--max-paths", "4"])
+                .unwrap()
+                .transport_config("t")
+                .is_ok()
+        );
     }
 
     #[test]
     fn an_idle_timeout_not_above_the_keep_alive_is_refused() {
         let err = refusal(&["--idle-timeout-ms", "2000"]);
-        assert!(err.contains("--idle-timeout-ms must be above 2000 ms"), "{err}");
-        assert!(parse(&["--idle-timeout-ms", "2001"]).unwrap().transport_config("t").is_ok());
+        assert!(
+            err.contains("--idle-timeout-ms must be above 2000 ms"),
+            "{err}"
+        );
+        assert!(
+            parse(&["--idle-timeout-ms", "2001"])
+                .unwrap()
+                .transport_config("t")
+                .is_ok()
+        );
     }
 
     #[test]
     fn a_path_keep_alive_not_below_the_path_idle_limit_is_refused() {
         let err = refusal(&["--path-keepalive-ms", "1000"]);
-        assert!(err.contains("--path-keepalive-ms (1000) must be below --path-idle-ms (1000)"), "{err}");
+        assert!(
+            err.contains("--path-keepalive-ms (1000) must be below --path-idle-ms (1000)"),
+            "{err}"
+        );
         // Without an idle limit (the gateway's) no keep-alive is too slow.
         let no_limit = parse(&["--path-idle-ms", "0", "--path-keepalive-ms", "5000"]).unwrap();
         assert!(no_limit.transport_config("t").is_ok());

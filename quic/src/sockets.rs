@@ -62,8 +62,10 @@ mod tests {
         let listener = listen("127.0.0.1:0".parse().unwrap(), true).unwrap();
         let addr = listener.local_addr().unwrap();
         for mptcp in [true, false] {
-            let (client, accepted) =
-                tokio::join!(connect(addr, Some("127.0.0.1".parse().unwrap()), mptcp), listener.accept());
+            let (client, accepted) = tokio::join!(
+                connect(addr, Some("127.0.0.1".parse().unwrap()), mptcp),
+                listener.accept()
+            );
             let (mut client, (mut server, _)) = (client.unwrap(), accepted.unwrap());
             client.write_all(b"ping").await.unwrap();
             let mut got = [0u8; 4];
@@ -78,11 +80,22 @@ mod tests {
             let l = listen("127.0.0.1:0".parse().unwrap(), false).unwrap();
             l.local_addr().unwrap()
         }; // dropped: nothing listens there now
-        let err = connect(closed, None, false).await.err().expect("nothing listens");
-        assert!(err.to_string().contains(&format!("cannot connect to {closed}")), "{err}");
+        let err = connect(closed, None, false)
+            .await
+            .err()
+            .expect("nothing listens");
+        assert!(
+            err.to_string()
+                .contains(&format!("cannot connect to {closed}")),
+            "{err}"
+        );
         let taken = listen("127.0.0.1:0".parse().unwrap(), false).unwrap();
         let busy = taken.local_addr().unwrap();
         let err = listen(busy, false).err().expect("the port is taken");
-        assert!(err.to_string().contains(&format!("cannot listen on {busy}")), "{err}");
+        assert!(
+            err.to_string()
+                .contains(&format!("cannot listen on {busy}")),
+            "{err}"
+        );
     }
 }

@@ -194,7 +194,10 @@ mod tests {
         paths.add(two, None); // a later event without the address keeps it
         assert_eq!(
             paths.snapshot(),
-            [(zero, Some("10.1.0.2:5000".into())), (two, Some("10.1.1.2:5001".into()))]
+            [
+                (zero, Some("10.1.0.2:5000".into())),
+                (two, Some("10.1.1.2:5001".into()))
+            ]
         );
         paths.remove(zero);
         assert_eq!(paths.ids(), [two]);
@@ -203,7 +206,8 @@ mod tests {
 
     #[test]
     fn each_line_is_whole_json_with_its_time() {
-        let file = std::env::temp_dir().join(format!("mps-quic-stats-{}.jsonl", std::process::id()));
+        let file =
+            std::env::temp_dir().join(format!("mps-quic-stats-{}.jsonl", std::process::id()));
         let _ = std::fs::remove_file(&file);
         let log = StatsLog::open(Some(&file)).unwrap();
         assert!(log.enabled());
@@ -211,12 +215,19 @@ mod tests {
         log.write(json!({"path": 1, "event": "established"}));
         let text = std::fs::read_to_string(&file).unwrap();
         std::fs::remove_file(&file).unwrap();
-        let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0]["cwnd"], 12000);
         assert_eq!(lines[1]["event"], "established");
         let now = unix_time();
-        assert!(lines.iter().all(|l| (now - l["t"].as_f64().unwrap()).abs() < 60.0));
+        assert!(
+            lines
+                .iter()
+                .all(|l| (now - l["t"].as_f64().unwrap()).abs() < 60.0)
+        );
         // Without --stats nothing is written and nothing fails.
         let off = StatsLog::open(None).unwrap();
         assert!(!off.enabled());
@@ -228,6 +239,9 @@ mod tests {
         let err = StatsLog::open(Some(Path::new("/nonexistent-dir/stats.jsonl")))
             .err()
             .expect("no such folder");
-        assert!(err.to_string().contains("/nonexistent-dir/stats.jsonl"), "{err}");
+        assert!(
+            err.to_string().contains("/nonexistent-dir/stats.jsonl"),
+            "{err}"
+        );
     }
 }
