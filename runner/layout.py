@@ -17,6 +17,10 @@
     RUN_DIR/trials/<key>/samples-client.csv, samples-server.csv   kernel samples (sampler.FIELDS)
     RUN_DIR/trials/<key>/samples-{client,server}-mptcp.csv         MPTCP connections' own sockets
     RUN_DIR/trials/<key>/mptcp-counters.json  nstat MPTcpExt* of both namespaces, before/after
+    RUN_DIR/trials/<key>/link-stats.json  each emulated link's own counts, per direction (a_to_b
+                                      up, b_to_a down), over the topology's life: packets in
+                                      and out, dropped by the queue, the AQM, random loss or
+                                      a down link (netem/linkem); emulated networks only
     RUN_DIR/trials/<key>/pcap/*.pcap.gz  packet headers per interface (with --pcap)
     RUN_DIR/cluster.log               what the driver of a `--cluster local:N` run said
     RUN_DIR/report/                   written by `mpstream report`
@@ -42,6 +46,7 @@ from mpstream.runner.sampler import SampleRow, read_samples
 TRIALS = "trials"
 CLOCK_JSON = "clock.json"  # the trial clock's origin (runner/evidence.py)
 TRIAL_JSON = "trial.json"
+LINK_STATS_JSON = "link-stats.json"
 RUN_JSON = "run.json"
 
 
@@ -143,6 +148,12 @@ class TrialData:
     @property
     def sender_samples(self) -> list[SampleRow]:
         return self.path_samples(self.record.sender)
+
+    @property
+    def link_stats(self) -> dict[str, Any]:
+        """Each emulated link's own counts by its label (path<i>: the client's path i), {}
+        when the trial kept none (a real network, or a run from before they were kept)."""
+        return self._once("link-stats", lambda: read_json(self.dir / LINK_STATS_JSON, {}) or {})
 
     @property
     def t0_unix(self) -> float | None:

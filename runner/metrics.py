@@ -236,11 +236,31 @@ def kernel_metrics(rec: TrialData, n_paths: int) -> dict[str, float]:
         rtts = [r["rtt_ms"] for r in sender if r["path"] == p and r["rtt_ms"] is not None
                 and r["state"] == "ESTAB"]
         m[f"path{p}_rtt_ms"] = sum(rtts) / len(rtts) if rtts else math.nan
+        drops = link_drop_share(rec, p)
+        if drops is not None:
+            m[f"path{p}_link_drop_share"] = drops
     m["retrans_per_s"] = (
         sum(sum(b.values()) for b in retr.values()) / span if span and not math.isnan(span)
         else math.nan
     )
     return m
+
+
+# The emulator's drops a sender's congestion control answers: its queue's, its AQM's and its
+# random loss; a down link's are an outage, not congestion.
+LINK_DROPS = ("dropped_queue_packets", "dropped_aqm_packets", "dropped_loss_packets")
+
+
+def link_drop_share(rec: TrialData, p: int) -> float | None:
+    """The share of the packets that entered path p's link in the data direction (down when
+    the server sends) that the link dropped; None when the trial kept no count of that link."""
+    link = rec.link_stats.get(f"path{p}", {}).get(
+        "b_to_a" if rec.record.sender == "server" else "a_to_b")
+    if not link:
+        return None
+    if not link.get("packets_in"):
+        return math.nan
+    return sum(int(link.get(k, 0)) for k in LINK_DROPS) / int(link["packets_in"])
 
 
 def n_paths_of(records: list[TrialData]) -> int:

@@ -84,6 +84,7 @@ PATH_METRICS = {
     "mbytes": ("bytes received", "MB"),
     "retrans_per_s": ("retransmissions", "packets/s"),
     "rtt_ms": ("sender's smoothed RTT", "ms"),
+    "link_drop_share": ("share of packets the link dropped, data direction", ""),
     "first_segment_share": ("share of the first segment's bytes", ""),
 }
 

@@ -36,7 +36,14 @@ from mpstream.player.session import MANIFESTS
 from mpstream.proc import signals_interrupt
 from mpstream.runner.capture import CounterSnapshots, PacketCapture
 from mpstream.runner.evidence import write_clock
-from mpstream.runner.layout import RUN_JSON, TRIAL_JSON, read_json, trial_dir, write_json
+from mpstream.runner.layout import (
+    LINK_STATS_JSON,
+    RUN_JSON,
+    TRIAL_JSON,
+    read_json,
+    trial_dir,
+    write_json,
+)
 from mpstream.runner.record import (
     CompetitorLabel,
     PathCheck,
@@ -87,13 +94,20 @@ class EmulatedSite(Site):
                  pcap: bool):
         self.profile = build_profile(scenario, cond)
         self.transport = transport_for(cond, self.profile.mode)
-        self.topo_name, self.pcap = topo_name, pcap
+        self.tdir, self.topo_name, self.pcap = tdir, topo_name, pcap
         write_json(tdir / "profile.json", self.profile.model_dump(mode="json"))
 
-    def open(self) -> AbstractContextManager[Network]:
+    @contextlib.contextmanager
+    def open(self) -> Iterator[Network]:
         from mpstream.netem.topology import Topology
 
-        return Topology.up(self.profile, name=self.topo_name)
+        with Topology.up(self.profile, name=self.topo_name) as topo:
+            try:
+                yield topo
+            finally:
+                # The emulators write their counts when they stop: what each link dropped, so
+                # that a loss can be placed on the link or on a host.
+                write_json(self.tdir / LINK_STATS_JSON, topo.down())
 
     @contextlib.contextmanager
     def serve_video(self, network: Network, media_dir: Path | None, workdir: Path,

@@ -133,6 +133,14 @@ def test_a_bulk_scenario_with_a_tcp_user_reports_each_share(tmp_path):
         # The warm-up is iperf3's omitted seconds, outside the figures.
         assert user["start"]["test_start"]["omit"] == 2
         assert user["end"]["sum_received"]["bytes"] > 1_000_000
+        # The shared link's own counts, kept with the trial: its downlink carried at least
+        # both users' payload, and what it held at the end (what entered and neither left nor
+        # was dropped) is at most a queue and a delay line, not a wrapped-around count.
+        server_down = json.loads((trial / "link-stats.json").read_text())["server"]["b_to_a"]
+        assert 0 <= server_down["held_at_exit_packets"] < 1000
+        client = json.loads((trial / "iperf.json").read_text())
+        assert server_down["bytes_out"] > (user["end"]["sum_received"]["bytes"]
+                                           + client["end"]["sum_received"]["bytes"])
     rows = {(r["condition"], r["metric"]): r for r in
             csv.DictReader((out / "report" / "conditions.csv").open())}
     lia_share = float(rows[("lia", "mptcp_share")]["mean"])

@@ -70,6 +70,16 @@ def write_samples(path: Path, host: str, rates: dict[int, float], retrans_per_s:
                     "cwnd": 10, "cc": "cubic"})
 
 
+def link_stats(k: int) -> dict:
+    """Trial k's emulator counts: path 0's downlink (the server sends) dropped 10k + 5 of 1000
+    packets by its queue, 3 by random loss, 2 by its AQM; its uplink's and a down link's
+    drops are not congestion in the data direction."""
+    down = {"packets_in": 1000, "dropped_queue_packets": 10 * k + 5, "dropped_loss_packets": 3,
+            "dropped_aqm_packets": 2, "dropped_down_packets": 400}
+    return {"path0": {"a_to_b": {"packets_in": 10, "dropped_queue_packets": 9}, "b_to_a": down},
+            "path1": {"a_to_b": {"packets_in": 0}, "b_to_a": {"packets_in": 0}}}
+
+
 # trial.json as mpstream wrote it before records were versioned (version 1)
 STARTED = "2026-11-01T10:00:00+00:00"
 
@@ -97,6 +107,8 @@ def run_dir(tmp_path_factory) -> Path:
             write_json(d / "events.json", make_events(cond["label"], k))
             write_samples(d / "samples-client.csv", "client", {0: 3e6, 1: 1e6}, {})
             write_samples(d / "samples-server.csv", "server", {}, {0: 2, 1: 1 + k})
+            if cond["label"] == "balanced":  # the emulators' counts (the other kept none)
+                write_json(d / "link-stats.json", link_stats(k))
     bad = run / "trials" / "r03-single-dashjs"
     bad.mkdir()
     write_json(bad / "trial.json", {"key": bad.name, "round": 3, "order": 99,
@@ -168,6 +180,10 @@ def test_kernel_metrics_match_the_samples(run_dir, report):
     assert float(rows[("single", "path1_retrans_per_s")]["sd"]) == pytest.approx(1.0, rel=1e-3)
     assert float(rows[("single", "retrans_per_s")]["mean"]) == pytest.approx(4.0, rel=1e-3)
     assert float(rows[("single", "path1_rtt_ms")]["mean"]) == pytest.approx(11.0)
+    # the link's drops in the data direction: (10k + 5 + 3 + 2) / 1000 over k = 0, 1, 2
+    assert float(rows[("balanced", "path0_link_drop_share")]["mean"]) == pytest.approx(0.02)
+    assert ("balanced", "path1_link_drop_share") not in rows  # nothing entered it: no figure
+    assert rows[("single", "path0_link_drop_share")]["n"] == "0"  # no counts kept
 
 
 def test_per_second_series_and_segments_csv(run_dir, report):
