@@ -172,7 +172,7 @@ def subflow_timeline(path: Path, title: str, series: dict[int, dict[str, list]],
     return _save(fig, path)
 
 
-def sweep_lines(path: Path, x_name: str, points: dict[str, dict[float, Summary]],
+def sweep_lines(path: Path, x_name: str, points: dict[str, dict[str, dict[float, Summary]]],
                 metric_names: list[tuple[str, str]], x_tick: Callable[[float], str]) -> Path:
     """A swept numeric setting (e.g. the bottleneck buffer) on the x axis, one line per value
     of the other settings (e.g. the congestion control), the mean with its 95% CI as error
