@@ -251,16 +251,26 @@ def kernel_metrics(rec: TrialData, n_paths: int) -> dict[str, float]:
 LINK_DROPS = ("dropped_queue_packets", "dropped_aqm_packets", "dropped_loss_packets")
 
 
+def data_link(rec: TrialData, p: int) -> dict | None:
+    """The emulator's counts of path p's link in the data direction (down when the server
+    sends); None when the trial kept no count of that link."""
+    return rec.link_stats.get(f"path{p}", {}).get(
+        "b_to_a" if rec.record.sender == "server" else "a_to_b") or None
+
+
+def link_drops(link: dict) -> int:
+    return sum(int(link.get(k, 0)) for k in LINK_DROPS)
+
+
 def link_drop_share(rec: TrialData, p: int) -> float | None:
-    """The share of the packets that entered path p's link in the data direction (down when
-    the server sends) that the link dropped; None when the trial kept no count of that link."""
-    link = rec.link_stats.get(f"path{p}", {}).get(
-        "b_to_a" if rec.record.sender == "server" else "a_to_b")
-    if not link:
+    """The share of the packets that entered path p's link in the data direction that the
+    link dropped; None when the trial kept no count of that link."""
+    link = data_link(rec, p)
+    if link is None:
         return None
     if not link.get("packets_in"):
         return math.nan
-    return sum(int(link.get(k, 0)) for k in LINK_DROPS) / int(link["packets_in"])
+    return link_drops(link) / int(link["packets_in"])
 
 
 def n_paths_of(records: list[TrialData]) -> int:

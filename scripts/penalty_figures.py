@@ -6,6 +6,7 @@ folders.
     .venv/bin/python scripts/penalty_figures.py ratio RUN_DIR CONDITION_A CONDITION_B
     .venv/bin/python scripts/penalty_figures.py peak-notsent RUN_DIR [--conditions A,B]
     .venv/bin/python scripts/penalty_figures.py path-return RUN_DIR [--conditions A,B]
+    .venv/bin/python scripts/penalty_figures.py link-losses RUN_DIR [--conditions A,B] [--path 0]
 
 first-segment (first-split.md, startup.md): per trial of the unbalanced conditions
 (--conditions), the first video and audio downloads' times at the page, the slow path's (path
@@ -21,6 +22,10 @@ path-return (results.md, path failure): per trial of a profile whose path goes d
 back, the seconds from its return to the first poll that saw it deliver more than 5 kB; under
 the QUIC hop also when the proxy abandoned the path after the failure and opened it again after
 the return (its path events).
+link-losses (results.md, QUIC on one path): per trial, what the sender counted lost on a path
+(the kernel's retransmissions, or the packets the QUIC hop's gateway declared lost) beside what
+the path's link dropped in the data direction (link-stats.json), and the sender's window on that
+path in packets (10th, 50th, 90th percentile and largest, over its polls).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from pathlib import Path
 from mpstream.jsonlines import read_json_lines
 from mpstream.runner.evidence import trial_evidence
 from mpstream.runner.layout import load_trials
-from mpstream.runner.metrics import socket_increments, trial_metrics
+from mpstream.runner.metrics import data_link, link_drops, socket_increments, trial_metrics
 
 SLOW_PATH = 1
 
@@ -164,6 +169,23 @@ def path_return(run_dirs: list[Path], conditions: str) -> None:
         print(line)
 
 
+def link_losses(run_dirs: list[Path], conditions: str, path: int) -> None:
+    for rec in _trials(run_dirs, conditions):
+        sender = [r for r in rec.sender_samples if r["path"] == path]
+        counted = sum(inc for _, _, inc in socket_increments(sender, "retrans_total"))
+        link = data_link(rec, path)
+        if link is None:
+            print(f"{rec.key:28} no link counts (a trial from before link-stats.json)")
+            continue
+        dropped = link_drops(link)
+        windows = sorted(r["cwnd"] for r in sender if r["state"] == "ESTAB" and r["cwnd"])
+        spread = "/".join(str(windows[int(len(windows) * q)]) for q in (0.1, 0.5, 0.9))
+        print(f"{rec.key:28} sender counted {counted} lost, the link dropped {dropped} of "
+              f"{link['packets_in']} ({dropped / max(link['packets_in'], 1):.2%}); window "
+              f"p10/p50/p90 {spread if windows else '-'}, at most "
+              f"{windows[-1] if windows else '-'} packets")
+
+
 def _after(t: float | None, since: float) -> str:
     return "never" if t is None else f"{t - since:.2f} s after"
 
@@ -184,6 +206,10 @@ def main() -> None:
     p = sub.add_parser("path-return")
     p.add_argument("runs", nargs="+", type=Path)
     p.add_argument("--conditions", default="mptcp,mpquic", help="comma-separated labels")
+    p = sub.add_parser("link-losses")
+    p.add_argument("runs", nargs="+", type=Path)
+    p.add_argument("--conditions", default="single-tcp,single-quic", help="comma-separated labels")
+    p.add_argument("--path", type=int, default=0)
     p = sub.add_parser("ratio")
     p.add_argument("run", type=Path)
     p.add_argument("a")
@@ -197,6 +223,8 @@ def main() -> None:
         peak_notsent(args.runs, args.conditions)
     elif args.what == "path-return":
         path_return(args.runs, args.conditions)
+    elif args.what == "link-losses":
+        link_losses(args.runs, args.conditions, args.path)
     else:
         ratio(args.run, args.a, args.b)
 

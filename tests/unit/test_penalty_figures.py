@@ -115,3 +115,34 @@ def test_path_return_times_the_failed_path_over_the_quic_hop(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "path 0 carries data again 6.00 s after" in out
     assert "abandoned 1.25 s after the failure, opened again 5.50 s after" in out
+
+
+def test_link_losses_sets_the_senders_count_beside_the_links_drops(tmp_path, capsys):
+    import csv
+
+    from mpstream.runner.record import PathLabel
+    from mpstream.runner.sampler import FIELDS
+
+    d = tmp_path / "trials" / "r00-single-tcp-dashjs"
+    d.mkdir(parents=True)
+    (d / "trial.json").write_text(trial_record(
+        "r00-single-tcp-dashjs", "single-tcp", transport="tcp", paths_in_use=[0],
+        paths=[PathLabel(index=0, name="p0", client_addr="10.1.0.2")]).model_dump_json())
+    with (d / "samples-server.csv").open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=FIELDS)
+        w.writeheader()
+        # Two sockets on path 0 retransmitting 3 + 4, and one on path 1 that must not count.
+        for t, local, path, retrans, cwnd in ((0.1, "a", 0, 1, 10), (0.2, "a", 0, 3, 40),
+                                              (0.2, "b", 0, 4, 20), (0.3, "c", 1, 9, 99)):
+            w.writerow({k: "" for k in FIELDS} | {
+                "t_s": t, "host": "server", "path": path, "local": local, "peer": "x",
+                "state": "ESTAB", "retrans_total": retrans, "cwnd": cwnd})
+    # The data direction is down (the server sends); the uplink's and an outage's drops differ.
+    (d / "link-stats.json").write_text(json.dumps({"path0": {
+        "a_to_b": {"packets_in": 50, "dropped_queue_packets": 40},
+        "b_to_a": {"packets_in": 1000, "dropped_queue_packets": 6, "dropped_aqm_packets": 1,
+                   "dropped_down_packets": 500}}}))
+    figures.link_losses([tmp_path], "single-tcp", 0)
+    out = capsys.readouterr().out
+    assert "sender counted 7 lost, the link dropped 7 of 1000 (0.70%)" in out
+    assert "window p10/p50/p90 10/20/40, at most 40 packets" in out
