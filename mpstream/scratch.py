@@ -22,19 +22,21 @@ PURPOSES = {
 _NAME = re.compile(r"^mps-(" + "|".join(map(re.escape, PURPOSES)) + r")-(\d+)-")
 
 
-def session_tempdir(purpose: str) -> tempfile.TemporaryDirectory[str]:
-    """A temporary folder for this process, removed when the context ends."""
+def _prefix(purpose: str) -> str:
     if purpose not in PURPOSES:
         raise ValueError(f"no temporary folder purpose {purpose!r} (known: {', '.join(PURPOSES)})")
-    return tempfile.TemporaryDirectory(prefix=f"mps-{purpose}-{os.getpid()}-")
+    return f"mps-{purpose}-{os.getpid()}-"
+
+
+def session_tempdir(purpose: str) -> tempfile.TemporaryDirectory[str]:
+    """A temporary folder for this process, removed when the context ends."""
+    return tempfile.TemporaryDirectory(prefix=_prefix(purpose))
 
 
 def session_mkdtemp(purpose: str) -> Path:
     """A temporary folder for this process that the caller removes (one that outlives a `with`
     block, as a server stack's between its start and stop)."""
-    if purpose not in PURPOSES:
-        raise ValueError(f"no temporary folder purpose {purpose!r} (known: {', '.join(PURPOSES)})")
-    return Path(tempfile.mkdtemp(prefix=f"mps-{purpose}-{os.getpid()}-"))
+    return Path(tempfile.mkdtemp(prefix=_prefix(purpose)))
 
 
 def session_folders(purpose: str, pid: int, root: Path | None = None) -> list[Path]:
