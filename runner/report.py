@@ -90,6 +90,24 @@ PATH_METRICS = {
 
 
 @dataclass
+class Sweep:
+    """A run whose conditions sweep one numeric setting: the sweep's metrics by line (the other
+    settings' values) and swept value, for its figure, CSV file and terminal tables."""
+    setting: str
+    titles: list[tuple[str, str]]  # (metric, its name and unit), in panel order
+    points: dict[str, dict[str, dict[float, Summary]]]  # metric -> line -> value -> Summary
+
+    def values(self) -> list[float]:
+        return sorted({x for by_line in self.points.values() for by_x in by_line.values()
+                       for x in by_x})
+
+
+def sweep_tick(x: float) -> str:
+    """A swept value as the conditions' labels write it (550000 -> 550k)."""
+    return short_value(int(x) if x.is_integer() else x)
+
+
+@dataclass
 class Report:
     run_dir: Path
     out_dir: Path
@@ -107,6 +125,7 @@ class Report:
     trials: list[TrialData] = field(default_factory=list)  # the run's trials, read once
     # Per host and condition: trials, ok, failed and the medians of the headline metrics
     host_rows: list[dict] = field(default_factory=list)
+    sweep: Sweep | None = None  # when the conditions sweep a numeric setting
 
     @property
     def headline(self) -> list[str]:
@@ -194,8 +213,9 @@ def build_report(run_dir: Path, out_dir: Path | None = None) -> Report:
                     summaries, reference_rows, failed, metric_order,
                     path_checks=path_check_rows(records), evidence=evidence, trials=records)
     report.host_rows = host_rows(report, several)
+    report.sweep = sweep_of(report, run.get("conditions", []))
     _write_csvs(report, records, several, n_paths)
-    report.pngs = _write_figures(report, records, several, n_paths, run.get("conditions", []))
+    report.pngs = _write_figures(report, records, several, n_paths)
     _write_html(report, run)
     return report
 
@@ -350,6 +370,8 @@ def _write_csvs(report: Report, records: list[TrialData], several: frozenset[str
                     ev = rows.get(idx, {})
                     w.writerow([group_of(rec, several), rec.key, idx, f"{rate:.0f}",
                                 *[_fmt(ev.get(c)) for c in evidence_cols]])
+    if report.sweep is not None:
+        _write_sweep_csv(report.sweep, out / "sweep.csv")
     with (out / "paths_per_second.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["condition", "trial", "second", "path", "bytes_received", "retransmissions"])
@@ -361,6 +383,20 @@ def _write_csvs(report: Report, records: list[TrialData], several: frozenset[str
                 for b in sorted(set(recv.get(p, {})) | set(retr.get(p, {}))):
                     w.writerow([group_of(rec, several), rec.key, b, p,
                                 int(recv.get(p, {}).get(b, 0)), int(retr.get(p, {}).get(b, 0))])
+
+
+def _write_sweep_csv(sweep: Sweep, path: Path) -> None:
+    """The numbers behind sweep.png: one row per metric, line and swept value."""
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["setting", "value", "line", "metric", "unit", "n", "mean", "sd",
+                    "ci95_low", "ci95_high"])
+        for m, _ in sweep.titles:
+            for line, by_x in sweep.points[m].items():
+                for x in sorted(by_x):
+                    s = by_x[x]
+                    w.writerow([sweep.setting, _fmt(x), line, m, metric_label(m)[1], s.n,
+                                _fmt(s.mean), _fmt(s.sd), _fmt(s.ci_low), _fmt(s.ci_high)])
 
 
 def _path_series(rec: TrialData):
@@ -408,7 +444,8 @@ def numeric_sweep(conditions: list[dict]) -> tuple[str, dict[str, float], dict[s
     return None
 
 
-def _sweep_figure(report: Report, conditions: list[dict]) -> Path | None:
+def sweep_of(report: Report, conditions: list[dict]) -> Sweep | None:
+    """The report's figures of a numeric sweep (numeric_sweep), or None when the run is none."""
     sweep = numeric_sweep(conditions)
     if sweep is None:
         return None
@@ -429,12 +466,10 @@ def _sweep_figure(report: Report, conditions: list[dict]) -> Path | None:
     for m in metrics:
         name, unit = metric_label(m)
         titles.append((m, name + (f" ({unit})" if unit else "")))
-    return figures.sweep_lines(report.out_dir / "sweep.png", key, points, titles,
-                               lambda x: short_value(int(x) if x.is_integer() else x))
+    return Sweep(key, titles, points)
 
 
-def _write_figures(report: Report, records, several: frozenset[str], n_paths: int,
-                   conditions: list[dict]) -> list[Path]:
+def _write_figures(report: Report, records, several: frozenset[str], n_paths: int) -> list[Path]:
     ok = [r for r in records if r.ok]
     seg: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     recv_series: dict[str, list[dict]] = defaultdict(list)
@@ -469,9 +504,10 @@ def _write_figures(report: Report, records, several: frozenset[str], n_paths: in
     if bars:
         made.append(figures.metric_bars(report.out_dir / "metrics.png", groups,
                                         report.summaries, bars, metric_label))
-    sweep = _sweep_figure(report, conditions)
-    if sweep is not None:
-        made.append(sweep)
+    if report.sweep is not None:
+        sw = report.sweep
+        made.append(figures.sweep_lines(report.out_dir / "sweep.png", sw.setting, sw.points,
+                                        sw.titles, sweep_tick))
     return made
 
 

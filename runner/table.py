@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mpstream.qoe.stats import Summary
-from mpstream.runner.report import Report, metric_label, num
+from mpstream.runner.report import Report, Sweep, metric_label, num, sweep_tick
 
 # The terminal shows the headline metrics; the HTML and CSV files have all of them.
 HEADLINE = (
@@ -31,7 +31,37 @@ def short_cell(s: Summary, n_trials: int | None = None) -> str:
     return f"{num(s.mean)} ±{num(s.half_width)}{n}"
 
 
+def print_sweep_tables(sweep: Sweep, console: Console) -> None:
+    """One table per metric of a sweep: a row per swept value, a column per line."""
+    xs = sweep.values()
+    for m, title in sweep.titles:
+        by_line = sweep.points[m]
+        usual_n = max((s.n for by_x in by_line.values() for s in by_x.values()), default=0)
+        t = Table(title=f"{title} against {sweep.setting}: mean ± half-width of the 95% CI "
+                        f"over n={usual_n} trials unless marked")
+        t.add_column(sweep.setting.rsplit(".", 1)[-1], no_wrap=True)
+        for line in by_line:
+            t.add_column(line, justify="right")
+        for x in xs:
+            t.add_row(sweep_tick(x), *[short_cell(by_x[x], usual_n) if x in by_x else "–"
+                                       for by_x in by_line.values()])
+        console.print(t)
+
+
+# Conditions beyond this many are too many for a column each in a terminal: a sweep's tables
+# stand in for them (all metrics of each: conditions.csv and the HTML page).
+MAX_CONDITION_COLUMNS = 8
+
+
 def print_tables(rep: Report, console: Console) -> None:
+    if rep.sweep is None or len(rep.groups) <= MAX_CONDITION_COLUMNS:
+        _print_condition_table(rep, console)
+    if rep.sweep is not None:
+        print_sweep_tables(rep.sweep, console)
+    _print_reference_and_failures(rep, console)
+
+
+def _print_condition_table(rep: Report, console: Console) -> None:
     t = Table(title=f"{rep.run_dir.name}: mean ± half-width of the 95% CI over n trials "
                     "(sd and bounds: HTML and CSV)")
     t.add_column("metric")
@@ -45,6 +75,9 @@ def print_tables(rep: Report, console: Console) -> None:
         t.add_row(f"{name}" + (f" ({unit})" if unit else ""),
                   *[short_cell(rep.summaries[g][m], n_ok[g]) for g in rep.groups])
     console.print(t)
+
+
+def _print_reference_and_failures(rep: Report, console: Console) -> None:
     if rep.reference_rows:
         r = Table(title="beside the published figures")
         for c in ("condition", "published condition", "metric", "published", "ours"):

@@ -351,29 +351,76 @@ def test_a_numeric_sweep_is_found_with_a_line_per_other_setting():
     assert numeric_sweep(mixed) is None
 
 
-def test_the_sweep_figure_plots_each_conditions_summary_at_its_swept_value(tmp_path, monkeypatch):
-    from mpstream.runner import figures
+def _sweep_report(tmp_path):
     from mpstream.runner import report as report_mod
 
     conds = [{"label": f"{b}k-{cc}", "set": {"cc": cc, "q": b * 1000}}
              for b in (1, 2, 3) for cc in ("lia", "cubic")]
-    groups = [c["label"] for c in conds]
+    groups = [c["label"] for c in conds][:-1]  # 3k-cubic has no trial yet
     summaries = {g: {"throughput_mbps": summarize([float(i), float(i) + 2]),
+                     "retrans_per_s": summarize([1.0]),  # not one of a sweep's metrics
                      "path0_rtt_ms": summarize([10.0 * i])} for i, g in enumerate(groups)}
     rep = report_mod.Report(tmp_path, tmp_path, tmp_path / "r.html", groups, {}, summaries, [], [],
                             ["throughput_mbps", "retrans_per_s", "path0_rtt_ms"])
+    rep.sweep = report_mod.sweep_of(rep, conds)
+    return rep
+
+
+def test_a_sweep_gathers_each_conditions_summary_at_its_swept_value(tmp_path):
+    sweep = _sweep_report(tmp_path).sweep
+    assert sweep.setting == "q" and sweep.values() == [1000.0, 2000.0, 3000.0]
+    assert [m for m, _ in sweep.titles] == ["throughput_mbps", "path0_rtt_ms"]
+    assert sweep.titles[1][1] == "sender's smoothed RTT, path 0 (ms)"
+    assert sweep.points["throughput_mbps"]["cubic"][2000.0].mean == 4.0  # 2k-cubic: [3, 5]
+    assert sweep.points["path0_rtt_ms"]["lia"][3000.0].mean == 40.0
+    assert 3000.0 not in sweep.points["throughput_mbps"]["cubic"]
+
+
+def test_the_sweep_csv_has_a_row_per_metric_line_and_value(tmp_path):
+    from mpstream.runner import report as report_mod
+
+    rep = _sweep_report(tmp_path)
+    report_mod._write_sweep_csv(rep.sweep, tmp_path / "sweep.csv")
+    rows = list(csv.DictReader((tmp_path / "sweep.csv").open()))
+    assert len(rows) == 2 * 5  # two metrics, five conditions with trials
+    row = next(r for r in rows if r["line"] == "cubic" and r["value"] == "2000"
+               and r["metric"] == "throughput_mbps")
+    assert (row["setting"], row["unit"], row["n"], row["mean"]) == ("q", "Mbit/s", "2", "4")
+    assert float(row["ci95_low"]) < 4 < float(row["ci95_high"])
+
+
+def test_a_sweeps_terminal_tables_have_a_row_per_value_and_a_column_per_line(tmp_path):
+    from rich.console import Console
+
+    from mpstream.runner.table import print_sweep_tables
+
+    console = Console(record=True, width=200)
+    print_sweep_tables(_sweep_report(tmp_path).sweep, console)
+    text = console.export_text()
+    assert text.count("against q") == 2
+    thr = text[:text.index("RTT")]
+    row_2k = next(line for line in thr.splitlines() if line.strip("│ ").startswith("2k"))
+    # 2k-lia is [2, 4] and 2k-cubic [3, 5]: the means with their half-widths, lia first.
+    cells = [c.strip() for c in row_2k.split("│") if c.strip()]
+    assert cells[1].startswith("3.0 ±") and cells[2].startswith("4.0 ±")
+    row_3k = next(line for line in thr.splitlines() if line.strip("│ ").startswith("3k"))
+    assert row_3k.rstrip(" │").endswith("–")  # no 3k-cubic trial
+
+
+def test_the_sweep_figure_is_drawn_from_the_report(tmp_path, monkeypatch):
+    from mpstream.runner import figures
+    from mpstream.runner import report as report_mod
+
+    rep = _sweep_report(tmp_path)
     seen = {}
 
     def capture(path, x_name, points, titles, x_tick):
-        seen.update(path=path, x=x_name, points=points, titles=titles, tick=x_tick(2000.0))
+        seen.update(path=path, x=x_name, points=points, tick=x_tick(2000.0))
         return path
 
     monkeypatch.setattr(figures, "sweep_lines", capture)
-    assert report_mod._sweep_figure(rep, conds) == tmp_path / "sweep.png"
-    assert seen["x"] == "q" and seen["tick"] == "2k"
-    assert [m for m, _ in seen["titles"]] == ["throughput_mbps", "path0_rtt_ms"]
-    assert seen["points"]["throughput_mbps"]["cubic"][3000.0].mean == 6.0  # 3k-cubic: [5, 7]
-    assert seen["points"]["path0_rtt_ms"]["lia"][2000.0].mean == 20.0
+    assert tmp_path / "sweep.png" in report_mod._write_figures(rep, [], frozenset(), 0)
+    assert seen["x"] == "q" and seen["tick"] == "2k" and seen["points"] is rep.sweep.points
 
 
 def test_the_sweep_figure_is_drawn(tmp_path):
