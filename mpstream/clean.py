@@ -8,7 +8,7 @@
   network namespace (MPTCP endpoints and limits, policy rules and tables), undone from the
   record written before each change (mpstream/hostnet.py). Other namespaces' records and live
   sessions' stay.
-- Coupled congestion controls (lia, olia, balia) mpstream registered with the kernel that no
+- Coupled congestion controls (lia, olia, balia, wvegas) mpstream registered with the kernel that no
   topology uses any more (netem/coupled.py).
 - Temporary folders of killed sessions: the QUIC hop's, `play --url`'s page, Firefox profiles
   and the server stack's (mpstream/scratch.py).

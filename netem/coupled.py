@@ -1,10 +1,10 @@
-"""The coupled congestion controls LIA, OLIA and BALIA: BPF programs (netem/cc/) that mpstream
-registers with the kernel when a topology asks for one and unregisters when the last topology
-using it is gone.
+"""The coupled congestion controls LIA, OLIA, BALIA and wVegas: BPF programs (netem/cc/) that
+mpstream registers with the kernel when a topology asks for one and unregisters when the last
+topology using it is gone.
 
-A profile names them `lia`, `olia` and `balia`; the kernel knows them as `mps_lia`,
-`mps_olia` and `mps_balia`, so they cannot clash with a congestion control of the same name a
-kernel or another tool provides. `make coupled-cc` builds the objects into build/cc/.
+A profile names them `lia`, `olia`, `balia` and `wvegas`; the kernel knows them as `mps_lia`,
+`mps_olia`, `mps_balia` and `mps_wvegas`, so they cannot clash with a congestion control of the
+same name a kernel or another tool provides. `make coupled-cc` builds the objects into build/cc/.
 
 Bookkeeping, under the state root's `coupled-cc/` (mpstream/state.py), all under one lock:
 - `CC.loaded`: written before mpstream registers CC, with the root namespace's
@@ -34,7 +34,7 @@ from mpstream.netem import teardown
 from mpstream.netem.system import PROC_SYS, available_values, sh
 from mpstream.paths import BUILD_DIR
 
-COUPLED = ("lia", "olia", "balia")
+COUPLED = ("lia", "olia", "balia", "wvegas")
 PREFIX = "mps_"
 OBJECT_DIR = BUILD_DIR / "cc"
 BUILD_COMMAND = "make coupled-cc"

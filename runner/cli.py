@@ -41,9 +41,12 @@ RESULTS_DIR = REPO_ROOT / "results"
               help="Prepare the run folder (run.json with the plan, the media) and run no "
                    "trial: run each elsewhere with `mpstream trial OUT --key KEY`, e.g. in a "
                    "batch system's array job (docs/cluster.md).")
+@click.option("--condition", "conditions", multiple=True, metavar="LABEL",
+              help="Run only this condition of the scenario (repeatable), e.g. one added to a "
+                   "scenario whose run folder has the others.")
 def run(scenario: str, trials: int | None, out_dir: Path | None, retry_failed: bool,
         make_report: bool, pcap: bool, cluster: str | None, trial_margin: float,
-        balance_hosts: bool, plan_only: bool) -> None:
+        balance_hosts: bool, plan_only: bool, conditions: tuple[str, ...]) -> None:
     """Run SCENARIO (a name in runner/scenarios/ or a TOML file): every condition, player and
     trial, in interleaved order, keeping each trial's raw data."""
     from mpstream.runner.run import run_scenario
@@ -57,7 +60,7 @@ def run(scenario: str, trials: int | None, out_dir: Path | None, retry_failed: b
     console = Console()
     run_scenario(sc, out_dir, trials=trials, scenario_path=path, retry_failed=retry_failed,
                  console=console, pcap=pcap, cluster=cluster, trial_margin_s=trial_margin,
-                 balance_hosts=balance_hosts, plan_only=plan_only)
+                 balance_hosts=balance_hosts, plan_only=plan_only, only=list(conditions))
     if make_report and not plan_only:
         _report(out_dir, None, console)
 

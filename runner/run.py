@@ -203,8 +203,11 @@ def run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None = None
                  console: Console | None = None, progress: bool = True,
                  pcap: bool = False, cluster: str | None = None,
                  trial_margin_s: float = TRIAL_MARGIN_S, balance_hosts: bool = False,
-                 plan_only: bool = False) -> dict[str, str]:
+                 plan_only: bool = False, only: list[str] | None = None) -> dict[str, str]:
     """Runs (or resumes) the scenario into out_dir; returns key -> status of every trial.
+
+    `only`: run only the trials of these conditions (labels); the plan keeps them all, so that
+    a run folder grows by a condition added to its scenario and its report shows them all.
 
     `pcap`: keep a header-only packet capture of every trial (trials/<key>/pcap/).
     `cluster`: run the trials on a cluster (its head's ADDRESS, or `local:N`), each stopped
@@ -219,15 +222,21 @@ def run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None = None
     with signals_interrupt():
         return _run_scenario(scenario, out_dir, trials=trials, scenario_path=scenario_path,
                              retry_failed=retry_failed, console=console, progress=progress,
-                             pcap=pcap, runner=None if plan_only else runner)
+                             pcap=pcap, runner=None if plan_only else runner, only=only)
 
 
 def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
                   scenario_path: Path | None, retry_failed: bool, console: Console | None,
                   progress: bool, pcap: bool = False,
-                  runner: TrialRunner | None = None) -> dict[str, str]:
+                  runner: TrialRunner | None = None,
+                  only: list[str] | None = None) -> dict[str, str]:
     """With no `runner`, only the run folder is prepared."""
     console = console or Console()
+    labels = [c.label for c in scenario.all_conditions()]
+    unknown = [label for label in only or [] if label not in labels]
+    if unknown:
+        raise UserError(f"scenario {scenario.name!r} has no condition "
+                        f"{', '.join(map(repr, unknown))}; its conditions: {', '.join(labels)}")
     # Absolute: the servers of a trial run from their own working directories.
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -242,10 +251,12 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
 
     remove_partial_trials(out_dir)
     done = finished_keys(out_dir)
-    todo = [t for t in plan
+    selected = [t for t in plan if not only or t.condition.label in only]
+    todo = [t for t in selected
             if t.key not in done or (retry_failed and done[t.key] == "failed")]
-    if len(todo) < len(plan):
-        console.print(f"resuming: {len(plan) - len(todo)} of {len(plan)} trials already done")
+    if len(todo) < len(selected):
+        console.print(f"resuming: {len(selected) - len(todo)} of {len(selected)} trials already "
+                      "done")
     if todo:
         preflight(scenario)
     with contextlib.ExitStack() as resources:
@@ -264,7 +275,7 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
             console.print(f"planned: {len(todo)} trial(s) to run, keys in {out_dir / RUN_JSON} "
                           f"(`plan`); each: mpstream trial {out_dir} --key KEY")
             return dict(done)
-        return _run_trials(scenario, out_dir, plan, todo, done, scenario_path, console,
+        return _run_trials(scenario, out_dir, selected, todo, done, scenario_path, console,
                            progress, runner)
 
 

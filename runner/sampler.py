@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from mpstream.netem import coupled
 from mpstream.network import in_netns
 from mpstream.proc import stop as stop_process
 
@@ -94,7 +95,7 @@ _INT_FIELDS = {
 _SKMEM = re.compile(r"skmem:\(r(\d+),rb(\d+),t\d+,tb(\d+),f\d+,w(\d+)")
 _NETIDS = {"tcp", "mptcp"}
 _CCS = ("cubic", "bbr", "reno", "bic", "vegas", "westwood", "htcp", "dctcp",
-        "mps_lia", "mps_olia", "mps_balia")  # the last three: netem/coupled.py
+        *(coupled.kernel_name(cc) for cc in coupled.COUPLED))
 
 
 def split_host_port(endpoint: str) -> tuple[str, int]:

@@ -1,6 +1,6 @@
 /* What the three coupled congestion controls share on the kernel side: reading the sibling
  * subflows of an MPTCP connection, and turning a fractional per-packet increase into window
- * steps. Each CC's own file (lia.bpf.c, olia.bpf.c, balia.bpf.c) adds its rule.
+ * steps. Each CC's own file (lia.bpf.c, olia.bpf.c, balia.bpf.c, wvegas.bpf.c) adds its rule.
  *
  * Reading the siblings. From a subflow's socket the path is icsk_ulp_data (the subflow
  * context) -> conn (the MPTCP socket) -> conn_list (every subflow's context) -> tcp_sock. The
@@ -27,6 +27,7 @@ char _license[] SEC("license") = "GPL"; /* the kernel's TCP kfuncs are GPL-only 
 
 extern __u32 tcp_reno_ssthresh(struct sock *sk) __ksym;
 extern __u32 tcp_reno_undo_cwnd(struct sock *sk) __ksym;
+extern void tcp_reno_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym;
 extern __u32 tcp_slow_start(struct tcp_sock *tp, __u32 acked) __ksym;
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 

@@ -1,5 +1,5 @@
 /* The window arithmetic of the coupled congestion controls, in integers, shared by the BPF
- * programs (lia.bpf.c, olia.bpf.c, balia.bpf.c) and the user-space harness that checks it
+ * programs (lia.bpf.c, olia.bpf.c, balia.bpf.c, wvegas.bpf.c) and the user-space harness that checks it
  * against the papers' formulas in floating point (test_coupled.c,
  * tests/unit/test_coupled_cc_math.py).
  *
@@ -251,6 +251,77 @@ CC_INLINE cc_u64 cc_balia_ssthresh(const struct cc_view *v, int r, cc_u64 w_r)
 		a = 3ULL << 15;
 	cut = (w_r * a + (1ULL << 16)) >> 17;
 	return w_r > cut + 2 ? w_r - cut : 2;
+}
+
+/* wVegas, weighted Vegas (Cao, Xu, Fu, "Delay-based congestion control for multipath TCP",
+ * IEEE ICNP 2012): a delay-based coupled CC. Once per round trip, from the round's mean RTT
+ * and the smallest RTT the subflow has seen (base), path r estimates the packets it keeps
+ * queued, diff_r = w_r (rtt_r - base_r) / rtt_r, and steers it to alpha_r packets, its share of
+ * a connection-wide total: alpha_r = total_alpha * x_r / sum_k x_k (x = w / rtt, the rate), at
+ * least 2. The paper's implementation's constants: a total of 10 packets, 2 per path to start,
+ * slow start left once more than 1 packet is queued. */
+#define CC_WV_TOTAL_ALPHA 10
+#define CC_WV_MIN_ALPHA 2
+#define CC_WV_GAMMA 1
+
+/* What a subflow keeps from one round to the next. */
+struct cc_wvegas {
+	cc_u32 alpha;    /* packets this path aims to keep queued */
+	cc_u32 q_min_us; /* the smallest queueing delay since the last drain; 0: none yet */
+};
+
+/* One round trip's decision on path r, whose window is w, from its base and the round's mean
+ * RTT (microseconds). Returns the new window (at least 2) and may lower *ssthresh:
+ * - in slow start (w < *ssthresh), with more than CC_WV_GAMMA packets queued, the window drops
+ *   to what the path holds without a queue plus one, w base / rtt + 1, and slow start ends
+ *   (*ssthresh below it); otherwise slow start goes on (the caller's, per ACK);
+ * - in congestion avoidance, when diff_r reaches alpha_r, alpha_r is recomputed from the
+ *   paths' rates; then the window steps by one packet towards diff_r = alpha_r;
+ * - and when the queueing delay has doubled from the smallest seen since the last drain, the
+ *   window is cut to w base / (2 rtt), to drain the queue the paths share (the paper's remedy
+ *   for a queue other flows built). */
+CC_INLINE cc_u64 cc_wvegas_round(const struct cc_view *v, int r, cc_u64 w, cc_u64 *ssthresh,
+				 cc_u64 base_us, cc_u64 rtt_us, struct cc_wvegas *s)
+{
+	cc_u64 q, diff;
+
+	if (w > CC_MAX_WINDOW)
+		w = CC_MAX_WINDOW;
+	if (!base_us || rtt_us < base_us)
+		return w < 2 ? 2 : w;
+	q = rtt_us - base_us;
+	diff = w * q / rtt_us;
+	if (w < *ssthresh) {
+		if (diff > CC_WV_GAMMA) {
+			cc_u64 target = w * base_us / rtt_us + 1;
+			if (target < w)
+				w = target;
+			if (w < 2)
+				w = 2;
+			if (*ssthresh > w - 1)
+				*ssthresh = w - 1;
+		}
+		return w < 2 ? 2 : w;
+	}
+	if (diff >= s->alpha) {
+		cc_u64 a = v->sum_x ? v->x[r & (CC_MAX_PATHS - 1)] * CC_WV_TOTAL_ALPHA / v->sum_x
+				    : CC_WV_TOTAL_ALPHA;
+		s->alpha = a < CC_WV_MIN_ALPHA ? CC_WV_MIN_ALPHA : (cc_u32)a;
+	}
+	if (diff > s->alpha && w > 2) {
+		w -= 1;
+		if (*ssthresh > w - 1)
+			*ssthresh = w - 1;
+	} else if (diff < s->alpha) {
+		w += 1;
+	}
+	if (!s->q_min_us || q < s->q_min_us)
+		s->q_min_us = (cc_u32)q;
+	if (s->q_min_us && q >= 2ULL * s->q_min_us) {
+		w = w * base_us / (2 * rtt_us);
+		s->q_min_us = 0;
+	}
+	return w < 2 ? 2 : w;
 }
 
 #endif

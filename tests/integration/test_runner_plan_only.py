@@ -38,3 +38,25 @@ def test_a_planned_run_is_run_one_trial_at_a_time_elsewhere(tmp_path):
     said = _mpstream("run", str(scenario), "--out", str(out), "--no-report")
     assert "resuming: 1 of 2 trials already done" in said
     assert (out / "trials" / plan[1] / "trial.json").is_file()
+
+
+def test_a_run_of_some_conditions_plans_them_all_and_runs_only_those(tmp_path):
+    """--condition: the plan (and so the report's order and a sweep's figure) keeps every
+    condition; only the named ones' trials are to run. A label the scenario lacks is refused
+    with those it has, before the run folder is touched."""
+    scenario = tmp_path / "plan-only.toml"
+    scenario.write_text(SCENARIO)
+    out = tmp_path / "run"
+    said = _mpstream("run", str(scenario), "--out", str(out), "--plan-only", "--trials", "2",
+                     "--condition", "single")
+    assert "planned: 2 trial(s)" in said
+    assert sorted(json.loads((out / "run.json").read_text())["plan"]) == [
+        "r00-balanced", "r00-single", "r01-balanced", "r01-single"]
+
+    refused = subprocess.run([sys.executable, "-m", "mpstream.cli", "run", str(scenario),
+                              "--out", str(tmp_path / "other"), "--condition", "singel"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0
+    said = " ".join((refused.stdout + refused.stderr).split())
+    assert "has no condition 'singel'; its conditions: balanced, single" in said
+    assert not (tmp_path / "other").exists()
