@@ -79,7 +79,7 @@ def test_path_failure_has_a_down_event_on_the_first_path():
 def test_sweep_expands_to_every_combination_with_overrides_applied():
     sc = load_scenario("mpcc-buffer-sweep")
     conds = sc.all_conditions()
-    assert len(conds) == 30  # six buffers × five congestion controls
+    assert len(conds) == 36  # six buffers × six congestion controls
     assert next(c for c in conds if c.label == "1000k-olia").set["cc"] == "olia"
     c = next(c for c in conds if c.label == "550k-bbr")
     profile = build_profile(sc, c)
