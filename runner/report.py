@@ -615,5 +615,7 @@ def _write_html(report: Report, run: dict) -> None:
         ours=_ours,
         explained=explanations(report),
         implementations=implementations(report.trials),
+        sweep=report.sweep,
+        tick=sweep_tick,
     )
     report.html.write_text(html)

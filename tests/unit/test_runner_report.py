@@ -407,6 +407,21 @@ def test_a_sweeps_terminal_tables_have_a_row_per_value_and_a_column_per_line(tmp
     assert row_3k.rstrip(" │").endswith("–")  # no 3k-cubic trial
 
 
+def test_the_html_report_tables_a_sweep_by_value_and_line(tmp_path):
+    from mpstream.runner import report as report_mod
+
+    rep = _sweep_report(tmp_path)
+    report_mod._write_html(rep, {"scenario": "sweep"})
+    page = " ".join(rep.html.read_text().split())
+    assert "<h2>Against q</h2>" in page and page.count("<h3>") == 2
+    # 2k-cubic is [3, 5]: its cell in the throughput table's 2k row, after 2k-lia's.
+    row = page[page.index("<tr><td>2k</td>"):]
+    row = row[:row.index("</tr>")]
+    assert row.index("3.0 ±") < row.index("4.0 ± 1.4 [") and "(n=2)" in row
+    row_3k = page[page.index("<tr><td>3k</td>"):]
+    assert row_3k[:row_3k.index("</tr>")].endswith("<td>–</td>")  # no 3k-cubic trial
+
+
 def test_the_sweep_figure_is_drawn_from_the_report(tmp_path, monkeypatch):
     from mpstream.runner import figures
     from mpstream.runner import report as report_mod
