@@ -217,9 +217,31 @@ def sample_span_s(rows: list[dict]) -> float:
     return (max(ts) - min(ts)) if len(ts) > 1 else math.nan
 
 
+def data_weighted_rtt_ms(rows: list[dict], path: int) -> float:
+    """The sender's smoothed RTT on `path`, each poll weighted by the bytes its socket sent since
+    its previous poll: the RTT the path's data saw. An idle socket keeps the last RTT it
+    measured (at its handshake, or under delayed ACKs), and counted alike it would stand for
+    the path as much as one carrying data: iperf3's control connection has a subflow on each
+    path beside the data's, and moved the paths' plain means apart by 2-3 ms."""
+    before: dict[tuple, int] = {}
+    weighted = sent_total = 0.0
+    for r in rows:
+        if r["path"] != path or r["state"] != "ESTAB":
+            continue
+        sock = (r["local"], r["peer"])
+        sent = r["bytes_sent"] or 0
+        last = before.get(sock)
+        before[sock] = sent
+        if last is None or r["rtt_ms"] is None or sent <= last:
+            continue
+        weighted += r["rtt_ms"] * (sent - last)
+        sent_total += sent - last
+    return weighted / sent_total if sent_total else math.nan
+
+
 def kernel_metrics(rec: TrialData, n_paths: int) -> dict[str, float]:
     """Per-path bytes share (client side, received), retransmissions per second (sender side),
-    and the sender's mean smoothed RTT per path."""
+    and the sender's smoothed RTT per path (weighted by the bytes sent)."""
     m: dict[str, float] = {}
     sender = rec.sender_samples
     recv = binned_by_path(rec.path_samples("client"), rec.receiver_column)
@@ -233,9 +255,7 @@ def kernel_metrics(rec: TrialData, n_paths: int) -> dict[str, float]:
         m[f"path{p}_retrans_per_s"] = (
             sum(retr.get(p, {}).values()) / span if span and not math.isnan(span) else math.nan
         )
-        rtts = [r["rtt_ms"] for r in sender if r["path"] == p and r["rtt_ms"] is not None
-                and r["state"] == "ESTAB"]
-        m[f"path{p}_rtt_ms"] = sum(rtts) / len(rtts) if rtts else math.nan
+        m[f"path{p}_rtt_ms"] = data_weighted_rtt_ms(sender, p)
         drops = link_drop_share(rec, p)
         if drops is not None:
             m[f"path{p}_link_drop_share"] = drops

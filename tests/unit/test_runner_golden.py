@@ -2,7 +2,9 @@
 parts (a dash.js run over unbalanced MPTCP and single-path TCP, and an iperf3 run), with the
 CSV files `mpstream report` made of them then. The report of today must give the same rows:
 the trial record's migration, the one reading of a trial's data and the report's metrics all
-stand behind these files."""
+stand behind these files. One definition changed since, on purpose: a path's smoothed RTT
+counts each poll by the bytes sent since the one before (runner/metrics.py says why); the files
+hold those figures, every other one as it was."""
 
 import csv
 import shutil

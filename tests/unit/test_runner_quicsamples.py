@@ -16,9 +16,9 @@ PATHS = [PathLabel(index=0, name="p0", client_addr="10.1.0.2"),
          PathLabel(index=1, name="p1", client_addr="10.1.1.2")]
 
 
-def _stat(side, path, t, rx=0, lost=0, rtt=20.0, local=None):
+def _stat(side, path, t, rx=0, lost=0, rtt=20.0, local=None, tx=0):
     return {"side": side, "conn": 7, "path": path, "local": local, "t": T0 + t, "rtt_ms": rtt,
-            "cwnd": 14720, "mtu": 1472, "udp_rx_bytes": rx, "udp_tx_bytes": 0,
+            "cwnd": 14720, "mtu": 1472, "udp_rx_bytes": rx, "udp_tx_bytes": tx,
             "lost_packets": lost, "lost_bytes": 1400 * lost}
 
 
@@ -42,9 +42,13 @@ def test_per_path_figures_come_from_the_hop_when_the_trial_ran_over_quic(tmp_pat
         _stat("proxy", 2, 3.0, rx=2000, local="10.1.0.2"),
     ])
     _write(tmp_path, "quic-gateway.jsonl", [
-        _stat("gateway", 0, 1.0, lost=0, rtt=10.0), _stat("gateway", 1, 1.0, lost=1, rtt=30.0),
-        _stat("gateway", 0, 2.0, lost=2, rtt=12.0), _stat("gateway", 1, 2.0, lost=1, rtt=30.0),
-        _stat("gateway", 2, 3.0, lost=1, rtt=14.0),
+        # The sender's RTT counts by what it sent since its previous line (a path's first line:
+        # nothing), so path 0's is 12 ms.
+        _stat("gateway", 0, 1.0, lost=0, rtt=10.0, tx=1000),
+        _stat("gateway", 1, 1.0, lost=1, rtt=30.0, tx=500),
+        _stat("gateway", 0, 2.0, lost=2, rtt=12.0, tx=3000),
+        _stat("gateway", 1, 2.0, lost=1, rtt=30.0, tx=4500),
+        _stat("gateway", 2, 3.0, lost=1, rtt=14.0, tx=2000),
     ])
     rec = trial_data(tmp_path, transport="mpquic", paths=PATHS, paths_in_use=[0, 1])
     assert {r["path"] for r in rec.path_samples("server")} == {0, 1}

@@ -64,7 +64,7 @@ def write_samples(path: Path, host: str, rates: dict[int, float], retrans_per_s:
                 w.writerow({k: "" for k in FIELDS} | {
                     "t_s": f"{t:.3f}", "host": host, "path": p, "local": f"10.0.{p}.2:4000{p}",
                     "peer": "10.9.0.1:8080", "state": "ESTAB", "mptcp": 1, "token": "x",
-                    "bytes_sent": 0, "bytes_acked": 0,
+                    "bytes_sent": int(1000 * t), "bytes_acked": 0,
                     "bytes_received": int(rates.get(p, 0) * t), "bytes_retrans": 0,
                     "retrans_total": int(retrans_per_s.get(p, 0) * t), "rtt_ms": 10 + p,
                     "cwnd": 10, "cc": "cubic"})
@@ -184,6 +184,26 @@ def test_kernel_metrics_match_the_samples(run_dir, report):
     assert float(rows[("balanced", "path0_link_drop_share")]["mean"]) == pytest.approx(0.02)
     assert ("balanced", "path1_link_drop_share") not in rows  # nothing entered it: no figure
     assert rows[("single", "path0_link_drop_share")]["n"] == "0"  # no counts kept
+
+
+def test_a_paths_rtt_is_the_one_its_data_saw():
+    """Each poll counts by the bytes its socket sent since its previous poll: an idle socket
+    beside the data's (iperf3's control connection) and a socket's first poll count for
+    nothing, and a poll that moved three times the bytes counts three times."""
+    from mpstream.runner.metrics import data_weighted_rtt_ms
+
+    def row(t, local, sent, rtt, path=0, state="ESTAB"):
+        return {"t_s": t, "path": path, "local": local, "peer": "p", "state": state,
+                "bytes_sent": sent, "rtt_ms": rtt}
+
+    rows = [row(0.0, "data", 0, 99.0), row(0.0, "idle", 3, 36.0),
+            row(0.1, "data", 1000, 30.0), row(0.1, "idle", 3, 36.0),
+            row(0.2, "data", 4000, 34.0), row(0.2, "idle", 3, 36.0),
+            row(0.2, "other-path", 9000, 80.0, path=1),
+            row(0.3, "data", 5000, 50.0, state="FIN-WAIT-1")]
+    assert data_weighted_rtt_ms(rows, 0) == pytest.approx((30.0 * 1000 + 34.0 * 3000) / 4000)
+    assert math.isnan(data_weighted_rtt_ms(rows, 1))  # one poll of its socket: nothing moved
+    assert math.isnan(data_weighted_rtt_ms(rows, 2))
 
 
 def test_per_second_series_and_segments_csv(run_dir, report):
