@@ -9,7 +9,8 @@
   record written before each change (mpstream/hostnet.py). Other namespaces' records and live
   sessions' stay.
 - Coupled congestion controls (lia, olia, balia, wvegas) mpstream registered with the kernel that no
-  topology uses any more (netem/coupled.py).
+  topology uses any more (netem/coupled.py); their maps that sockets still hold after that are
+  reported, as the kernel frees them on its own.
 - Temporary folders of killed sessions: the QUIC hop's, `play --url`'s page, Firefox profiles
   and the server stack's (mpstream/scratch.py).
 - Local clusters (`run --cluster local:N`) whose run died: their hosts' sandboxes with every
@@ -54,6 +55,9 @@ def clean() -> None:
     unloaded = coupled.clean_stale()
     for line in unloaded:
         say(line)
+    waiting = coupled.awaiting_kernel()
+    for line in waiting:
+        say(line)
     tempdirs = clean_stale_tempdirs()
     for line in tempdirs:
         say(line)
@@ -68,7 +72,7 @@ def clean() -> None:
         say(f"left alone: {out['other_netns']} record(s) of host changes in other network "
             "namespaces (run `mpstream clean` inside them; records in "
             f"{' and '.join(map(str, record_dirs()))})")
-    if not (clusters or sweep.removed or unloaded or tempdirs or out["undone"]
+    if not (clusters or sweep.removed or unloaded or waiting or tempdirs or out["undone"]
             or out["partial"]):
         say("nothing left behind")
     if out["problems"]:

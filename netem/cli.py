@@ -175,7 +175,7 @@ def clean(pattern: str) -> None:
     require_root()
     sweep = clean_stale(pattern)
     unloaded = coupled.clean_stale()
-    for line in sweep.lines() + unloaded:
+    for line in sweep.lines() + unloaded + coupled.awaiting_kernel():
         console.print(line, highlight=False, soft_wrap=True)
     if not sweep.removed:
         console.print("no topology left behind", highlight=False)

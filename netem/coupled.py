@@ -176,6 +176,26 @@ def clean_stale() -> list[str]:
                 for cc in _unload_unused(folder)]
 
 
+def awaiting_kernel(proc_sys: Path = PROC_SYS) -> list[str]:
+    """A line per struct_ops map of one of mpstream's CCs that is unregistered but still exists.
+    Sockets that ran the CC hold its map until they are freed, which for the sockets of a
+    deleted namespace the kernel does minutes later on its own: nothing is left to undo, and
+    nothing mpstream could do would free it sooner."""
+    if shutil.which("bpftool") is None:
+        return []
+    shown = sh(["bpftool", "-j", "struct_ops", "show"], check=False)
+    try:
+        maps = json.loads(shown.stdout or "[]")
+    except json.JSONDecodeError:
+        return []  # an older bpftool's error text; the list is a courtesy, not a check
+    kernel_names = {kernel_name(cc) for cc in COUPLED}
+    listed = set(registered(proc_sys))
+    return [f"left to the kernel: {m['name']}'s struct_ops map (id {m['id']}) is unregistered "
+            "but sockets that ran it still hold it; the kernel frees it when they close "
+            "(a deleted namespace's sockets within minutes)"
+            for m in maps if m.get("name") in kernel_names and m["name"] not in listed]
+
+
 def probe(cc: str, proc_sys: Path = PROC_SYS) -> tuple[bool, str]:
     """Whether `cc` loads here, for `mpstream doctor`: registered and unregistered again at
     once when it is not in use, left alone when it is."""
