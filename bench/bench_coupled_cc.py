@@ -6,6 +6,9 @@ too, where most ACKs and so most congestion-control calls are handled; the link 
 share is the same for every CC). Prints the medians and each CC's ratio to cubic.
 
     .venv/bin/python bench/bench_coupled_cc.py [--rounds 3] [--rate 100mbit] [--size 250M]
+        [--cc wvegas ...]
+
+`--cc` times only the CCs named, beside cubic (the baseline of every ratio).
 
 `--rate unshaped` uses plain links (no emulator): the transfer then runs as fast as the CPU
 lets it, where a per-ACK cost shows most.
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import subprocess
 import time
@@ -26,7 +30,7 @@ from rich.table import Table
 from mpstream.netem import coupled
 from mpstream.netem.profile import profile_from_dict
 from mpstream.netem.topology import Topology
-from mpstream.proc import machine_busy_seconds, process_cpu_seconds
+from mpstream.proc import machine_busy_seconds, process_cpu_seconds, signals_interrupt
 from mpstream.transport import get_transport
 
 CCS = ("cubic", *coupled.COUPLED)
@@ -78,20 +82,25 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rate", default="100mbit")
     parser.add_argument("--size", default="250M")
+    parser.add_argument("--cc", action="append", choices=CCS,
+                        help="a CC to time beside cubic (repeatable; default: all)")
     args = parser.parse_args()
+    ccs = ("cubic", *[cc for cc in CCS if cc in args.cc and cc != "cubic"]) if args.cc else CCS
     console = Console()
-    results: dict[str, list[dict[str, float]]] = {cc: [] for cc in CCS}
-    for round_ in range(args.rounds):
-        for cc in CCS if round_ % 2 == 0 else reversed(CCS):
-            results[cc].append(transfer(cc, args.rate, args.size))
-            console.print(f"round {round_} {cc}: {results[cc][-1]}", highlight=False)
+    results: dict[str, list[dict[str, float]]] = {cc: [] for cc in ccs}
+    # SIGTERM (a timeout, a scheduler) tears the topology down as Ctrl-C does.
+    with signals_interrupt(signal.SIGTERM, signal.SIGHUP):
+        for round_ in range(args.rounds):
+            for cc in ccs if round_ % 2 == 0 else reversed(ccs):
+                results[cc].append(transfer(cc, args.rate, args.size))
+                console.print(f"round {round_} {cc}: {results[cc][-1]}", highlight=False)
     table = Table(title=f"2 x {args.rate}, {args.size} per MPTCP download, {args.rounds} rounds "
                         "(medians)")
     for column in ("cc", "Mbit/s", "sender CPU s/GB", "ratio", "machine CPU s/GB", "ratio"):
         table.add_column(column)
     base = {k: statistics.median(r[k] for r in results["cubic"])
             for k in ("sender_s_per_gb", "busy_s_per_gb")}
-    for cc in CCS:
+    for cc in ccs:
         med = {k: statistics.median(r[k] for r in results[cc]) for k in results[cc][0]}
         table.add_row(cc, f"{med['mbit_s']:.1f}", f"{med['sender_s_per_gb']:.2f}",
                       f"{med['sender_s_per_gb'] / base['sender_s_per_gb']:.3f}",
