@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import tempfile
 import threading
 from pathlib import Path
@@ -25,6 +26,7 @@ from pathlib import Path
 from mpstream.netem.teardown import netns_pids
 from mpstream.netem.topology import Topology
 from mpstream.player.session import PlayRequest, play_session
+from mpstream.proc import signals_interrupt
 from mpstream.server.stack import ServerStack
 from mpstream.transport import get_transport
 
@@ -137,4 +139,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # SIGTERM (a timeout, a scheduler) tears down what the benchmark built, as Ctrl-C does.
+    with signals_interrupt(signal.SIGTERM, signal.SIGHUP):
+        main()

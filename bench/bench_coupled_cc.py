@@ -88,12 +88,10 @@ def main() -> None:
     ccs = ("cubic", *[cc for cc in CCS if cc in args.cc and cc != "cubic"]) if args.cc else CCS
     console = Console()
     results: dict[str, list[dict[str, float]]] = {cc: [] for cc in ccs}
-    # SIGTERM (a timeout, a scheduler) tears the topology down as Ctrl-C does.
-    with signals_interrupt(signal.SIGTERM, signal.SIGHUP):
-        for round_ in range(args.rounds):
-            for cc in ccs if round_ % 2 == 0 else reversed(ccs):
-                results[cc].append(transfer(cc, args.rate, args.size))
-                console.print(f"round {round_} {cc}: {results[cc][-1]}", highlight=False)
+    for round_ in range(args.rounds):
+        for cc in ccs if round_ % 2 == 0 else reversed(ccs):
+            results[cc].append(transfer(cc, args.rate, args.size))
+            console.print(f"round {round_} {cc}: {results[cc][-1]}", highlight=False)
     table = Table(title=f"2 x {args.rate}, {args.size} per MPTCP download, {args.rounds} rounds "
                         "(medians)")
     for column in ("cc", "Mbit/s", "sender CPU s/GB", "ratio", "machine CPU s/GB", "ratio"):
@@ -110,4 +108,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # SIGTERM (a timeout, a scheduler) tears down what the benchmark built, as Ctrl-C does.
+    with signals_interrupt(signal.SIGTERM, signal.SIGHUP):
+        main()

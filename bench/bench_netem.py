@@ -14,6 +14,7 @@ import argparse
 import collections
 import json
 import os
+import signal
 import socket
 import statistics
 import struct
@@ -27,6 +28,7 @@ from typing import Any
 from mpstream.netem import traces
 from mpstream.netem.profile import load_profile, profile_from_dict
 from mpstream.netem.topology import Topology
+from mpstream.proc import signals_interrupt
 from mpstream.transport import get_transport
 
 MPTCP_WRAP = get_transport("mptcp").wrap
@@ -360,4 +362,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # SIGTERM (a timeout, a scheduler) tears down what the benchmark built, as Ctrl-C does.
+    with signals_interrupt(signal.SIGTERM, signal.SIGHUP):
+        sys.exit(main())

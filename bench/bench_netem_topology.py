@@ -14,19 +14,24 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import time
 
+from mpstream.errors import UserError
 from mpstream.netem.profile import load_profile, preset_names
 from mpstream.netem.teardown import leftovers
 from mpstream.netem.topology import Topology
+from mpstream.proc import signals_interrupt
 
 
 def timed_up_down(profile, name: str) -> tuple[float, float]:
     started = time.monotonic()
     topo = Topology.up(profile, name)
-    built = time.monotonic()
-    topo.down()
+    try:
+        built = time.monotonic()
+    finally:
+        topo.down()
     return built - started, time.monotonic() - built
 
 
@@ -37,7 +42,11 @@ def main() -> int:
     name = f"bt{os.getpid()}"
     print(f"{'preset':32} {'paths':>5} {'up ms':>8} {'down ms':>8}   (median of {args.repeat})")
     for preset in preset_names():
-        profile = load_profile(preset)
+        try:
+            profile = load_profile(preset)
+        except UserError as exc:  # e.g. a trace not fetched on this machine
+            print(f"{preset:32} skipped: {exc}")
+            continue
         ups, downs = zip(*(timed_up_down(profile, name) for _ in range(args.repeat)),
                          strict=True)
         print(f"{preset:32} {len(profile.paths):5d} {1000 * statistics.median(ups):8.0f} "
@@ -62,4 +71,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # SIGTERM (a timeout, a scheduler) tears down what the benchmark built, as Ctrl-C does.
+    with signals_interrupt(signal.SIGTERM, signal.SIGHUP):
+        raise SystemExit(main())

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import tempfile
 from pathlib import Path
 
 from mpstream.netem.topology import Topology
 from mpstream.player.session import DIST_DIR, MANIFESTS, PlayRequest, play_session
+from mpstream.proc import signals_interrupt
 from mpstream.server.stack import ServerStack
 from mpstream.transport import get_transport
 
@@ -79,4 +81,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # SIGTERM (a timeout, a scheduler) tears down what the benchmark built, as Ctrl-C does.
+    with signals_interrupt(signal.SIGTERM, signal.SIGHUP):
+        main()

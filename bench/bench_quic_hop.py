@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import tempfile
 import time
@@ -29,7 +30,7 @@ from mpstream.netem.profile import profile_from_dict
 from mpstream.netem.teardown import netns_pids
 from mpstream.netem.topology import Topology
 from mpstream.network import Network
-from mpstream.proc import machine_busy_seconds, process_cpu_seconds
+from mpstream.proc import machine_busy_seconds, process_cpu_seconds, signals_interrupt
 from mpstream.server.stack import ServerStack
 from mpstream.transport import get_transport
 
@@ -148,4 +149,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # SIGTERM (a timeout, a scheduler) tears down what the benchmark built, as Ctrl-C does.
+    with signals_interrupt(signal.SIGTERM, signal.SIGHUP):
+        main()

@@ -4,6 +4,7 @@ report takes for a run of 25 trials built in memory. Prints figures; not a test.
 
 from __future__ import annotations
 
+import signal
 import statistics
 import subprocess
 import tempfile
@@ -12,6 +13,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from mpstream.netem.topology import Topology
+from mpstream.proc import signals_interrupt
 from mpstream.runner.sampler import SubflowSampler, read_samples
 from mpstream.transport import get_transport
 
@@ -79,5 +81,7 @@ def report_figures() -> None:
 
 
 if __name__ == "__main__":
-    sampler_figures()
-    report_figures()
+    # SIGTERM (a timeout, a scheduler) tears down what the benchmark built, as Ctrl-C does.
+    with signals_interrupt(signal.SIGTERM, signal.SIGHUP):
+        sampler_figures()
+        report_figures()
