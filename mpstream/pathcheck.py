@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -56,6 +57,8 @@ def timed_download(url: str, seconds: float, interface: str | None = None,
         info = json.loads(done.stdout)
     except ValueError:
         return {"error": f"curl failed (exit {done.returncode}): {done.stderr.strip()[:200]}"}
+    if info.get("local_port"):
+        wait_connection_gone(int(info["local_port"]))
     # Exit 28 is the time limit, which is how a long download is meant to end.
     if done.returncode not in (0, 28) or info.get("http_code") not in (200, 206):
         reason = info.get("errormsg") or f"HTTP {info.get('http_code')}"
@@ -69,6 +72,23 @@ def timed_download(url: str, seconds: float, interface: str | None = None,
         "bytes": size,
         "seconds": round(info["time_total"], 3),
     }
+
+
+def wait_connection_gone(local_port: int, timeout_s: float = 5.0) -> bool:
+    """Whether the connection curl made from `local_port` is gone (or only in TIME-WAIT) within
+    `timeout_s`. curl stopped at its time limit closes an MPTCP connection gracefully, and the
+    server goes on sending into it for a few hundred milliseconds: the next download (the next
+    interface's, or the session after a check) must not share the link with that tail."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        listing = subprocess.run(["ss", "-HntM", "state", "all", "exclude", "time-wait",
+                                  f"sport = :{local_port}"],
+                                 capture_output=True, text=True, check=False).stdout
+        if not listing.strip():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
 
 
 def check_paths(url: str, specs: list[InterfaceSpec], *, probe_url: str | None = None,
