@@ -57,8 +57,8 @@ def timed_download(url: str, seconds: float, interface: str | None = None,
         info = json.loads(done.stdout)
     except ValueError:
         return {"error": f"curl failed (exit {done.returncode}): {done.stderr.strip()[:200]}"}
-    if info.get("local_port"):
-        wait_connection_gone(int(info["local_port"]))
+    if info.get("local_port") and info.get("remote_port"):
+        wait_connection_gone(int(info["local_port"]), int(info["remote_port"]))
     # Exit 28 is the time limit, which is how a long download is meant to end.
     if done.returncode not in (0, 28) or info.get("http_code") not in (200, 206):
         reason = info.get("errormsg") or f"HTTP {info.get('http_code')}"
@@ -74,20 +74,18 @@ def timed_download(url: str, seconds: float, interface: str | None = None,
     }
 
 
-def wait_connection_gone(local_port: int, timeout_s: float = 5.0) -> bool:
-    """Whether the connection curl made from `local_port` is gone (or only in TIME-WAIT) within
-    `timeout_s`. curl stopped at its time limit closes an MPTCP connection gracefully, and the
-    server goes on sending into it for a few hundred milliseconds: the next download (the next
+def wait_connection_gone(local_port: int, remote_port: int, timeout_s: float = 5.0) -> None:
+    """Wait, at most `timeout_s`, until the connection curl made between these ports is gone (or
+    only in TIME-WAIT). curl stopped at its time limit closes an MPTCP connection gracefully, and
+    the server goes on sending into it for a few hundred milliseconds: the next download (the next
     interface's, or the session after a check) must not share the link with that tail."""
     deadline = time.monotonic() + timeout_s
-    while True:
+    while time.monotonic() < deadline:
         listing = subprocess.run(["ss", "-HntM", "state", "all", "exclude", "time-wait",
-                                  f"sport = :{local_port}"],
+                                  f"sport = :{local_port} and dport = :{remote_port}"],
                                  capture_output=True, text=True, check=False).stdout
         if not listing.strip():
-            return True
-        if time.monotonic() > deadline:
-            return False
+            return
         time.sleep(0.05)
 
 
