@@ -270,8 +270,8 @@ def test_paths_check_measures_each_interface_then_the_aggregate(hosts):
     assert not left.strip(), left
     out = json.loads(done.stdout)
     # Each link is a 20 Mbit/s bottleneck: alone, each gives about that; together, more. (A loss
-    # MPTCP repairs by a timeout stalls both links for 200-600 ms: 4 s keep that from hiding the
-    # second link's share.)
+    # MPTCP repairs by a timeout stalls both links for a few hundred milliseconds: 4 s keep that
+    # from hiding the second link's share.)
     rates = {i["interface"]: i["throughput_bps"] for i in out["interfaces"]}
     assert all(12e6 < r < 22e6 for r in rates.values()), rates
     assert all(i["rtt_ms"] > 0 for i in out["interfaces"])
