@@ -194,6 +194,10 @@ def sweep_lines(path: Path, x_name: str, points: dict[str, dict[str, dict[float,
         ax.grid(alpha=0.3)
     for ax in axes[0]:
         ticks = sorted(xs_all)
-        ax.set_xticks(ticks, [x_tick(x) for x in ticks], fontsize=7, rotation=30)
-    _legend(axes[0][0])
+        # Upright labels: swept values can sit close (375k beside 400k) and slanted ones overlap.
+        ax.set_xticks(ticks, [x_tick(x) for x in ticks], fontsize=7, rotation=90)
+    # The legend goes beside the last panel, not on one: the lines span the whole height.
+    last = axes[0][-1]
+    if last.get_legend_handles_labels()[0]:
+        last.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
     return _save(fig, path)
