@@ -224,8 +224,20 @@ def data_weighted_rtt_ms(rows: list[dict], path: int) -> float:
     the path as much as one carrying data: iperf3's control connection has a subflow on each
     path beside the data's, and pulled the plain mean about halfway back to the base RTT (64
     instead of 94.6 ms at the MPCC sweep's 1 MB buffer with cubic)."""
-    before: dict[tuple, int] = {}
     weighted = sent_total = 0.0
+    for r, sent in sending_polls(rows, path):
+        if r["rtt_ms"] is None:
+            continue
+        weighted += r["rtt_ms"] * sent
+        sent_total += sent
+    return weighted / sent_total if sent_total else math.nan
+
+
+def sending_polls(rows: list[dict], path: int) -> list[tuple[dict, int]]:
+    """(poll, bytes sent since the socket's previous poll) for each established socket's poll
+    on `path` that found it sending: what its window and RTT were while it carried data."""
+    before: dict[tuple, int] = {}
+    out = []
     for r in rows:
         if r["path"] != path or r["state"] != "ESTAB":
             continue
@@ -233,11 +245,9 @@ def data_weighted_rtt_ms(rows: list[dict], path: int) -> float:
         sent = r["bytes_sent"] or 0
         last = before.get(sock)
         before[sock] = sent
-        if last is None or r["rtt_ms"] is None or sent <= last:
-            continue
-        weighted += r["rtt_ms"] * (sent - last)
-        sent_total += sent - last
-    return weighted / sent_total if sent_total else math.nan
+        if last is not None and sent > last:
+            out.append((r, sent - last))
+    return out
 
 
 def kernel_metrics(rec: TrialData, n_paths: int) -> dict[str, float]:

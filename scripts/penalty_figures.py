@@ -7,6 +7,7 @@ folders.
     .venv/bin/python scripts/penalty_figures.py peak-notsent RUN_DIR [--conditions A,B]
     .venv/bin/python scripts/penalty_figures.py path-return RUN_DIR [--conditions A,B]
     .venv/bin/python scripts/penalty_figures.py link-losses RUN_DIR [--conditions A,B] [--path 0]
+    .venv/bin/python scripts/penalty_figures.py sender-windows RUN_DIR [--conditions A,B] [--path 0]
 
 first-segment (first-split.md, startup.md): per trial of the unbalanced conditions
 (--conditions), the first video and audio downloads' times at the page, the slow path's (path
@@ -26,6 +27,9 @@ link-losses (results.md, QUIC on one path): per trial, what the sender counted l
 (the kernel's retransmissions, or the packets the QUIC hop's gateway declared lost) beside what
 the path's link dropped in the data direction (link-stats.json), and the sender's window on that
 path in packets (10th, 50th, 90th percentile and largest, over its polls).
+sender-windows (results.md and coupled-cc.md, the MPCC sweep's wVegas): per trial of an iperf
+run, its throughput and, over the polls that found a sender's socket on the path sending, the
+window in packets and the smoothed RTT (10th, 50th, 90th percentile) and the least smoothed RTT.
 """
 
 from __future__ import annotations
@@ -38,7 +42,14 @@ from pathlib import Path
 from mpstream.jsonlines import read_json_lines
 from mpstream.runner.evidence import trial_evidence
 from mpstream.runner.layout import load_trials
-from mpstream.runner.metrics import data_link, link_drops, socket_increments, trial_metrics
+from mpstream.runner.metrics import (
+    data_link,
+    iperf_metrics,
+    link_drops,
+    sending_polls,
+    socket_increments,
+    trial_metrics,
+)
 
 SLOW_PATH = 1
 
@@ -179,11 +190,29 @@ def link_losses(run_dirs: list[Path], conditions: str, path: int) -> None:
             continue
         dropped = link_drops(link)
         windows = sorted(r["cwnd"] for r in sender if r["state"] == "ESTAB" and r["cwnd"])
-        spread = "/".join(str(windows[int(len(windows) * q)]) for q in (0.1, 0.5, 0.9))
+        spread = _deciles(windows, "{}")
         print(f"{rec.key:28} sender counted {counted} lost, the link dropped {dropped} of "
               f"{link['packets_in']} ({dropped / max(link['packets_in'], 1):.2%}); window "
               f"p10/p50/p90 {spread if windows else '-'}, at most "
               f"{windows[-1] if windows else '-'} packets")
+
+
+def sender_windows(run_dirs: list[Path], conditions: str, path: int) -> None:
+    for rec in _trials(run_dirs, conditions):
+        polls = [r for r, _ in sending_polls(rec.sender_samples, path)
+                 if r["cwnd"] and r["rtt_ms"] is not None]
+        if not polls:
+            print(f"{rec.key:28} no poll found a sender on path {path} sending")
+            continue
+        windows = sorted(r["cwnd"] for r in polls)
+        rtts = sorted(r["rtt_ms"] for r in polls)
+        print(f"{rec.key:28} {iperf_metrics(rec)['throughput_mbps']:6.1f} Mbit/s; while sending "
+              f"({len(polls)} polls): window p10/p50/p90 {_deciles(windows, '{}')} packets, "
+              f"smoothed RTT {_deciles(rtts, '{:.1f}')} ms, least {rtts[0]:.1f} ms")
+
+
+def _deciles(xs: list, fmt: str) -> str:
+    return "/".join(fmt.format(xs[int(len(xs) * q)]) for q in (0.1, 0.5, 0.9))
 
 
 def _after(t: float | None, since: float) -> str:
@@ -210,6 +239,10 @@ def main() -> None:
     p.add_argument("runs", nargs="+", type=Path)
     p.add_argument("--conditions", default="single-tcp,single-quic", help="comma-separated labels")
     p.add_argument("--path", type=int, default=0)
+    p = sub.add_parser("sender-windows")
+    p.add_argument("runs", nargs="+", type=Path)
+    p.add_argument("--conditions", required=True, help="comma-separated labels")
+    p.add_argument("--path", type=int, default=0)
     p = sub.add_parser("ratio")
     p.add_argument("run", type=Path)
     p.add_argument("a")
@@ -225,6 +258,8 @@ def main() -> None:
         path_return(args.runs, args.conditions)
     elif args.what == "link-losses":
         link_losses(args.runs, args.conditions, args.path)
+    elif args.what == "sender-windows":
+        sender_windows(args.runs, args.conditions, args.path)
     else:
         ratio(args.run, args.a, args.b)
 

@@ -146,3 +146,33 @@ def test_link_losses_sets_the_senders_count_beside_the_links_drops(tmp_path, cap
     out = capsys.readouterr().out
     assert "sender counted 7 lost, the link dropped 7 of 1000 (0.70%)" in out
     assert "window p10/p50/p90 10/20/40, at most 40 packets" in out
+
+
+def test_sender_windows_reads_the_window_and_rtt_only_while_a_socket_sends(tmp_path, capsys):
+    import csv
+
+    from mpstream.runner.sampler import FIELDS
+
+    d = tmp_path / "trials" / "r00-375k-wvegas"
+    d.mkdir(parents=True)
+    (d / "trial.json").write_text(
+        trial_record("r00-375k-wvegas", "375k-wvegas", kind="iperf").model_dump_json())
+    (d / "iperf.json").write_text(json.dumps(
+        {"end": {"sum_received": {"bits_per_second": 55.5e6}, "sum_sent": {}}}))
+    with (d / "samples-server.csv").open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=FIELDS)
+        w.writeheader()
+        # Socket "a" sends between its polls; "b" (a control connection) sits idle with its
+        # handshake's RTT, and "c" sends on path 1: neither may count.
+        for t, local, path, sent, cwnd, rtt in (
+                (0.1, "a", 0, 100, 10, 30.2), (0.2, "a", 0, 900, 60, 31.0),
+                (0.3, "a", 0, 2000, 80, 32.5), (0.4, "a", 0, 2600, 70, 30.6),
+                (0.1, "b", 0, 5, 10, 29.0), (0.4, "b", 0, 5, 10, 29.0),
+                (0.1, "c", 1, 10, 300, 90.0), (0.4, "c", 1, 99, 300, 90.0)):
+            w.writerow({k: "" for k in FIELDS} | {
+                "t_s": t, "host": "server", "path": path, "local": local, "peer": "x",
+                "state": "ESTAB", "bytes_sent": sent, "cwnd": cwnd, "rtt_ms": rtt})
+    figures.sender_windows([tmp_path], "375k-wvegas", 0)
+    out = capsys.readouterr().out
+    assert "55.5 Mbit/s; while sending (3 polls)" in out
+    assert "window p10/p50/p90 60/70/80 packets, smoothed RTT 30.6/31.0/32.5 ms, least 30.6" in out
