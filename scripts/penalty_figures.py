@@ -190,10 +190,10 @@ def link_losses(run_dirs: list[Path], conditions: str, path: int) -> None:
             continue
         dropped = link_drops(link)
         windows = sorted(r["cwnd"] for r in sender if r["state"] == "ESTAB" and r["cwnd"])
-        spread = _deciles(windows, "{}")
+        spread = _deciles(windows, "{}") if windows else "-"
         print(f"{rec.key:28} sender counted {counted} lost, the link dropped {dropped} of "
               f"{link['packets_in']} ({dropped / max(link['packets_in'], 1):.2%}); window "
-              f"p10/p50/p90 {spread if windows else '-'}, at most "
+              f"p10/p50/p90 {spread}, at most "
               f"{windows[-1] if windows else '-'} packets")
 
 
