@@ -24,10 +24,10 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def _legend(ax) -> None:
+def _legend(ax, **where) -> None:
     # A condition whose trials all failed has an empty panel: no legend to draw.
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8, loc="upper right")
+        ax.legend(fontsize=8, **({"loc": "upper right"} | where))
 
 
 def segment_rates(path: Path, groups: list[str], seg: dict[str, dict[int, list[float]]]) -> Path:
@@ -197,7 +197,5 @@ def sweep_lines(path: Path, x_name: str, points: dict[str, dict[str, dict[float,
         # Upright labels: swept values can sit close (375k beside 400k) and slanted ones overlap.
         ax.set_xticks(ticks, [x_tick(x) for x in ticks], fontsize=7, rotation=90)
     # The legend goes beside the last panel, not on one: the lines span the whole height.
-    last = axes[0][-1]
-    if last.get_legend_handles_labels()[0]:
-        last.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    _legend(axes[0][-1], loc="center left", bbox_to_anchor=(1.02, 0.5))
     return _save(fig, path)
