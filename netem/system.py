@@ -107,8 +107,17 @@ def require_cc(cc: str, proc_sys: Path = PROC_SYS) -> None:
         )
     allowed = available_values("net.ipv4.tcp_allowed_congestion_control", proc_sys)
     if cc not in allowed:
-        (proc_sys / "net/ipv4/tcp_allowed_congestion_control").write_text(
-            " ".join([*allowed, cc]) + "\n")
+        try:
+            (proc_sys / "net/ipv4/tcp_allowed_congestion_control").write_text(
+                " ".join([*allowed, cc]) + "\n")
+        except PermissionError:
+            # Only the machine's initial network namespace may change the list (a local
+            # cluster's host runs in a namespace of its own: `mpstream run` allows it first).
+            raise UserError(
+                f"cc: congestion control {cc!r} is not in net.ipv4.tcp_allowed_congestion_"
+                f"control ({' '.join(allowed)}), and this network namespace may not add it: "
+                f"run `sysctl -w net.ipv4.tcp_allowed_congestion_control=\"{' '.join(allowed)} "
+                f"{cc}\"` on the machine itself") from None
 
 
 def require_scheduler(name: str, proc_sys: Path = PROC_SYS) -> None:

@@ -4,8 +4,12 @@ cluster mode and how the tests run it.
 Each host, and the head, is a sandbox: its own network namespace (an address on a private
 bridge in a hub namespace, 10.200.0.0/24, and no route anywhere else: nothing Ray tries can leave
 the machine), its own mount namespace (a fresh /run, so Ray's sessions, mpstream's state and the
-namespaces its trials make are the host's own; the hosts also get a fresh /tmp) and its own pid
-namespace. A sandbox's first process (`init` below) reaps orphans and, told to stop, sends
+namespaces its trials make are the host's own) and its own pid namespace. A host's temporary
+files (TMPDIR: browser profiles, the server stack's files, trial scratch, the media cache) go
+to a folder in its own /run too; /tmp stays the machine's, so a checkout, a virtual environment,
+a scenario, media or traces kept there are seen by every host as by the user.
+
+A sandbox's first process (`init` below) reaps orphans and, told to stop, sends
 SIGTERM to everything in it, waits for the trials to tear down, and exits: the kernel then ends
 whatever is left, and with the last process the mount namespace and every network namespace a
 trial made in it are gone. The hosts are started with `mpstream cluster head` and `mpstream
@@ -14,7 +18,8 @@ cluster join`, the commands a testbed uses, and the run's driver runs inside the
 What it makes is recorded before it is made (`clusters/NAME.json` in the state root: owner,
 namespaces, the sandboxes' first processes), so `mpstream clean` removes a cluster whose `run`
 was killed with -9. Sandboxes see the machine's file system (the repository, the media, the run
-folder) but not its /run.
+folder) but not its /run: a sandbox checks, before it says it is ready, that it sees the
+interpreter, the project, the working folder and the run folder, and names what it cannot see.
 """
 
 from __future__ import annotations
@@ -47,17 +52,23 @@ from mpstream.runner.scenario import Trial
 NS_PREFIX = "mpsc-"
 SUBNET = "10.200.0"  # .1 the head, .2 and up the hosts
 MAX_HOSTS = 32
-# Inside a sandbox: its own /run holds the token and mpstream's state, its own /tmp the host's
-# scratch folders and media cache.
+# Inside a sandbox its own /run holds the token, mpstream's state (Ray's session folder among
+# it: hosts.ray_temp_dir), a host's cache (media, trial scratch) and the sandbox's TMPDIR. Private
+# temporary files matter beyond tidiness: the hosts' pid namespaces reuse pids, and a folder
+# named after one host's live process (mpstream/scratch.py) would look stale to another's
+# `clean`. /tmp itself is left alone: a fresh one there hid any checkout under /tmp.
 SANDBOX_CONFIG = "/run/mpstream/cluster"
 SANDBOX_STATE = "/run/mpstream"
-SANDBOX_CACHE = "/tmp/mpstream-host"
+SANDBOX_CACHE = "/run/mpstream-host/cache"
+SANDBOX_TMPDIR = "/run/mpstream-host/tmp"
 # How long a sandbox's init waits, once told to stop, for its processes to end (a host's: a
 # trial's teardown; the head's: no trial, and Ray's head services linger on SIGTERM) before it
 # exits and the kernel ends the rest.
 STOP_GRACE_S = TEARDOWN_TIMEOUT_S + 15
 HEAD_STOP_GRACE_S = 5
 START_TIMEOUT_S = 180
+# What a sandbox's init says, instead of "ready", of a path it needs and cannot see.
+CANNOT_SEE = "cannot see "
 # What the run's driver said (Ray's warnings, media copied to hosts, errors), in the run folder.
 CLUSTER_LOG = "cluster.log"
 
@@ -88,33 +99,37 @@ class Sandbox:
     name: str  # "head", "local-1", ...
     netns: str
     address: str
-    host: bool  # runs trials (its own /tmp too)
+    host: bool  # runs trials
     proc: subprocess.Popen | None = None
     init_pid: int | None = None
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.update({CONFIG_ENV: SANDBOX_CONFIG, state.ENV: SANDBOX_STATE})
+        env["TMPDIR"] = SANDBOX_TMPDIR
         if self.host:
             env[CACHE_ENV] = SANDBOX_CACHE
         return env
 
-    def start(self, token: Path, log: Path) -> int:
+    def start(self, token: Path, log: Path, needs: list[Path]) -> int:
+        """The sandbox up and its init's pid; `needs`: the paths its processes must see (an
+        error names the first one it cannot)."""
         argv = in_netns(self.netns, [
             "unshare", "--mount", "--propagation", "private", "--pid", "--fork",
             "--mount-proc", "--kill-child=SIGKILL",
             sys.executable, "-m", "mpstream.runner.localcluster", "init", str(token),
-            str(STOP_GRACE_S if self.host else HEAD_STOP_GRACE_S)])
-        if self.host:
-            argv.append("--private-tmp")
+            str(STOP_GRACE_S if self.host else HEAD_STOP_GRACE_S), *map(str, needs)])
         with log.open("ab") as err:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                          stderr=err, start_new_session=True)
         assert self.proc.stdout is not None
         ready, _, _ = select.select([self.proc.stdout], [], [], 60)
-        line = self.proc.stdout.readline() if ready else b""
+        line = self.proc.stdout.readline().decode(errors="replace").strip() if ready else ""
         self.proc.stdout.close()
-        if line.strip() != b"ready":
+        if line.startswith(CANNOT_SEE):
+            self.proc.wait(10)
+            raise UserError(cannot_see_message(self.name, line.removeprefix(CANNOT_SEE)))
+        if line != "ready":
             raise UserError(f"sandbox {self.name} did not start: {log.read_text()[-500:]}")
         self.init_pid = next(iter(child_pids(self.proc.pid)), None)
         if self.init_pid is None:
@@ -170,7 +185,13 @@ class LocalCluster:
 
     hosts: int
     name: str = field(default_factory=lambda: f"c{os.getpid()}")
+    # Paths beyond the project's own (project_paths) that every sandbox must see: the run folder.
+    inputs: list[Path] = field(default_factory=list)
     sandboxes: list[Sandbox] = field(init=False)
+
+    @property
+    def needs(self) -> list[Path]:
+        return [*project_paths(), *self.inputs]
 
     def __post_init__(self) -> None:
         self.head = Sandbox("head", self._ns("head"), f"{SUBNET}.1", host=False)
@@ -222,7 +243,7 @@ class LocalCluster:
             _restore_env(CONFIG_ENV, saved)
         self._network()
         for sandbox in self.sandboxes:
-            sandbox.start(token, self.folder / f"{sandbox.name}.log")
+            sandbox.start(token, self.folder / f"{sandbox.name}.log", self.needs)
             self._write_record()
         mpstream = [sys.executable, "-m", "mpstream.cli", "cluster"]
         self.head.run([*mpstream, "head", "--node-address", self.head.address, "--no-trials",
@@ -278,6 +299,20 @@ class LocalCluster:
                                    stderr=err, text=True)
 
 
+def project_paths() -> list[Path]:
+    """What every sandbox runs from: the interpreter as it is called (a virtual environment's
+    own path), the packages of mpstream's parts and the working folder (nsenter's --wd)."""
+    parts = {Path(state.__file__).parent, Path(__file__).parent}
+    return [Path(sys.executable), *sorted(parts), Path(os.getcwd())]
+
+
+def cannot_see_message(sandbox: str, path: str) -> str:
+    return (f"local cluster host {sandbox} cannot see {path}: each host of `--cluster local:N` "
+            "mounts its own /run, which hides whatever the machine keeps there. Move it (the "
+            "checkout and its virtual environment, the run folder with --out, or the working "
+            "folder) out of /run, e.g. under your home folder or /tmp, and run again")
+
+
 def _restore_env(name: str, value: str | None) -> None:
     if value is None:
         os.environ.pop(name, None)
@@ -298,7 +333,7 @@ class LocalClusterTrials:
         if Path(run_dir).resolve().is_relative_to("/run"):
             raise UserError(f"{run_dir}: a local cluster's hosts each have their own /run, so "
                             "the run folder must be elsewhere")
-        with LocalCluster(self.hosts) as cluster:
+        with LocalCluster(self.hosts, inputs=[Path(run_dir).resolve()]) as cluster:
             log = Path(run_dir) / CLUSTER_LOG
             proc = cluster.driver(run_dir, [t.key for t in trials], self.margin_s, log,
                                   self.balance)
@@ -412,15 +447,20 @@ def leftovers() -> list[str]:
 # --- a sandbox's first process ------------------------------------------------------------------
 
 
-def init(token: Path, grace_s: float, private_tmp: bool) -> int:
-    """Pid 1 of a sandbox: mounts its own /run (and /tmp), puts the token in its /run, says
-    "ready", reaps orphans until told to stop, then stops everything in the sandbox."""
+def init(token: Path, grace_s: float, needs: list[Path]) -> int:
+    """Pid 1 of a sandbox: mounts its own /run (with its cache and TMPDIR in it), checks it
+    sees every path in `needs` (else says which it cannot and exits), puts the token in its
+    /run, says "ready", reaps orphans until told to stop, then stops everything in it."""
     secret = token.read_bytes()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "mpstream-run", "/run"],
                    check=True)
-    if private_tmp:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=1777", "mpstream-tmp", "/tmp"],
-                       check=True)
+    Path(SANDBOX_CACHE).mkdir(parents=True)
+    Path(SANDBOX_TMPDIR).mkdir(parents=True)
+    os.chmod(SANDBOX_TMPDIR, 0o1777)  # as /tmp's
+    for path in needs:
+        if not path.exists():
+            print(f"{CANNOT_SEE}{path}", flush=True)
+            return 1
     config = Path(SANDBOX_CONFIG)
     config.mkdir(mode=0o700, parents=True)
     fd = os.open(config / TOKEN_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -460,7 +500,7 @@ def _others_alive() -> bool:
 
 if __name__ == "__main__":
     if len(sys.argv) >= 4 and sys.argv[1] == "init":
-        sys.exit(init(Path(sys.argv[2]), float(sys.argv[3]), "--private-tmp" in sys.argv[4:]))
+        sys.exit(init(Path(sys.argv[2]), float(sys.argv[3]), [Path(p) for p in sys.argv[4:]]))
     print("usage: python -m mpstream.runner.localcluster init TOKEN_FILE GRACE_S "
-          "[--private-tmp]", file=sys.stderr)
+          "[NEEDED_PATH ...]", file=sys.stderr)
     sys.exit(2)

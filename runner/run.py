@@ -140,7 +140,8 @@ def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
 
 def preflight(scenario: Scenario) -> None:
     """What every trial needs, checked once: otherwise each trial would fail the same way."""
-    from mpstream.netem import teardown
+    from mpstream.netem import coupled, teardown
+    from mpstream.netem.system import require_cc
 
     problems = []
     if os.geteuid() != 0:
@@ -168,6 +169,13 @@ def preflight(scenario: Scenario) -> None:
         refusal = transport.refuses_cc(profile.cc) if profile else None
         if refusal:
             problems.append(f"condition {cond.label}: {refusal}")
+        elif profile is not None and not coupled.is_coupled(profile.cc):
+            # Allowed now, from the machine's own namespace (as the topology would): the hosts
+            # of a local cluster run in namespaces of their own, which may not widen the list.
+            try:
+                require_cc(profile.cc)
+            except UserError as exc:
+                problems.append(f"condition {cond.label}: {exc}")
         if profile is None and transport.runs_on_server:
             problems.append(f"condition {cond.label}: transport {transport.name} runs a gateway "
                             "on the server host, which mpstream does not run on a real "

@@ -35,7 +35,7 @@ def leftovers() -> list[str]:
             text = info.read_text()
         except OSError:
             continue
-        if " mpstream-run " in text or " mpstream-tmp " in text:
+        if " mpstream-run " in text:
             found.append(f"a sandbox's mounts ({info.parent})")
     if Path("/tmp/ray").exists():
         found.append("/tmp/ray")

@@ -110,3 +110,24 @@ def test_media_trees_are_known_by_content(tmp_path, monkeypatch):
     cluster.untar(cluster.tar_bytes(tree), cached)
     (tmp_path / "cache" / "media" / f"{digest}.ok").touch()
     assert cluster.media_here(cluster.MediaShipment(digest, "/nowhere", [])) == (cached, "")
+
+
+def test_a_host_without_the_tree_unpacks_the_shipped_archive_once(tmp_path, monkeypatch):
+    # What a host that does not share the run's file system does (a real testbed's host; a
+    # local cluster's hosts see the run's own path): the archive the driver put in Ray's object
+    # store is fetched (ray.get faked here) and unpacked into the cache under its hash, once.
+    tree = tmp_path / "media"
+    (tree / "hls").mkdir(parents=True)
+    (tree / "media.json").write_text("{}")
+    (tree / "hls" / "seg0.ts").write_bytes(b"z" * 4000)
+    digest = cluster.tree_digest(tree)
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    fetched = []
+    monkeypatch.setattr(cluster.ray, "get", lambda ref: fetched.append(ref) or ref)
+    shipment = cluster.MediaShipment(digest, str(tmp_path / "elsewhere"),
+                                     archive=[cluster.tar_bytes(tree)])
+    where, note = cluster.media_here(shipment)
+    assert where == tmp_path / "cache" / "media" / digest
+    assert cluster.tree_digest(where) == digest
+    assert note.startswith(f"media tree {digest[:12]} copied to {where}")
+    assert cluster.media_here(shipment) == (where, "") and len(fetched) == 1
