@@ -11,6 +11,7 @@ failure with its own last words (`problem`).
 
 from __future__ import annotations
 
+import functools
 import json
 import select
 import subprocess
@@ -54,10 +55,33 @@ def quic_cc(cc: str | None) -> str:
     return "newreno" if name == "reno" else name
 
 
+@functools.cache
+def quic_schedulers(binary: Path = HOP_BINARY) -> dict[str, str]:
+    """The packet schedulers the hop's multipath QUIC sender has, by name, with what each
+    does (as `mpstream-quic schedulers` lists them, the default first)."""
+    missing = hop_missing(binary)
+    if missing:
+        raise UserError(missing[0])
+    done = subprocess.run([str(binary), "schedulers"], capture_output=True, text=True,
+                          timeout=10)
+    if done.returncode != 0:
+        raise UserError(f"the QUIC hop ({binary}) lists no schedulers: "
+                        f"{(done.stderr.strip().splitlines() or [''])[0][-200:]} (run "
+                        f"`{BUILD_COMMAND}` again)")
+    found = {}
+    for line in done.stdout.splitlines():
+        if line.strip():
+            entry = json.loads(line)
+            found[str(entry["name"])] = str(entry.get("description", ""))
+    return found
+
+
 @dataclass
 class HopOptions:
     mode: HopMode
     cc: str = "cubic"
+    # Which path each packet of a multipath connection goes on (quic_schedulers names them).
+    scheduler: str = "lowest-id"
     packet_size: int = 1472  # UDP payload: fills a 1500-byte link as TCP's 1448-byte segments
     # With multipath: room to reopen failed paths. Ids are not reused, and a path that never
     # validated (opened while its link was down) keeps its id (noq issue 804).

@@ -9,17 +9,18 @@ one subclass here (or in a module of its own) and one `register` call.
 from __future__ import annotations
 
 import contextlib
+import copy
 import re
 import shutil
 from abc import ABC
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 from urllib.parse import urlsplit
 
 from mpstream.errors import UserError
-from mpstream.hop import HopMode, HopOptions, QuicHop, hop_missing, quic_cc
+from mpstream.hop import HopMode, HopOptions, QuicHop, hop_missing, quic_cc, quic_schedulers
 from mpstream.network import Network
 from mpstream.proof import Proof
 
@@ -71,6 +72,39 @@ class Transport(ABC):
     carries_http_only: ClassVar[bool] = False
     # It runs a program of its own on the server host (which a real network's server is not).
     runs_on_server: ClassVar[bool] = False
+    # The path scheduler chosen for one use (None: the transport's default): set on a copy by
+    # `with_scheduler`, never on the registered object.
+    scheduler: str | None = None
+
+    def schedulers(self) -> dict[str, str]:
+        """The path schedulers this transport can run (which bytes go on which path), by name,
+        each with what it does, the default first; {} when there is none to choose."""
+        return {}
+
+    @property
+    def scheduler_name(self) -> str | None:
+        """The scheduler this use runs: the one chosen, else the transport's default."""
+        return self.scheduler or next(iter(self.schedulers()), None)
+
+    def with_scheduler(self, name: str | None) -> Transport:
+        """This transport running scheduler `name` (None: its default); a name it lacks is an
+        error naming the ones it has."""
+        if name is None:
+            return self
+        known = self.schedulers()
+        if not known:
+            raise UserError(f"scheduler {name!r}: transport {self.name} has no path scheduler "
+                            "to choose (see `mpstream play --list-schedulers`)")
+        if name not in known:
+            raise UserError(f"scheduler {name!r}: transport {self.name} has "
+                            f"{', '.join(known)} (see `mpstream play --list-schedulers`)")
+        chosen = copy.copy(self)
+        chosen.scheduler = name
+        return chosen
+
+    def fit_profile(self, profile: Any) -> Any:
+        """An emulated network's profile as this use needs it (by default unchanged)."""
+        return profile
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
         """A client or server program as it must run to speak this transport."""
@@ -115,6 +149,19 @@ class MPTCP(Transport):
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
         return ["mptcpize", "run", *argv]
+
+    def schedulers(self) -> dict[str, str]:
+        # The kernel's registered schedulers (upstream Linux has only `default`; a kernel with
+        # BPF or out-of-tree schedulers lists more). The emulated network sets it per namespace.
+        listed = _proc_sys("net/mptcp/available_schedulers").split() or ["default"]
+        return {name: KERNEL_SCHEDULERS.get(name, "registered with this kernel")
+                for name in sorted(listed, key=lambda n: n != "default")}
+
+    def fit_profile(self, profile: Any) -> Any:
+        if self.scheduler is None:
+            return profile
+        return profile.model_copy(update={
+            "mptcp": profile.mptcp.model_copy(update={"scheduler": self.scheduler})})
 
     def before(self, network: Network) -> dict[str, int]:
         return mptcp_counters(network)
@@ -175,6 +222,11 @@ class HopTransport(Transport):
     def missing(self) -> list[str]:
         return hop_missing() + (self.kernel.missing() if self.kernel else [])
 
+    def schedulers(self) -> dict[str, str]:
+        # The hop's sender (the gateway; the proxy for uploads) chooses the path of each packet
+        # of a multipath QUIC connection; the other modes have one path or the kernel's.
+        return quic_schedulers() if self.hop_mode == "mpquic" else {}
+
     def refuses_cc(self, cc: str | None) -> str | None:
         if self.kernel is not None:
             return None  # the kernel's CC, as for the direct transports
@@ -191,7 +243,8 @@ class HopTransport(Transport):
         if url.hostname != network.server_addr:
             raise UserError(f"transport {self.name}: the hop's gateway runs on the server host "
                             f"of the network ({network.server_addr}), not in front of {base_url}")
-        options = HopOptions(self.hop_mode, cc=quic_cc(cc) if self.kernel is None else "cubic")
+        options = HopOptions(self.hop_mode, cc=quic_cc(cc) if self.kernel is None else "cubic",
+                             scheduler=self.scheduler_name or HopOptions.scheduler)
         with QuicHop(network, url.port or 80, options, workdir) as hop:
             yield hop
 
@@ -237,11 +290,22 @@ def mptcp_counters(network: Network) -> dict[str, int]:
     return {}
 
 
-def mptcp_enabled() -> bool:
+# What the kernel's MPTCP schedulers do, for --list-schedulers.
+KERNEL_SCHEDULERS = {
+    "default": "the kernel's own: the subflow with the lowest RTT that has window room; a backup "
+               "subflow only when no other can send",
+}
+
+
+def _proc_sys(key: str) -> str:
     try:
-        return Path("/proc/sys/net/mptcp/enabled").read_text().strip() == "1"
+        return Path("/proc/sys", key).read_text().strip()
     except OSError:
-        return False
+        return ""
+
+
+def mptcp_enabled() -> bool:
+    return _proc_sys("net/mptcp/enabled") == "1"
 
 
 TRANSPORTS: dict[str, Transport] = {}

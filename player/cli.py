@@ -22,7 +22,7 @@ from mpstream.transport import TRANSPORTS, for_network_mode, get_transport
 
 # What --json prints at least (issue: the player), in this order.
 JSON_FIELDS = (
-    "session", "player", "browser", "transport", "codec", "abr", "abr_decisions",
+    "session", "player", "browser", "transport", "scheduler", "codec", "abr", "abr_decisions",
     "startup_delay_ms", "stall_count",
     "stall_ms", "segments", "mean_download_rate_bps", "mean_bitrate_bps", "dropped_frames",
     "total_frames", "errors", "paths", "proof",
@@ -101,6 +101,28 @@ def _list_abr(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     ctx.exit(0)
 
 
+def _list_schedulers(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """--list-schedulers: each transport's path schedulers, then exit."""
+    if not value or ctx.resilient_parsing:
+        return
+    table = Table(title="path schedulers (--scheduler NAME; a scenario condition's "
+                        "scheduler; docs/schedulers.md)")
+    for column in ("transport", "name", "default", "what it does"):
+        table.add_column(column)
+    for transport in TRANSPORTS.values():
+        try:
+            found = transport.schedulers()
+        except UserError as exc:  # e.g. the QUIC hop not built: say so, list the others
+            table.add_row(transport.name, "?", "", str(exc))
+            continue
+        for i, (name, what) in enumerate(found.items()):
+            table.add_row(transport.name, name, "yes" if i == 0 else "", what)
+        if not found:
+            table.add_row(transport.name, "-", "", "one path, or none to choose")
+    Console(width=max(Console().width, 120)).print(table)
+    ctx.exit(0)
+
+
 def _abr_choice(player: str, abr: str | None, pairs: tuple[str, ...]
                 ) -> tuple[str, tuple[tuple[str, float], ...]]:
     chosen = resolve_abr(player, abr)
@@ -143,6 +165,11 @@ def _player_for(url: str, player: str | None) -> str:
 @click.option("--transport", type=click.Choice(list(TRANSPORTS)), default=None,
               help="The browser's sockets: mptcp (under mptcpize) or plain tcp. "
                    "Default: the profile's mode (mptcp with --url).")
+@click.option("--scheduler", default=None,
+              help="The transport's path scheduler (which bytes go on which path) [default: the "
+                   "transport's own]; see --list-schedulers.")
+@click.option("--list-schedulers", is_flag=True, expose_value=False, is_eager=True,
+              callback=_list_schedulers, help="List each transport's path schedulers and exit.")
 @click.option("--duration", "duration_s", type=click.FloatRange(min=1), default=30.0,
               show_default=True, help="Seconds to play, from the play request.")
 @click.option("--buffer", "buffer_s", type=click.FloatRange(min=1), default=None,
@@ -167,7 +194,7 @@ def _player_for(url: str, player: str | None) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def play(media: Path | None, profile: str | None, url: str | None, interfaces: str | None,
          collector_url: str | None, player: str | None, browser: str, codec: str,
-         transport: str | None,
+         transport: str | None, scheduler: str | None,
          duration_s: float, buffer_s: float | None, target_latency_s: float | None,
          abr: str | None, abr_params: tuple[str, ...], session_id: str | None,
          scenario: str | None, trial: int | None, name: str, screenshot: Path | None,
@@ -181,7 +208,11 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
             raise UserError("--url plays from a server elsewhere: leave out --media and --profile")
         player = _player_for(url, player)
         rule, rule_params = _abr_choice(player, abr, abr_params)
-        chosen = get_transport(transport or "mptcp")
+        chosen = get_transport(transport or "mptcp").with_scheduler(scheduler)
+        if scheduler is not None and chosen.kernel_mptcp:
+            raise UserError(f"--scheduler {scheduler}: on a real host the kernel's MPTCP "
+                            "scheduler is the host's own setting (sysctl net.mptcp.scheduler), "
+                            "which mpstream does not change: leave out --scheduler")
         if chosen.runs_on_server:
             raise UserError(f"transport {chosen.name} runs a gateway on the server host, and "
                             "mpstream runs nothing on a server elsewhere: use --profile")
@@ -216,7 +247,9 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
     # Before anything is built: a codec this browser cannot decode is refused here. (With --url
     # the page refuses it, from the manifest it loads, before playing.)
     check_codec(browser, codec, media, player)
-    chosen = get_transport(transport) if transport else for_network_mode(prof.mode)
+    chosen = (get_transport(transport) if transport else for_network_mode(prof.mode)
+              ).with_scheduler(scheduler)
+    prof = chosen.fit_profile(prof)
     refusal = chosen.refuses_cc(prof.cc)
     if refusal:
         raise UserError(f"profile {prof.name}: {refusal}")

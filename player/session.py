@@ -177,6 +177,8 @@ class PlayResult:
     screenshot_taken: bool = False
     # What carried the session when not the transport's own name (the QUIC library and draft).
     transport_implementation: str | None = None
+    # The transport's path scheduler (None: a transport with none to choose).
+    scheduler: str | None = None
 
     def as_json(self) -> JsonObject:
         """The flat object of `play --json` and a trial's summary.json: the summary's fields,
@@ -186,6 +188,7 @@ class PlayResult:
                    paths=self.paths, proof=self.proof, page=self.page, failure=self.failure,
                    url=self.url)
         out.setdefault("transport", self.transport)
+        out["scheduler"] = self.scheduler
         if self.transport_implementation:
             out["transport_implementation"] = self.transport_implementation
         out.setdefault("codec", self.codec)
@@ -369,7 +372,7 @@ def _play(network: Network, server: PageServer, r: PlayRequest, carried: Carrier
         paths=_path_report(network, before, after), proof=proof, page=report, url=url,
         failure=failure, hud=hud, console=list(console),
         screenshot_taken=r.screenshot is not None,
-        transport_implementation=carried.implementation)
+        transport_implementation=carried.implementation, scheduler=r.transport.scheduler_name)
 
 
 def _text(value: object) -> str | None:

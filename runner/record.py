@@ -111,6 +111,9 @@ class TrialRecord(BaseModel):
     # reversed, -R), so the emulated downlink is the bottleneck, as for video.
     sender: Literal["server", "client"] = "server"
     transport: str | None = None
+    scheduler: str | None = Field(default=None, description="the transport's path scheduler "
+                                  "(which bytes go on which path); None where there is none to "
+                                  "choose")
     transport_implementation: str | None = Field(
         default=None, description="what carried the transport when its name does not say "
         "(the QUIC library and the multipath draft it implements)")

@@ -327,12 +327,14 @@ def _write_csvs(report: Report, records: list[TrialData], several: frozenset[str
     out = report.out_dir
     with (out / "trials.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["condition", "trial", "status", "reason", *report.metric_order])
+        w.writerow(["condition", "trial", "status", "reason", "transport", "scheduler",
+                    *report.metric_order])
         for rec in records:
             g = group_of(rec, several)
             row = next((t for t in report.per_trial.get(g, []) if t["key"] == rec.key), {})
             note = rec.record.reason or rec.record.player_failure or ""
-            w.writerow([g, rec.key, rec.record.status, note,
+            w.writerow([g, rec.key, rec.record.status, note, rec.record.transport or "",
+                        rec.record.scheduler or "",
                         *[_fmt(row.get(m)) for m in report.metric_order]])
     with (out / "conditions.csv").open("w", newline="") as fh:
         w = csv.writer(fh)

@@ -164,7 +164,14 @@ def preflight(scenario: Scenario) -> None:
     transports = set()
     for cond in scenario.all_conditions():
         profile = None if cond.kind == "real" else build_profile(scenario, cond)
-        transport = transport_for(cond, profile.mode if profile else None)
+        try:  # a scheduler the transport lacks, refused before any topology
+            transport = transport_for(cond, profile.mode if profile else None)
+        except UserError as exc:
+            problems.append(f"condition {cond.label}: {exc}")
+            continue
+        if profile is None and cond.scheduler is not None and transport.kernel_mptcp:
+            problems.append(f"condition {cond.label}: scheduler {cond.scheduler}: on a real "
+                            "host the kernel's MPTCP scheduler is the host's own setting")
         transports.add(transport)
         refusal = transport.refuses_cc(profile.cc) if profile else None
         if refusal:

@@ -105,6 +105,8 @@ class Condition(_Strict):
     check_s: float = Field(default=3.0, gt=0, le=60)
     # None: the profile's own mode (mptcp profiles run MPTCP, tcp profiles single-path TCP).
     transport: TransportName | None = None
+    # The transport's path scheduler (None: its default); `mpstream play --list-schedulers`.
+    scheduler: str | None = None
     # Overrides applied to the profile's raw data before it is loaded: dotted keys, `*` walks
     # every element of a list, e.g. {"cc" = "bbr", "paths.*.queue" = 375000}.
     set: dict[str, Any] = Field(default_factory=dict)

@@ -92,8 +92,9 @@ class EmulatedSite(Site):
 
     def __init__(self, scenario: Scenario, cond: Condition, tdir: Path, topo_name: str,
                  pcap: bool):
-        self.profile = build_profile(scenario, cond)
-        self.transport = transport_for(cond, self.profile.mode)
+        profile = build_profile(scenario, cond)
+        self.transport = transport_for(cond, profile.mode)
+        self.profile = self.transport.fit_profile(profile)
         self.tdir, self.topo_name, self.pcap = tdir, topo_name, pcap
         write_json(tdir / "profile.json", self.profile.model_dump(mode="json"))
 
@@ -217,12 +218,15 @@ class Samplers:
 
 def transport_for(cond: Condition, profile_mode: str | None = None) -> Transport:
     """The condition's transport: the one it names, else what its profile's mode runs
-    (`profile_mode`; a real network, which has no profile: MPTCP)."""
+    (`profile_mode`; a real network, which has no profile: MPTCP), running the condition's
+    scheduler."""
     if cond.transport is not None:
-        return get_transport(cond.transport)
-    if profile_mode is None:
-        return get_transport("mptcp")
-    return for_network_mode(profile_mode)
+        transport = get_transport(cond.transport)
+    elif profile_mode is None:
+        transport = get_transport("mptcp")
+    else:
+        transport = for_network_mode(profile_mode)
+    return transport.with_scheduler(cond.scheduler)
 
 
 def site_for(scenario: Scenario, trial: Trial, tdir: Path, topo_name: str, pcap: bool) -> Site:
@@ -281,6 +285,7 @@ def _run(scenario: Scenario, trial: Trial, record: TrialRecord, run_id: str, tdi
     site = site_for(scenario, trial, tdir, topo_name, pcap)
     transport = site.transport
     record.transport = transport.name
+    record.scheduler = transport.scheduler_name
     if scenario.kind == "video":
         record.session_id = session_id_for(run_id, trial)
     workload = WORKLOADS[scenario.kind]

@@ -1,0 +1,61 @@
+"""The path scheduler as a transport's choice: what each transport lists, a name it lacks
+refused with the names it has, the choice carried on a copy (the registered transport keeps its
+default), and the kernel's scheduler set through the emulated profile."""
+
+import pytest
+
+from mpstream import hop, transport
+from mpstream.errors import UserError
+from mpstream.netem.profile import load_profile
+from mpstream.transport import get_transport
+
+
+@pytest.fixture
+def kernel_lists(monkeypatch):
+    def lists(names: str) -> None:
+        monkeypatch.setattr(transport, "_proc_sys", lambda key: names
+                            if key == "net/mptcp/available_schedulers" else "")
+    return lists
+
+
+def test_mptcp_lists_the_kernels_schedulers_default_first(kernel_lists):
+    kernel_lists("redundant default")
+    assert list(get_transport("mptcp").schedulers()) == ["default", "redundant"]
+    kernel_lists("")  # a kernel that does not list them has its default
+    assert list(get_transport("mptcp").schedulers()) == ["default"]
+
+
+def test_a_scheduler_the_transport_lacks_is_refused_with_the_names_it_has(kernel_lists):
+    kernel_lists("default")
+    with pytest.raises(UserError, match=r"'minrtt': transport mptcp has default"):
+        get_transport("mptcp").with_scheduler("minrtt")
+    with pytest.raises(UserError, match="transport tcp has no path scheduler"):
+        get_transport("tcp").with_scheduler("default")
+    assert get_transport("tcp").with_scheduler(None).scheduler_name is None
+
+
+def test_the_choice_is_a_copy_and_reaches_the_profile(kernel_lists):
+    kernel_lists("default burst")
+    chosen = get_transport("mptcp").with_scheduler("burst")
+    assert chosen.scheduler_name == "burst"
+    assert get_transport("mptcp").scheduler_name == "default"  # the registered one is untouched
+    profile = load_profile("thesis-bandwidth-unbalanced")
+    assert chosen.fit_profile(profile).mptcp.scheduler == "burst"
+    assert profile.mptcp.scheduler == "default"
+    assert get_transport("mptcp").fit_profile(profile) is profile
+
+
+def test_mpquic_lists_what_the_hop_says(tmp_path):
+    fake = tmp_path / "mpstream-quic"
+    fake.write_text("#!/bin/sh\n[ \"$1\" = schedulers ] || exit 2\n"
+                    "echo '{\"name\": \"lowest-id\", \"description\": \"first path\"}'\n"
+                    "echo '{\"name\": \"minrtt\", \"description\": \"fastest path\"}'\n")
+    fake.chmod(0o755)
+    hop.quic_schedulers.cache_clear()
+    try:
+        found = hop.quic_schedulers(fake)
+        assert found == {"lowest-id": "first path", "minrtt": "fastest path"}
+        with pytest.raises(UserError, match="is not built"):
+            hop.quic_schedulers(tmp_path / "absent")
+    finally:
+        hop.quic_schedulers.cache_clear()
