@@ -27,6 +27,8 @@ from mpstream.runner.metrics import socket_increments
 # A sample counts towards a segment from its request up to one sampling interval after its last
 # byte (the sample that sees the last bytes is taken up to 100 ms later).
 SAMPLE_SLACK_S = 0.1
+# A segment's tail: its last 10% of bytes (docs/penalties/tail.md).
+TAIL_FRACTION = 0.1
 
 
 def write_clock(tdir: Path, t0_monotonic: float, t0_unix: float) -> None:
@@ -148,6 +150,28 @@ def _bytes_by_path(incs, n_paths: int, req: float | None, done: float | None) ->
             for p in range(n_paths)]
 
 
+def _tail_by_path(incs, n_paths: int, req: float, done: float,
+                  fraction: float = TAIL_FRACTION) -> list[float]:
+    """Bytes each path carried of a download's last `fraction` of bytes (its tail): the polls
+    counted back from its last one until they hold that much, the earliest of them in part.
+    The tail is what a segment waits for at the end, on whichever path is slow to bring it."""
+    by_poll: dict[float, list[float]] = defaultdict(lambda: [0.0] * n_paths)
+    for t, path, inc in incs:
+        if req < t <= done + SAMPLE_SLACK_S and 0 <= path < n_paths and inc > 0:
+            by_poll[t][path] += inc
+    want = fraction * sum(sum(v) for v in by_poll.values())
+    out = [0.0] * n_paths
+    for t in sorted(by_poll, reverse=True):
+        if want <= 0:
+            break
+        poll = by_poll[t]
+        part = min(1.0, want / sum(poll))  # a poll that crosses the mark counts pro rata
+        for path, b in enumerate(poll):
+            out[path] += b * part
+        want -= sum(poll) * part
+    return out
+
+
 def _held_s(held: list[tuple[float, float]], req: float, done: float) -> float:
     return sum(dt for t, dt in held if req < t <= done)
 
@@ -178,6 +202,15 @@ def _metrics(rec: TrialData, n_paths: int, page_s, incs, held, rows: list[dict]
                 for p, b in enumerate(per_path):
                     out[f"path{p}_first_segment_share"] = b / sum(per_path)
     placed = [r for r in rows if r["request_page_s"] is not None and r["last_byte_s"] is not None]
+    if n_paths > 1:
+        tails = [0.0] * n_paths
+        for r in placed:
+            for path, b in enumerate(_tail_by_path(incs, n_paths, r["request_page_s"],
+                                                   r["last_byte_s"])):
+                tails[path] += b
+        if sum(tails) > 0:
+            for path, b in enumerate(tails):
+                out[f"path{path}_tail_share"] = b / sum(tails)
     busy = sum(max(0.0, r["last_byte_s"] - r["request_page_s"]) for r in placed)
     if busy > 0 and kernel_sender:
         out["held_share"] = sum(r["sender_held_s"] for r in placed) / busy

@@ -86,6 +86,7 @@ PATH_METRICS = {
     "rtt_ms": ("sender's smoothed RTT", "ms"),
     "link_drop_share": ("share of packets the link dropped, data direction", ""),
     "first_segment_share": ("share of the first segment's bytes", ""),
+    "tail_share": ("share of the segments' last 10% of bytes", ""),
 }
 
 

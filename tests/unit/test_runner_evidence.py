@@ -164,3 +164,8 @@ def test_evidence_metrics_of_a_trial(tmp_path):
     # download (1.5-2.5 s) ended
     assert m["path0_first_segment_share"] == 1.0 and m["path1_first_segment_share"] == 0.0
     assert m["held_share"] == pytest.approx(0.2 / 0.5)  # last downloads: 0.5 s, 0.2 s held
+    # The tail (last 10% of the bytes) of the last download (3.0-3.5 s, polls to 3.6 s): 90 kB
+    # in all, 10 kB a poll on path 0 and 5 kB on path 1; its 9 kB lie in the last poll, which
+    # both paths share 2:1.
+    assert m["path0_tail_share"] == pytest.approx(2 / 3)
+    assert m["path1_tail_share"] == pytest.approx(1 / 3)
