@@ -88,10 +88,15 @@ def start_playing(tiny_media, name: str) -> tuple[subprocess.Popen[str], set[int
          "--profile", "thesis-bandwidth-balanced", "--transport", "mpquic", "--duration", "120",
          "--name", name], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True)  # fmt: skip
-    ours = wait_until(lambda: {pid for pid in hop_pids()
-                               if any(pid in netns_pids(f"mps-{name}-{host}")
-                                      for host in ("client", "server"))}, 120,
-                      "the hop's proxy and gateway run", 0.2)
+    def both_ends() -> dict[str, set[int]] | None:
+        # The gateway starts first and the proxy once it is ready: wait for one of each, not
+        # for any hop process (a lone gateway would be truthy too).
+        found = {host: {pid for pid in hop_pids() if pid in netns_pids(f"mps-{name}-{host}")}
+                 for host in ("client", "server")}
+        return found if all(found.values()) else None
+
+    ends = wait_until(both_ends, 120, "the hop's proxy and gateway run", 0.2)
+    ours = ends["client"] | ends["server"]
     wait_until(lambda: len(netns_pids(f"mps-{name}-client")) >= 4, 60,
                "the browser runs beside the proxy", 0.2)
     return proc, set(ours)
