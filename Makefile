@@ -27,7 +27,7 @@ build: emulator player-bundle player-driver dashboard-assets coupled-cc
 
 # --- the QUIC hop (quic/: proxy and gateway of the quic and mpquic transports, Rust) ---
 # Built through a cache outside the clone (scripts/build-quic.sh).
-QUIC_SRC := $(wildcard quic/src/*.rs) quic/Cargo.toml quic/Cargo.lock
+QUIC_SRC := $(wildcard quic/src/*.rs quic/patches/*.patch) quic/Cargo.toml quic/Cargo.lock
 .PHONY: quic
 quic: build/mpstream-quic
 build/mpstream-quic: $(QUIC_SRC) scripts/build-quic.sh

@@ -141,7 +141,7 @@ class QuicHop:
         """`judges_paths`: this end abandons a path that hears nothing (the proxy, which receives
         the data; noq may acknowledge a path's data on another path, so the sender cannot)."""
         o = self.options
-        args = ["--cc", o.cc, "--packet-size", str(o.packet_size),
+        args = ["--cc", o.cc, "--scheduler", o.scheduler, "--packet-size", str(o.packet_size),
                 "--path-idle-ms", str(o.path_idle_ms if judges_paths else 0),
                 "--path-keepalive-ms",
                 str(o.path_keepalive_ms), "--idle-timeout-ms", str(o.idle_timeout_ms),

@@ -14,6 +14,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 
 use crate::options::QuicOptions;
+use crate::scheduler::SchedulerName;
 use crate::stats::{KnownPaths, StatsLog, follow_paths, sample};
 use crate::{announce_ready, pipe, sockets, stop_signal};
 
@@ -56,6 +57,7 @@ pub async fn run(args: Args) -> Result<()> {
         log,
         interval: Duration::from_millis(args.quic.stats_interval_ms),
         keepalive: Duration::from_millis(args.quic.path_keepalive_ms),
+        scheduler: args.quic.scheduler,
     };
     tokio::select! {
         () = accept_quic(endpoint.clone(), serving) => {}
@@ -88,6 +90,7 @@ struct Serving {
     log: StatsLog,
     interval: Duration,
     keepalive: Duration,
+    scheduler: SchedulerName,
 }
 
 async fn accept_quic(endpoint: Endpoint, serving: Serving) {
@@ -102,6 +105,7 @@ async fn serve(incoming: Incoming, serving: Serving) {
         log,
         interval,
         keepalive,
+        scheduler,
     } = serving;
     let conn = match incoming.await {
         Ok(conn) => conn,
@@ -116,7 +120,7 @@ async fn serve(incoming: Incoming, serving: Serving) {
         json!({"side": "gateway", "event": "connected", "conn": conn.stable_id(),
                      "remote": conn.path(PathId::ZERO).and_then(|p| p.remote_address().ok())
                          .map(|a| a.to_string()),
-                     "multipath": conn.is_multipath_enabled()}),
+                     "multipath": conn.is_multipath_enabled(), "scheduler": scheduler.name()}),
     );
     let paths = KnownPaths::default();
     paths.add(PathId::ZERO, None);
@@ -125,6 +129,7 @@ async fn serve(incoming: Incoming, serving: Serving) {
         "gateway",
         paths.clone(),
         log.clone(),
+        scheduler.reinjects(),
         mirror_status,
     ));
     if conn.is_multipath_enabled() && keepalive > Duration::ZERO {
@@ -137,6 +142,7 @@ async fn serve(incoming: Incoming, serving: Serving) {
             paths,
             log.clone(),
             interval,
+            scheduler.reinjects(),
         ));
     }
     loop {

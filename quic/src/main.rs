@@ -10,12 +10,13 @@ mod gateway;
 mod options;
 mod pipe;
 mod proxy;
+mod scheduler;
 mod sockets;
 mod stats;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
 #[command(
@@ -34,6 +35,8 @@ enum Command {
     Gateway(gateway::Args),
     /// Beside the browser: accepts HTTP/1.1 on a local port and carries it to the gateway.
     Proxy(proxy::Args),
+    /// Lists the packet schedulers --scheduler takes, one JSON line each.
+    Schedulers,
 }
 
 fn main() -> ExitCode {
@@ -52,6 +55,10 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Gateway(args) => gateway::run(args).await,
             Command::Proxy(args) => proxy::run(args).await,
+            Command::Schedulers => {
+                list_schedulers();
+                Ok(())
+            }
         }
     });
     match result {
@@ -60,6 +67,13 @@ fn main() -> ExitCode {
             eprintln!("mpstream-quic: {err:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The mpstream side lists the schedulers from this, so a new one needs no change there.
+fn list_schedulers() {
+    for s in scheduler::SchedulerName::value_variants() {
+        println!("{}", s.listing());
     }
 }
 

@@ -8,6 +8,8 @@ use anyhow::{Result, bail};
 use clap::{Args as ClapArgs, ValueEnum};
 use noq::{TransportConfig, VarInt, congestion};
 
+use crate::scheduler::SchedulerName;
+
 /// The congestion controllers noq offers, by the names a profile's `cc` uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Cc {
@@ -23,6 +25,9 @@ pub struct QuicOptions {
     /// Congestion control of this end's sending direction (each path has its own controller).
     #[arg(long, value_enum, default_value = "cubic")]
     pub cc: Cc,
+    /// Which path this end's data goes on (`mpstream-quic schedulers` lists them).
+    #[arg(long, value_enum, default_value = "lowest-id")]
+    pub scheduler: SchedulerName,
     /// UDP payload size of every QUIC packet, fixed (path MTU discovery off) so that a run is
     /// comparable with TCP's: 1472 fills a 1500-byte IPv4 link as TCP's 1448-byte segments do.
     #[arg(long, default_value_t = 1472, value_parser = clap::value_parser!(u16).range(1200..=1472))]
@@ -92,6 +97,7 @@ impl QuicOptions {
             Cc::NewReno => Arc::new(congestion::NewRenoConfig::default()),
             Cc::Bbr => Arc::new(congestion::Bbr3Config::default()),
         });
+        tc.packet_scheduler_factory(Some(Arc::new(self.scheduler)));
         if self.max_paths > 0 {
             tc.max_concurrent_multipath_paths(self.max_paths)
                 .default_path_max_idle_timeout(
@@ -178,6 +184,17 @@ mod tests {
         assert_eq!(parse(&["--packet-size", "1200"]).unwrap().packet_size, 1200);
         assert!(parse(&["--packet-size", "1473"]).is_err());
         assert!(parse(&["--packet-size", "1199"]).is_err());
+    }
+
+    #[test]
+    fn the_scheduler_defaults_to_noq_s_own_and_unknown_names_are_refused() {
+        assert_eq!(parse(&[]).unwrap().scheduler, SchedulerName::LowestId);
+        assert_eq!(
+            parse(&["--scheduler", "redundant-tail"]).unwrap().scheduler,
+            SchedulerName::RedundantTail
+        );
+        let err = parse(&["--scheduler", "blest"]).err().unwrap().to_string();
+        assert!(err.contains("lowest-id") && err.contains("minrtt"), "{err}");
     }
 
     #[test]

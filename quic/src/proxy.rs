@@ -147,7 +147,8 @@ async fn serve_quic(args: Args, listener: TcpListener) -> Result<()> {
     }
     log.write(
         json!({"side": "proxy", "event": "connected", "conn": conn.stable_id(),
-                     "remote": args.gateway.to_string(), "multipath": multipath}),
+                     "remote": args.gateway.to_string(), "multipath": multipath,
+                     "scheduler": args.quic.scheduler.name()}),
     );
     let paths = KnownPaths::default();
     paths.add(PathId::ZERO, Some(args.locals[0].to_string()));
@@ -156,6 +157,7 @@ async fn serve_quic(args: Args, listener: TcpListener) -> Result<()> {
         "proxy",
         paths.clone(),
         log.clone(),
+        args.quic.scheduler.reinjects(),
         |_, _| {},
     ));
     if log.enabled() {
@@ -166,6 +168,7 @@ async fn serve_quic(args: Args, listener: TcpListener) -> Result<()> {
             paths.clone(),
             log.clone(),
             interval,
+            args.quic.scheduler.reinjects(),
         ));
     }
     let mut opened = Vec::new();

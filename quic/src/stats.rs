@@ -91,8 +91,10 @@ impl KnownPaths {
     }
 }
 
-pub fn path_stats_json(stats: &PathStats) -> Value {
-    json!({
+/// A path's figures; with `reinjects` (the scheduler sends data twice on purpose) also the
+/// stream bytes it sent as copies of data still in flight on another path.
+pub fn path_stats_json(stats: &PathStats, reinjects: bool) -> Value {
+    let mut line = json!({
         "rtt_ms": stats.rtt.as_secs_f64() * 1e3,
         "cwnd": stats.cwnd,
         "sent_packets": stats.sent_packets,
@@ -103,7 +105,11 @@ pub fn path_stats_json(stats: &PathStats) -> Value {
         "udp_tx_bytes": stats.udp_tx.bytes,
         "udp_rx_bytes": stats.udp_rx.bytes,
         "mtu": stats.current_mtu,
-    })
+    });
+    if reinjects {
+        line["redundant_bytes"] = json!(stats.reinjected_bytes);
+    }
+    line
 }
 
 /// Samples every known path of `conn` each `interval` until the connection closes.
@@ -113,6 +119,7 @@ pub async fn sample(
     paths: KnownPaths,
     log: StatsLog,
     interval: Duration,
+    reinjects: bool,
 ) {
     let mut tick = tokio::time::interval(interval);
     let conn_id = conn.stable_id();
@@ -120,7 +127,7 @@ pub async fn sample(
         tick.tick().await;
         for (id, local) in paths.snapshot() {
             if let Some(stats) = conn.path_stats(id) {
-                let mut line = path_stats_json(&stats);
+                let mut line = path_stats_json(&stats, reinjects);
                 line["side"] = json!(side);
                 line["conn"] = json!(conn_id);
                 line["path"] = json!(path_number(id));
@@ -138,6 +145,7 @@ pub async fn follow_paths(
     side: &'static str,
     paths: KnownPaths,
     log: StatsLog,
+    reinjects: bool,
     also: impl Fn(&Connection, &PathEvent),
 ) {
     let mut events = conn.path_events();
@@ -159,7 +167,7 @@ pub async fn follow_paths(
             }
             PathEvent::Discarded { id, path_stats, .. } => {
                 paths.remove(*id);
-                line = path_stats_json(path_stats);
+                line = path_stats_json(path_stats, reinjects);
                 line["side"] = json!(side);
                 line["conn"] = json!(conn_id);
                 line["event"] = json!("discarded");

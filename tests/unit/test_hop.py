@@ -5,12 +5,13 @@ registered as the trial expects."""
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from mpstream.errors import UserError
-from mpstream.hop import HopOptions, QuicHop, hop_missing, quic_cc
+from mpstream.hop import HOP_BINARY, HopOptions, QuicHop, hop_missing, quic_cc
 from mpstream.transport import get_transport
 
 
@@ -112,3 +113,20 @@ def test_the_report_says_what_carried_each_transport():
     assert implementations(trials) == {  # type: ignore[arg-type]
         "mpquic": ["noq 1.4.0, draft-ietf-quic-multipath-21"],
         "quic": ["noq 1.4.0, draft-ietf-quic-multipath-21"]}
+
+
+def test_both_ends_of_the_hop_get_the_scheduler(tmp_path):
+    hop = QuicHop(network=None, upstream_port=80,  # type: ignore[arg-type]
+                  options=HopOptions("mpquic", scheduler="ecf"), workdir=tmp_path)
+    for judges_paths in (False, True):  # the gateway, the proxy
+        args = hop._quic_args(tmp_path / "s.jsonl", multipath=True, judges_paths=judges_paths)
+        assert args[args.index("--scheduler") + 1] == "ecf"
+
+
+@pytest.mark.skipif(not HOP_BINARY.is_file(), reason="the QUIC hop is not built (make quic)")
+def test_the_hops_default_scheduler_is_the_one_the_options_name():
+    listed = [json.loads(line) for line in subprocess.run(
+        [str(HOP_BINARY), "schedulers"], capture_output=True, text=True, check=True,
+        timeout=10).stdout.splitlines()]
+    assert [s["name"] for s in listed if s["default"]] == [HopOptions("mpquic").scheduler]
+    assert {"lowest-id", "minrtt", "ecf"} <= {s["name"] for s in listed}
