@@ -72,6 +72,9 @@ class Transport(ABC):
     carries_http_only: ClassVar[bool] = False
     # It runs a program of its own on the server host (which a real network's server is not).
     runs_on_server: ClassVar[bool] = False
+    # The path policies it can carry out (mpstream/pathpolicy.py): which of them can hold a
+    # metered path back; `always` needs nothing of it.
+    path_policies: ClassVar[tuple[str, ...]] = ("always",)
     # The path scheduler chosen for one use (None: the transport's default): set on a copy by
     # `with_scheduler`, never on the registered object.
     scheduler: str | None = None
@@ -145,6 +148,8 @@ class MPTCP(Transport):
     name = "mptcp"
     label = "MPTCP"
     kernel_mptcp = True
+    # The client's endpoint backup flag (MP_PRIO to the server) holds a metered path back.
+    path_policies = ("always", "backup", "deadline")
     network_mode = "mptcp"
 
     def wrap(self, argv: Sequence[str]) -> list[str]:

@@ -233,6 +233,16 @@ class LinkSpec(LinkFields):
 class PathSpec(LinkSpec):
     name: str | None = None
     backup: bool = False  # MPTCP endpoint flagged backup (used only when the others fail)
+    # A path whose bytes cost money (cellular): counted as metered bytes, held back by the
+    # path policies `backup` and `deadline` (mpstream/pathpolicy.py).
+    metered: bool = False
+    cost_per_gb: float | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _priced_if_metered(self) -> PathSpec:
+        if self.cost_per_gb is not None and not self.metered:
+            raise ValueError("cost_per_gb prices a metered path: give metered = true too")
+        return self
 
 
 class CompetitorPathSpec(LinkSpec):
@@ -316,6 +326,8 @@ class Profile(_Strict):
     # How the origin's nginx sends (tcp_nopush, tcp_nodelay, sndbuf), for both transports alike.
     server: SendOptions = SendOptions()
     source: Path | None = None  # where the profile was read from (for trace lookup)
+    # Every path metered is refused unless said on purpose: something must carry video for free.
+    allow_all_metered: bool = False
 
     @field_validator("sysctls")
     @classmethod
@@ -349,6 +361,9 @@ class Profile(_Strict):
                 raise ValueError(f"events.{number}.path: {exc.args[0]}") from None
         if self.mode == "mptcp" and all(p.backup for p in self.paths):
             raise ValueError("paths: at least one path must not be a backup path")
+        if all(p.metered for p in self.paths) and not self.allow_all_metered:
+            raise ValueError("paths: every path is metered, so nothing carries the video for "
+                             "free: leave one unmetered, or say allow_all_metered = true")
         for number, path in enumerate(self.paths):
             for direction in ("uplink", "downlink"):
                 self._resolve_trace(path, direction, f"paths.{number}")
@@ -378,6 +393,10 @@ class Profile(_Strict):
                     raise ValueError(
                         f"{where}: a path `via` another takes that path's link as it is; "
                         f"remove {', '.join(own)} (or `via`, for a link of its own)")
+
+    def metered_paths(self) -> dict[int, float | None]:
+        """The metered paths' indexes, each with its price per GB (None: not priced)."""
+        return {i: p.cost_per_gb for i, p in enumerate(self.paths) if p.metered}
 
     def competitor_name(self, index: int) -> str:
         return self.competitors[index].name or f"user{index + 1}"
@@ -454,7 +473,8 @@ class Profile(_Strict):
         return changes
 
     def _link(self, spec: LinkSpec, direction: str, where: str) -> Link:
-        merged = spec.model_dump(exclude={"uplink", "downlink", "name", "backup", "via"},
+        merged = spec.model_dump(exclude={"uplink", "downlink", "name", "backup", "via",
+                                          "metered", "cost_per_gb"},
                                  exclude_unset=True)
         override = getattr(spec, direction)
         if override is not None:

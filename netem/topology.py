@@ -49,6 +49,7 @@ from mpstream.netem.system import (
 )
 from mpstream.netem.teardown import NAME_RULE, competitor_role, netns_name, read_state
 from mpstream.network import Competitor, Network, PathCounters, PathInfo, in_netns
+from mpstream.pathpolicy import mptcp_endpoint_id
 from mpstream.proc import stop_pids
 
 SERVER_ADDR = "10.2.0.2"
@@ -401,7 +402,7 @@ class Topology(Network):
                 if fullmesh:
                     flags.append("fullmesh")
                 lines.append(f"mptcp endpoint add {path.client_addr} dev {path.client_ifname} "
-                             f"id {path.index + 1} {' '.join(flags)}")
+                             f"id {mptcp_endpoint_id(path.index)} {' '.join(flags)}")
         elif kernel_has_mptcp():
             lines.append("mptcp limits set subflow 0 add_addr_accepted 0")
         ip_batch(self.netns(host), lines)

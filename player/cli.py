@@ -14,6 +14,9 @@ from rich.console import Console
 from rich.table import Table
 
 from mpstream.errors import UserError
+from mpstream.pathpolicy import DEFAULT_POLICY, POLICIES, DeadlineMarks
+from mpstream.pathpolicy import check_for as check_policy_for
+from mpstream.pathpolicy import fit_profile as fit_policy
 from mpstream.player.abr import describe_rules, parse_abr_params, resolve_abr
 from mpstream.player.browsers import BROWSERS, check_browser
 from mpstream.player.codecs import CODECS, check_codec
@@ -22,10 +25,12 @@ from mpstream.transport import TRANSPORTS, for_network_mode, get_transport
 
 # What --json prints at least (issue: the player), in this order.
 JSON_FIELDS = (
-    "session", "player", "browser", "transport", "scheduler", "codec", "abr", "abr_decisions",
+    "session", "player", "browser", "transport", "scheduler", "path_policy", "codec", "abr",
+    "abr_decisions",
     "startup_delay_ms", "stall_count",
     "stall_ms", "segments", "mean_download_rate_bps", "mean_bitrate_bps", "dropped_frames",
-    "total_frames", "errors", "paths", "proof",
+    "total_frames", "errors", "paths", "metered_bytes", "metered_share", "metered_cost",
+    "proof",
 )  # fmt: skip
 
 
@@ -71,6 +76,13 @@ def _print_human(result: dict[str, Any], console: Console) -> None:
     if isinstance(proof, dict) and proof:
         rows.append(("on the wire (client)",
                      ", ".join(f"{n} {name}" for name, n in proof.items())))
+    if result.get("metered_share") is not None:
+        cost = result.get("metered_cost")
+        rows.append(("metered paths", f"{int(result.get('metered_bytes') or 0):,} bytes "
+                     f"({float(result['metered_share']):.0%})"
+                     + (f", cost {cost:.4f}" if cost is not None else "")
+                     + f"; policy {result.get('path_policy')}, "
+                     f"{len(result.get('path_policy_toggles') or [])} toggles"))
     if result.get("live_latency_samples"):
         rows.append(("latency to live", f"mean {result['live_latency_mean_s']:.2f} s,"
                      f" p95 {result['live_latency_p95_s']:.2f} s"))
@@ -170,6 +182,13 @@ def _player_for(url: str, player: str | None) -> str:
                    "transport's own]; see --list-schedulers.")
 @click.option("--list-schedulers", is_flag=True, expose_value=False, is_eager=True,
               callback=_list_schedulers, help="List each transport's path schedulers and exit.")
+@click.option("--path-policy", "path_policy", type=click.Choice(list(POLICIES)), default=None,
+              help="When the profile's metered paths (cellular) carry data: always, backup "
+                   "(only when the others fail) or deadline (MP-DASH: when the player's buffer "
+                   "runs low) [default: always]; docs/cellular.md.")
+@click.option("--deadline-marks", "deadline_marks", default=None, metavar="LOW,HIGH",
+              help="The deadline policy's buffer marks in seconds: the metered path joins "
+                   "below LOW and leaves at or above HIGH [default: 4,10].")
 @click.option("--duration", "duration_s", type=click.FloatRange(min=1), default=30.0,
               show_default=True, help="Seconds to play, from the play request.")
 @click.option("--buffer", "buffer_s", type=click.FloatRange(min=1), default=None,
@@ -194,8 +213,9 @@ def _player_for(url: str, player: str | None) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def play(media: Path | None, profile: str | None, url: str | None, interfaces: str | None,
          collector_url: str | None, player: str | None, browser: str, codec: str,
-         transport: str | None, scheduler: str | None,
-         duration_s: float, buffer_s: float | None, target_latency_s: float | None,
+         transport: str | None, scheduler: str | None, path_policy: str | None,
+         deadline_marks: str | None, duration_s: float, buffer_s: float | None,
+         target_latency_s: float | None,
          abr: str | None, abr_params: tuple[str, ...], session_id: str | None,
          scenario: str | None, trial: int | None, name: str, screenshot: Path | None,
          as_json: bool) -> None:
@@ -203,6 +223,7 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
     --profile) or from --url over this host's own interfaces, and print the collector's
     summary with the bytes each path carried."""
     check_browser(browser)
+    marks = _deadline_marks(deadline_marks)
     if url is not None:
         if media is not None or profile is not None:
             raise UserError("--url plays from a server elsewhere: leave out --media and --profile")
@@ -213,6 +234,10 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
             raise UserError(f"--scheduler {scheduler}: on a real host the kernel's MPTCP "
                             "scheduler is the host's own setting (sysctl net.mptcp.scheduler), "
                             "which mpstream does not change: leave out --scheduler")
+        if path_policy not in (None, DEFAULT_POLICY):
+            raise UserError(f"--path-policy {path_policy}: a real host's interfaces say nothing "
+                            "of which is metered, and mpstream does not change a host's MPTCP "
+                            "endpoints: play over an emulated --profile")
         if chosen.runs_on_server:
             raise UserError(f"transport {chosen.name} runs a gateway on the server host, and "
                             "mpstream runs nothing on a server elsewhere: use --profile")
@@ -250,6 +275,8 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
     chosen = (get_transport(transport) if transport else for_network_mode(prof.mode)
               ).with_scheduler(scheduler)
     prof = chosen.fit_profile(prof)
+    check_policy_for(path_policy, chosen, prof)
+    prof = fit_policy(prof, path_policy)
     refusal = chosen.refuses_cc(prof.cc)
     if refusal:
         raise UserError(f"profile {prof.name}: {refusal}")
@@ -265,8 +292,21 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
                 player=player, transport=chosen, duration_s=duration_s, session_id=session_id,
                 scenario=scenario, trial=trial, screenshot=screenshot, buffer_s=buffer_s,
                 target_latency_s=target_latency_s, browser=browser, codec=codec, abr=rule,
-                abr_params=rule_params))
+                abr_params=rule_params, path_policy=path_policy,
+                metered=prof.metered_paths(), deadline_marks=marks))
     _output(result, session_id, as_json)
+
+
+def _deadline_marks(text: str | None) -> DeadlineMarks:
+    """--deadline-marks LOW,HIGH as the deadline policy's marks."""
+    if text is None:
+        return DeadlineMarks()
+    try:
+        low, high = (float(x) for x in text.split(","))
+    except ValueError:
+        raise UserError(f"--deadline-marks {text!r}: give LOW,HIGH in seconds, e.g. 4,10"
+                        ) from None
+    return DeadlineMarks(low_s=low, high_s=high)
 
 
 def _output(played: PlayResult, session_id: str, as_json: bool) -> None:

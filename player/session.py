@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypedDict
 from urllib.parse import urlencode
 
+from mpstream import pathpolicy
 from mpstream.errors import UserError
 from mpstream.network import Network, PathCounters
 from mpstream.player.abr import parse_abr_params, resolve_abr
@@ -125,6 +126,12 @@ class PlayRequest:
     # Where the transport's carrier writes (the QUIC hop's statistics and qlog; None: nowhere
     # kept).
     workdir: Path | None = None
+    # When the metered paths carry data (mpstream/pathpolicy.py; None: `always`), the metered
+    # paths' prices per GB by path index (None: a network that does not say), and the
+    # deadline policy's marks.
+    path_policy: str | None = None
+    metered: dict[int, float | None] | None = None
+    deadline_marks: pathpolicy.DeadlineMarks = field(default_factory=pathpolicy.DeadlineMarks)
 
     @property
     def manifest(self) -> str:
@@ -179,6 +186,11 @@ class PlayResult:
     transport_implementation: str | None = None
     # The transport's path scheduler (None: a transport with none to choose).
     scheduler: str | None = None
+    # The path policy, the metered paths' prices (None: unknown network) and what the
+    # policy's controller did (its toggles, each with its reason and the buffer level).
+    path_policy: str | None = None
+    metered: dict[int, float | None] | None = None
+    policy_report: dict[str, Any] | None = None
 
     def as_json(self) -> JsonObject:
         """The flat object of `play --json` and a trial's summary.json: the summary's fields,
@@ -189,6 +201,11 @@ class PlayResult:
                    url=self.url)
         out.setdefault("transport", self.transport)
         out["scheduler"] = self.scheduler
+        out["path_policy"] = self.path_policy
+        if self.metered is not None:
+            out.update(pathpolicy.metered_figures(self.paths, self.metered))
+        if self.policy_report is not None:
+            out["path_policy_toggles"] = self.policy_report.get("toggles", [])
         if self.transport_implementation:
             out["transport_implementation"] = self.transport_implementation
         out.setdefault("codec", self.codec)
@@ -326,7 +343,9 @@ def _play(network: Network, server: PageServer, r: PlayRequest, carried: Carrier
     hud: dict[str, str] | None = None
     console: list[str] = []
     gone = False  # the browser died under the session
-    with open_page(r.browser, network.netns("client"), wrap=r.transport.wrap) as page:
+    policy = _policy_controller(network, server, r)
+    with policy.running(), open_page(r.browser, network.netns("client"),
+                                     wrap=r.transport.wrap) as page:
         console = page.console
         try:
             page.goto(url, PAGE_LOAD_TIMEOUT_S)
@@ -359,7 +378,7 @@ def _play(network: Network, server: PageServer, r: PlayRequest, carried: Carrier
     decoded = summary.get("codec") if summary else None
     if decoded is None and isinstance(startup, dict):
         decoded = startup.get("codec")
-    failure = failure or carried.problem()
+    failure = failure or policy.failure or carried.problem()
     found = carried.proof() or r.transport.prove(network, proof_before, r.browser)
     proof, failure = found.counters or None, failure or found.problem
     codec = _text(decoded)
@@ -372,7 +391,22 @@ def _play(network: Network, server: PageServer, r: PlayRequest, carried: Carrier
         paths=_path_report(network, before, after), proof=proof, page=report, url=url,
         failure=failure, hud=hud, console=list(console),
         screenshot_taken=r.screenshot is not None,
-        transport_implementation=carried.implementation, scheduler=r.transport.scheduler_name)
+        transport_implementation=carried.implementation, scheduler=r.transport.scheduler_name,
+        path_policy=r.path_policy or pathpolicy.DEFAULT_POLICY, metered=r.metered,
+        policy_report=policy.report())
+
+
+def _policy_controller(network: Network, server: PageServer, r: PlayRequest
+                       ) -> pathpolicy.PathPolicyController:
+    """The session's path policy: its controller reads the player's events from the collector
+    (the probe's buffer level and segments) and the client's path counters."""
+    metered = {i: pathpolicy.mptcp_endpoint_id(i) for i in (r.metered or {})}
+    return pathpolicy.PathPolicyController(
+        policy=r.path_policy or pathpolicy.DEFAULT_POLICY, netns=network.netns("client"),
+        metered=metered, marks=r.deadline_marks,
+        events=pathpolicy.events_from_collector(
+            lambda path: _collector_get(server, None, path, r.collector_url), r.session_id),
+        counters=network.path_bytes)
 
 
 def _text(value: object) -> str | None:

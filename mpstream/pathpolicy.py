@@ -1,0 +1,351 @@
+"""Path policies: when a metered path (a profile path with `metered = true`, e.g. cellular)
+may carry the video.
+
+- `always`: every path carries data as the transport's scheduler likes (off-the-shelf MPTCP).
+- `backup`: the metered paths are backup paths: used only when the others fail.
+- `deadline`: MP-DASH's idea (Han et al., CoNEXT'16) on a stock kernel: the metered paths are
+  backup paths until the player's buffer falls below a low mark, or the next segment would miss
+  its deadline (the buffer running dry) at the unmetered paths' measured rate; they are backup
+  again once the buffer is above a high mark.
+
+With kernel MPTCP a policy acts by the client's endpoint flag (`ip mptcp endpoint change id N
+backup|nobackup` in the client namespace): the kernel sends MP_PRIO on the existing subflows
+and the server's scheduler follows. The player's buffer level reaches the controller from the
+page: the probe's `buffer` and `segment` events, read from the collector as they arrive.
+Every toggle is an event with its reason and the buffer level (docs/cellular.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from mpstream.errors import UserError
+
+POLICIES: dict[str, str] = {
+    "always": "every path carries data as the transport's scheduler likes (off-the-shelf "
+              "multipath)",
+    "backup": "the metered paths are backup paths: they carry data only when the others fail",
+    "deadline": "MP-DASH: a metered path joins when the player's buffer falls below a low mark "
+                "or the next segment would miss its deadline at the unmetered paths' rate, and "
+                "leaves above a high mark",
+}
+DEFAULT_POLICY = "always"
+
+
+def check_policy(name: str) -> str:
+    """`name` when it is a policy; else an error naming the policies there are."""
+    if name not in POLICIES:
+        raise UserError(f"path policy {name!r}: choose one of {', '.join(POLICIES)} "
+                        "(docs/cellular.md)")
+    return name
+
+
+def refusal(policy: str | None, transport_name: str, acts: Sequence[str],
+            metered: Sequence[int]) -> str | None:
+    """Why `policy` cannot run on this transport and network (None: it can). `acts`: the
+    policies the transport can carry out; `metered`: the network's metered paths."""
+    if policy is None or policy == DEFAULT_POLICY:
+        return None
+    check_policy(policy)
+    if policy not in acts:
+        return (f"path policy {policy}: transport {transport_name} cannot hold a path back "
+                f"(it runs {', '.join(acts) or 'no policy'}; mptcp toggles the kernel's "
+                "endpoint backup flag)")
+    if not metered:
+        return (f"path policy {policy}: the profile has no metered path to hold back (mark "
+                "one `metered = true`)")
+    return None
+
+
+@dataclass(frozen=True)
+class DeadlineMarks:
+    """The deadline policy's parameters. The high mark sits below the players' own buffer
+    targets (dash.js keeps 12 s, hls.js 30 s) so that a full buffer lets the metered path go."""
+
+    low_s: float = 4.0  # join below this buffer level (once playing)
+    high_s: float = 10.0  # leave at or above it
+    margin_s: float = 1.0  # a segment must arrive this long before the buffer runs dry
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.low_s < self.high_s:
+            raise UserError(f"deadline marks: the low mark ({self.low_s:g} s) must be below the "
+                            f"high mark ({self.high_s:g} s) and not negative")
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the controller knows at one moment: the player's buffer (None: no sample yet),
+    whether playback has started, the next segment's expected size and the unmetered paths'
+    measured rate (None: not measured yet)."""
+
+    buffer_s: float | None
+    started: bool
+    next_segment_bytes: int | None = None
+    unmetered_bps: float | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    use_metered: bool
+    reason: str
+
+
+def deadline_decision(using: bool, obs: Observation, marks: DeadlineMarks) -> Decision | None:
+    """The deadline policy's next step from state `using` (the metered paths carry data):
+    a Decision to change it, or None to keep it. Before playback starts nothing changes (the
+    metered path stays back unless a path fails, which the kernel handles)."""
+    if obs.buffer_s is None or not obs.started:
+        return None
+    b = obs.buffer_s
+    if using:
+        if b >= marks.high_s:
+            return Decision(False, f"buffer {b:.1f} s at or above the high mark "
+                                   f"{marks.high_s:g} s")
+        return None
+    if b < marks.low_s:
+        return Decision(True, f"buffer {b:.1f} s below the low mark {marks.low_s:g} s")
+    if obs.next_segment_bytes and obs.unmetered_bps:
+        need_s = obs.next_segment_bytes * 8 / obs.unmetered_bps
+        if need_s + marks.margin_s > b:
+            return Decision(True, f"the next segment ({obs.next_segment_bytes / 1e3:.0f} KB) "
+                                  f"needs {need_s:.1f} s at the unmetered rate "
+                                  f"{obs.unmetered_bps / 1e6:.2f} Mbit/s, the buffer holds "
+                                  f"{b:.1f} s")
+    return None
+
+
+@dataclass
+class PlayerView:
+    """The player's state as its events tell it (the probe's `buffer`, `startup` and
+    `segment` events), folded one batch at a time."""
+
+    buffer_s: float | None = None
+    started: bool = False
+    seen: int = -1  # the highest event seq folded
+    segment_bytes: int | None = None  # the last video segment's size
+    segment_bps: float | None = None  # its download rate (all paths together)
+
+    def fold(self, events: Sequence[dict[str, Any]]) -> None:
+        for e in sorted(events, key=lambda e: e.get("seq", 0)):
+            if e.get("seq", 0) <= self.seen:
+                continue
+            self.seen = e.get("seq", 0)
+            kind, data = e.get("type"), e.get("data") or {}
+            if kind == "buffer" and data.get("level_s") is not None:
+                self.buffer_s = float(data["level_s"])
+            elif kind == "startup":
+                self.started = True
+            elif kind == "segment" and data.get("kind", "video") == "video":
+                took_ms = (data.get("t_done") or 0) - (data.get("t_request") or 0)
+                if data.get("bytes"):
+                    self.segment_bytes = int(data["bytes"])
+                    if took_ms > 0:
+                        self.segment_bps = data["bytes"] * 8 / (took_ms / 1000)
+
+
+@dataclass
+class ToggleEvent:
+    t_s: float  # seconds since the controller started
+    t_unix: float
+    path: int
+    action: str  # "nobackup" (the metered path carries data) or "backup"
+    reason: str
+    buffer_s: float | None
+
+
+def mptcp_endpoint_id(path: int) -> int:
+    """The client's MPTCP endpoint id of emulated path `path` (netem/topology.py numbers them
+    from 1; the primary path has none: it carries the initial subflow)."""
+    return path + 1
+
+
+# An endpoint flag setter: (namespace, endpoint id, backup?) -> None or raises.
+FlagSetter = Callable[[str | None, int, bool], None]
+
+
+def set_endpoint_backup(netns: str | None, endpoint_id: int, backup: bool) -> None:
+    """`ip mptcp endpoint change id N backup|nobackup` in `netns`: MP_PRIO on every subflow
+    from that endpoint's address."""
+    argv = ["ip", *(["-n", netns] if netns else []), "mptcp", "endpoint", "change", "id",
+            str(endpoint_id), "backup" if backup else "nobackup"]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise UserError(f"`{' '.join(argv)}` failed: "
+                        f"{(done.stderr or done.stdout).strip() or done.returncode}")
+
+
+@dataclass
+class PathPolicyController:
+    """Runs a policy for one session: `deadline` polls the player's events (`events()`,
+    e.g. from the collector) and the client's path counters (`counters()`) every `poll_s`
+    and toggles the metered paths' endpoints; `always` and `backup` only keep the record.
+    `failure` says why a toggle failed (the session then fails with it). On exit every
+    endpoint is back to its flag at the start (`start_backup`)."""
+
+    policy: str
+    netns: str | None
+    metered: dict[int, int]  # metered path index -> its MPTCP endpoint id
+    events: Callable[[], Sequence[dict[str, Any]] | None] = lambda: None
+    counters: Callable[[], list[dict[str, int]]] = list
+    marks: DeadlineMarks = field(default_factory=DeadlineMarks)
+    poll_s: float = 0.25
+    set_flag: FlagSetter = set_endpoint_backup
+    toggles: list[ToggleEvent] = field(default_factory=list)
+    failure: str | None = None
+    view: PlayerView = field(default_factory=PlayerView)
+
+    def __post_init__(self) -> None:
+        check_policy(self.policy)
+        # backup and deadline start with the metered paths held back (the profile's endpoint
+        # flag); always leaves them as the profile set them up.
+        self.using = self.policy == "always"
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._t0 = time.monotonic()
+        self._rate = RateEstimate()
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[PathPolicyController]:
+        self._t0 = time.monotonic()
+        if self.policy == "deadline":
+            self._thread = threading.Thread(target=self._loop, name="path-policy", daemon=True)
+            self._thread.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            if self._thread is not None:
+                self._thread.join(timeout=10)
+            self._restore()
+
+    def _restore(self) -> None:
+        if self.policy == "always" or not self.using:
+            return
+        for endpoint in self.metered.values():
+            with contextlib.suppress(UserError, OSError):  # the topology may be gone already
+                self.set_flag(self.netns, endpoint, True)
+        self.using = False
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            try:
+                self.step()
+            except Exception as exc:  # a toggle or a read that failed: the session says why
+                self.failure = f"path policy {self.policy}: {exc}"
+                return
+
+    def step(self) -> Decision | None:
+        """One poll: fold new events, measure, decide, toggle."""
+        found = self.events()
+        if found:
+            self.view.fold(found)
+        self._rate.add(time.monotonic(), self.counters(), set(self.metered))
+        obs = Observation(self.view.buffer_s, self.view.started, self.view.segment_bytes,
+                          self._rate.unmetered_bps(self.view.segment_bps))
+        decision = deadline_decision(self.using, obs, self.marks)
+        if decision is not None:
+            self.apply(decision)
+        return decision
+
+    def apply(self, decision: Decision) -> None:
+        action = "nobackup" if decision.use_metered else "backup"
+        for path, endpoint in self.metered.items():
+            self.set_flag(self.netns, endpoint, not decision.use_metered)
+            self.toggles.append(ToggleEvent(
+                t_s=round(time.monotonic() - self._t0, 3), t_unix=round(time.time(), 3),
+                path=path, action=action, reason=decision.reason, buffer_s=self.view.buffer_s))
+        self.using = decision.use_metered
+
+    def report(self) -> dict[str, Any]:
+        return {"policy": self.policy, "metered_paths": sorted(self.metered),
+                "marks": asdict(self.marks) if self.policy == "deadline" else None,
+                "toggles": [asdict(t) for t in self.toggles], "failure": self.failure}
+
+
+class RateEstimate:
+    """The unmetered paths' rate while the player downloads: the last segment's download rate
+    (all paths together) times the unmetered paths' share of the bytes the client received over
+    the last few seconds (1 while the metered paths are held back)."""
+
+    WINDOW_S = 3.0
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, int, int]] = []  # (t, unmetered rx, metered rx)
+
+    def add(self, t: float, counters: list[dict[str, int]], metered: set[int]) -> None:
+        if not counters:
+            return
+        free = sum(c.get("rx_bytes", 0) for i, c in enumerate(counters) if i not in metered)
+        paid = sum(c.get("rx_bytes", 0) for i, c in enumerate(counters) if i in metered)
+        self.samples.append((t, free, paid))
+        while len(self.samples) > 2 and self.samples[1][0] < t - self.WINDOW_S:
+            self.samples.pop(0)
+
+    def unmetered_share(self) -> float | None:
+        if len(self.samples) < 2:
+            return None
+        (_, f0, p0), (_, f1, p1) = self.samples[0], self.samples[-1]
+        total = (f1 - f0) + (p1 - p0)
+        return (f1 - f0) / total if total > 0 else None
+
+    def unmetered_bps(self, segment_bps: float | None) -> float | None:
+        share = self.unmetered_share()
+        if segment_bps is None:
+            return None
+        return segment_bps * (share if share is not None else 1.0)
+
+
+def metered_figures(paths: Sequence[dict[str, Any]], metered: dict[int, float | None]
+                    ) -> dict[str, float | None]:
+    """metered_bytes (both directions on metered paths), metered_share (of all bytes the
+    client's paths carried) and metered_cost (None when no metered path has a price) from a
+    session's per-path byte counts (`paths`: index, rx_bytes, tx_bytes) and the metered paths'
+    price per GB (index -> cost_per_gb or None)."""
+    def carried(p: dict[str, Any]) -> int:
+        return int(p.get("rx_bytes") or 0) + int(p.get("tx_bytes") or 0)
+
+    total = sum(carried(p) for p in paths)
+    paid = [p for p in paths if p.get("index") in metered]
+    metered_bytes = sum(carried(p) for p in paid)
+    priced = [p for p in paid if metered.get(p["index"]) is not None]
+    cost = (sum(carried(p) / 1e9 * float(metered[p["index"]] or 0) for p in priced)
+            if priced else None)
+    return {"metered_bytes": metered_bytes,
+            "metered_share": round(metered_bytes / total, 4) if total else None,
+            "metered_cost": round(cost, 6) if cost is not None else None}
+
+
+def events_from_collector(get: Callable[[str], dict[str, Any] | None], session_id: str
+                          ) -> Callable[[], list[dict[str, Any]] | None]:
+    """A reader of a session's events from a collector GET (`get(path)` -> JSON or None)."""
+    def read() -> list[dict[str, Any]] | None:
+        found = get(f"/sessions/{session_id}")
+        return list(found.get("events") or []) if found else None
+    return read
+
+
+def fit_profile(profile: Any, policy: str | None) -> Any:
+    """The profile as `policy` needs it set up: `backup` and `deadline` start with every
+    metered path's endpoint flagged backup (the controller lifts it when the policy says)."""
+    if policy in (None, DEFAULT_POLICY) or not profile.metered_paths():
+        return profile
+    paths = [p.model_copy(update={"backup": True}) if p.metered else p for p in profile.paths]
+    return profile.model_copy(update={"paths": paths})
+
+
+def check_for(policy: str | None, transport: Any, profile: Any | None) -> None:
+    """Refuses `policy` (a UserError naming why) before anything is built: an unknown name,
+    a transport that cannot act on paths, a network with no metered path."""
+    if policy is None:
+        return
+    check_policy(policy)
+    metered = list(profile.metered_paths()) if profile is not None else []
+    why = refusal(policy, transport.name, transport.path_policies, metered)
+    if why:
+        raise UserError(why)
