@@ -301,6 +301,9 @@ class RateEstimate:
         return segment_bps * (share if share is not None else 1.0)
 
 
+METERED_FIELDS = ("metered_bytes", "metered_share", "metered_cost")
+
+
 def metered_figures(paths: Sequence[dict[str, Any]], metered: dict[int, float | None]
                     ) -> dict[str, float | None]:
     """metered_bytes (both directions on metered paths), metered_share (of all bytes the

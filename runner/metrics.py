@@ -308,6 +308,17 @@ def n_paths_of(records: list[TrialData]) -> int:
     return max((len(r.record.paths) for r in records), default=0)
 
 
+def metered_metrics(rec: TrialData) -> dict[str, float]:
+    """What the metered paths carried and cost, and how often the path policy toggled them;
+    empty for a trial whose network has no metered path."""
+    r = rec.record
+    if not r.metered_paths:
+        return {}
+    return {"metered_bytes": _num(r.metered_bytes), "metered_share": _num(r.metered_share),
+            "metered_cost": _num(r.metered_cost),
+            "policy_toggles": float(len(r.path_policy_toggles))}
+
+
 def trial_metrics(rec: TrialData, n_paths: int) -> dict[str, float]:
     base = video_metrics(rec) if rec.record.kind == "video" else iperf_metrics(rec)
-    return {**base, **kernel_metrics(rec, n_paths)}
+    return {**base, **kernel_metrics(rec, n_paths), **metered_metrics(rec)}

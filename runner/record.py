@@ -38,6 +38,18 @@ class PathLabel(BaseModel):
     client_addr: str | None = None
 
 
+class PolicyToggle(BaseModel):
+    """One change of a metered path's role by the path policy (mpstream/pathpolicy.py)."""
+
+    t_s: float = Field(description="seconds since the session's controller started")
+    t_unix: float
+    path: int
+    action: Literal["backup", "nobackup"] = Field(description="nobackup: the metered path "
+                                                  "carries data from now on; backup: held back")
+    reason: str
+    buffer_s: float | None = Field(default=None, description="the player's buffer level then")
+
+
 class CompetitorLabel(BaseModel):
     """A competing client of the trial's network: its host (files: iperf-<host>.json or
     <host>/), its label, whether it spoke MPTCP, and whether it was cross traffic (a scheduled
@@ -114,6 +126,17 @@ class TrialRecord(BaseModel):
     scheduler: str | None = Field(default=None, description="the transport's path scheduler "
                                   "(which bytes go on which path); None where there is none to "
                                   "choose")
+    path_policy: str | None = Field(default=None, description="when the metered paths carry "
+                                    "data: always, backup or deadline (mpstream/pathpolicy.py)")
+    metered_paths: list[int] = Field(default_factory=list, description="the profile's metered "
+                                     "paths (cellular)")
+    metered_bytes: int | None = Field(default=None, description="bytes the metered paths "
+                                      "carried, both directions")
+    metered_share: float | None = Field(default=None, description="the metered paths' share of "
+                                        "the bytes all client paths carried")
+    metered_cost: float | None = Field(default=None, description="metered bytes times each "
+                                       "metered path's cost_per_gb (None: no price given)")
+    path_policy_toggles: list[PolicyToggle] = Field(default_factory=list)
     transport_implementation: str | None = Field(
         default=None, description="what carried the transport when its name does not say "
         "(the QUIC library and the multipath draft it implements)")

@@ -75,6 +75,10 @@ METRIC_LABELS = {
     "cross_traffic_mbps": ("cross traffic while it ran", "Mbit/s"),
     "tcp_user_stall_ms": ("stall time per TCP user", "ms"),
     "retrans_per_s": ("retransmissions", "packets/s"),
+    "metered_bytes": ("bytes on metered paths", "bytes"),
+    "metered_share": ("metered paths' share of the bytes", ""),
+    "metered_cost": ("cost of the metered bytes", "per cost_per_gb"),
+    "policy_toggles": ("path policy toggles", "count"),
 }
 # The figures the per-host table gives (the medians of those the run has), so that a slow or
 # odd host shows itself rather than hiding inside a condition's spread.
@@ -87,6 +91,9 @@ PATH_METRICS = {
     "link_drop_share": ("share of packets the link dropped, data direction", ""),
     "first_segment_share": ("share of the first segment's bytes", ""),
     "tail_share": ("share of the segments' last 10% of bytes", ""),
+    "queue_delay_p50_ms": ("queueing delay in the emulator, data direction, p50", "ms"),
+    "queue_delay_p95_ms": ("queueing delay in the emulator, data direction, p95", "ms"),
+    "queue_delay_p99_ms": ("queueing delay in the emulator, data direction, p99", "ms"),
 }
 
 
@@ -329,13 +336,13 @@ def _write_csvs(report: Report, records: list[TrialData], several: frozenset[str
     with (out / "trials.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["condition", "trial", "status", "reason", "transport", "scheduler",
-                    *report.metric_order])
+                    "path_policy", *report.metric_order])
         for rec in records:
             g = group_of(rec, several)
             row = next((t for t in report.per_trial.get(g, []) if t["key"] == rec.key), {})
             note = rec.record.reason or rec.record.player_failure or ""
             w.writerow([g, rec.key, rec.record.status, note, rec.record.transport or "",
-                        rec.record.scheduler or "",
+                        rec.record.scheduler or "", rec.record.path_policy or "",
                         *[_fmt(row.get(m)) for m in report.metric_order]])
     with (out / "conditions.csv").open("w", newline="") as fh:
         w = csv.writer(fh)

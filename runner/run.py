@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from rich.console import Console
 from rich.progress import (
@@ -32,6 +32,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from mpstream import pathpolicy
 from mpstream.errors import UserError
 from mpstream.proc import signals_interrupt, stop
 from mpstream.runner.layout import (
@@ -46,8 +47,12 @@ from mpstream.runner.layout import (
 )
 from mpstream.runner.media import prepare_media
 from mpstream.runner.record import TrialRecord, load_record, this_host
-from mpstream.runner.scenario import Scenario, Trial, build_profile, expand_trials
+from mpstream.runner.scenario import Condition, Scenario, Trial, build_profile, expand_trials
 from mpstream.runner.trial import failed_record, load_plan, plan_json, transport_for
+from mpstream.transport import Transport
+
+if TYPE_CHECKING:
+    from mpstream.netem.profile import Profile
 
 # Seconds a trial process gets to tear its network down once it is told to stop.
 TEARDOWN_TIMEOUT_S = 60
@@ -138,6 +143,24 @@ def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
     }
 
 
+def _path_policy_problem(scenario: Scenario, cond: Condition, transport: Transport,
+                         profile: Profile | None) -> str | None:
+    """Why the condition's path policy cannot run (None: it can), before any topology."""
+    policy = cond.path_policy
+    if policy in (None, pathpolicy.DEFAULT_POLICY):
+        return None
+    if profile is None:
+        return (f"path policy {policy}: a real host's interfaces say nothing of which is "
+                "metered: give the condition an emulated profile")
+    if policy == "deadline" and scenario.kind != "video":
+        return "path policy deadline follows a player's buffer, and an iperf trial has none"
+    try:
+        pathpolicy.check_for(policy, transport, profile)
+    except UserError as exc:
+        return str(exc)
+    return None
+
+
 def preflight(scenario: Scenario) -> None:
     """What every trial needs, checked once: otherwise each trial would fail the same way."""
     from mpstream.netem import coupled, teardown
@@ -172,6 +195,9 @@ def preflight(scenario: Scenario) -> None:
         if profile is None and cond.scheduler is not None and transport.kernel_mptcp:
             problems.append(f"condition {cond.label}: scheduler {cond.scheduler}: on a real "
                             "host the kernel's MPTCP scheduler is the host's own setting")
+        policy_problem = _path_policy_problem(scenario, cond, transport, profile)
+        if policy_problem:
+            problems.append(f"condition {cond.label}: {policy_problem}")
         transports.add(transport)
         refusal = transport.refuses_cc(profile.cc) if profile else None
         if refusal:

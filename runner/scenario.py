@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from mpstream.errors import UserError
+from mpstream.pathpolicy import POLICIES
 from mpstream.player.abr import DEFAULT as ABR_DEFAULT
 from mpstream.player.abr import parse_abr_params, resolve_abr
 from mpstream.transport import TRANSPORTS, get_transport
@@ -107,12 +108,23 @@ class Condition(_Strict):
     transport: TransportName | None = None
     # The transport's path scheduler (None: its default); `mpstream play --list-schedulers`.
     scheduler: str | None = None
+    # When the profile's metered paths carry data (None: always): mpstream/pathpolicy.py, and
+    # the deadline policy's buffer marks [low, high] in seconds (None: its defaults).
+    path_policy: str | None = None
+    deadline_marks: tuple[float, float] | None = None
     # Overrides applied to the profile's raw data before it is loaded: dotted keys, `*` walks
     # every element of a list, e.g. {"cc" = "bbr", "paths.*.queue" = 375000}.
     set: dict[str, Any] = Field(default_factory=dict)
     # Key of this condition's published figures in mpstream.runner.reference (e.g.
     # "thesis/bandwidth/balanced"); none when the studies have no such condition.
     reference: str | None = None
+
+    @field_validator("path_policy")
+    @classmethod
+    def _known_policy(cls, value: str | None) -> str | None:
+        if value is not None and value not in POLICIES:
+            raise ValueError(f"path_policy {value!r}: choose one of {', '.join(POLICIES)}")
+        return value
 
     @model_validator(mode="after")
     def _kind_fields(self) -> Condition:

@@ -30,6 +30,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from mpstream import pathpolicy
 from mpstream.errors import UserError
 from mpstream.network import Network
 from mpstream.player.session import MANIFESTS
@@ -48,12 +49,13 @@ from mpstream.runner.record import (
     CompetitorLabel,
     PathCheck,
     PathLabel,
+    PolicyToggle,
     TrialRecord,
     this_host,
 )
 from mpstream.runner.sampler import SubflowSampler
 from mpstream.runner.scenario import Condition, Scenario, Trial, build_profile, expand_trials
-from mpstream.runner.workloads import WORKLOADS, TrialContext, TrialFailed
+from mpstream.runner.workloads import WORKLOADS, TrialContext, TrialFailed, WorkloadOutcome
 from mpstream.server.stack import ServerStack
 from mpstream.transport import Transport, for_network_mode, get_transport
 
@@ -85,6 +87,10 @@ class Site(ABC):
     def around(self, record: TrialRecord) -> AbstractContextManager[object]:
         return contextlib.nullcontext()
 
+    def metered_paths(self) -> dict[int, float | None] | None:
+        """The network's metered paths and their prices per GB (None: it does not say)."""
+        return None
+
 
 class EmulatedSite(Site):
     """A fresh topology in namespaces, built from the condition's profile (its overrides and
@@ -94,7 +100,10 @@ class EmulatedSite(Site):
                  pcap: bool):
         profile = build_profile(scenario, cond)
         self.transport = transport_for(cond, profile.mode)
-        self.profile = self.transport.fit_profile(profile)
+        profile = self.transport.fit_profile(profile)
+        pathpolicy.check_for(cond.path_policy, self.transport, profile)
+        # backup and deadline start with the metered paths' endpoints flagged backup
+        self.profile = pathpolicy.fit_profile(profile, cond.path_policy)
         self.tdir, self.topo_name, self.pcap = tdir, topo_name, pcap
         write_json(tdir / "profile.json", self.profile.model_dump(mode="json"))
 
@@ -123,6 +132,9 @@ class EmulatedSite(Site):
 
     def watch(self, network: Network, tdir: Path) -> AbstractContextManager[object]:
         return Samplers(network, tdir, pcap=self.pcap)
+
+    def metered_paths(self) -> dict[int, float | None] | None:
+        return self.profile.metered_paths()
 
 
 class RealSite(Site):
@@ -286,6 +298,9 @@ def _run(scenario: Scenario, trial: Trial, record: TrialRecord, run_id: str, tdi
     transport = site.transport
     record.transport = transport.name
     record.scheduler = transport.scheduler_name
+    record.path_policy = trial.condition.path_policy or pathpolicy.DEFAULT_POLICY
+    metered = site.metered_paths()
+    record.metered_paths = sorted(metered or {})
     if scenario.kind == "video":
         record.session_id = session_id_for(run_id, trial)
     workload = WORKLOADS[scenario.kind]
@@ -301,7 +316,8 @@ def _run(scenario: Scenario, trial: Trial, record: TrialRecord, run_id: str, tdi
         outcome = workload.run(TrialContext(
             network=network, transport=transport, scenario=scenario, trial=trial, tdir=tdir,
             session_id=record.session_id or "", media_dir=media_dir, site=site,
-            watch=lambda: site.watch(network, tdir)))
+            watch=lambda: site.watch(network, tdir), path_policy=trial.condition.path_policy,
+            metered=metered))
         record.media = outcome.media
         record.events_started_unix = outcome.events_started_unix
         record.proof = outcome.proof
@@ -310,12 +326,34 @@ def _run(scenario: Scenario, trial: Trial, record: TrialRecord, run_id: str, tdi
             record.path_bytes = network.path_bytes()
         except Exception as exc:  # a counter we lack is no reason to lose the trial
             record.path_bytes_error = str(exc)
+        _record_metered(record, outcome, metered)
     if outcome.failure:
         if not outcome.started:
             raise TrialFailed(f"{workload.actor}: {outcome.failure}")
         # A session that played and then broke (e.g. its only path died) is a result worth
         # keeping; one that never showed a frame is not.
         record.player_failure = outcome.failure
+
+
+def _record_metered(record: TrialRecord, outcome: WorkloadOutcome,
+                    metered: dict[int, float | None] | None) -> None:
+    """The metered figures: the session's own (its counters' deltas), else, for a transfer,
+    the fresh topology's counters at the end."""
+    if metered is None:
+        return
+    figures = outcome.metered
+    if figures is None and record.path_bytes is not None:
+        figures = pathpolicy.metered_figures(
+            [{"index": i, **c} for i, c in enumerate(record.path_bytes)], metered)
+    if figures is not None:
+        record.metered_bytes = _int_or_none(figures.get("metered_bytes"))
+        record.metered_share = figures.get("metered_share")
+        record.metered_cost = figures.get("metered_cost")
+    record.path_policy_toggles = [PolicyToggle(**t) for t in outcome.path_policy_toggles]
+
+
+def _int_or_none(value: float | None) -> int | None:
+    return int(value) if value is not None else None
 
 
 # --- the run folder's plan ---------------------------------------------------------------------

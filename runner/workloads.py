@@ -19,13 +19,14 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel
 
 from mpstream.errors import UserError
 from mpstream.netem.teardown import netns_pids
 from mpstream.network import Competitor, Network
+from mpstream.pathpolicy import METERED_FIELDS, DeadlineMarks
 from mpstream.player.session import PlayRequest, PlayResult, play_session
 from mpstream.proc import stop, stop_pids
 from mpstream.runner.layout import competitor_iperf_name, read_json, write_json
@@ -64,6 +65,9 @@ class TrialContext:
     media_dir: Path | None
     site: VideoSite
     watch: Callable[[], AbstractContextManager[object]]  # the samplers, for the workload's span
+    # The path policy and the metered paths' prices per GB (None: a network that does not say).
+    path_policy: str | None = None
+    metered: dict[int, float | None] | None = None
 
 
 class WorkloadOutcome(BaseModel):
@@ -77,6 +81,9 @@ class WorkloadOutcome(BaseModel):
     transport_implementation: str | None = None
     media: MediaFacts | None = None
     events_started_unix: float | None = None
+    # The session's metered bytes, share and cost, and the path policy's toggles.
+    metered: dict[str, float | None] | None = None
+    path_policy_toggles: list[dict[str, Any]] = []
 
 
 class Workload(ABC):
@@ -107,7 +114,8 @@ class VideoSession(Workload):
                 screenshot=ctx.tdir / "last-frame.png", buffer_s=ctx.scenario.buffer_s,
                 target_latency_s=live.target_latency_s if live else None,
                 browser=ctx.trial.browser or "chromium", codec=ctx.trial.codec or "auto",
-                abr=abr, abr_params=abr_params, workdir=ctx.tdir)
+                abr=abr, abr_params=abr_params, workdir=ctx.tdir, path_policy=ctx.path_policy,
+                metered=ctx.metered, **marks_of(ctx.trial))
             rivals = CompetingPlayers(ctx.network, server, request)
             cross = [competitor_flow(ctx, k, user, ctx.scenario.duration_s)
                      for k, user in enumerate(ctx.network.competitors) if user.cross_traffic]
@@ -127,9 +135,20 @@ class VideoSession(Workload):
         failure = played.failure
         if started and unplayed:
             failure, started = "; ".join(unplayed), False
+        summary = played.as_json()
         return WorkloadOutcome(failure=failure, proof=played.proof, media=media,
                                transport_implementation=played.transport_implementation,
-                               started=started, events_started_unix=started_unix)
+                               started=started, events_started_unix=started_unix,
+                               metered={k: summary.get(k) for k in METERED_FIELDS}
+                               if ctx.metered is not None else None,
+                               path_policy_toggles=list(summary.get("path_policy_toggles")
+                                                        or []))
+
+
+def marks_of(trial: Trial) -> dict[str, DeadlineMarks]:
+    """The condition's deadline marks as PlayRequest's keyword (none: the defaults)."""
+    marks = trial.condition.deadline_marks
+    return {"deadline_marks": DeadlineMarks(*marks)} if marks else {}
 
 
 class CompetingPlayers:

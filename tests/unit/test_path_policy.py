@@ -1,0 +1,166 @@
+"""Path policies: the deadline policy's decisions on hand-worked buffer traces, the controller's
+toggles (with a fake endpoint setter: the integration test beside it uses the kernel's), the
+metered figures, the profile's refusals and the refusals before any topology."""
+
+import time
+
+import pytest
+
+from mpstream import pathpolicy
+from mpstream.errors import UserError
+from mpstream.netem.profile import profile_from_dict
+from mpstream.pathpolicy import (
+    DeadlineMarks,
+    Observation,
+    PathPolicyController,
+    deadline_decision,
+    metered_figures,
+)
+from mpstream.transport import get_transport
+
+pytestmark = pytest.mark.unit
+MARKS = DeadlineMarks(low_s=4, high_s=10, margin_s=1)
+
+
+def _decide(using, buffer_s, started=True, seg=None, bps=None):
+    return deadline_decision(using, Observation(buffer_s, started, seg, bps), MARKS)
+
+
+def test_nothing_changes_before_playback_starts_or_without_a_buffer_level():
+    assert _decide(False, 0.0, started=False) is None
+    assert _decide(False, None) is None
+
+
+def test_the_metered_path_joins_below_the_low_mark_and_leaves_at_the_high_mark():
+    assert _decide(False, 3.9).use_metered is True
+    assert "below the low mark 4 s" in _decide(False, 3.9).reason
+    assert _decide(False, 4.0) is None  # at the mark: not below it
+    # Between the marks nothing changes either way (hysteresis).
+    assert _decide(True, 6.0) is None
+    assert _decide(False, 6.0) is None
+    left = _decide(True, 10.0)
+    assert left.use_metered is False and "high mark 10 s" in left.reason
+
+
+def test_the_metered_path_joins_when_the_next_segment_would_miss_its_deadline():
+    # 1 MB at 2 Mbit/s takes 4 s; with a 1 s margin it needs 5 s of buffer: 6 s is enough,
+    # 4.5 s is not.
+    assert _decide(False, 6.0, seg=1_000_000, bps=2e6) is None
+    joined = _decide(False, 4.5, seg=1_000_000, bps=2e6)
+    assert joined.use_metered is True and "needs 4.0 s" in joined.reason
+
+
+def test_a_buffer_trace_toggles_as_worked_out_by_hand():
+    """Playback starts at 2 s of buffer (below the low mark: join), fills past the high mark
+    (leave at 12 s, not at 8 s), drains as the unmetered path fades (join at 3.5 s, the first
+    level below 4 s; 3.0 s finds it joined), refills (leave at 10.0 s, not at 9.9 s)."""
+    trace = [(0.0, False), (2.0, True), (8.0, True), (12.0, True), (6.0, True), (3.5, True),
+             (3.0, True), (5.0, True), (9.9, True), (10.0, True), (11.0, True)]
+    using, changes = False, []
+    for level, started in trace:
+        d = _decide(using, level, started=started)
+        if d is not None:
+            using = d.use_metered
+            changes.append((level, using))
+    # 2 s right after startup is below the low mark: the metered path helps fill the buffer.
+    assert changes == [(2.0, True), (12.0, False), (3.5, True), (10.0, False)]
+
+
+def test_marks_must_be_ordered():
+    with pytest.raises(UserError, match="low mark"):
+        DeadlineMarks(low_s=10, high_s=4)
+
+
+def _events(*levels, startup=True):
+    out, seq = [], 0
+    if startup:
+        out.append({"seq": seq, "type": "startup", "data": {}})
+    for level in levels:
+        seq += 1
+        out.append({"seq": seq, "type": "buffer", "data": {"level_s": level}})
+    return out
+
+
+def test_the_controller_toggles_the_metered_endpoints_and_records_why():
+    calls = []
+    feed = {"events": _events(8.0)}
+    ctl = PathPolicyController(
+        policy="deadline", netns="cli", metered={1: 2}, events=lambda: feed["events"],
+        counters=lambda: [{"rx_bytes": 0}, {"rx_bytes": 0}],
+        set_flag=lambda ns, ep, backup: calls.append((ns, ep, backup)))
+    assert ctl.step() is None and calls == []
+    feed["events"] = _events(8.0, 3.0)
+    assert ctl.step().use_metered is True
+    assert calls == [("cli", 2, False)]
+    feed["events"] = _events(8.0, 3.0, 11.0)
+    ctl.step()
+    assert calls[-1] == ("cli", 2, True)
+    toggles = ctl.report()["toggles"]
+    assert [(t["action"], t["buffer_s"]) for t in toggles] == [("nobackup", 3.0), ("backup", 11.0)]
+    assert "low mark" in toggles[0]["reason"]
+
+
+def test_a_failed_toggle_fails_the_session_and_the_flag_is_restored_on_exit():
+    def gone(ns, ep, backup):
+        raise UserError("Error: endpoint not found")
+
+    ctl = PathPolicyController(policy="deadline", netns="cli", metered={1: 2},
+                               events=lambda: _events(1.0), set_flag=gone, poll_s=0.01)
+    with ctl.running():
+        for _ in range(500):
+            if ctl.failure:
+                break
+            time.sleep(0.01)
+    assert ctl.failure and "endpoint not found" in ctl.failure
+
+    calls = []
+    ok = PathPolicyController(policy="deadline", netns="cli", metered={1: 2},
+                              events=lambda: _events(1.0),
+                              set_flag=lambda ns, ep, b: calls.append(b))
+    with ok.running():
+        ok.step()  # joins: flag off
+    assert calls == [False, True]  # ... and back to backup on exit
+
+
+def test_metered_figures_count_both_directions_and_price_them():
+    paths = [{"index": 0, "rx_bytes": 9_000_000, "tx_bytes": 1_000_000},
+             {"index": 1, "rx_bytes": 2_000_000, "tx_bytes": 500_000}]
+    got = metered_figures(paths, {1: 10.0})
+    assert got == {"metered_bytes": 2_500_000, "metered_share": 0.2, "metered_cost": 0.025}
+    assert metered_figures(paths, {1: None})["metered_cost"] is None
+    assert metered_figures(paths, {})["metered_bytes"] == 0
+
+
+WIFI = {"name": "wifi", "rate": "20mbit"}
+CELL = {"name": "cell", "rate": "10mbit", "metered": True, "cost_per_gb": 8.0}
+
+
+def test_a_profile_with_every_path_metered_is_refused_unless_allowed():
+    with pytest.raises(UserError, match=r"every path is metered.*allow_all_metered"):
+        profile_from_dict({"paths": [CELL, CELL | {"name": "cell2"}]})
+    ok = profile_from_dict({"paths": [CELL, CELL | {"name": "cell2"}],
+                            "allow_all_metered": True})
+    assert ok.metered_paths() == {0: 8.0, 1: 8.0}
+    with pytest.raises(UserError, match="cost_per_gb prices a metered path"):
+        profile_from_dict({"paths": [WIFI | {"cost_per_gb": 1.0}, CELL]})
+
+
+def test_backup_and_deadline_start_with_the_metered_path_held_back():
+    prof = profile_from_dict({"paths": [CELL, WIFI]})
+    held = pathpolicy.fit_profile(prof, "deadline")
+    assert [p.backup for p in held.paths] == [True, False]
+    assert held.primary_path == 1  # the initial subflow goes over the free path
+    assert pathpolicy.fit_profile(prof, "always") is prof
+
+
+def test_policies_are_refused_where_they_cannot_act():
+    prof = profile_from_dict({"paths": [WIFI, CELL]})
+    with pytest.raises(UserError, match="choose one of always, backup, deadline"):
+        pathpolicy.check_for("nosuch", get_transport("mptcp"), prof)
+    with pytest.raises(UserError, match="transport tcp cannot hold a path back"):
+        pathpolicy.check_for("deadline", get_transport("tcp"), prof)
+    with pytest.raises(UserError, match="no metered path"):
+        pathpolicy.check_for("backup", get_transport("mptcp"),
+                             profile_from_dict({"paths": [WIFI]}))
+    pathpolicy.check_for("deadline", get_transport("mptcp"), prof)
+    pathpolicy.check_for("always", get_transport("tcp"), prof)
