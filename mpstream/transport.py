@@ -350,3 +350,8 @@ def for_network_mode(mode: str) -> Transport:
         if transport.network_mode == mode:
             return transport
     raise UserError(f"no transport runs a network in mode {mode!r}")
+
+
+# Transports in modules of their own register themselves when imported; importing them here, once
+# the registry above exists, makes every importer of the registry see them.
+import mpstream.mphttp_transport  # noqa: E402, F401

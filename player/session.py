@@ -328,7 +328,11 @@ def play_session(network: Network, server: PageServer, request: PlayRequest) -> 
 
 
 def _play(network: Network, server: PageServer, r: PlayRequest, carried: Carrier) -> PlayResult:
-    url = page_url(carried.base_url, player=r.player, manifest_path=r.manifest,
+    # A carrier that carries media from a server other than the page's (mphttp with --url)
+    # gives the manifest's address through itself.
+    media_url = getattr(carried, "media_url", None)
+    manifest = media_url(r.manifest) if media_url is not None else r.manifest
+    url = page_url(carried.base_url, player=r.player, manifest_path=manifest,
                    session_id=r.session_id, transport=r.transport.name,
                    duration_s=r.duration_s, scenario=r.scenario, trial=r.trial,
                    startup_timeout_s=r.startup_timeout_s, buffer_s=r.buffer_s,

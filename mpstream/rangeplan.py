@@ -1,0 +1,252 @@
+"""How the multipath HTTP proxy (mpstream/mphttp.py) splits one object over its paths, as pure
+functions of what it has measured, so that each decision can be tested on hand-worked figures.
+
+A path is described by what a new byte range asked of it would cost (`PathEstimate`): when its
+first byte would arrive (`start_s`: the request's round trip on an idle connection, or the time
+to drain what the path already carries when the request queues behind it) and then how fast it
+arrives (`rate`). Ranges are sized so that every path's part ends at the same moment (MP-H2,
+MSPlayer): the object is complete when its last part is, so a part that ends later than the
+others is time the fast paths stand idle.
+
+A part already running can lag (its path slowed or failed); a path that has finished its own
+share then asks for the lagging part's remainder too, when it would deliver it sooner
+(`should_rerequest`): whichever copy arrives first is used, the other is redundant traffic.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# A part smaller than this is not worth a request of its own (a request costs a round trip and
+# headers; a few TCP segments are delivered in slow start's first window anyway).
+MIN_PART = 16 * 1024
+# What the first request of an object of unknown size asks for: its head. An object no larger
+# arrives in one request on one path; a larger one is split once its size is known.
+MIN_FIRST_CHUNK = 64 * 1024
+# A lagging part's remainder is asked of another path only when that saves at least this
+# much time (a copy costs bytes on the free path and, when it wins, a connection).
+MIN_GAIN_S = 0.005
+MIN_GAIN_SHARE = 0.1
+# A part that has delivered nothing for this many of its path's round trips (at least
+# SUSPECT_MIN_S) is treated as stalled: any free path is faster.
+SUSPECT_RTTS = 4.0
+SUSPECT_MIN_S = 0.25
+
+
+@dataclass(frozen=True)
+class PathEstimate:
+    """What a new range on path `index` would cost: first byte after `start_s` seconds (its
+    round trip, or the backlog already queued on it if that is longer), then `rate` bytes/s."""
+
+    index: int
+    rate: float
+    start_s: float
+
+    def finish_s(self, nbytes: float) -> float:
+        """When `nbytes` asked of this path now would all have arrived."""
+        return self.start_s + nbytes / max(self.rate, 1.0)
+
+
+@dataclass(frozen=True)
+class RangePart:
+    """Bytes [start, end) of the object, asked of path `path`."""
+
+    path: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+def path_estimate(index: int, rate: float, latency_s: float, backlog_bytes: int = 0
+                  ) -> PathEstimate:
+    """A path's estimate from its measured rate (bytes/s), its request round trip and the bytes
+    it already has to deliver: a request queued behind a backlog (pipelined on a busy
+    connection, or sharing the path with other downloads) waits for that to drain, an idle
+    path's waits for the round trip."""
+    rate = max(rate, 1.0)
+    return PathEstimate(index, rate, max(latency_s, backlog_bytes / rate))
+
+
+def finish_together(size: int, paths: Sequence[PathEstimate]) -> dict[int, float]:
+    """Bytes per path (by index) so that all parts of `size` bytes end at the same time T.
+
+    Path i delivers rate_i * (T - start_i) bytes by T, so T = (size + sum rate_i start_i) /
+    sum rate_i over the paths that start before T; a path that would only start after T gets
+    nothing (water-filling: paths are added in order of their start while they start before the
+    T of those already chosen)."""
+    chosen: list[PathEstimate] = []
+    finish = math.inf
+    for p in sorted(paths, key=lambda p: (p.start_s, -p.rate, p.index)):
+        if chosen and p.start_s >= finish:
+            break
+        chosen.append(p)
+        total_rate = sum(max(q.rate, 1.0) for q in chosen)
+        finish = (size + sum(max(q.rate, 1.0) * q.start_s for q in chosen)) / total_rate
+    return {p.index: max(p.rate, 1.0) * (finish - p.start_s) for p in chosen}
+
+
+def split_range(start: int, end: int, paths: Sequence[PathEstimate],
+                min_part: int = MIN_PART) -> list[RangePart]:
+    """Bytes [start, end) as consecutive parts, one per useful path, sized to finish together;
+    the path whose bytes would arrive first carries the head (the proxy streams the object in
+    order). A path whose part would be smaller than `min_part` is left out (its part would
+    cost a request for little), unless it is the only one."""
+    size = end - start
+    if size <= 0 or not paths:
+        return []
+    chosen = list(paths)
+    while True:
+        shares = finish_together(size, chosen)
+        small = [p for p in chosen if shares.get(p.index, 0.0) < min_part]
+        if not small or len(chosen) == 1:
+            break
+        # Leave out the path with the least to carry, and size the rest again without it.
+        chosen.remove(min(chosen, key=lambda p: (shares.get(p.index, 0.0), -p.rate)))
+    order = sorted((p for p in chosen if shares.get(p.index, 0.0) > 0),
+                   key=lambda p: (p.start_s, -p.rate, p.index))
+    sizes = [int(shares[p.index]) for p in order]
+    sizes[0] += size - sum(sizes)  # what rounding down left over goes to the head
+    parts, at = [], start
+    for p, n in zip(order, sizes, strict=True):
+        if n > 0:
+            parts.append(RangePart(p.index, at, at + n))
+            at += n
+    return parts
+
+
+def even_split(start: int, end: int, paths: Sequence[PathEstimate],
+               min_part: int = MIN_PART) -> list[RangePart]:
+    """Bytes [start, end) in equal parts over the paths, ignoring what they measured (the
+    `even` scheduler: the baseline that shows what sizing by rate is worth); no part smaller
+    than `min_part`."""
+    size = end - start
+    if size <= 0 or not paths:
+        return []
+    order = sorted(paths, key=lambda p: (p.start_s, -p.rate, p.index))
+    count = max(1, min(len(order), size // max(min_part, 1)))
+    order = order[:count]
+    base, extra = divmod(size, count)
+    parts, at = [], start
+    for i, p in enumerate(order):
+        n = base + (1 if i < extra else 0)
+        parts.append(RangePart(p.index, at, at + n))
+        at += n
+    return parts
+
+
+def first_chunk(best: PathEstimate, latency_s: float) -> int:
+    """How many bytes the first request of an object of unknown size asks of the best path:
+    enough to keep that path busy for two of its round trips (its response reveals the size
+    after one, and the request for the rest, pipelined behind it, reaches the server half a
+    round trip later), and at least MIN_FIRST_CHUNK."""
+    return max(MIN_FIRST_CHUNK, int(best.rate * 2 * latency_s))
+
+
+def stalled(silent_s: float, latency_s: float) -> bool:
+    """A part that has received nothing for `silent_s` is stalled: longer than SUSPECT_RTTS
+    round trips of its path, and than SUSPECT_MIN_S (a queue of a slow path, or slow start's
+    rounds, keep a healthy part silent for a few round trips)."""
+    return silent_s > max(SUSPECT_MIN_S, SUSPECT_RTTS * latency_s)
+
+
+def should_rerequest(remaining: int, lag_rate: float, lag_silent_s: float,
+                     lag_latency_s: float, free: PathEstimate) -> bool:
+    """Whether the free path should also ask for a lagging part's `remaining` bytes: it would
+    deliver them sooner, by at least MIN_GAIN_S and MIN_GAIN_SHARE of the lagging path's time,
+    than the lagging path at the rate it has shown for this part (`lag_rate` bytes/s; 0: none
+    yet); a part that has been silent too long (`stalled`) is never going to finish in time."""
+    if remaining <= 0:
+        return False
+    if stalled(lag_silent_s, lag_latency_s) or lag_rate <= 0:
+        lag_s = math.inf
+    else:
+        lag_s = remaining / lag_rate
+    free_s = free.finish_s(remaining)
+    return free_s + max(MIN_GAIN_S, MIN_GAIN_SHARE * min(lag_s, free_s)) < lag_s
+
+
+_LAST_NUMBER = re.compile(r"\d+(?=\D*$)")
+
+
+def size_key(path: str) -> str:
+    """What objects of about the same size share: the URL path with its last number made a
+    wildcard (segment 17 and 18 of a representation, seg_017.ts and seg_018.ts)."""
+    return _LAST_NUMBER.sub("#", path, count=1)
+
+
+def guessed_split(guess: int, paths: Sequence[PathEstimate], min_part: int = MIN_PART
+                  ) -> tuple[RangePart, tuple[int, int] | None]:
+    """The first two requests of an object whose size is only guessed (from objects like it):
+    its head on the path that starts first, and its tail as a suffix (`bytes=-N`, which needs
+    no size) on the path that would end the split, so that two paths start at once instead of
+    the second waiting a round trip for the size. Sized as `split_range` sizes `guess` bytes;
+    the middle (the parts of further paths, and what the guess fell short of) is asked once a
+    response tells the size. Returns the head and (path, suffix length), or None for the tail
+    when one path is enough."""
+    parts = split_range(0, guess, paths, min_part)
+    head = parts[0]
+    if len(parts) < 2:
+        return head, None
+    return head, (parts[-1].path, parts[-1].size)
+
+
+@dataclass
+class Ewma:
+    """An exponentially weighted moving average; None until the first sample."""
+
+    alpha: float
+    value: float | None = None
+
+    def update(self, sample: float) -> float:
+        self.value = sample if self.value is None else (
+            self.alpha * sample + (1 - self.alpha) * self.value)
+        return self.value
+
+
+class IntervalSet:
+    """Disjoint half-open byte intervals: which bytes of an object have arrived (a byte that
+    arrives twice, from a part and its re-requested copy, counts once)."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[int, int]] = []
+
+    def add(self, start: int, end: int) -> int:
+        """Adds [start, end); how many of its bytes were not in the set."""
+        if end <= start:
+            return 0
+        new = end - start
+        merged: list[tuple[int, int]] = []
+        lo, hi = start, end
+        for a, b in self.spans:
+            if b < lo or a > hi:
+                merged.append((a, b))
+                continue
+            new -= max(0, min(b, end) - max(a, start))
+            lo, hi = min(lo, a), max(hi, b)
+        merged.append((lo, hi))
+        self.spans = sorted(merged)
+        return new
+
+    def missing(self, start: int, end: int) -> list[tuple[int, int]]:
+        """The gaps of [start, end) that the set does not cover."""
+        gaps, at = [], start
+        for a, b in self.spans:
+            if b <= at:
+                continue
+            if a >= end:
+                break
+            if a > at:
+                gaps.append((at, min(a, end)))
+            at = max(at, b)
+        if at < end:
+            gaps.append((at, end))
+        return gaps
+
+    def covered(self) -> int:
+        return sum(b - a for a, b in self.spans)
