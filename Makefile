@@ -50,7 +50,7 @@ build/coupled-cc-test: netem/cc/test_coupled.c netem/cc/coupled_math.h
 LINKEM_DIR := netem/linkem
 LINKEM_CFLAGS := -O2 -g -Wall -Wextra -Werror -std=gnu11
 LINKEM_HDRS := $(wildcard $(LINKEM_DIR)/*.h)
-LINKEM_LIB := $(LINKEM_DIR)/link.c $(LINKEM_DIR)/config.c $(LINKEM_DIR)/json.c
+LINKEM_LIB := $(LINKEM_DIR)/link.c $(LINKEM_DIR)/qdelay.c $(LINKEM_DIR)/config.c $(LINKEM_DIR)/json.c
 
 emulator: build/mpstream-linkem build/linkem-test
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -56,6 +57,8 @@ SERVER_ADDR = "10.2.0.2"
 SERVER_SUBNET = "10.2.0.0/24"
 CLIENT_SUBNETS = "10.1.0.0/16"
 READY_TIMEOUT_S = 10.0
+# Where an emulator writes its queueing-delay windows, beside its stats (netem/linkem/qdelay.h).
+DELAY_LOG_SUFFIX = ".delay.jsonl"
 
 
 def _path_info(profile: Profile, index: int) -> PathInfo:
@@ -197,15 +200,18 @@ class Topology(Network):
         self.detached = True
         self._write_state()
 
-    def down(self) -> dict[str, Any]:
+    def down(self, keep: Path | None = None) -> dict[str, Any]:
         """Stops every process in the namespaces, removes them; returns the emulators' stats
-        (per path, per direction) when they wrote some."""
+        (per path, per direction) when they wrote some. With `keep`, each emulator's
+        queueing-delay windows are copied there first (`<label>.jsonl`, e.g. path0.jsonl)."""
         if self._down:
             return {}
         self._down = True
         teardown.remove_namespaces(teardown.topology_namespaces(self.name))
         stop_pids(teardown.orphan_emulator_pids(self.name))
         stats = self._read_stats()
+        if keep is not None:
+            self._keep_delay_logs(keep)
         teardown.remove_state(self.name)
         if coupled.is_coupled(self.profile.cc):
             coupled.release(self.profile.cc, self.name)
@@ -491,6 +497,8 @@ class Topology(Network):
         started = []
         for label, config in self._emulator_configs():
             config["stats_path"] = str(self.state_dir / f"{label}.stats.json")
+            # Each packet's queueing delay and the link's capacity, per 100 ms window.
+            config["delay_log"] = str(self.state_dir / f"{label}{DELAY_LOG_SUFFIX}")
             config_path = self.state_dir / f"{label}.json"
             config_path.write_text(json.dumps(config, indent=2))
             out = (self.state_dir / f"{label}.out").open("wb")
@@ -554,6 +562,12 @@ class Topology(Network):
         tmp = folder / f".{self.name}.json.tmp"
         tmp.write_text(json.dumps(state, indent=2))
         tmp.replace(folder / f"{self.name}.json")
+
+    def _keep_delay_logs(self, folder: Path) -> None:
+        for log in sorted(self.state_dir.glob(f"*{DELAY_LOG_SUFFIX}")):
+            folder.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(OSError):
+                shutil.copyfile(log, folder / (log.name.removesuffix(DELAY_LOG_SUFFIX) + ".jsonl"))
 
     def _read_stats(self) -> dict[str, Any]:
         stats = {}

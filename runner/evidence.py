@@ -265,6 +265,11 @@ def timeline_figure(rec: TrialData, evidence: TrialEvidence, n_paths: int,
         s["cwnd"].append(r["cwnd"])
         s["notsent"].append(r["notsent"] / 1000.0)
     unread = {t: evidence.unread[t] / 1000.0 for t in sorted(evidence.unread)}
+    # The path policy's toggles of a metered path, on the trial clock, with the buffer level.
+    t0 = rec.t0_unix
+    toggles = [(t.t_unix - t0, f"path {t.path} {'joins' if t.action == 'nobackup' else 'leaves'}"
+                + (f" ({t.buffer_s:g} s buffered)" if t.buffer_s is not None else ""))
+               for t in rec.record.path_policy_toggles] if t0 is not None else []
     return figures.subflow_timeline(out, f"{rec.key}: sender subflows and segments",
                                     dict(series), evidence.segments, n_paths, unread=unread,
-                                    held=evidence.held)
+                                    held=evidence.held, toggles=toggles)

@@ -131,12 +131,14 @@ def metric_bars(path: Path, groups: list[str], summaries: dict, metrics: list[st
 def subflow_timeline(path: Path, title: str, series: dict[int, dict[str, list]],
                      segments: list[dict], n_paths: int,
                      unread: dict[float, float] | None = None,
-                     held: list[tuple[float, float]] | None = None) -> Path:
+                     held: list[tuple[float, float]] | None = None,
+                     toggles: list[tuple[float, str]] | None = None) -> Path:
     """Three panels over the trial clock: bytes in flight (KB) and cwnd (packets) per path, and
     bytes held at the sender unsent (KB, notsent) per path beside the bytes the client held
     unread (KB, all its connections), with each segment's request (dashed) and last byte (solid)
     as vertical lines, and shaded the (poll time, interval) spans in `held`: the sender held
-    data back with nothing in flight."""
+    data back with nothing in flight; `toggles`: the path policy's (time, what) changes of a
+    metered path, as labelled green lines."""
     fig, (top, middle, bottom) = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
     for p in range(n_paths):
         s = series.get(p)
@@ -162,6 +164,11 @@ def subflow_timeline(path: Path, title: str, series: dict[int, dict[str, list]],
                 ax.axvline(seg["request_page_s"], color="0.6", ls="--", lw=0.6)
             if seg.get("last_byte_s") is not None:
                 ax.axvline(seg["last_byte_s"], color="0.3", lw=0.6)
+    for t, what in toggles or []:
+        for ax in (top, middle, bottom):
+            ax.axvline(t, color="tab:green", lw=1.2)
+        top.annotate(what, (t, 1), xycoords=("data", "axes fraction"), rotation=90,
+                     fontsize=6, va="top", ha="right", color="tab:green")
     top.set_ylabel("bytes in flight (KB)")
     middle.set_ylabel("cwnd (packets)")
     bottom.set_ylabel("held (KB)")
@@ -198,4 +205,35 @@ def sweep_lines(path: Path, x_name: str, points: dict[str, dict[str, dict[float,
         ax.set_xticks(ticks, [x_tick(x) for x in ticks], fontsize=7, rotation=90)
     # The legend goes beside the last panel, not on one: the lines span the whole height.
     _legend(axes[0][-1], loc="center left", bbox_to_anchor=(1.02, 0.5))
+    return _save(fig, path)
+
+
+def capacity_and_delay(path: Path, title: str, links: dict[str, list[dict]]) -> Path:
+    """The Alfalfa figure (Winstein et al., NSDI'13, figures 1 and 6) per emulated link, in its
+    data direction: above, the link's capacity and the throughput it carried per 100 ms window
+    (Mbit/s); below, the per-packet queueing delay (p95 per window, and its max), log scale.
+    `links`: label -> the emulator's windows (netem/linkem/qdelay.h), in time order."""
+    fig, axes = plt.subplots(2, len(links), figsize=(6 * len(links), 5.5), sharex="col",
+                             squeeze=False)
+    for col, (label, windows) in enumerate(links.items()):
+        top, bottom = axes[0][col], axes[1][col]
+        t0 = windows[0]["t"] if windows else 0.0
+        t = [w["t"] - t0 for w in windows]
+        top.fill_between(t, [w["capacity_bytes"] * 8 / w["dt_s"] / 1e6 for w in windows],
+                         step="post", color="0.85", label="capacity")
+        top.step(t, [w["bytes"] * 8 / w["dt_s"] / 1e6 for w in windows], where="post",
+                 color="tab:blue", lw=0.8, label="throughput")
+        top.set_ylabel("Mbit/s")
+        top.set_title(f"{title}: {label}", fontsize=9)
+        busy = [(x, w) for x, w in zip(t, windows, strict=True) if w.get("p95_ms") is not None]
+        bottom.plot([x for x, _ in busy], [w["p95_ms"] for _, w in busy], ".", ms=2,
+                    color="tab:red", label="p95 per 100 ms")
+        bottom.plot([x for x, _ in busy], [w["max_ms"] for _, w in busy], ".", ms=1,
+                    color="0.5", label="max per 100 ms")
+        if busy:
+            bottom.set_yscale("log")
+        bottom.set_ylabel("queueing delay (ms)")
+        bottom.set_xlabel("time (s)")
+        _legend(top)
+        _legend(bottom)
     return _save(fig, path)

@@ -47,6 +47,8 @@ TRIALS = "trials"
 CLOCK_JSON = "clock.json"  # the trial clock's origin (runner/evidence.py)
 TRIAL_JSON = "trial.json"
 LINK_STATS_JSON = "link-stats.json"
+# Each emulated link's queueing delay and capacity per 100 ms window (<link>.jsonl).
+QUEUE_DELAY_DIR = "queue-delay"
 RUN_JSON = "run.json"
 
 

@@ -270,6 +270,7 @@ def kernel_metrics(rec: TrialData, n_paths: int) -> dict[str, float]:
         drops = link_drop_share(rec, p)
         if drops is not None:
             m[f"path{p}_link_drop_share"] = drops
+        m.update(queue_delay_metrics(rec, p))
     m["retrans_per_s"] = (
         sum(sum(b.values()) for b in retr.values()) / span if span and not math.isnan(span)
         else math.nan
@@ -287,6 +288,17 @@ def data_link(rec: TrialData, p: int) -> dict | None:
     sends); None when the trial kept no count of that link."""
     return rec.link_stats.get(f"path{p}", {}).get(
         "b_to_a" if rec.record.sender == "server" else "a_to_b") or None
+
+
+def queue_delay_metrics(rec: TrialData, p: int) -> dict[str, float]:
+    """Path p's per-packet queueing delay in its link's data direction, p50/p95/p99 over the
+    trial (the emulator's histogram; netem/linkem/qdelay.h); empty for a trial whose emulator
+    did not record it."""
+    link = data_link(rec, p)
+    if link is None or "queue_delay_packets" not in link:
+        return {}
+    return {f"path{p}_queue_delay_{q}_ms": _num(link.get(f"queue_delay_{q}_ms"))
+            for q in ("p50", "p95", "p99")}
 
 
 def link_drops(link: dict) -> int:

@@ -19,7 +19,7 @@ from mpstream.errors import UserError
 from mpstream.qoe.stats import Summary, summarize
 from mpstream.runner import figures
 from mpstream.runner.evidence import TrialEvidence, timeline_figure, trial_evidence
-from mpstream.runner.layout import RUN_JSON, TrialData, load_trials, read_json
+from mpstream.runner.layout import QUEUE_DELAY_DIR, RUN_JSON, TrialData, load_trials, read_json
 from mpstream.runner.metrics import (
     binned_by_path,
     n_paths_of,
@@ -479,6 +479,25 @@ def sweep_of(report: Report, conditions: list[dict]) -> Sweep | None:
     return Sweep(key, titles, points)
 
 
+def _traced_links(rec: TrialData) -> dict[str, list[dict]]:
+    """The data-direction queueing-delay windows of each path whose link follows a trace, by
+    path label (empty: no trace-driven path, or no windows kept)."""
+    data_dir = "b_to_a" if rec.record.sender == "server" else "a_to_b"
+    out = {}
+    for p, spec in enumerate(rec.profile.get("paths") or []):
+        down = spec.get("downlink") or {}
+        if not (spec.get("trace") or down.get("trace")):
+            continue
+        log = rec.dir / QUEUE_DELAY_DIR / f"path{p}.jsonl"
+        if not log.is_file():
+            continue
+        windows = [w for w in (json.loads(line) for line in log.read_text().splitlines()
+                               if line.strip()) if w.get("dir") == data_dir]
+        if windows:
+            out[spec.get("name") or f"path{p}"] = windows
+    return out
+
+
 def _write_figures(report: Report, records, several: frozenset[str], n_paths: int) -> list[Path]:
     ok = [r for r in records if r.ok]
     seg: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -509,6 +528,14 @@ def _write_figures(report: Report, records, several: frozenset[str], n_paths: in
             (report.out_dir / "timelines").mkdir(exist_ok=True)
             timeline_figure(rec, report.evidence[rec.key], n_paths,
                             report.out_dir / "timelines" / f"{rec.key}.png")
+    # Trace-driven paths: capacity, throughput and per-packet queueing delay (the Alfalfa
+    # figure), one per trial, beside the report.
+    for rec in ok:
+        links = _traced_links(rec)
+        if links:
+            (report.out_dir / "queue-delay").mkdir(exist_ok=True)
+            figures.capacity_and_delay(report.out_dir / "queue-delay" / f"{rec.key}.png",
+                                       rec.key, links)
     bars = [m for m in ("startup_delay_ms", "stall_ms", "mean_bitrate_mbps", "download_rate_mbps",
                         "throughput_mbps", "retrans_per_s") if m in report.metric_order]
     if bars:

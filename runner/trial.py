@@ -39,6 +39,7 @@ from mpstream.runner.capture import CounterSnapshots, PacketCapture
 from mpstream.runner.evidence import write_clock
 from mpstream.runner.layout import (
     LINK_STATS_JSON,
+    QUEUE_DELAY_DIR,
     RUN_JSON,
     TRIAL_JSON,
     read_json,
@@ -117,7 +118,7 @@ class EmulatedSite(Site):
             finally:
                 # The emulators write their counts when they stop: what each link dropped, so
                 # that a loss can be placed on the link or on a host.
-                write_json(self.tdir / LINK_STATS_JSON, topo.down())
+                write_json(self.tdir / LINK_STATS_JSON, topo.down(keep=self.tdir / QUEUE_DELAY_DIR))
 
     @contextlib.contextmanager
     def serve_video(self, network: Network, media_dir: Path | None, workdir: Path,

@@ -317,7 +317,7 @@ static const struct link_params DEFAULT_LINK = {
 int config_load(const char *path, struct config *cfg, char *err, size_t errlen)
 {
     static const char *const keys[] = {"tun_a", "tun_b", "seed", "a_to_b", "b_to_a",
-                                       "events", "stats_path", NULL};
+                                       "events", "stats_path", "delay_log", NULL};
     memset(cfg, 0, sizeof *cfg);
     struct ctx c = {.cfg = cfg, .err = err, .errlen = errlen};
     char *text = read_file(path, err, errlen);
@@ -366,6 +366,13 @@ int config_load(const char *path, struct config *cfg, char *err, size_t errlen)
         }
         cfg->stats_path = strdup(v->string);
     }
+    if ((v = json_get(root, "delay_log")) && v->type != JSON_NULL) {
+        if (v->type != JSON_STRING || !*v->string) {
+            field_error(&c, "delay_log", "must be a file path or null");
+            goto out;
+        }
+        cfg->delay_log = strdup(v->string);
+    }
     rc = 0;
 out:
     json_free(root);
@@ -381,6 +388,7 @@ void config_free(struct config *cfg)
     free(cfg->traces);
     free(cfg->events);
     free(cfg->stats_path);
+    free(cfg->delay_log);
     memset(cfg, 0, sizeof *cfg);
 }
 

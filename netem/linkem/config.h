@@ -45,6 +45,7 @@ struct config {
     struct event *events;         /* sorted by at_s, ties in file order */
     size_t n_events;
     char *stats_path;             /* NULL when not wanted */
+    char *delay_log;              /* queueing-delay windows, JSON lines; NULL when not wanted */
     struct trace **traces;        /* every trace file named, loaded once */
     size_t n_traces;
 };

@@ -242,8 +242,18 @@ static double jitter_offset_ns(struct link *l, uint64_t t)
     return l->jitter_offset;
 }
 
+/* What the window clock counts as capacity per second while time passes: a fixed rate when
+ * up (a trace counts its opportunities one by one; unlimited has no capacity to speak of). */
+static uint64_t capacity_rate(const struct link *l)
+{
+    return !l->p.down && !l->p.trace ? l->p.rate_bps : 0;
+}
+
+/* A packet leaves the rate server at t: its sojourn is recorded, then it enters the wire. */
 static void delay_push(struct link *l, struct packet *p, uint64_t t)
 {
+    qdelay_advance(&l->qd, t, capacity_rate(l));
+    qdelay_sample(&l->qd, t - p->enq, p->len);
     double d_ns = l->p.delay_ms * (double)NS_PER_MS;
     if (l->p.jitter_ms > 0)
         d_ns += jitter_offset_ns(l, t);
@@ -312,6 +322,9 @@ static uint64_t trace_next_opportunity(const struct link *l)
 static void trace_use_opportunity(struct link *l, uint64_t t)
 {
     uint32_t budget = TRACE_OPPORTUNITY_BYTES;
+    qdelay_advance(&l->qd, t, 0);
+    if (!l->p.down)
+        qdelay_add_capacity(&l->qd, TRACE_OPPORTUNITY_BYTES * 8.0);
     while (budget) {
         if (!l->serving) {
             l->serving = queue_pop(l, t);
@@ -351,6 +364,19 @@ void link_init(struct link *l, const struct link_params *p, uint64_t seed, uint6
     l->deliver = deliver;
     l->ctx = ctx;
     l->trace_base = now;
+    qdelay_init(&l->qd, now);
+}
+
+void link_on_window(struct link *l, qdelay_emit_fn emit, void *ctx)
+{
+    l->qd.emit = emit;
+    l->qd.ctx = ctx;
+}
+
+void link_flush_window(struct link *l, uint64_t now)
+{
+    link_advance(l, now);
+    qdelay_flush(&l->qd, l->now, capacity_rate(l));
 }
 
 void link_free(struct link *l)
@@ -371,6 +397,7 @@ void link_advance(struct link *l, uint64_t now)
     case SERVER_TRACE: trace_advance(l, now); break;
     case SERVER_UNLIMITED: break;
     }
+    qdelay_advance(&l->qd, now, capacity_rate(l));
     delay_deliver_due(l, now);
 }
 
@@ -378,6 +405,7 @@ void link_enqueue(struct link *l, struct packet *pkt, uint64_t now)
 {
     link_advance(l, now);
     now = l->now;
+    pkt->enq = now;
     l->st.packets_in++;
     l->st.bytes_in += pkt->len;
     if (l->p.down) {

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "qdelay.h"
+
 #define NS_PER_MS 1000000ULL
 #define NS_PER_S 1000000000ULL
 /* Mahimahi's unit of delivery: one opportunity carries up to this many bytes. */
@@ -23,7 +25,7 @@
 struct packet {
     struct packet *next;
     uint64_t t;          /* delay line: release time */
-    uint64_t enq;        /* queue: arrival time (CoDel's sojourn time) */
+    uint64_t enq;        /* arrival at the link (CoDel's and the recorder's sojourn time) */
     uint32_t len;
     uint32_t left;       /* trace server: bytes still to be carried */
     unsigned char data[];
@@ -100,6 +102,7 @@ struct link {
     double jitter_offset, jitter_target;
 
     struct link_stats st;
+    struct qdelay qd;             /* each packet's queueing delay, and the capacity */
 };
 
 void link_init(struct link *l, const struct link_params *p, uint64_t seed, uint64_t now,
@@ -120,6 +123,10 @@ uint64_t link_next_deadline(const struct link *l);
  * wire and still arrive. A new rate applies from the next packet the server takes; a new
  * delay to packets leaving the server from now on. */
 void link_set_params(struct link *l, const struct link_params *p, uint64_t now);
+/* Queueing-delay windows go to emit(ctx, window) as they close (qdelay.h). */
+void link_on_window(struct link *l, qdelay_emit_fn emit, void *ctx);
+/* Closes the open queueing-delay window (at exit). */
+void link_flush_window(struct link *l, uint64_t now);
 /* Restarts the trace from its first opportunity at time now. */
 void link_restart_trace(struct link *l, uint64_t now);
 

@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <sched.h>
 #include <linux/if_tun.h>
 #include <signal.h>
@@ -44,11 +45,19 @@ struct output {
     uint64_t write_errors;
 };
 
+/* Where one direction's queueing-delay windows go (qdelay.h): a JSON line each. */
+struct delay_log {
+    FILE *f;
+    const char *dir;
+    int64_t realtime_offset_ns;           /* CLOCK_REALTIME - CLOCK_MONOTONIC */
+};
+
 struct emulator {
     struct config cfg;
     int tun[N_DIRS];                     /* [0] = tun_a, [1] = tun_b */
     struct link link[N_DIRS];            /* [0] reads tun_a, writes tun_b; [1] the reverse */
     struct output out[N_DIRS];
+    struct delay_log delays[N_DIRS];
     struct link_params configured[N_DIRS];  /* current settings before queue defaults */
     int signal_fd, epoll_fd;
     uint64_t t_start;
@@ -86,6 +95,55 @@ static void deliver(void *ctx, struct packet *pkt, uint64_t now)
     if (write(out->fd, pkt->data, pkt->len) != (ssize_t)pkt->len)
         out->write_errors++;
     free(pkt);
+}
+
+static void json_ms(FILE *f, const char *key, double ms)
+{
+    if (isnan(ms))
+        fprintf(f, "\"%s\": null", key);
+    else
+        fprintf(f, "\"%s\": %.3f", key, ms);
+}
+
+/* One closed window: when (Unix time of its start), what left the rate server, the capacity,
+ * the sojourn times (exact mean and max, percentiles from the histogram) and the histogram
+ * itself as [bucket, count] pairs, so that windows pool into any span's percentiles. */
+static void write_window(void *ctx, const struct qdelay_window *w)
+{
+    struct delay_log *log = ctx;
+    FILE *f = log->f;
+    double mean = w->packets ? (double)w->sum_ns / (double)w->packets / 1e6 : NAN;
+    fprintf(f, "{\"t\": %.3f, \"dir\": \"%s\", \"dt_s\": %.3f, \"packets\": %llu, "
+            "\"bytes\": %llu, \"capacity_bytes\": %.0f, ",
+            (double)((int64_t)w->start + log->realtime_offset_ns) / 1e9, log->dir,
+            (double)QDELAY_WINDOW_NS / 1e9, (unsigned long long)w->packets,
+            (unsigned long long)w->bytes, w->capacity_bits / 8);
+    json_ms(f, "mean_ms", mean);
+    fprintf(f, ", ");
+    json_ms(f, "max_ms", w->packets ? (double)w->max_ns / 1e6 : NAN);
+    fprintf(f, ", ");
+    json_ms(f, "p50_ms", qdelay_percentile_ms(w->hist, 0.50));
+    fprintf(f, ", ");
+    json_ms(f, "p95_ms", qdelay_percentile_ms(w->hist, 0.95));
+    fprintf(f, ", ");
+    json_ms(f, "p99_ms", qdelay_percentile_ms(w->hist, 0.99));
+    fprintf(f, ", \"hist\": [");
+    const char *sep = "";
+    for (unsigned b = 0; b < QDELAY_BUCKETS; b++)
+        if (w->hist[b]) {
+            fprintf(f, "%s[%u, %llu]", sep, b, (unsigned long long)w->hist[b]);
+            sep = ", ";
+        }
+    fprintf(f, "]}\n");
+}
+
+static int64_t realtime_offset_ns(void)
+{
+    struct timespec rt, mono;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    return ((int64_t)rt.tv_sec - (int64_t)mono.tv_sec) * (int64_t)NS_PER_S +
+           ((int64_t)rt.tv_nsec - (int64_t)mono.tv_nsec);
 }
 
 static int open_tun(const char *field, const char *name)
@@ -239,7 +297,7 @@ static void write_link_stats(FILE *f, const struct emulator *em, int d)
             "    \"max_queue_bytes\": %llu, \"max_queue_packets\": %llu, "
             "\"queue_limit_bytes\": %lld, \"queue_limit_packets\": %lld,\n"
             "    \"dropped_aqm_packets\": %llu, \"dropped_aqm_bytes\": %llu, "
-            "\"held_at_exit_packets\": %llu}",
+            "\"held_at_exit_packets\": %llu,\n    ",
             DIR_NAME[d], (unsigned long long)s->packets_in, (unsigned long long)s->bytes_in,
             (unsigned long long)s->packets_out, (unsigned long long)s->bytes_out,
             (unsigned long long)s->dropped_queue_packets,
@@ -255,6 +313,20 @@ static void write_link_stats(FILE *f, const struct emulator *em, int d)
             (unsigned long long)(s->packets_in - s->packets_out - s->dropped_queue_packets -
                                  s->dropped_loss_packets - s->dropped_down_packets -
                                  s->dropped_aqm_packets));
+    /* Each packet's queueing delay over the emulator's life (qdelay.h). */
+    const struct qdelay *q = &l->qd;
+    fprintf(f, "\"queue_delay_packets\": %llu, ", (unsigned long long)q->packets);
+    json_ms(f, "queue_delay_mean_ms",
+            q->packets ? (double)q->sum_ns / (double)q->packets / 1e6 : NAN);
+    fprintf(f, ", ");
+    json_ms(f, "queue_delay_max_ms", q->packets ? (double)q->max_ns / 1e6 : NAN);
+    fprintf(f, ", ");
+    json_ms(f, "queue_delay_p50_ms", qdelay_percentile_ms(q->hist, 0.50));
+    fprintf(f, ", ");
+    json_ms(f, "queue_delay_p95_ms", qdelay_percentile_ms(q->hist, 0.95));
+    fprintf(f, ", ");
+    json_ms(f, "queue_delay_p99_ms", qdelay_percentile_ms(q->hist, 0.99));
+    fprintf(f, "}");
 }
 
 static void write_stats(const struct emulator *em)
@@ -391,6 +463,17 @@ int main(int argc, char **argv)
         link_init(&em.link[d], &p, em.cfg.seed ^ (0xA5A5A5A5ULL * (uint64_t)(d + 1)),
                   em.t_start, deliver, &em.out[d]);
     }
+    if (em.cfg.delay_log) {
+        FILE *f = fopen(em.cfg.delay_log, "w");
+        if (!f)
+            die("delay_log: cannot write %s: %s", em.cfg.delay_log, strerror(errno));
+        int64_t offset = realtime_offset_ns();
+        for (int d = 0; d < N_DIRS; d++) {
+            em.delays[d] = (struct delay_log){.f = f, .dir = DIR_NAME[d],
+                                              .realtime_offset_ns = offset};
+            link_on_window(&em.link[d], write_window, &em.delays[d]);
+        }
+    }
     run_due_events(&em, em.t_start);
     printf("ready\n");
     fflush(stdout);
@@ -428,6 +511,12 @@ int main(int argc, char **argv)
             link_advance(&em.link[d], now);
     }
 
+    uint64_t t_end = now_ns();
+    for (int d = 0; d < N_DIRS; d++)
+        link_flush_window(&em.link[d], t_end);
+    if (em.delays[0].f && fclose(em.delays[0].f) != 0)
+        fprintf(stderr, PROG ": delay_log: cannot write %s: %s\n", em.cfg.delay_log,
+                strerror(errno));
     if (em.cfg.stats_path)
         write_stats(&em);
     for (int d = 0; d < N_DIRS; d++) {

@@ -690,6 +690,110 @@ static int test_codel_leaves_and_resumes(void)
     return 0;
 }
 
+/* ---- the queueing-delay recorder (qdelay.h) ---- */
+
+#define MAX_WINDOWS 64
+static struct qdelay_window windows[MAX_WINDOWS];
+static size_t n_windows;
+
+static void keep_window(void *ctx, const struct qdelay_window *w)
+{
+    (void)ctx;
+    if (n_windows < MAX_WINDOWS)
+        windows[n_windows++] = *w;
+}
+
+static int near_bucket(double got_ms, double want_ms)
+{
+    /* A percentile is its bucket's geometric middle: within 2^(1/16) of the truth. */
+    return got_ms <= want_ms * 1.0443 && got_ms >= want_ms / 1.0443;
+}
+
+static int test_queue_delay_known_burst(void)
+{
+    /* 12 Mbit/s: a 1500-byte packet takes exactly 1 ms. A burst of 10 at t = 0 leaves the
+     * server at 1, 2, ..., 10 ms: sojourn times 1..10 ms (the wait plus its own
+     * transmission). Mean 5.5 ms, max 10 ms; nearest-rank p50 = 5 ms, p95 = p99 = 10 ms. */
+    struct link l;
+    struct link_params p = params();
+    p.rate_bps = 12000000;
+    start(&l, &p, 1);
+    n_windows = 0;
+    link_on_window(&l, keep_window, NULL);
+    arrive(&l, 0, 1500, 10);
+    run_until(&l, MS(250));
+    link_flush_window(&l, MS(250));
+    CHECK(l.qd.packets == 10, "%llu samples", (unsigned long long)l.qd.packets);
+    CHECK(l.qd.max_ns == MS(10), "max %llu ns", (unsigned long long)l.qd.max_ns);
+    CHECK(l.qd.sum_ns == MS(55), "sum %llu ns", (unsigned long long)l.qd.sum_ns);
+    double p50 = qdelay_percentile_ms(l.qd.hist, 0.50);
+    double p95 = qdelay_percentile_ms(l.qd.hist, 0.95);
+    double p99 = qdelay_percentile_ms(l.qd.hist, 0.99);
+    CHECK(near_bucket(p50, 5.0) && near_bucket(p95, 10.0) && near_bucket(p99, 10.0),
+          "p50 %g p95 %g p99 %g", p50, p95, p99);
+    /* Windows of 100 ms: the burst in the first, then idle capacity, then the flushed half
+     * window; each with what 12 Mbit/s could carry in it. */
+    CHECK(n_windows == 3, "%zu windows", n_windows);
+    CHECK(windows[0].start == 0 && windows[0].packets == 10 && windows[0].bytes == 15000,
+          "first window %llu packets", (unsigned long long)windows[0].packets);
+    CHECK(fabs(windows[0].capacity_bits - 1.2e6) < 1 &&
+              fabs(windows[1].capacity_bits - 1.2e6) < 1 &&
+              fabs(windows[2].capacity_bits - 0.6e6) < 1,
+          "capacity %g %g %g", windows[0].capacity_bits, windows[1].capacity_bits,
+          windows[2].capacity_bits);
+    CHECK(windows[1].packets == 0 && windows[2].start == MS(200), "later windows");
+    link_free(&l);
+    return 0;
+}
+
+static int test_queue_delay_idle_packet_and_trace_capacity(void)
+{
+    /* A packet on an idle link waits for nobody: its sojourn is its transmission, 1 ms. */
+    struct link l;
+    struct link_params p = params();
+    p.rate_bps = 12000000;
+    start(&l, &p, 1);
+    arrive(&l, MS(3), 1500, 1);
+    run_until(&l, MS(20));
+    CHECK(l.qd.max_ns == MS(1) && l.qd.packets == 1, "sojourn %llu ns",
+          (unsigned long long)l.qd.max_ns);
+    link_free(&l);
+
+    /* A trace's capacity is its opportunities: 1, 3, 5 ms, repeating every 5 ms (5k + 1,
+     * 5k + 3, 5k + 5): 59 in the first 100 ms window (20 periods of 3, less the one at 100 ms,
+     * which opens the next window). */
+    const struct trace *tr = write_trace("1\n3\n5\n");
+    p = params();
+    p.trace = tr;
+    start(&l, &p, 1);
+    n_windows = 0;
+    link_on_window(&l, keep_window, NULL);
+    arrive(&l, MS(2), 1500, 2);  /* out at 3 and 5 ms: sojourns 1 and 3 ms */
+    run_until(&l, MS(100));
+    CHECK(n_windows == 1, "%zu windows", n_windows);
+    CHECK(fabs(windows[0].capacity_bits - 59 * 1500 * 8.0) < 1, "capacity %g bits",
+          windows[0].capacity_bits);
+    CHECK(windows[0].packets == 2 && windows[0].max_ns == MS(3) && windows[0].sum_ns == MS(4),
+          "sojourns max %llu sum %llu", (unsigned long long)windows[0].max_ns,
+          (unsigned long long)windows[0].sum_ns);
+    link_free(&l);
+    return 0;
+}
+
+static int test_queue_delay_buckets(void)
+{
+    /* Bucket edges: below 50 us is bucket 0; each octave above it has 8 buckets. */
+    CHECK(qdelay_bucket(0) == 0 && qdelay_bucket(49999) == 0, "floor");
+    CHECK(qdelay_bucket(50000) == 1 && qdelay_bucket(100000) == 9, "octaves: %u %u",
+          qdelay_bucket(50000), qdelay_bucket(100000));
+    for (uint64_t ns = 60000; ns < 20 * NS_PER_S; ns = ns * 5 / 4)
+        CHECK(near_bucket(qdelay_bucket_ms(qdelay_bucket(ns)), (double)ns / 1e6),
+              "%llu ns -> %g ms", (unsigned long long)ns, qdelay_bucket_ms(qdelay_bucket(ns)));
+    uint64_t empty[QDELAY_BUCKETS] = {0};
+    CHECK(isnan(qdelay_percentile_ms(empty, 0.5)), "an empty histogram has no percentile");
+    return 0;
+}
+
 static const struct test TESTS[] = {
     {"fixed_rate_serialization", test_fixed_rate_serialization},
     {"fixed_rate_exact_over_busy_period", test_fixed_rate_exact_over_busy_period},
@@ -712,6 +816,10 @@ static const struct test TESTS[] = {
     {"codel_drop_schedule", test_codel_drop_schedule},
     {"codel_good_queue_no_drops", test_codel_good_queue_no_drops},
     {"codel_leaves_and_resumes", test_codel_leaves_and_resumes},
+    {"queue_delay_known_burst", test_queue_delay_known_burst},
+    {"queue_delay_idle_packet_and_trace_capacity",
+     test_queue_delay_idle_packet_and_trace_capacity},
+    {"queue_delay_buckets", test_queue_delay_buckets},
 };
 #define N_TESTS (sizeof TESTS / sizeof TESTS[0])
 

@@ -32,6 +32,9 @@ MODEL_TESTS = [
     "codel_drop_schedule",
     "codel_good_queue_no_drops",
     "codel_leaves_and_resumes",
+    "queue_delay_known_burst",
+    "queue_delay_idle_packet_and_trace_capacity",
+    "queue_delay_buckets",
 ]
 
 EMULATOR = BUILD_DIR / "mpstream-linkem"
