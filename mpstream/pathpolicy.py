@@ -54,9 +54,11 @@ def refusal(policy: str | None, transport_name: str, acts: Sequence[str],
         return None
     check_policy(policy)
     if policy not in acts:
-        return (f"path policy {policy}: transport {transport_name} cannot hold a path back "
-                f"(it runs {', '.join(acts) or 'no policy'}; mptcp toggles the kernel's "
-                "endpoint backup flag)")
+        held = [a for a in acts if a != DEFAULT_POLICY]
+        can = (f"it can only set a path's role once, at the start ({', '.join(acts)})" if held
+               else "it cannot hold a path back")
+        return (f"path policy {policy}: transport {transport_name}: {can}; mptcp runs every "
+                "policy (the kernel's endpoint backup flag, changed while playing)")
     if not metered:
         return (f"path policy {policy}: the profile has no metered path to hold back (mark "
                 "one `metered = true`)")
