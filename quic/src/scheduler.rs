@@ -45,7 +45,8 @@ impl SchedulerName {
                 "noq's own: data goes to the lowest-numbered path with window room (the default)"
             }
             Self::MinRtt => {
-                "data goes to the path with the lowest smoothed RTT that has window room"
+                "data goes to the path with the lowest smoothed RTT that has window room; \
+                 slower paths wait while it has room"
             }
             Self::Ecf => {
                 "Earliest Completion First (CoNEXT'17): when the fastest path is full, wait for \
@@ -127,15 +128,24 @@ impl PacketScheduler for LowestId {
     }
 }
 
-/// The lowest smoothed RTT among the paths with room first. Nothing is held back: when the
-/// fast path cannot send (window or pacing), the next one takes the data, as MPTCP's default
-/// scheduler moves on to the next subflow.
+/// The path with the lowest smoothed RTT among those with window room takes the data, and
+/// the others wait while it has room, as minRTT assigns data to subflows by their windows.
+/// Pacing does not move data to a slower path: a path with room but paced sends at its pacing
+/// time (noq alone would hand the data to the next path meanwhile).
 #[derive(Debug)]
 struct MinRtt;
 
 impl PacketScheduler for MinRtt {
-    fn schedule(&mut self, _send: &SendView, paths: &[PathView], out: &mut Schedule) {
-        offer(out, &minrtt_order(paths));
+    fn schedule(&mut self, send: &SendView, paths: &[PathView], out: &mut Schedule) {
+        minrtt(send, &minrtt_order(paths), out);
+    }
+}
+
+fn minrtt(send: &SendView, order: &[&PathView], out: &mut Schedule) {
+    match order.first() {
+        // Nothing queued: holding a path would only delay its acknowledgements.
+        Some(first) if has_room(first) && send.queued_bytes > 0 => offer_first(out, first, order),
+        _ => offer(out, order),
     }
 }
 
@@ -208,9 +218,11 @@ impl Ecf {
 /// queued byte has been sent at least once (what is left of the response is all in flight),
 /// the stream data in flight on a slower path is sent again on the fastest path with window
 /// room, as much as that room holds, so that the response no longer ends at the slow path's
-/// pace. Each packet is copied once; while the copies wait to be sent, the slower path holds
-/// its data so that they are not sent on it again. XLINK also gates re-injection on the
-/// player's buffer, which the hop does not know: here every response tail is re-injected.
+/// pace. Only packets a copy could beat are copied: one sent on the slow path more than the
+/// two paths' RTT difference ago is acknowledged before a copy sent now would be. Each packet
+/// is copied once; until the copies are sent, the other paths hold their data so that the
+/// copies do not go back out on the slow path. XLINK also gates re-injection on the player's
+/// buffer, which the hop does not know: here every response tail is re-injected.
 #[derive(Debug, Default)]
 struct RedundantTail {
     /// The path the last re-injection was meant for, while its copies wait to be sent.
@@ -224,16 +236,13 @@ impl PacketScheduler for RedundantTail {
             && let Some(target) = self.target
             && let Some(t) = order.iter().find(|p| p.id == target)
         {
-            let others: Vec<&PathView> = order.iter().copied().filter(|p| p.id != t.id).collect();
-            out.order.push(t.id);
-            offer(out, &others);
-            out.held.extend(others.iter().map(|p| p.id));
+            offer_first(out, t, &order);
             return;
         }
         // The target is gone or the copies are sent: nothing is held back any longer.
         self.target = None;
-        offer(out, &order);
         if send.queued_bytes > 0 {
+            minrtt(send, &order, out);
             return;
         }
         let Some(target) = order
@@ -242,6 +251,7 @@ impl PacketScheduler for RedundantTail {
             .filter(|p| has_room(p))
             .min_by(|a, b| faster(a, b))
         else {
+            minrtt(send, &order, out);
             return;
         };
         let source = order
@@ -249,14 +259,26 @@ impl PacketScheduler for RedundantTail {
             .copied()
             .filter(|p| p.bytes_in_flight > 0 && p.smoothed_rtt > target.smoothed_rtt)
             .max_by(|a, b| faster(a, b));
-        if let Some(source) = source {
-            out.reinject = Some(Reinjection {
-                from: source.id,
-                max_bytes: room(target),
-            });
-            self.target = Some(target.id);
-        }
+        let Some(source) = source else {
+            minrtt(send, &order, out);
+            return;
+        };
+        out.reinject = Some(Reinjection {
+            from: source.id,
+            max_bytes: room(target),
+            sent_within: source.smoothed_rtt - target.smoothed_rtt,
+        });
+        self.target = Some(target.id);
+        offer_first(out, target, &order);
     }
+}
+
+/// `first` offered data first and alone: the other paths hold theirs this round.
+fn offer_first(out: &mut Schedule, first: &PathView, order: &[&PathView]) {
+    let others: Vec<&PathView> = order.iter().copied().filter(|p| p.id != first.id).collect();
+    out.order.push(first.id);
+    offer(out, &others);
+    out.held.extend(others.iter().map(|p| p.id));
 }
 
 #[cfg(test)]
@@ -343,16 +365,21 @@ mod tests {
         let paths = [path(0, 50, 20, 0), path(1, 10, 20, 0)];
         let out = run(&mut MinRtt, queued(100), &paths);
         assert_eq!(ids(&out.order), [1, 0]);
-        assert!(out.held.is_empty());
         assert_eq!(sends_next(&out, &paths), Some(1));
-        // 19 of 20 packets in flight: one more fits, path 1 still first.
+        // While path 1 has room (even if its pacer makes it wait), path 0 holds its data.
+        assert_eq!(ids(&out.held), [0]);
+        // 19 of 20 packets in flight: one more fits, path 1 still alone.
         let paths = [path(0, 50, 20, 0), path(1, 10, 20, 19)];
-        assert_eq!(ids(&run(&mut MinRtt, queued(100), &paths).order), [1, 0]);
+        let out = run(&mut MinRtt, queued(100), &paths);
+        assert_eq!((ids(&out.order), ids(&out.held)), (vec![1, 0], vec![0]));
         // Path 1 full: path 0, slower but with room, comes first.
         let paths = [path(0, 50, 20, 0), path(1, 10, 20, 20)];
         let out = run(&mut MinRtt, queued(100), &paths);
         assert_eq!(ids(&out.order), [0, 1]);
         assert_eq!(sends_next(&out, &paths), Some(0));
+        // Nothing queued: nothing held (acknowledgements go on whichever path is first).
+        let paths = [path(0, 50, 20, 0), path(1, 10, 20, 0)];
+        assert!(run(&mut MinRtt, queued(0), &paths).held.is_empty());
     }
 
     #[test]
@@ -437,8 +464,8 @@ mod tests {
     fn redundant_tail_sends_new_data_as_minrtt_does() {
         let paths = [path(0, 50, 20, 10), path(1, 10, 20, 5)];
         let out = run(&mut RedundantTail::default(), queued(100), &paths);
-        assert_eq!(ids(&out.order), [1, 0]);
-        assert!(out.held.is_empty() && out.reinject.is_none());
+        assert_eq!((ids(&out.order), ids(&out.held)), (vec![1, 0], vec![0]));
+        assert!(out.reinject.is_none());
     }
 
     #[test]
@@ -448,16 +475,20 @@ mod tests {
         let paths = [path(0, 50, 20, 10), path(1, 10, 20, 5)];
         let mut s = RedundantTail::default();
         let out = run(&mut s, queued(0), &paths);
+        // Packets sent on path 0 more than 50 - 10 ms ago arrive before a copy would.
         assert_eq!(
             out.reinject,
             Some(Reinjection {
                 from: PathId::from(0u32),
-                max_bytes: 15 * PKT
+                max_bytes: 15 * PKT,
+                sent_within: Duration::from_millis(40),
             })
         );
+        // The slow path holds its data, so that the copies go on path 1.
         assert_eq!(ids(&out.order), [1, 0]);
-        assert!(out.held.is_empty());
-        // While the copies wait to be sent, the slow path holds its data, so they go on path 1.
+        assert_eq!(ids(&out.held), [0]);
+        assert_eq!(sends_next(&out, &paths), Some(1));
+        // So it does until they are sent.
         let waiting = SendView {
             queued_bytes: 10 * PKT,
             reinjection_pending: 10 * PKT,
@@ -467,6 +498,12 @@ mod tests {
         assert_eq!(ids(&out.held), [0]);
         assert!(out.reinject.is_none());
         assert_eq!(sends_next(&out, &paths), Some(1));
+        // Once they are sent, new data goes out as minrtt sends it.
+        let paths = [path(0, 50, 20, 10), path(1, 10, 20, 20)];
+        let out = run(&mut s, queued(100), &paths);
+        assert!(out.reinject.is_none());
+        assert_eq!(ids(&out.order), [0, 1]);
+        assert_eq!(sends_next(&out, &paths), Some(0));
     }
 
     #[test]
@@ -490,7 +527,7 @@ mod tests {
         // Only the fast path has data in flight; the slow one has room. No copy.
         let paths = [path(0, 50, 20, 0), path(1, 10, 20, 20)];
         let out = run(&mut RedundantTail::default(), queued(0), &paths);
-        assert!(out.reinject.is_none());
+        assert!(out.reinject.is_none() && out.held.is_empty());
         // Nor when no path has room for a copy.
         let paths = [path(0, 50, 20, 20), path(1, 10, 20, 20)];
         assert!(

@@ -2,7 +2,8 @@
 server namespace through the proxy and the gateway (build/mpstream-quic). Multipath QUIC carries
 it over both emulated paths, QUIC over one; the TCP and MPTCP arms of the same hop do as their
 transports do; a path taken down mid-transfer does not hang the download, and a dead gateway
-ends the proxy with the reason."""
+ends the proxy with the reason. Over paths of unequal delay, each packet scheduler carries a
+download whole, and minrtt keeps a download on the low-RTT path that noq's own order splits."""
 
 import json
 import os
@@ -21,7 +22,9 @@ from tests.waiting import wait_until
 pytestmark = [pytest.mark.long, pytest.mark.timeout(300)]  # make test-quic
 
 FILE_BYTES = 6 * 1024 * 1024
+SMALL_BYTES = 128 * 1024  # fits the fast path's window once a download has opened it
 PORT = 8080
+SCHEDULERS = ("lowest-id", "minrtt", "ecf", "redundant-tail")
 
 
 def two_paths(mode: str):
@@ -36,6 +39,7 @@ def media(tmp_path_factory):
     (media / "dash").mkdir()
     (media / "dash" / "big.m4s").write_bytes(os.urandom(FILE_BYTES))
     (media / "dash" / "huge.m4s").write_bytes(os.urandom(3 * FILE_BYTES))
+    (media / "dash" / "small.m4s").write_bytes(os.urandom(SMALL_BYTES))
     return media
 
 
@@ -45,6 +49,20 @@ def mptcp_net(media):
     arms all run on it: the QUIC ones ignore the endpoints)."""
     with (
         Topology.up(two_paths("mptcp"), name=f"hop{os.getpid()}") as topo,
+        ServerStack(media, netns=topo.server_ns, host=topo.server_addr, port=PORT),
+    ):
+        yield topo
+
+
+@pytest.fixture(scope="module")
+def unequal_net(media):
+    """Two 20 Mbit/s paths, path 0 with the larger delay: 40 ms each way against path 1's 2 ms
+    (path 1's queue, 100 packets, adds at most 60 ms: it stays the faster path under load)."""
+    paths = [{"rate": "20mbit", "delay_ms": delay, "queue_packets": 100} for delay in (40, 2)]
+    profile = profile_from_dict({"mode": "mptcp", "tcp_path": 0, "paths": paths},
+                                name="hop-unequal")
+    with (
+        Topology.up(profile, name=f"hu{os.getpid()}") as topo,
         ServerStack(media, netns=topo.server_ns, host=topo.server_addr, port=PORT),
     ):
         yield topo
@@ -63,6 +81,18 @@ def fetch(topo, hop, name="big.m4s", timeout=120) -> tuple[int, list[int]]:
 
 def lines(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def gateway_sent(hop, since: float) -> dict[int, dict]:
+    """The gateway's first sample of each path taken after `since` (its sampler's clock, unix
+    time): waits for one of both paths."""
+    def samples():
+        first: dict[int, dict] = {}
+        for line in lines(hop.gateway_stats):
+            if "event" not in line and line["t"] > since:
+                first.setdefault(line["path"], line)
+        return first if set(first) >= {0, 1} else None
+    return wait_until(samples, 10, "the gateway samples both paths")
 
 
 def test_mpquic_carries_a_download_over_both_paths(mptcp_net, tmp_path):
@@ -150,3 +180,51 @@ def test_a_dead_gateway_ends_the_proxy_with_the_reason(mptcp_net, tmp_path):
     assert problem is not None and "proxy exited (1)" in problem, problem
     assert "connection to the gateway closed" in problem, problem
 
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_each_scheduler_carries_a_download_whole(unequal_net, tmp_path, scheduler):
+    """Both ends run the scheduler; the gateway names it once, and only a scheduler that sends
+    data twice on purpose counts the copies (redundant-tail: the slow path's tail, copied onto
+    the fast one when the rest of the file is in flight)."""
+    with QuicHop(unequal_net, PORT, HopOptions("mpquic", scheduler=scheduler), tmp_path) as hop:
+        size, per_path = fetch(unequal_net, hop)
+        done = gateway_sent(hop, time.time())
+    assert size == FILE_BYTES
+    assert sum(per_path) > FILE_BYTES and all(b > 0 for b in per_path), per_path
+    for name in (hop.gateway_stats, hop.proxy_stats):
+        connected = [line for line in lines(name) if line.get("event") == "connected"]
+        assert [line["scheduler"] for line in connected] == [scheduler], connected
+    if scheduler == "redundant-tail":
+        copies = done[0]["redundant_bytes"] + done[1]["redundant_bytes"]
+        assert 0 < copies < FILE_BYTES * 0.2, done
+        # The copies go to the fast path; they are counted within its sent bytes.
+        assert done[1]["redundant_bytes"] > done[0]["redundant_bytes"], done
+        assert done[1]["sent_bytes"] > done[1]["redundant_bytes"]
+    else:
+        assert all("redundant_bytes" not in line for line in lines(hop.gateway_stats))
+
+
+def test_minrtt_keeps_a_download_on_the_low_rtt_path_that_lowest_id_splits(unequal_net,
+                                                                           tmp_path):
+    """noq's own order (lowest-id) offers every packet to path 0 first: once a first download
+    has opened both windows, path 0 (40 ms each way) takes about half of each small download
+    that follows (seen here: 0.44-0.51 on path 1). minrtt offers them to path 1 (2 ms), which
+    has room for them, and holds path 0 back meanwhile: they stay on path 1 (seen: all of
+    them), and end sooner. Read from the gateway's per-path statistics, as a trial reads
+    them."""
+    shares = {}
+    for scheduler in ("lowest-id", "minrtt"):
+        options = HopOptions("mpquic", scheduler=scheduler)
+        with QuicHop(unequal_net, PORT, options, tmp_path / scheduler) as hop:
+            fetch(unequal_net, hop)  # opens both windows
+            before = gateway_sent(hop, time.time())
+            for _ in range(3):
+                size, _ = fetch(unequal_net, hop, "small.m4s")
+                assert size == SMALL_BYTES
+            after = gateway_sent(hop, time.time())
+        sent = [after[p]["sent_bytes"] - before[p]["sent_bytes"] for p in (0, 1)]
+        assert sum(sent) >= 3 * SMALL_BYTES, sent
+        shares[scheduler] = sent[1] / sum(sent)
+    assert shares["minrtt"] >= 0.75, shares
+    assert shares["lowest-id"] <= 0.65, shares
