@@ -65,6 +65,11 @@ def refusal(policy: str | None, transport_name: str, acts: Sequence[str],
     return None
 
 
+# Playback drains a buffer by one second a second; a sample a second later that lost more than
+# this was flushed by the player.
+FLUSH_DROP_S = 2.0
+
+
 @dataclass(frozen=True)
 class DeadlineMarks:
     """The deadline policy's parameters. The high mark sits below the players' own buffer
@@ -90,6 +95,7 @@ class Observation:
     started: bool
     next_segment_bytes: int | None = None
     unmetered_bps: float | None = None
+    previous_buffer_s: float | None = None  # the sample before (None: none yet)
 
 
 @dataclass(frozen=True)
@@ -101,7 +107,12 @@ class Decision:
 def deadline_decision(using: bool, obs: Observation, marks: DeadlineMarks) -> Decision | None:
     """The deadline policy's next step from state `using` (the metered paths carry data):
     a Decision to change it, or None to keep it. Before playback starts nothing changes (the
-    metered path stays back unless a path fails, which the kernel handles)."""
+    metered path stays back unless a path fails, which the kernel handles). The metered path
+    joins only for a buffer that drains (or stands still): one that is filling, as after
+    startup, gets its segments faster than it plays them, so they meet their deadlines without
+    help; and a drop of more than FLUSH_DROP_S between two samples (a second apart) is the
+    player emptying its own buffer (a seek, a decoder error, segments replaced by others),
+    not a network falling behind, so the next sample decides."""
     if obs.buffer_s is None or not obs.started:
         return None
     b = obs.buffer_s
@@ -110,8 +121,12 @@ def deadline_decision(using: bool, obs: Observation, marks: DeadlineMarks) -> De
             return Decision(False, f"buffer {b:.1f} s at or above the high mark "
                                    f"{marks.high_s:g} s")
         return None
+    prev = obs.previous_buffer_s
+    if prev is None or b > prev or prev - b > FLUSH_DROP_S:
+        return None  # filling, flushed, or no trend yet
     if b < marks.low_s:
-        return Decision(True, f"buffer {b:.1f} s below the low mark {marks.low_s:g} s")
+        return Decision(True, f"buffer {b:.1f} s below the low mark {marks.low_s:g} s and "
+                              f"not filling ({prev:.1f} s before)")
     if obs.next_segment_bytes and obs.unmetered_bps:
         need_s = obs.next_segment_bytes * 8 / obs.unmetered_bps
         if need_s + marks.margin_s > b:
@@ -128,6 +143,7 @@ class PlayerView:
     `segment` events), folded one batch at a time."""
 
     buffer_s: float | None = None
+    previous_buffer_s: float | None = None
     started: bool = False
     seen: int = -1  # the highest event seq folded
     segment_bytes: int | None = None  # the last video segment's size
@@ -140,6 +156,7 @@ class PlayerView:
             self.seen = e.get("seq", 0)
             kind, data = e.get("type"), e.get("data") or {}
             if kind == "buffer" and data.get("level_s") is not None:
+                self.previous_buffer_s = self.buffer_s
                 self.buffer_s = float(data["level_s"])
             elif kind == "startup":
                 self.started = True
@@ -249,7 +266,8 @@ class PathPolicyController:
             self.view.fold(found)
         self._rate.add(time.monotonic(), self.counters(), set(self.metered))
         obs = Observation(self.view.buffer_s, self.view.started, self.view.segment_bytes,
-                          self._rate.unmetered_bps(self.view.segment_bps))
+                          self._rate.unmetered_bps(self.view.segment_bps),
+                          self.view.previous_buffer_s)
         decision = deadline_decision(self.using, obs, self.marks)
         if decision is not None:
             self.apply(decision)

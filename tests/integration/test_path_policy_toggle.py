@@ -105,7 +105,8 @@ def test_the_controller_restores_the_flag_it_found():
     with Topology.up(profile(), f"pq{os.getpid()}") as topo:
         assert "backup" in endpoint_flags(topo, endpoint)
         events = [{"seq": 0, "type": "startup", "data": {}},
-                  {"seq": 1, "type": "buffer", "data": {"level_s": 1.0}}]
+                  {"seq": 1, "type": "buffer", "data": {"level_s": 2.0}},
+                  {"seq": 2, "type": "buffer", "data": {"level_s": 1.0}}]
         ctl = pathpolicy.PathPolicyController(
             policy="deadline", netns=topo.netns("client"), metered={METERED: endpoint},
             events=lambda: events, counters=topo.path_bytes, poll_s=0.05)

@@ -22,13 +22,18 @@ pytestmark = pytest.mark.unit
 MARKS = DeadlineMarks(low_s=4, high_s=10, margin_s=1)
 
 
-def _decide(using, buffer_s, started=True, seg=None, bps=None):
-    return deadline_decision(using, Observation(buffer_s, started, seg, bps), MARKS)
+def _decide(using, buffer_s, started=True, seg=None, bps=None, prev=None):
+    """A decision for a buffer at `buffer_s` whose sample before was `prev` (default: the
+    same level, a buffer that is not filling)."""
+    prev = buffer_s if prev is None else prev
+    return deadline_decision(using, Observation(buffer_s, started, seg, bps, prev), MARKS)
 
 
 def test_nothing_changes_before_playback_starts_or_without_a_buffer_level():
     assert _decide(False, 0.0, started=False) is None
     assert _decide(False, None) is None
+    # One sample: no trend yet.
+    assert deadline_decision(False, Observation(1.0, True, None, None, None), MARKS) is None
 
 
 def test_the_metered_path_joins_below_the_low_mark_and_leaves_at_the_high_mark():
@@ -42,6 +47,16 @@ def test_the_metered_path_joins_below_the_low_mark_and_leaves_at_the_high_mark()
     assert left.use_metered is False and "high mark 10 s" in left.reason
 
 
+def test_a_filling_buffer_needs_no_help():
+    """After startup or a flush the buffer is low but filling: its segments come faster than
+    it plays them."""
+    assert _decide(False, 2.0, prev=1.0) is None
+    assert _decide(False, 2.0, prev=3.0).use_metered is True
+    # 11 s to 0.5 s in one sample is a flush by the player, not a draining buffer.
+    assert _decide(False, 0.5, prev=11.0) is None
+    assert _decide(False, 4.5, seg=1_000_000, bps=2e6, prev=3.0) is None
+
+
 def test_the_metered_path_joins_when_the_next_segment_would_miss_its_deadline():
     # 1 MB at 2 Mbit/s takes 4 s; with a 1 s margin it needs 5 s of buffer: 6 s is enough,
     # 4.5 s is not.
@@ -51,19 +66,21 @@ def test_the_metered_path_joins_when_the_next_segment_would_miss_its_deadline():
 
 
 def test_a_buffer_trace_toggles_as_worked_out_by_hand():
-    """Playback starts at 2 s of buffer (below the low mark: join), fills past the high mark
-    (leave at 12 s, not at 8 s), drains as the unmetered path fades (join at 3.5 s, the first
-    level below 4 s; 3.0 s finds it joined), refills (leave at 10.0 s, not at 9.9 s)."""
-    trace = [(0.0, False), (2.0, True), (8.0, True), (12.0, True), (6.0, True), (3.5, True),
-             (3.0, True), (5.0, True), (9.9, True), (10.0, True), (11.0, True)]
-    using, changes = False, []
-    for level, started in trace:
-        d = _decide(using, level, started=started)
+    """One sample a second after startup: 2 s and filling (no join), past the high mark,
+    draining by a second a second as the unmetered path fades (join at 3.5 s, the first level
+    below 4 s that is not filling; 3.0 s finds it joined), refilling (leave at 10.0 s, not at
+    9.9 s). A flush to 0.5 s that refills at once (the player's own doing) needs no help; one
+    that stays empty does (0.4 s after 0.5 s)."""
+    trace = [2.0, 8.0, 12.0, 10.5, 9.0, 7.5, 6.0, 4.5, 3.5, 3.0, 5.0, 9.9, 10.0, 11.0, 0.5, 6.0,
+             9.0, 0.5, 0.4]
+    using, changes, prev = False, [], None
+    for level in trace:
+        d = deadline_decision(using, Observation(level, True, None, None, prev), MARKS)
+        prev = level
         if d is not None:
             using = d.use_metered
             changes.append((level, using))
-    # 2 s right after startup is below the low mark: the metered path helps fill the buffer.
-    assert changes == [(2.0, True), (12.0, False), (3.5, True), (10.0, False)]
+    assert changes == [(3.5, True), (10.0, False), (0.4, True)]
 
 
 def test_marks_must_be_ordered():
@@ -83,16 +100,16 @@ def _events(*levels, startup=True):
 
 def test_the_controller_toggles_the_metered_endpoints_and_records_why():
     calls = []
-    feed = {"events": _events(8.0)}
+    feed = {"events": _events(8.0, 4.5)}
     ctl = PathPolicyController(
         policy="deadline", netns="cli", metered={1: 2}, events=lambda: feed["events"],
         counters=lambda: [{"rx_bytes": 0}, {"rx_bytes": 0}],
         set_flag=lambda ns, ep, backup: calls.append((ns, ep, backup)))
     assert ctl.step() is None and calls == []
-    feed["events"] = _events(8.0, 3.0)
+    feed["events"] = _events(8.0, 4.5, 3.0)
     assert ctl.step().use_metered is True
     assert calls == [("cli", 2, False)]
-    feed["events"] = _events(8.0, 3.0, 11.0)
+    feed["events"] = _events(8.0, 4.5, 3.0, 11.0)
     ctl.step()
     assert calls[-1] == ("cli", 2, True)
     toggles = ctl.report()["toggles"]
@@ -105,7 +122,7 @@ def test_a_failed_toggle_fails_the_session_and_the_flag_is_restored_on_exit():
         raise UserError("Error: endpoint not found")
 
     ctl = PathPolicyController(policy="deadline", netns="cli", metered={1: 2},
-                               events=lambda: _events(1.0), set_flag=gone, poll_s=0.01)
+                               events=lambda: _events(2.0, 1.0), set_flag=gone, poll_s=0.01)
     with ctl.running():
         for _ in range(500):
             if ctl.failure:
@@ -115,7 +132,7 @@ def test_a_failed_toggle_fails_the_session_and_the_flag_is_restored_on_exit():
 
     calls = []
     ok = PathPolicyController(policy="deadline", netns="cli", metered={1: 2},
-                              events=lambda: _events(1.0),
+                              events=lambda: _events(2.0, 1.0),
                               set_flag=lambda ns, ep, b: calls.append(b))
     with ok.running():
         ok.step()  # joins: flag off
