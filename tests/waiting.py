@@ -4,6 +4,7 @@ machine a fixed sleep is sometimes too short, and always too long otherwise."""
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,3 +37,10 @@ def command_lines(netns: str) -> list[str]:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             lines.append(" ".join(arg.decode(errors="replace") for arg in argv).strip())
     return lines
+
+
+def listening(netns: str, port: int) -> bool:
+    """A TCP socket listens on `port` in network namespace `netns` (ss, in that namespace)."""
+    done = subprocess.run(["ip", "netns", "exec", netns, "ss", "-Hltn", f"sport = :{port}"],
+                          capture_output=True, text=True)
+    return done.returncode == 0 and bool(done.stdout.strip())

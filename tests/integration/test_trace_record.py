@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from mpstream.netem import traces
 from mpstream.netem.record import rate_series
 from mpstream.netem.topology import Topology
+from tests.waiting import listening, wait_until
 
 pytestmark = [pytest.mark.long, pytest.mark.timeout(300)]
 
@@ -30,7 +30,9 @@ def _record(tmp_path, profile_text: str, name: str) -> dict:
                                        f"{topo.server_addr}:9871"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            time.sleep(1.5)
+            wait_until(lambda: listening(topo.server_ns, 9871) or server.poll() is not None,
+                       30, "the trace server listens")
+            assert server.poll() is None, "the trace server exited before it listened"
             out = tmp_path / name
             done = topo.run("client", [*MPSTREAM, "trace", "record", "--server",
                                        f"{topo.server_addr}:9871", "--interface",
