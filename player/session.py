@@ -192,6 +192,17 @@ class PlayResult:
     metered: dict[int, float | None] | None = None
     policy_report: dict[str, Any] | None = None
 
+    def metered_figures(self) -> dict[str, float | None] | None:
+        """metered_bytes, metered_share and metered_cost (None: the network does not say which
+        paths are metered)."""
+        if self.metered is None:
+            return None
+        return pathpolicy.metered_figures([dict(p) for p in self.paths], self.metered)
+
+    def toggles(self) -> list[dict[str, Any]]:
+        """The path policy's toggles, each with its reason and the buffer level."""
+        return list((self.policy_report or {}).get("toggles") or [])
+
     def as_json(self) -> JsonObject:
         """The flat object of `play --json` and a trial's summary.json: the summary's fields,
         then the session's own."""
@@ -202,10 +213,11 @@ class PlayResult:
         out.setdefault("transport", self.transport)
         out["scheduler"] = self.scheduler
         out["path_policy"] = self.path_policy
-        if self.metered is not None:
-            out.update(pathpolicy.metered_figures(self.paths, self.metered))
+        figures = self.metered_figures()
+        if figures is not None:
+            out.update(figures)
         if self.policy_report is not None:
-            out["path_policy_toggles"] = self.policy_report.get("toggles", [])
+            out["path_policy_toggles"] = self.toggles()
         if self.transport_implementation:
             out["transport_implementation"] = self.transport_implementation
         out.setdefault("codec", self.codec)

@@ -164,10 +164,10 @@ def subflow_timeline(path: Path, title: str, series: dict[int, dict[str, list]],
                 ax.axvline(seg["request_page_s"], color="0.6", ls="--", lw=0.6)
             if seg.get("last_byte_s") is not None:
                 ax.axvline(seg["last_byte_s"], color="0.3", lw=0.6)
-    for t, what in toggles or []:
+    for at, what in toggles or []:
         for ax in (top, middle, bottom):
-            ax.axvline(t, color="tab:green", lw=1.2)
-        top.annotate(what, (t, 1), xycoords=("data", "axes fraction"), rotation=90,
+            ax.axvline(at, color="tab:green", lw=1.2)
+        top.annotate(what, (at, 1), xycoords=("data", "axes fraction"), rotation=90,
                      fontsize=6, va="top", ha="right", color="tab:green")
     top.set_ylabel("bytes in flight (KB)")
     middle.set_ylabel("cwnd (packets)")

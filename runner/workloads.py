@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from mpstream.errors import UserError
 from mpstream.netem.teardown import netns_pids
 from mpstream.network import Competitor, Network
-from mpstream.pathpolicy import METERED_FIELDS, DeadlineMarks
+from mpstream.pathpolicy import DeadlineMarks
 from mpstream.player.session import PlayRequest, PlayResult, play_session
 from mpstream.proc import stop, stop_pids
 from mpstream.runner.layout import competitor_iperf_name, read_json, write_json
@@ -115,7 +115,7 @@ class VideoSession(Workload):
                 target_latency_s=live.target_latency_s if live else None,
                 browser=ctx.trial.browser or "chromium", codec=ctx.trial.codec or "auto",
                 abr=abr, abr_params=abr_params, workdir=ctx.tdir, path_policy=ctx.path_policy,
-                metered=ctx.metered, **marks_of(ctx.trial))
+                metered=ctx.metered, deadline_marks=marks_of(ctx.trial))
             rivals = CompetingPlayers(ctx.network, server, request)
             cross = [competitor_flow(ctx, k, user, ctx.scenario.duration_s)
                      for k, user in enumerate(ctx.network.competitors) if user.cross_traffic]
@@ -135,20 +135,17 @@ class VideoSession(Workload):
         failure = played.failure
         if started and unplayed:
             failure, started = "; ".join(unplayed), False
-        summary = played.as_json()
         return WorkloadOutcome(failure=failure, proof=played.proof, media=media,
                                transport_implementation=played.transport_implementation,
                                started=started, events_started_unix=started_unix,
-                               metered={k: summary.get(k) for k in METERED_FIELDS}
-                               if ctx.metered is not None else None,
-                               path_policy_toggles=list(summary.get("path_policy_toggles")
-                                                        or []))
+                               metered=played.metered_figures(),
+                               path_policy_toggles=played.toggles())
 
 
-def marks_of(trial: Trial) -> dict[str, DeadlineMarks]:
-    """The condition's deadline marks as PlayRequest's keyword (none: the defaults)."""
+def marks_of(trial: Trial) -> DeadlineMarks:
+    """The condition's deadline marks (none given: the defaults)."""
     marks = trial.condition.deadline_marks
-    return {"deadline_marks": DeadlineMarks(*marks)} if marks else {}
+    return DeadlineMarks(*marks) if marks else DeadlineMarks()
 
 
 class CompetingPlayers:
