@@ -54,18 +54,22 @@ from typing import Any, Protocol, TextIO
 from urllib.parse import urlsplit
 
 from mpstream.rangeplan import (
+    MIN_FIRST_CHUNK,
     MIN_PART,
     Ewma,
     IntervalSet,
     PathEstimate,
+    WindowedMin,
     even_split,
     first_chunk,
     guessed_split,
+    lagging_eta,
     path_estimate,
     should_rerequest,
     size_key,
     split_range,
     stalled,
+    worth_draining,
 )
 
 IMPLEMENTATION = "mphttp (HTTP/1.1 byte ranges, one TCP connection per path)"
@@ -90,16 +94,23 @@ PRIOR_LATENCY_S = 0.05
 # A part's rate is a sample of its path's only when it carried enough to say more than slow
 # start's first window.
 RATE_SAMPLE_MIN_BYTES = 24 * 1024
-# A cancelled copy with no more than this left is read to its end and its connection kept, rather
-# than closed and opened again (a new connection costs a round trip and slow start).
-DRAIN_MAX_BYTES = 128 * 1024
-TICK_S = 0.02  # how often a download re-checks its paths when nothing arrives
+LATENCY_WINDOW_S = 10.0  # how far back a path's least round trip is taken from
+TICK_S = 0.02  # how often a download re-checks its paths when nothing else happens
+LAG_PROBE_S = 0.02  # how often the event loop's lateness is sampled
 # A pass-through request (a beacon, an API call) may wait this long for its answer.
 PASS_TIMEOUT_S = 30.0
 # Objects fetched before, by size_key, for guessing a new one's size (a few, the least counts:
 # a guess too large asks for bytes twice).
 SIZE_MEMORY = 3
 GUESS_SHARE = 0.8
+# The proxy is in the data path of every download, as the kernel's TCP is, whose work runs ahead
+# of any process. At the browser's priority (and at nice -10: Chromium raises its own busy
+# threads to -8) it waited on the run queue 50-90 ms of every 100 ms while the player started on
+# a two-core client, and every byte waited with it. A low real-time priority (below the link
+# emulator's 10) puts it first at little cost to the rest: it sleeps whenever nothing arrives
+# and takes about 4% of one CPU while a video plays; the kernel's RT throttling keeps a share of
+# each CPU for everything else.
+DEFAULT_RT_PRIORITY = 5
 MAX_BODY = 64 * 1024 * 1024  # the largest request body taken (the collector's beacons are KBs)
 MAX_PART_FAILURES = 12  # one download gives up after this many failed parts
 TAIL_SHARE = 0.1  # the tail of a download: its last 10% of bytes, by arrival
@@ -294,10 +305,9 @@ class PathState:
     ifname: str | None = None
     backup: bool = False
     rate: Ewma = field(default_factory=lambda: Ewma(0.3))  # bytes/s a part got
-    latency: Ewma = field(default_factory=lambda: Ewma(0.3))  # request to first byte, when idle
+    # Request to first byte on an idle connection: its least recent value, the idle round trip.
+    latency: WindowedMin = field(default_factory=lambda: WindowedMin(LATENCY_WINDOW_S))
     up: bool = True
-    # When a part on it was last found stalled (None: it has delivered since).
-    suspect_since: float | None = None
     idle: dict[Origin, list[Conn]] = field(default_factory=dict)
     parts: set[Part] = field(default_factory=set)  # queued or running, of any download
     rx_bytes: int = 0  # body bytes received (what the statistics and the proof count)
@@ -307,6 +317,12 @@ class PathState:
 
     def backlog(self) -> int:
         return sum(p.remaining() for p in self.parts)
+
+    def stalled(self, t: float) -> bool:
+        """A part whose turn it is on its connection has received nothing for long (it may be
+        dead): nothing more is planned on the path while another is usable."""
+        latency = self.latency.value or PRIOR_LATENCY_S
+        return any(p.stalled(t, latency) for p in self.parts)
 
     def describe(self) -> dict[str, Any]:
         return {"path": self.index, "local": self.local, "ifname": self.ifname,
@@ -464,6 +480,11 @@ class Part:
     def live(self) -> bool:
         return self.state in ("new", "sent")
 
+    def stalled(self, t: float, latency_s: float) -> bool:
+        """Its turn on its connection has come, and nothing has arrived for long."""
+        return (self.state == "sent" and self.conn is not None and bool(self.conn.queue)
+                and self.conn.queue[0] is self and stalled(t - self.last_activity, latency_s))
+
     async def read_response(self, conn: Conn) -> None:
         await self.fetch.read_response(conn, self)
 
@@ -510,6 +531,8 @@ class Fetch:
         self.t_first_byte: float | None = None
         self.waiting_since: float | None = None  # with no live path since
         self.error: str | None = None
+        self.changed = False  # a part began, ended or failed since the last decisions
+        self.steered = 0.0
 
     # -- the plan ---------------------------------------------------------------------------
 
@@ -534,7 +557,9 @@ class Fetch:
             if tail is not None:
                 self.add_part(self.proxy.path(tail[0]), None, None, suffix=tail[1])
             return
-        best = min(est, key=lambda e: (e.finish_s(MIN_PART), e.index))
+        # The path that would deliver a first chunk soonest (a fast path with a backlog may
+        # still beat an idle slow one).
+        best = min(est, key=lambda e: (e.finish_s(MIN_FIRST_CHUNK), e.index))
         path = self.proxy.path(best.index)
         chunk = first_chunk(best, path.latency.value or PRIOR_LATENCY_S)
         self.add_part(path, 0, chunk, conditional=conditional)
@@ -622,40 +647,56 @@ class Fetch:
                    and p.start is not None and p.end is not None and p.remaining() > 0]
         if not free or not lagging:
             return
-
-        def eta(p: Part) -> float:
-            rate = self.part_rate(p, t)
-            return p.remaining() / rate if rate > 0 else math.inf
-
-        lag = max(lagging, key=eta)
+        etas = {id(p): self.eta(p, t) for p in lagging}
+        lag = max(lagging, key=lambda p: etas[id(p)])
         best = min(free, key=lambda e: e.finish_s(lag.remaining()))
-        if should_rerequest(lag.remaining(), self.part_rate(lag, t), t - lag.last_activity,
-                            lag.path.latency.value or PRIOR_LATENCY_S, best):
+        if should_rerequest(lag.remaining(), etas[id(lag)], best):
             assert lag.end is not None
             self.add_part(self.proxy.path(best.index), lag.reached, lag.end, copy_of=lag)
 
-    def part_rate(self, p: Part, t: float) -> float:
-        """The rate a running part has shown (its path's estimate until it has shown enough)."""
+    def eta(self, p: Part, t: float) -> float:
+        """When a running part is expected to end (rangeplan.lagging_eta): at the rate it has
+        shown (its path's until it has shown enough), after what is ahead of it on its
+        connection, or, before its first byte, the rest of its path's round trip."""
+        latency = p.path.latency.value or PRIOR_LATENCY_S
         if p.t_first_byte is not None and p.received >= RATE_SAMPLE_MIN_BYTES:
-            return p.received / max(t - p.t_first_byte, 1e-3)
-        return p.path.rate.value or 0.0
+            rate = p.received / max(t - p.t_first_byte, 1e-3)
+        else:
+            rate = self.proxy.rate_of(p.path)
+        queue = list(p.conn.queue) if p.conn is not None else []
+        ahead = queue[:queue.index(p)] if p in queue else []
+        wait = sum(q.remaining() for q in ahead if isinstance(q, Part)) / max(rate, 1.0)
+        if not ahead and p.t_first_byte is None:
+            wait = max(0.0, latency - (t - p.last_activity))
+        silent = t - p.last_activity if not ahead else 0.0
+        return lagging_eta(p.remaining(), rate, silent, latency, wait)
 
     def cancel_covered(self) -> None:
         """A part whose remaining bytes have all arrived (by its copy) is cancelled: read to
         its end when little is left (the connection is worth more than the bytes), else its
         connection is closed."""
+        t = now()
         for p in self.live_parts():
             if p.start is None or p.end is None or self.have.missing(p.reached, p.end):
                 continue
             conn = p.conn
-            drain = (conn is not None and p.remaining() <= DRAIN_MAX_BYTES
-                     and bool(conn.queue) and conn.queue[-1] is p)
+            silent = p.stalled(t, p.path.latency.value or PRIOR_LATENCY_S)
+            drain = (conn is not None and not silent and bool(conn.queue)
+                     and conn.queue[-1] is p
+                     and worth_draining(p.remaining(), self.proxy.rate_of(p.path),
+                                        p.path.latency.value or PRIOR_LATENCY_S))
             p.draining = drain
             self.finish_part(p, "cancelled")
             if conn is not None and not drain:
                 if self.conns.get(p.path.index) is conn:
                     del self.conns[p.path.index]
                 conn.close()
+            if silent:
+                # Its copy came in full over another path while it said nothing: a dead path
+                # would stall every download that uses it until the stall timeout, a live one
+                # is back as soon as a probe connects.
+                self.proxy.path_down(p.path, f"silent for {t - p.last_activity:.2f} s while "
+                                             "another path delivered its bytes")
 
     # -- what the connections report ---------------------------------------------------------
 
@@ -691,11 +732,12 @@ class Fetch:
 
     def on_head(self, part: Part, status: int, head: Head) -> None:
         t = now()
+        self.changed = True
         part.last_activity = t
         part.t_first_byte = t
         if part.sent_idle:
             # Only a request that did not queue behind another measures the round trip.
-            part.path.latency.update(t - part.t_request)
+            part.path.latency.update(t - part.t_request, t)
         if self.t_first_byte is None:
             self.t_first_byte = t
         if not part.live():
@@ -756,7 +798,6 @@ class Fetch:
     def on_data(self, part: Part, data: bytes) -> None:
         t = now()
         part.last_activity = t
-        part.path.suspect_since = None
         if part.mode == "relay":
             part.received += len(data)
             part.useful += len(data)
@@ -783,11 +824,14 @@ class Fetch:
         if not part.live():
             return
         part.state, part.t_done = outcome, now()
+        self.changed = True
         part.reason = part.reason or reason
         part.path.parts.discard(part)
-        if outcome == "done" and part.t_first_byte is not None \
-                and part.received >= RATE_SAMPLE_MIN_BYTES:
-            part.path.rate.update(part.received / max(part.t_done - part.t_first_byte, 1e-3))
+        # A cancelled or failed part's bytes until then measure its path as well: without them
+        # a path whose parts its copies keep overtaking would never be measured.
+        if part.t_first_byte is not None and part.received >= RATE_SAMPLE_MIN_BYTES \
+                and part.t_done > part.t_first_byte:
+            part.path.rate.update(part.received / (part.t_done - part.t_first_byte))
         self.progress.set()
 
     def part_failed(self, part: Part, exc: PartFailed) -> None:
@@ -887,21 +931,20 @@ class Fetch:
                 await self.deliver()
                 if self.complete():
                     break
-                if self.relay is None:
+                # Decisions follow a part's head, end or failure at once, and otherwise a tick:
+                # not every chunk that arrives (a few KB each) needs the whole plan revisited.
+                t = now()
+                if self.relay is None and (self.changed or t - self.steered >= TICK_S):
+                    self.changed, self.steered = False, t
                     self.steer()
             return self.client_keep and not (self.relay is not None and self.relay_close)
         finally:
             self.finish()
 
     def steer(self) -> None:
-        """Each tick's decisions: stalled paths, cancelled copies, what no part asks for yet,
-        and copies of a lagging part."""
+        """Each tick's decisions: cancelled copies, what no part asks for yet, and copies of a
+        lagging part."""
         t = now()
-        for p in self.live_parts():
-            if p.state == "sent" and p.conn is not None and p.conn.queue \
-                    and p.conn.queue[0] is p and p.path.suspect_since is None \
-                    and stalled(t - p.last_activity, p.path.latency.value or PRIOR_LATENCY_S):
-                p.path.suspect_since = t
         if self.failures > MAX_PART_FAILURES:
             last = next((p.reason for p in reversed(self.parts) if p.reason), "")
             raise ProxyError(f"{self.failures} requests for {self.target} failed (the last: "
@@ -1060,6 +1103,8 @@ class Proxy:
         self.conns: set[Conn] = set()
         self.addresses: dict[tuple[Origin, int], Any] = {}
         self.origins_seen: list[Origin] = []
+        self.spares: dict[tuple[int, Origin], asyncio.Task[None]] = {}
+        self.loop_lag_s = 0.0
         self.requests = 0
         self.redundant_bytes = 0
         self.stopping = asyncio.Event()
@@ -1073,16 +1118,15 @@ class Proxy:
         """The live paths as the planner sees them: a suspect path only when no other is up, a
         backup path only when no other path is."""
         up = [p for p in self.paths if p.up]
-        for keep in (lambda p: not p.backup and p.suspect_since is None,
-                     lambda p: p.suspect_since is None, lambda p: True):
+        t = now()
+        for keep in (lambda p: not p.backup and not p.stalled(t),
+                     lambda p: not p.stalled(t), lambda p: True):
             chosen = [p for p in up if keep(p)]
             if chosen:
                 break
         else:
             return []
-        rates = [p.rate.value for p in self.paths if p.rate.value]
         lats = [p.latency.value for p in self.paths if p.latency.value]
-        prior_rate = sum(rates) / len(rates) if rates else PRIOR_RATE
         prior_lat = sum(lats) / len(lats) if lats else PRIOR_LATENCY_S
         origin = fetch.origin if fetch is not None else self.upstream
         out = []
@@ -1091,8 +1135,16 @@ class Proxy:
             held = fetch.conns.get(p.index) if fetch is not None else None
             if held is None and not self.has_idle(p, origin):
                 latency *= 2  # a connection to open first: one more round trip
-            out.append(path_estimate(p.index, p.rate.value or prior_rate, latency, p.backlog()))
+            out.append(path_estimate(p.index, self.rate_of(p), latency, p.backlog()))
         return out
+
+    def rate_of(self, path: PathState) -> float:
+        """A path's measured rate (bytes/s); before it has one, the mean of the paths that
+        have, or PRIOR_RATE."""
+        if path.rate.value:
+            return path.rate.value
+        rates = [p.rate.value for p in self.paths if p.rate.value]
+        return sum(rates) / len(rates) if rates else PRIOR_RATE
 
     def has_idle(self, path: PathState, origin: Origin | None) -> bool:
         return origin is not None and any(c.usable() for c in path.idle.get(origin, []))
@@ -1121,7 +1173,7 @@ class Proxy:
             except (OSError, TimeoutError, ssl.SSLError):
                 await asyncio.sleep(max(0.0, PROBE_INTERVAL_S - (now() - started)))
                 continue
-            path.up, path.suspect_since = True, None
+            path.up = True
             self.log({"event": "path_up", "t": unix(now()), "path": path.index,
                       "local": path.local})
             self.give_back(conn)
@@ -1151,7 +1203,7 @@ class Proxy:
             await asyncio.wait_for(loop.sock_connect(sock, self.addresses[(origin, family)]),
                                    CONNECT_TIMEOUT_S)
             if path.latency.value is None:
-                path.latency.update(now() - t0)  # a first idea of the round trip
+                path.latency.update(now() - t0, now())  # the handshake's round trip
             tls = ssl.create_default_context() if origin.scheme == "https" else None
             reader, writer = await asyncio.wait_for(asyncio.open_connection(
                 sock=sock, ssl=tls, server_hostname=origin.host if tls else None,
@@ -1170,17 +1222,38 @@ class Proxy:
         while idle:
             conn = idle.pop()
             if conn.usable():
+                self.keep_spare(path, origin)
                 return conn
             conn.close()
         if not path.up:
             raise PartFailed(f"path {path.index} is down", path_fault=False)
         try:
-            return await self.connect(path, origin)
+            conn = await self.connect(path, origin)
+            self.keep_spare(path, origin)
+            return conn
         except (OSError, TimeoutError, ssl.SSLError) as exc:
             raise PartFailed(f"no connection from {path.local} within {CONNECT_TIMEOUT_S:g} s"
                              if isinstance(exc, TimeoutError) else
                              f"cannot connect from {path.local}: {describe_error(exc, 0)}"
                              ) from exc
+
+    def keep_spare(self, path: PathState, origin: Origin) -> None:
+        """Opens a connection in the background when the path has no idle one to `origin`, so
+        that the next part on it does not wait for a handshake."""
+        if self.stopping.is_set() or not path.up or self.has_idle(path, origin):
+            return
+        if (path.index, origin) in self.spares:
+            return
+
+        async def spare() -> None:
+            try:
+                self.give_back(await self.connect(path, origin))
+            except (OSError, TimeoutError, ssl.SSLError):
+                pass  # a path that cannot connect shows it under the next part
+            finally:
+                self.spares.pop((path.index, origin), None)
+
+        self.spares[(path.index, origin)] = asyncio.create_task(spare())
 
     def give_back(self, conn: Conn) -> None:
         if conn.usable() and not conn.queue and conn.path.up and not self.stopping.is_set():
@@ -1232,15 +1305,26 @@ class Proxy:
                  "rate_bps": None if p.rate.value is None else round(8 * p.rate.value),
                  "latency_ms": None if p.latency.value is None
                  else round(1000 * p.latency.value, 2),
-                 "state": "down" if not p.up else "suspect" if p.suspect_since else "up",
+                 "state": "down" if not p.up else "stalled" if p.stalled(now()) else "up",
                  "connections": sum(1 for c in self.conns if c.path is p)}
                 for p in self.paths]
+
+    async def lag_loop(self) -> None:
+        """How late the event loop wakes (the proxy shares the client's CPU with the browser:
+        a late loop is time every download waits), as the most per statistics interval."""
+        while not self.stopping.is_set():
+            t = now()
+            await asyncio.sleep(LAG_PROBE_S)
+            self.loop_lag_s = max(self.loop_lag_s, now() - t - LAG_PROBE_S)
 
     async def stats_loop(self) -> None:
         """Each path's figures every interval in which any of them changed."""
         last: list[tuple[Any, ...]] = []
         while not self.stopping.is_set():
             lines = self.path_lines()
+            for line in lines:
+                line["loop_lag_ms"] = round(1000 * self.loop_lag_s, 1)
+            self.loop_lag_s = 0.0
             key = [(x["rx_bytes"], x["tx_bytes"], x["state"]) for x in lines]
             if key != last:
                 for line in lines:
@@ -1392,11 +1476,14 @@ class Proxy:
         for path in self.paths:
             if path.probing is not None:
                 path.probing.cancel()
+        for task in list(self.spares.values()):
+            task.cancel()
         for conn in list(self.conns):
             conn.close()
         for line in self.path_lines():
             self.log(line)
-        self.log({"event": "stopped", "t": unix(now()), "requests": self.requests,
+        self.log({"event": "stopped", "t": unix(now()), "cpu_s": round(time.process_time(), 3),
+                  "requests": self.requests,
                   "redundant_bytes": self.redundant_bytes,
                   "rx_bytes": [p.rx_bytes for p in self.paths]})
 
@@ -1455,6 +1542,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="seconds without a byte before a path is taken for dead [%(default)s]")
     ap.add_argument("--no-path-timeout", type=float, default=20.0,
                     help="seconds a request waits for a path when all are down [%(default)s]")
+    ap.add_argument("--rt-priority", type=int, default=DEFAULT_RT_PRIORITY,
+                    help="SCHED_FIFO priority (0: an ordinary process; without the privilege it "
+                         "stays one) [%(default)s]")
     ap.add_argument("--exit-with-parent", action="store_true",
                     help="stop when the process that started this one ends")
     args = ap.parse_args(argv)
@@ -1464,8 +1554,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def raise_priority(rt_priority: int) -> str:
+    """Runs the process at real-time priority `rt_priority` (its children, if any, start as
+    ordinary processes) where allowed; what it runs as."""
+    if rt_priority > 0:
+        with contextlib.suppress(PermissionError, OSError):
+            os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK,
+                                  os.sched_param(rt_priority))
+    policy = os.sched_getscheduler(0) & ~os.SCHED_RESET_ON_FORK
+    return f"fifo:{os.sched_getparam(0).sched_priority}" if policy == os.SCHED_FIFO \
+        else f"nice:{os.getpriority(os.PRIO_PROCESS, 0)}"
+
+
 async def main_async(args: argparse.Namespace) -> int:
     host, _, port = args.listen.rpartition(":")
+    priority = raise_priority(args.rt_priority)
     stats = open(args.stats, "a", buffering=1) if args.stats else None  # noqa: SIM115
     proxy = Proxy(args.paths, args.upstream, stats, args.scheduler, args.stall_timeout,
                   args.no_path_timeout, args.stats_interval_ms / 1000)
@@ -1480,17 +1583,20 @@ async def main_async(args: argparse.Namespace) -> int:
         listen = server.sockets[0].getsockname()
         proxy.log({"event": "ready", "t": unix(now()), "listen": f"{listen[0]}:{listen[1]}",
                    "upstream": str(args.upstream) if args.upstream else None,
-                   "scheduler": args.scheduler, "paths": [p.describe() for p in args.paths]})
+                   "scheduler": args.scheduler, "priority": priority,
+                   "paths": [p.describe() for p in args.paths]})
         print(json.dumps({"ready": {
             "listen": f"{listen[0]}:{listen[1]}", "paths": [p.index for p in args.paths if p.up],
             "implementation": IMPLEMENTATION, "scheduler": args.scheduler}}), flush=True)
         stats_task = asyncio.create_task(proxy.stats_loop())
+        lag_task = asyncio.create_task(proxy.lag_loop())
         while not proxy.stopping.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(proxy.stopping.wait(), 0.5)
             if args.exit_with_parent and os.getppid() != parent:
                 proxy.stopping.set()  # orphaned: whoever started it is gone
         await stats_task
+        lag_task.cancel()
     finally:
         server.close()
         await proxy.stop()

@@ -155,29 +155,44 @@ def stalled(silent_s: float, latency_s: float) -> bool:
     return silent_s > max(SUSPECT_MIN_S, SUSPECT_RTTS * latency_s)
 
 
-def should_rerequest(remaining: int, lag_rate: float, lag_silent_s: float,
-                     lag_latency_s: float, free: PathEstimate) -> bool:
+def lagging_eta(remaining: int, rate: float, silent_s: float, latency_s: float,
+                wait_s: float = 0.0) -> float:
+    """When a running part would end: its `remaining` bytes at `rate` bytes/s after `wait_s`
+    (what it still waits for its first byte, or for the parts ahead of it on its connection);
+    never, when it has been silent too long (`stalled`)."""
+    if stalled(silent_s, latency_s):
+        return math.inf
+    return wait_s + remaining / max(rate, 1.0)
+
+
+def should_rerequest(remaining: int, lag_eta_s: float, free: PathEstimate) -> bool:
     """Whether the free path should also ask for a lagging part's `remaining` bytes: it would
-    deliver them sooner, by at least MIN_GAIN_S and MIN_GAIN_SHARE of the lagging path's time,
-    than the lagging path at the rate it has shown for this part (`lag_rate` bytes/s; 0: none
-    yet); a part that has been silent too long (`stalled`) is never going to finish in time."""
+    deliver them sooner than the part is expected to (`lag_eta_s`, see `lagging_eta`), by at
+    least MIN_GAIN_S and MIN_GAIN_SHARE of the time. The copy costs the free path's bytes, so a
+    gain within the noise of the estimates is not worth it."""
     if remaining <= 0:
         return False
-    if stalled(lag_silent_s, lag_latency_s) or lag_rate <= 0:
-        lag_s = math.inf
-    else:
-        lag_s = remaining / lag_rate
     free_s = free.finish_s(remaining)
-    return free_s + max(MIN_GAIN_S, MIN_GAIN_SHARE * min(lag_s, free_s)) < lag_s
+    return free_s + max(MIN_GAIN_S, MIN_GAIN_SHARE * min(lag_eta_s, free_s)) < lag_eta_s
+
+
+def worth_draining(remaining: int, rate: float, latency_s: float) -> bool:
+    """Whether a cancelled part's connection is better read to the end of its response than
+    closed: its `remaining` bytes take the path no longer than two round trips, about what a new
+    connection costs (its handshake, then slow start's first windows)."""
+    return remaining / max(rate, 1.0) <= 2 * latency_s
 
 
 _LAST_NUMBER = re.compile(r"\d+(?=\D*$)")
 
 
 def size_key(path: str) -> str:
-    """What objects of about the same size share: the URL path with its last number made a
-    wildcard (segment 17 and 18 of a representation, seg_017.ts and seg_018.ts)."""
-    return _LAST_NUMBER.sub("#", path, count=1)
+    """What objects of about the same size share: the URL path with the last number of its
+    file name (not of its extension, as in .m4s) made a wildcard: seg_00017.m4s and
+    seg_00018.m4s of one representation, chunk-1-17.m4s and chunk-1-18.m4s."""
+    folder, slash, name = path.rpartition("/")
+    stem, dot, ext = name.rpartition(".") if "." in name else (name, "", "")
+    return folder + slash + _LAST_NUMBER.sub("#", stem, count=1) + dot + ext
 
 
 def guessed_split(guess: int, paths: Sequence[PathEstimate], min_part: int = MIN_PART
@@ -207,6 +222,28 @@ class Ewma:
         self.value = sample if self.value is None else (
             self.alpha * sample + (1 - self.alpha) * self.value)
         return self.value
+
+
+class WindowedMin:
+    """The least sample of the last `window_s` seconds (None before the first): a path's round
+    trip when it is idle. An average would count the queue the proxy's own parts build on the
+    path, which the planner already counts as their backlog."""
+
+    def __init__(self, window_s: float) -> None:
+        self.window_s = window_s
+        self.samples: list[tuple[float, float]] = []  # (time, sample), oldest first
+
+    def update(self, sample: float, t: float) -> float:
+        self.samples = [(ts, v) for ts, v in self.samples if ts > t - self.window_s]
+        # A sample no smaller than a later one can never be the least again: drop it.
+        while self.samples and self.samples[-1][1] >= sample:
+            self.samples.pop()
+        self.samples.append((t, sample))
+        return self.samples[0][1]
+
+    @property
+    def value(self) -> float | None:
+        return self.samples[0][1] if self.samples else None
 
 
 class IntervalSet:
