@@ -110,8 +110,8 @@ def split_range(start: int, end: int, paths: Sequence[PathEstimate],
         chosen.remove(min(chosen, key=lambda p: (shares.get(p.index, 0.0), -p.rate)))
     order = sorted((p for p in chosen if shares.get(p.index, 0.0) > 0),
                    key=lambda p: (p.start_s, -p.rate, p.index))
-    sizes = [int(shares[p.index]) for p in order]
-    sizes[0] += size - sum(sizes)  # what rounding down left over goes to the head
+    sizes = [round(shares[p.index]) for p in order]
+    sizes[0] += size - sum(sizes)  # what rounding left over (or took) is the head's
     parts, at = [], start
     for p, n in zip(order, sizes, strict=True):
         if n > 0:

@@ -1,0 +1,202 @@
+"""mphttp's decisions on hand-worked figures (mpstream/rangeplan.py): how an object is split over
+paths of given rates, round trips and backlogs so that the parts end together, when a free path
+asks for a lagging part's remainder too, and the bookkeeping around them; and the proxy's
+parsing of what it is given (mpstream/mphttp.py), and the transport as the trial sees it."""
+
+import argparse
+import math
+
+import pytest
+
+from mpstream.mphttp import parse_content_range, parse_origin, parse_path
+from mpstream.rangeplan import (
+    MIN_FIRST_CHUNK,
+    IntervalSet,
+    PathEstimate,
+    RangePart,
+    WindowedMin,
+    even_split,
+    finish_together,
+    first_chunk,
+    guessed_split,
+    lagging_eta,
+    path_estimate,
+    should_rerequest,
+    size_key,
+    split_range,
+    worth_draining,
+)
+from mpstream.transport import get_transport
+
+FAST = 3_000_000  # bytes/s: 24 Mbit/s
+SLOW = 600_000  # 4.8 Mbit/s
+
+
+def test_parts_sized_from_rates_end_together():
+    # T = (150000 + 3e6 * 0.01 + 0.6e6 * 0.01) / 3.6e6 = 0.0516 s: 125000 and 25000 bytes.
+    paths = [PathEstimate(0, FAST, 0.01), PathEstimate(1, SLOW, 0.01)]
+    shares = finish_together(150_000, paths)
+    assert shares[0] == pytest.approx(125_000)
+    assert shares[1] == pytest.approx(25_000)
+    assert split_range(0, 150_000, paths) == [RangePart(0, 0, 125_000),
+                                              RangePart(1, 125_000, 150_000)]
+    ends = [p.finish_s(shares[p.index]) for p in paths]
+    assert ends[0] == pytest.approx(ends[1])
+
+
+def test_before_any_measurement_equal_paths_split_evenly():
+    paths = [PathEstimate(0, 1e6, 0.05), PathEstimate(1, 1e6, 0.05)]
+    assert split_range(1000, 201_000, paths) == [RangePart(0, 1000, 101_000),
+                                                RangePart(1, 101_000, 201_000)]
+
+
+def test_the_path_whose_bytes_come_first_carries_the_head():
+    # The slow path is idle, the fast one drains a backlog of 60 ms first: the slow path's
+    # bytes arrive first, so it takes the head. T = (200000 + 3e6 * 0.06 + 0.6e6 * 0.01) /
+    # 3.6e6 = 0.1072 s: 0.6e6 * 0.0972 = 58333 bytes on the slow path, the rest on the fast.
+    paths = [path_estimate(0, FAST, 0.01, backlog_bytes=180_000), PathEstimate(1, SLOW, 0.01)]
+    assert paths[0].start_s == pytest.approx(0.06)
+    parts = split_range(0, 200_000, paths)
+    assert parts == [RangePart(1, 0, 58_333), RangePart(0, 58_333, 200_000)]
+
+
+def test_a_path_that_would_start_after_the_others_end_gets_nothing():
+    # Alone, the fast path ends at 0.01 + 150000 / 3e6 = 0.06 s; the slow one would start at
+    # 0.2 s (a backlog of 120000 bytes).
+    paths = [PathEstimate(0, FAST, 0.01), path_estimate(1, SLOW, 0.01, backlog_bytes=120_000)]
+    assert finish_together(150_000, paths) == {0: pytest.approx(150_000)}
+    assert split_range(0, 150_000, paths) == [RangePart(0, 0, 150_000)]
+
+
+def test_a_part_too_small_for_a_request_is_left_out():
+    # 30000 bytes: the slow path's share would be 5000 bytes, under MIN_PART.
+    paths = [PathEstimate(0, FAST, 0.01), PathEstimate(1, SLOW, 0.01)]
+    assert split_range(0, 30_000, paths) == [RangePart(0, 0, 30_000)]
+    assert split_range(0, 30_000, paths, min_part=1000) == [RangePart(0, 0, 25_000),
+                                                            RangePart(1, 25_000, 30_000)]
+
+
+def test_even_split_ignores_the_rates():
+    paths = [PathEstimate(0, FAST, 0.01), PathEstimate(1, SLOW, 0.01)]
+    assert even_split(0, 100_001, paths) == [RangePart(0, 0, 50_001),
+                                             RangePart(1, 50_001, 100_001)]
+    assert even_split(0, 20_000, paths) == [RangePart(0, 0, 20_000)]
+
+
+def test_the_first_request_asks_for_two_round_trips_of_the_best_path():
+    assert first_chunk(PathEstimate(0, FAST, 0.01), 0.01) == MIN_FIRST_CHUNK
+    assert first_chunk(PathEstimate(0, 12_500_000, 0.02), 0.02) == 500_000
+
+
+def test_a_guessed_size_starts_the_head_and_the_tail_at_once():
+    paths = [PathEstimate(0, FAST, 0.01), PathEstimate(1, SLOW, 0.01)]
+    head, tail = guessed_split(120_000, paths)
+    # 120000 bytes end together as 100000 and 20000 bytes: the head and a 20000-byte suffix.
+    assert head == RangePart(0, 0, 100_000)
+    assert tail == (1, 20_000)
+    head, tail = guessed_split(40_000, paths)
+    assert head == RangePart(0, 0, 40_000) and tail is None
+
+
+def test_a_free_path_copies_a_lagging_remainder_it_would_deliver_sooner():
+    # 30000 bytes left on the slow path at its 0.6 MB/s: 50 ms. The idle fast path: 10 ms
+    # round trip and 10 ms of transfer, 20 ms.
+    lag = lagging_eta(30_000, SLOW, silent_s=0.005, latency_s=0.01)
+    assert lag == pytest.approx(0.05)
+    assert should_rerequest(30_000, lag, PathEstimate(0, FAST, 0.01))
+
+
+def test_a_slower_free_path_does_not_copy_the_fast_paths_remainder():
+    lag = lagging_eta(30_000, FAST, silent_s=0.005, latency_s=0.01)
+    assert lag == pytest.approx(0.01)
+    assert not should_rerequest(30_000, lag, PathEstimate(1, SLOW, 0.01))
+
+
+def test_a_gain_within_the_estimates_noise_is_not_worth_a_copy():
+    # The free path would end at 20 ms against the lagging 22 ms: less than 5 ms earlier.
+    assert not should_rerequest(30_000, 0.022, PathEstimate(0, FAST, 0.01))
+    assert not should_rerequest(0, math.inf, PathEstimate(0, FAST, 0.01))
+
+
+def test_a_silent_part_is_copied_even_by_a_slow_path():
+    # Nothing for 0.5 s on a path with a 10 ms round trip: stalled, it may never end.
+    lag = lagging_eta(30_000, FAST, silent_s=0.5, latency_s=0.01)
+    assert lag == math.inf
+    assert should_rerequest(30_000, lag, PathEstimate(1, SLOW, 0.01))
+    # A few round trips of silence is a queue or slow start, not a stall.
+    assert lagging_eta(30_000, FAST, silent_s=0.1, latency_s=0.01) < math.inf
+
+
+def test_a_part_waiting_for_its_first_byte_counts_the_wait():
+    assert lagging_eta(30_000, SLOW, 0.0, 0.01, wait_s=0.03) == pytest.approx(0.08)
+
+
+def test_draining_a_cancelled_copy_is_worth_up_to_two_round_trips():
+    assert worth_draining(12_000, SLOW, 0.01)
+    assert not worth_draining(13_000, SLOW, 0.01)
+    assert worth_draining(60_000, FAST, 0.01)
+
+
+@pytest.mark.parametrize(("path", "key"), [
+    ("/media/dash/avc-360p/seg_00017.m4s", "/media/dash/avc-360p/seg_#.m4s"),
+    ("/media/hls/360p/seg_017.ts", "/media/hls/360p/seg_#.ts"),
+    ("/media/dash/chunk-1-00017.m4s", "/media/dash/chunk-1-#.m4s"),
+    ("/media/dash/avc-360p/init.m4s", "/media/dash/avc-360p/init.m4s"),
+    ("/probe/blob", "/probe/blob"),
+])
+def test_objects_alike_share_a_size_key(path, key):
+    assert size_key(path) == key
+
+
+def test_interval_set_counts_each_byte_once():
+    have = IntervalSet()
+    assert have.add(0, 100) == 100
+    assert have.add(200, 300) == 100
+    assert have.add(50, 250) == 100  # 100-200 is new, the rest arrived already
+    assert have.spans == [(0, 300)]
+    assert have.add(300, 310) == 10
+    assert have.missing(0, 400) == [(310, 400)]
+    assert have.covered() == 310
+    gappy = IntervalSet()
+    gappy.add(10, 20)
+    gappy.add(30, 40)
+    assert gappy.missing(0, 50) == [(0, 10), (20, 30), (40, 50)]
+    assert gappy.missing(12, 35) == [(20, 30)]
+
+
+def test_the_round_trip_is_the_least_recent_sample():
+    rtt = WindowedMin(window_s=10)
+    assert rtt.value is None
+    rtt.update(0.010, t=0)
+    rtt.update(0.045, t=1)  # a request behind a queue
+    assert rtt.value == 0.010
+    rtt.update(0.030, t=11)  # the 10 ms sample is more than 10 s old
+    assert rtt.value == 0.030
+
+
+def test_content_range_and_the_proxys_arguments():
+    assert parse_content_range("bytes 0-99/1000") == (0, 100, 1000)
+    with pytest.raises(ValueError):
+        parse_content_range("bytes */1000")
+    origin = parse_origin("http://10.2.0.2:8080")
+    assert (origin.scheme, origin.host, origin.port, origin.authority) == \
+        ("http", "10.2.0.2", 8080, "10.2.0.2:8080")
+    assert parse_origin("https://example.org").authority == "example.org"
+    path = parse_path("1,10.1.1.2,p1,backup")
+    assert (path.index, path.local, path.ifname, path.backup) == (1, "10.1.1.2", "p1", True)
+    assert parse_path("0,fd00::2").local == "fd00::2"
+    with pytest.raises(argparse.ArgumentTypeError, match="INDEX,ADDRESS"):
+        parse_path("10.1.1.2")
+    with pytest.raises(argparse.ArgumentTypeError, match="not an IP address"):
+        parse_path("0,client")
+
+
+def test_the_transport_needs_nothing_at_the_server():
+    mphttp = get_transport("mphttp")
+    assert mphttp.label == "Multipath HTTP"
+    assert mphttp.network_mode == "mptcp" and not mphttp.kernel_mptcp
+    assert mphttp.carries_http_only and not mphttp.runs_on_server
+    assert list(mphttp.schedulers()) == ["finish-together", "even"]
+    assert mphttp.scheduler_name == "finish-together"
+    assert mphttp.with_scheduler("even").scheduler_name == "even"
+    assert mphttp.wrap(["chromium"]) == ["chromium"]
