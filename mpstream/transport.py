@@ -259,9 +259,6 @@ class MPQUIC(HopTransport):
     label = "MPQUIC"
     network_mode = "mptcp"  # every path up, each pinned by its source address
     hop_mode = "mpquic"
-    # The proxy opens a backup path with the backup status, and the gateway mirrors it; the
-    # status is set once, at the start (no run-time control of the proxy yet: no deadline).
-    path_policies = ("always", "backup")
 
 
 class QUIC(HopTransport):

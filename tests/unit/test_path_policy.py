@@ -176,10 +176,10 @@ def test_policies_are_refused_where_they_cannot_act():
         pathpolicy.check_for("nosuch", get_transport("mptcp"), prof)
     with pytest.raises(UserError, match="transport tcp: it cannot hold a path back"):
         pathpolicy.check_for("deadline", get_transport("tcp"), prof)
-    # The QUIC hop sets a path's status once, at the start: backup, but no deadline.
-    with pytest.raises(UserError, match=r"transport mpquic: it can only set a path's role once"):
-        pathpolicy.check_for("deadline", get_transport("mpquic"), prof)
-    pathpolicy.check_for("backup", get_transport("mpquic"), prof)
+    # The QUIC hop's backup status did not hold its sender back: refused, saying so.
+    for policy in ("backup", "deadline"):
+        with pytest.raises(UserError, match=r"transport mpquic: the QUIC hop's proxy"):
+            pathpolicy.check_for(policy, get_transport("mpquic"), prof)
     with pytest.raises(UserError, match="no metered path"):
         pathpolicy.check_for("backup", get_transport("mptcp"),
                              profile_from_dict({"paths": [WIFI]}))
