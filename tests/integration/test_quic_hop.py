@@ -68,10 +68,11 @@ def unequal_net(media):
         yield topo
 
 
-def fetch(topo, hop, name="big.m4s", timeout=120) -> tuple[int, list[int]]:
-    """Bytes curl got through the hop, and the bytes each client path received meanwhile."""
+def fetch(topo, hop, name="big.m4s", timeout=120, out="/dev/null") -> tuple[int, list[int]]:
+    """Bytes curl got through the hop (written to `out`), and the bytes each client path
+    received meanwhile."""
     before = [p["rx_bytes"] for p in topo.path_bytes()]
-    done = topo.run("client", ["curl", "-sf", "-o", "/dev/null", "-w", "%{size_download}",
+    done = topo.run("client", ["curl", "-sf", "-o", str(out), "-w", "%{size_download}",
                                f"{hop.base_url}/media/dash/{name}"],
                     capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, (done.stderr, hop.problem())
@@ -183,14 +184,16 @@ def test_a_dead_gateway_ends_the_proxy_with_the_reason(mptcp_net, tmp_path):
 
 
 @pytest.mark.parametrize("scheduler", SCHEDULERS)
-def test_each_scheduler_carries_a_download_whole(unequal_net, tmp_path, scheduler):
+def test_each_scheduler_carries_a_download_whole(media, unequal_net, tmp_path, scheduler):
     """Both ends run the scheduler; the gateway names it once, and only a scheduler that sends
     data twice on purpose counts the copies (redundant-tail: the slow path's tail, copied onto
-    the fast one when the rest of the file is in flight)."""
+    the fast one when the rest of the file is in flight). The file arrives byte for byte."""
+    got = tmp_path / "got.m4s"
     with QuicHop(unequal_net, PORT, HopOptions("mpquic", scheduler=scheduler), tmp_path) as hop:
-        size, per_path = fetch(unequal_net, hop)
+        size, per_path = fetch(unequal_net, hop, out=got)
         done = gateway_sent(hop, time.time())
     assert size == FILE_BYTES
+    assert got.read_bytes() == (media / "dash" / "big.m4s").read_bytes()
     assert sum(per_path) > FILE_BYTES and all(b > 0 for b in per_path), per_path
     for name in (hop.gateway_stats, hop.proxy_stats):
         connected = [line for line in lines(name) if line.get("event") == "connected"]
