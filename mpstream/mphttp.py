@@ -97,6 +97,7 @@ RATE_SAMPLE_MIN_BYTES = 24 * 1024
 LATENCY_WINDOW_S = 10.0  # how far back a path's least round trip is taken from
 TICK_S = 0.02  # how often a download re-checks its paths when nothing else happens
 LAG_PROBE_S = 0.02  # how often the event loop's lateness is sampled
+WATCHDOG_S = 0.1  # how often silent connections are looked for
 # A pass-through request (a beacon, an API call) may wait this long for its answer.
 PASS_TIMEOUT_S = 30.0
 # Objects fetched before, by size_key, for guessing a new one's size (a few, the least counts:
@@ -215,32 +216,32 @@ def has_body(status: int, method: str) -> bool:
     return method != "HEAD" and not (100 <= status < 200 or status in (204, 304))
 
 
-async def body_chunks(reader: asyncio.StreamReader, head: Head, timeout_s: float,
-                      framed_only: bool = False):
+async def body_chunks(reader: asyncio.StreamReader, head: Head, framed_only: bool = False):
     """The body after `head` as it arrives (Content-Length, chunked, or up to the end of the
-    stream), each read bounded by `timeout_s` of silence. Yields (data, raw) pairs: the decoded
-    bytes and the bytes as they were on the wire."""
+    stream). Yields (data, raw) pairs: the decoded bytes and the bytes as they were on the wire.
+    Silence is the proxy's watchdog's business (a timer per read would cost more than the
+    read: a path delivers a few segments per wake-up)."""
     if "chunked" in head.tokens("transfer-encoding"):
         while True:
-            line = await asyncio.wait_for(reader.readuntil(b"\r\n"), timeout_s)
+            line = await reader.readuntil(b"\r\n")
             size = int(line.split(b";", 1)[0].strip() or b"0", 16)
             if size == 0:
                 trailer = line
                 while True:
-                    more = await asyncio.wait_for(reader.readuntil(b"\r\n"), timeout_s)
+                    more = await reader.readuntil(b"\r\n")
                     trailer += more
                     if more == b"\r\n":
                         break
                 yield b"", trailer
                 return
-            data = await asyncio.wait_for(reader.readexactly(size + 2), timeout_s)
+            data = await reader.readexactly(size + 2)
             yield data[:-2], line + data
         return
     length = head.get("content-length")
     if length is not None:
         left = int(length)
         while left > 0:
-            data = await asyncio.wait_for(reader.read(min(left, READ_CHUNK)), timeout_s)
+            data = await reader.read(min(left, READ_CHUNK))
             if not data:
                 raise ConnectionError(f"the connection ended with {left} bytes of the body "
                                       "still to come")
@@ -250,7 +251,7 @@ async def body_chunks(reader: asyncio.StreamReader, head: Head, timeout_s: float
     if framed_only:
         raise ConnectionError("a body without Content-Length or chunked framing")
     while True:
-        data = await asyncio.wait_for(reader.read(READ_CHUNK), timeout_s)
+        data = await reader.read(READ_CHUNK)
         if not data:
             return
         yield data, data
@@ -337,6 +338,7 @@ class Exchange(Protocol):
     last_activity: float
     sent_idle: bool  # written on a connection with nothing else in flight
     head_seen: bool
+    timeout_s: float  # the silence after which its connection is taken for dead
 
     async def read_response(self, conn: Conn) -> None: ...
 
@@ -358,6 +360,7 @@ class Conn:
         self.aborted = False  # closed by the proxy (a cancelled copy, a stop)
         self.answered = 0  # responses read whole
         self.pool_when_idle = False  # back to the pool once what is queued has been read
+        self.timed_out: float | None = None  # the silence the watchdog closed it after
         self.task = asyncio.create_task(self._read_loop())
 
     def usable(self) -> bool:
@@ -371,6 +374,13 @@ class Conn:
         self.path.tx_bytes += len(raw)
         self.path.requests += 1
         self.wake.set()
+
+    def time_out(self) -> None:
+        """The watchdog's verdict: what is its turn has heard nothing for its timeout. What
+        is queued fails through the path's fault."""
+        if self.queue and not self.closed:
+            self.timed_out = self.queue[0].timeout_s
+            self.close()
 
     def close(self) -> None:
         """Closes at once; what is still queued on it fails (not through the path's fault)."""
@@ -407,10 +417,12 @@ class Conn:
                 TimeoutError, ssl.SSLError) as exc:
             # A kept-alive connection that the server closed before answering is stale, not
             # a path that failed; neither is one the proxy closed itself.
-            stale = self.answered > 0 and bool(self.queue) and not self.queue[0].head_seen \
-                and not isinstance(exc, TimeoutError)
-            self._fail_all(PartFailed(describe_error(exc, self.proxy.stall_timeout_s),
-                                      path_fault=not (stale or self.aborted)))
+            stale = self.answered > 0 and bool(self.queue) and not self.queue[0].head_seen
+            if self.timed_out is not None:
+                self._fail_all(PartFailed(f"no bytes for {self.timed_out:g} s"))
+            else:
+                self._fail_all(PartFailed(describe_error(exc),
+                                          path_fault=not (stale or self.aborted)))
         finally:
             self.close()
 
@@ -420,9 +432,9 @@ class Conn:
             self.queue.popleft().failed(exc)
 
 
-def describe_error(exc: BaseException, stall_s: float) -> str:
+def describe_error(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
-        return f"no bytes for {stall_s:g} s"
+        return "timed out"
     if isinstance(exc, asyncio.IncompleteReadError):
         return "the server closed the connection mid-response"
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -462,6 +474,7 @@ class Part:
     sent_idle: bool = False
     head_seen: bool = False
     reason: str | None = None
+    timeout_s: float = 2.0  # the proxy's --stall-timeout, set when it is made
     copied: bool = False  # another part asks for its remainder too
     sending: asyncio.Task[None] | None = None
 
@@ -568,7 +581,8 @@ class Fetch:
                  suffix: int | None = None, copy_of: Part | None = None,
                  conditional: bool = False) -> Part:
         part = Part(self, path, start, end, suffix=suffix, copy_of=copy_of,
-                    conditional=conditional, t_request=now(), buf_start=start or 0)
+                    conditional=conditional, t_request=now(), buf_start=start or 0,
+                    timeout_s=self.proxy.stall_timeout_s)
         part.last_activity = part.t_request
         self.parts.append(part)
         path.parts.add(part)
@@ -702,9 +716,8 @@ class Fetch:
 
     async def read_response(self, conn: Conn, part: Part) -> None:
         """Reads the response to `part` from `conn` (its reader task calls this)."""
-        stall = self.proxy.stall_timeout_s
         while True:
-            head = await asyncio.wait_for(read_head(conn.reader), stall)
+            head = await read_head(conn.reader)
             if head is None:
                 raise ConnectionError("the server closed the connection before answering")
             status = status_of(head)
@@ -712,7 +725,7 @@ class Fetch:
                 break
         part.head_seen = True
         self.on_head(part, status, head)
-        async for data, _raw in body_chunks(conn.reader, head, stall,
+        async for data, _raw in body_chunks(conn.reader, head,
                                             framed_only=part.mode != "relay"):
             conn.path.rx_bytes += len(data)
             self.on_data(part, data)
@@ -780,6 +793,7 @@ class Fetch:
                 if p.start is None and p.suffix is not None:
                     n = min(p.suffix, total)
                     p.start, p.end, p.buf_start = total - n, total, total - n
+            self.send_head()
         elif total != self.size or validator != self.validator:
             # The object changed between two parts: they do not fit together.
             self.error = (f"{self.target} changed on the server while it was fetched (size "
@@ -814,10 +828,23 @@ class Fetch:
         part.useful += new
         if new:
             self.arrivals.append((t, part.path.index, new))
-            if at + len(data) > self.pos:
-                if not part.buf:
-                    part.buf_start = at
-                part.buf += data
+        end = at + len(data)
+        if self.headers_sent and at <= self.pos < end:
+            # The next bytes the browser waits for: straight to it, without waking the
+            # download (which happens for each few segments that arrive).
+            self.writer.write(data[self.pos - at:] if self.pos > at else data)
+            self.pos = end
+            if (self.size is not None and self.pos >= self.size) or \
+                    any(p.buf for p in self.parts):
+                self.progress.set()  # complete, or buffered bytes may follow on now
+            return
+        if part.live() and not part.draining and end > self.pos:
+            # A part's buffer holds its own bytes up to where it has reached, whoever brought
+            # them first: one that is not contiguous with this chunk (its bytes were all sent
+            # to the browser, or skipped as duplicates) starts again here.
+            if part.buf_start + len(part.buf) != at:
+                part.buf, part.buf_start = bytearray(), at
+            part.buf += data
             self.progress.set()
 
     def finish_part(self, part: Part, outcome: str, reason: str | None = None) -> None:
@@ -857,15 +884,7 @@ class Fetch:
             return
         if self.size is None:
             return
-        if not self.headers_sent:
-            assert self.response_head is not None
-            headers = [*self.response_head.without(
-                HOP_BY_HOP | {"content-range", "content-length"}),
-                ("Content-Length", str(self.size))]
-            if not self.client_keep:
-                headers.append(("Connection", "close"))
-            self.writer.write(render_head("HTTP/1.1 200 OK", headers))
-            self.headers_sent = True
+        self.send_head()
         progressed = True
         while progressed and self.pos < self.size:
             progressed = False
@@ -881,6 +900,19 @@ class Fetch:
                 del p.buf[:cut]
                 p.buf_start += cut
         await self.writer.drain()
+
+    def send_head(self) -> None:
+        """The browser's answer's head, once the size is known: 200, the whole length, the
+        origin's headers but Content-Range."""
+        if self.headers_sent or self.size is None:
+            return
+        assert self.response_head is not None
+        headers = [*self.response_head.without(HOP_BY_HOP | {"content-range", "content-length"}),
+                   ("Content-Length", str(self.size))]
+        if not self.client_keep:
+            headers.append(("Connection", "close"))
+        self.writer.write(render_head("HTTP/1.1 200 OK", headers))
+        self.headers_sent = True
 
     async def deliver_relay(self) -> None:
         part, head = self.relay, self.response_head
@@ -918,8 +950,11 @@ class Fetch:
         self.start()
         try:
             while True:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.progress.wait(), TICK_S)
+                # A timer rather than wait_for: that makes a task per wake-up, and a download
+                # wakes for every few segments that arrive.
+                tick = asyncio.get_running_loop().call_later(TICK_S, self.progress.set)
+                await self.progress.wait()
+                tick.cancel()
                 self.progress.clear()
                 if self.fallback and not self.headers_sent:
                     self.finish()
@@ -1044,29 +1079,32 @@ class PassRequest:
         self.last_activity = now()
         self.sent_idle = False
         self.head_seen = False
+        self.timeout_s = PASS_TIMEOUT_S
         self.status: int | None = None
         self.t_first_byte: float | None = None
 
     async def read_response(self, conn: Conn) -> None:
         while True:
-            head = await asyncio.wait_for(read_head(conn.reader), PASS_TIMEOUT_S)
+            head = await read_head(conn.reader)
             if head is None:
                 raise ConnectionError("the server closed the connection before answering")
             status = status_of(head)
             if not 100 <= status < 200:
                 break
         self.head_seen, self.status, self.t_first_byte = True, status, now()
+        self.last_activity = self.t_first_byte
         framed = body_is_framed(head, status, self.method)
         headers = head.without({"connection", "keep-alive", "proxy-connection"})
         if not framed or not self.client_keep:
             headers.append(("Connection", "close"))
         self.writer.write(render_head(f"HTTP/1.1 {head.first.split(' ', 1)[1]}", headers))
         if has_body(status, self.method):
-            async for data, raw in body_chunks(conn.reader, head, PASS_TIMEOUT_S):
+            async for data, raw in body_chunks(conn.reader, head):
                 self.received += len(data)
                 conn.path.rx_bytes += len(data)
                 self.writer.write(raw)
                 await self.writer.drain()
+                self.last_activity = now()
         await self.writer.drain()
         if not framed or "close" in head.tokens("connection"):
             conn.closed = True
@@ -1234,7 +1272,7 @@ class Proxy:
         except (OSError, TimeoutError, ssl.SSLError) as exc:
             raise PartFailed(f"no connection from {path.local} within {CONNECT_TIMEOUT_S:g} s"
                              if isinstance(exc, TimeoutError) else
-                             f"cannot connect from {path.local}: {describe_error(exc, 0)}"
+                             f"cannot connect from {path.local}: {describe_error(exc)}"
                              ) from exc
 
     def keep_spare(self, path: PathState, origin: Origin) -> None:
@@ -1308,6 +1346,16 @@ class Proxy:
                  "state": "down" if not p.up else "stalled" if p.stalled(now()) else "up",
                  "connections": sum(1 for c in self.conns if c.path is p)}
                 for p in self.paths]
+
+    async def watchdog(self) -> None:
+        """Closes a connection whose response (or the wait for it) has been silent for its
+        timeout: a dead path's parts then fail and are asked of the others."""
+        while not self.stopping.is_set():
+            await asyncio.sleep(WATCHDOG_S)
+            t = now()
+            for conn in list(self.conns):
+                if conn.queue and t - conn.queue[0].last_activity > conn.queue[0].timeout_s:
+                    conn.time_out()
 
     async def lag_loop(self) -> None:
         """How late the event loop wakes (the proxy shares the client's CPU with the browser:
@@ -1467,7 +1515,7 @@ class Proxy:
             try:
                 self.give_back(await self.connect(path, upstream))
             except (OSError, TimeoutError, ssl.SSLError) as exc:
-                self.path_down(path, f"no connection at start: {describe_error(exc, 0)}")
+                self.path_down(path, f"no connection at start: {describe_error(exc)}")
 
         await asyncio.gather(*(one(p) for p in self.paths))
 
@@ -1493,7 +1541,7 @@ async def read_request_body(reader: asyncio.StreamReader, head: Head) -> bytes:
     again on another connection)."""
     if "chunked" in head.tokens("transfer-encoding"):
         out = bytearray()
-        async for data, _raw in body_chunks(reader, head, PASS_TIMEOUT_S):
+        async for data, _raw in body_chunks(reader, head):
             out += data
         return bytes(out)
     length = head.get("content-length")
@@ -1590,6 +1638,7 @@ async def main_async(args: argparse.Namespace) -> int:
             "implementation": IMPLEMENTATION, "scheduler": args.scheduler}}), flush=True)
         stats_task = asyncio.create_task(proxy.stats_loop())
         lag_task = asyncio.create_task(proxy.lag_loop())
+        watchdog = asyncio.create_task(proxy.watchdog())
         while not proxy.stopping.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(proxy.stopping.wait(), 0.5)
@@ -1597,6 +1646,7 @@ async def main_async(args: argparse.Namespace) -> int:
                 proxy.stopping.set()  # orphaned: whoever started it is gone
         await stats_task
         lag_task.cancel()
+        watchdog.cancel()
     finally:
         server.close()
         await proxy.stop()
