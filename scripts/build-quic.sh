@@ -107,6 +107,10 @@ patched_crate() {
     touch "$dest.tmp/.complete"
     rm -rf "$dest"
     mv -T "$dest.tmp" "$dest"
+    # Copies patched by earlier versions of the patch: no build needs them once the binary
+    # they made is cached, and builds take the lock this runs under.
+    find "$root" -maxdepth 1 -name "$name-$version-patched-*" ! -name "${dest##*/}" \
+      -exec rm -rf {} +
   fi
   echo "$dest"
 }
