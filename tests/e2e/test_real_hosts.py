@@ -167,6 +167,21 @@ def test_mptcp_session_over_both_interfaces_leaves_the_host_as_it_was(hosts):
     assert not list(hosts["state_dir"].glob("host-changes/*.json"))
 
 
+def test_mphttp_session_over_both_interfaces_needs_nothing_of_the_host(hosts):
+    """Client-only multipath HTTP: the proxy binds a connection to each interface itself, so
+    the host gets no MPTCP endpoint, rule or table, and the server only serves byte ranges."""
+    before = host_state()
+    result = result_of(play(hosts, f"http://{SRV}:{PORT}/media/dash/manifest.mpd",
+                            "--interfaces", "c1,c2", "--transport", "mphttp", "--duration", "6"))
+    assert host_state() == before
+    assert_complete_record(result)
+    assert result["transport"] == "mphttp" and result["proof"]["mphttp_paths"] == 2
+    got = shares(result)
+    assert list(got) == ["c1", "c2"]
+    assert min(got.values()) > 0.1 * sum(got.values()), got
+    assert not [line for line in command_lines(HC) if "mpstream.mphttp" in line]
+
+
 def test_foreign_fmp4_hls_over_tcp_uses_one_interface(hosts):
     before = host_state()
     result = result_of(play(hosts, f"http://{SRV}:{PORT}/media/fhls/master.m3u8",
