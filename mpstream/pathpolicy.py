@@ -297,9 +297,13 @@ class PathPolicyController:
 
 
 class RateEstimate:
-    """The unmetered paths' rate while the player downloads: the last segment's download rate
-    (all paths together) times the unmetered paths' share of the bytes the client received over
-    the last few seconds (1 while the metered paths are held back)."""
+    """The unmetered paths' rate while the player downloads: the last segment's download rate,
+    trusted only while the unmetered paths carried (nearly) all the bytes the client received
+    over the last few seconds, i.e. it was their rate; None otherwise (a segment that came
+    partly over the metered path says little of the others, and scaling it by a byte share
+    taken over another span underestimated it: a spurious join at 15 s of buffer)."""
+
+    FREE_SHARE = 0.95
 
     WINDOW_S = 3.0
 
@@ -324,9 +328,9 @@ class RateEstimate:
 
     def unmetered_bps(self, segment_bps: float | None) -> float | None:
         share = self.unmetered_share()
-        if segment_bps is None:
+        if segment_bps is None or share is None or share < self.FREE_SHARE:
             return None
-        return segment_bps * (share if share is not None else 1.0)
+        return segment_bps
 
 
 METERED_FIELDS = ("metered_bytes", "metered_share", "metered_cost")

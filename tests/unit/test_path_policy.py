@@ -185,3 +185,17 @@ def test_policies_are_refused_where_they_cannot_act():
                              profile_from_dict({"paths": [WIFI]}))
     pathpolicy.check_for("deadline", get_transport("mptcp"), prof)
     pathpolicy.check_for("always", get_transport("tcp"), prof)
+
+
+def test_the_unmetered_rate_is_a_segments_rate_only_while_the_free_paths_carried_it():
+    est = pathpolicy.RateEstimate()
+    assert est.unmetered_bps(8e6) is None  # no counters yet
+    est.add(0.0, [{"rx_bytes": 0}, {"rx_bytes": 0}], {1})
+    est.add(1.0, [{"rx_bytes": 1_000_000}, {"rx_bytes": 10_000}], {1})
+    assert est.unmetered_bps(8e6) == 8e6  # 99% over the free path: its rate
+    est.add(2.0, [{"rx_bytes": 1_500_000}, {"rx_bytes": 900_000}], {1})
+    assert est.unmetered_bps(8e6) is None  # the metered path carried much of it
+    # Three seconds later the window holds only free bytes again.
+    est.add(5.5, [{"rx_bytes": 2_500_000}, {"rx_bytes": 900_000}], {1})
+    est.add(6.0, [{"rx_bytes": 3_000_000}, {"rx_bytes": 900_000}], {1})
+    assert est.unmetered_bps(2e6) == 2e6
