@@ -157,7 +157,10 @@ def _tail_by_path(incs, n_paths: int, req: float, done: float,
     The tail is what a segment waits for at the end, on whichever path is slow to bring it."""
     by_poll: dict[float, list[float]] = defaultdict(lambda: [0.0] * n_paths)
     for t, path, inc in incs:
-        if req < t <= done + SAMPLE_SLACK_S and 0 <= path < n_paths and inc > 0:
+        # A socket on no path (path None: the browser's loopback connection to a client-side
+        # proxy, such as mphttp's) carried nothing over the network.
+        if req < t <= done + SAMPLE_SLACK_S and path is not None and 0 <= path < n_paths \
+                and inc > 0:
             by_poll[t][path] += inc
     want = fraction * sum(sum(v) for v in by_poll.values())
     out = [0.0] * n_paths
