@@ -211,6 +211,15 @@ class QuicHop:
                                    f"{len(paths)} QUIC path(s) of the {want} it was given")
         return Proof(counters)
 
+    def redundant_bytes(self) -> int | None:
+        """What the gateway's scheduler re-injected: each path's last count (a path's lines
+        carry `redundant_bytes` only under a scheduler that re-injects; None otherwise)."""
+        last: dict[tuple[object, object], int] = {}
+        for line in read_json_lines(self.gateway_stats):
+            if "redundant_bytes" in line:
+                last[(line.get("conn"), line.get("path"))] = int(line["redundant_bytes"])
+        return sum(last.values()) if last else None
+
     def close(self) -> None:
         """Stops the proxy, then the gateway (SIGTERM: each closes its connection cleanly and
         finishes its qlog); safe to call twice."""

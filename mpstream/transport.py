@@ -44,6 +44,11 @@ class Carrier(Protocol):
 
     def proof(self) -> Proof | None: ...
 
+    def redundant_bytes(self) -> int | None:
+        """Bytes sent more than once on purpose (a scheduler's re-injected copies, a range
+        asked again); None where the way never does."""
+        ...
+
 
 @dataclass
 class Direct:
@@ -56,6 +61,9 @@ class Direct:
         return None
 
     def proof(self) -> Proof | None:
+        return None
+
+    def redundant_bytes(self) -> int | None:
         return None
 
 

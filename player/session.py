@@ -186,6 +186,8 @@ class PlayResult:
     transport_implementation: str | None = None
     # The transport's path scheduler (None: a transport with none to choose).
     scheduler: str | None = None
+    # Bytes sent more than once on purpose (None: the transport never does).
+    redundant_bytes: int | None = None
     # The path policy, the metered paths' prices (None: unknown network) and what the
     # policy's controller did (its toggles, each with its reason and the buffer level).
     path_policy: str | None = None
@@ -212,6 +214,7 @@ class PlayResult:
                    url=self.url)
         out.setdefault("transport", self.transport)
         out["scheduler"] = self.scheduler
+        out["redundant_bytes"] = self.redundant_bytes
         out["path_policy"] = self.path_policy
         figures = self.metered_figures()
         if figures is not None:
@@ -408,6 +411,7 @@ def _play(network: Network, server: PageServer, r: PlayRequest, carried: Carrier
         failure=failure, hud=hud, console=list(console),
         screenshot_taken=r.screenshot is not None,
         transport_implementation=carried.implementation, scheduler=r.transport.scheduler_name,
+        redundant_bytes=carried.redundant_bytes(),
         path_policy=r.path_policy or pathpolicy.DEFAULT_POLICY, metered=r.metered,
         policy_report=policy.report())
 

@@ -331,6 +331,19 @@ def metered_metrics(rec: TrialData) -> dict[str, float]:
             "policy_toggles": float(len(r.path_policy_toggles))}
 
 
+def redundancy_metrics(rec: TrialData) -> dict[str, float]:
+    """What the transport sent twice on purpose, in MB and as a share of the media bytes the
+    page received; empty for a transport that never does."""
+    extra = rec.record.redundant_bytes
+    if extra is None:
+        return {}
+    media = sum(float(e["data"].get("bytes") or 0) for e in rec.events
+                if e.get("type") == "segment")
+    return {"redundant_mbytes": extra / 1e6,
+            "redundant_share": extra / media if media > 0 else math.nan}
+
+
 def trial_metrics(rec: TrialData, n_paths: int) -> dict[str, float]:
     base = video_metrics(rec) if rec.record.kind == "video" else iperf_metrics(rec)
-    return {**base, **kernel_metrics(rec, n_paths), **metered_metrics(rec)}
+    return {**base, **kernel_metrics(rec, n_paths), **metered_metrics(rec),
+            **redundancy_metrics(rec)}

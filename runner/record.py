@@ -137,6 +137,9 @@ class TrialRecord(BaseModel):
     metered_cost: float | None = Field(default=None, description="metered bytes times each "
                                        "metered path's cost_per_gb (None: no price given)")
     path_policy_toggles: list[PolicyToggle] = Field(default_factory=list)
+    redundant_bytes: int | None = Field(default=None, description="bytes the transport sent "
+                                        "more than once on purpose (a scheduler's re-injected "
+                                        "copies, a range asked again); None where it never does")
     transport_implementation: str | None = Field(
         default=None, description="what carried the transport when its name does not say "
         "(the QUIC library and the multipath draft it implements)")

@@ -77,6 +77,8 @@ METRIC_LABELS = {
     "retrans_per_s": ("retransmissions", "packets/s"),
     "metered_bytes": ("bytes on metered paths", "bytes"),
     "metered_share": ("metered paths' share of the bytes", ""),
+    "redundant_mbytes": ("bytes sent twice on purpose", "MB"),
+    "redundant_share": ("bytes sent twice, share of the media bytes", ""),
     "metered_cost": ("cost of the metered bytes", "per cost_per_gb"),
     "policy_toggles": ("path policy toggles", "count"),
 }

@@ -323,6 +323,7 @@ def _run(scenario: Scenario, trial: Trial, record: TrialRecord, run_id: str, tdi
         record.events_started_unix = outcome.events_started_unix
         record.proof = outcome.proof
         record.transport_implementation = outcome.transport_implementation
+        record.redundant_bytes = outcome.redundant_bytes
         try:
             record.path_bytes = network.path_bytes()
         except Exception as exc:  # a counter we lack is no reason to lose the trial

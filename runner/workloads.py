@@ -84,6 +84,8 @@ class WorkloadOutcome(BaseModel):
     # The session's metered bytes, share and cost, and the path policy's toggles.
     metered: dict[str, float | None] | None = None
     path_policy_toggles: list[dict[str, Any]] = []
+    # Bytes the transport sent more than once on purpose (None: it never does).
+    redundant_bytes: int | None = None
 
 
 class Workload(ABC):
@@ -139,7 +141,8 @@ class VideoSession(Workload):
                                transport_implementation=played.transport_implementation,
                                started=started, events_started_unix=started_unix,
                                metered=played.metered_figures(),
-                               path_policy_toggles=played.toggles())
+                               path_policy_toggles=played.toggles(),
+                               redundant_bytes=played.redundant_bytes)
 
 
 def marks_of(trial: Trial) -> DeadlineMarks:

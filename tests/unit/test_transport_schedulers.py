@@ -2,6 +2,8 @@
 refused with the names it has, the choice carried on a copy (the registered transport keeps its
 default), and the kernel's scheduler set through the emulated profile."""
 
+import json
+
 import pytest
 
 from mpstream import hop, transport
@@ -59,3 +61,31 @@ def test_mpquic_lists_what_the_hop_says(tmp_path):
             hop.quic_schedulers(tmp_path / "absent")
     finally:
         hop.quic_schedulers.cache_clear()
+
+
+def test_the_hops_redundant_bytes_are_each_paths_last_count(tmp_path):
+    from mpstream.hop import HopOptions, QuicHop
+
+    hop = QuicHop(network=None, upstream_port=80, options=HopOptions("mpquic"),  # type: ignore
+                  workdir=tmp_path)
+    assert hop.redundant_bytes() is None  # no statistics yet
+    lines = [{"conn": 1, "path": 0, "sent_bytes": 10, "rtt_ms": 5},  # lowest-id: no counter
+             {"conn": 1, "path": 0, "redundant_bytes": 100, "rtt_ms": 5},
+             {"conn": 1, "path": 0, "redundant_bytes": 300, "rtt_ms": 5},
+             {"conn": 1, "path": 1, "redundant_bytes": 50, "rtt_ms": 9}]
+    hop.gateway_stats.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert hop.redundant_bytes() == 350
+    hop.gateway_stats.write_text(json.dumps(lines[0]) + "\n")
+    assert hop.redundant_bytes() is None
+
+
+def test_redundant_bytes_are_a_share_of_the_media_bytes(tmp_path):
+    from mpstream.runner.metrics import redundancy_metrics
+    from tests.records import trial_data
+
+    events = [{"seq": i, "t_ms": i, "type": "segment", "data": {"bytes": 500_000}}
+              for i in range(4)]
+    m = redundancy_metrics(trial_data(tmp_path, redundant_bytes=100_000,
+                                      files={"events": events}))
+    assert m == {"redundant_mbytes": 0.1, "redundant_share": 0.05}
+    assert redundancy_metrics(trial_data(tmp_path, files={"events": events})) == {}
