@@ -778,6 +778,7 @@ class Fetch:
     def on_head(self, part: Part, status: int, head: Head) -> None:
         t = now()
         self.changed = True
+        self.progress.set()  # a size to plan with, or an answer to relay: decide now
         part.last_activity = t
         part.t_first_byte = t
         if part.sent_idle:

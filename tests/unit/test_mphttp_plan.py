@@ -69,7 +69,7 @@ def test_a_path_that_would_start_after_the_others_end_gets_nothing():
 
 
 def test_a_part_too_small_for_a_request_is_left_out():
-    # 30000 bytes: the slow path's share would be 5000 bytes, under MIN_PART.
+    # 30000 bytes: the slow path's share would be 5000 bytes, under MIN_PART (8 KiB).
     paths = [PathEstimate(0, FAST, 0.01), PathEstimate(1, SLOW, 0.01)]
     assert split_range(0, 30_000, paths) == [RangePart(0, 0, 30_000)]
     assert split_range(0, 30_000, paths, min_part=1000) == [RangePart(0, 0, 25_000),
@@ -80,7 +80,7 @@ def test_even_split_ignores_the_rates():
     paths = [PathEstimate(0, FAST, 0.01), PathEstimate(1, SLOW, 0.01)]
     assert even_split(0, 100_001, paths) == [RangePart(0, 0, 50_001),
                                              RangePart(1, 50_001, 100_001)]
-    assert even_split(0, 20_000, paths) == [RangePart(0, 0, 20_000)]
+    assert even_split(0, 15_000, paths) == [RangePart(0, 0, 15_000)]  # halves under MIN_PART
 
 
 def test_the_first_request_asks_for_two_round_trips_of_the_best_path():
