@@ -126,6 +126,14 @@ class Condition(_Strict):
             raise ValueError(f"path_policy {value!r}: choose one of {', '.join(POLICIES)}")
         return value
 
+    @field_validator("deadline_marks")
+    @classmethod
+    def _ordered_marks(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
+        if value is not None and not 0 <= value[0] < value[1]:
+            raise ValueError(f"deadline_marks [{value[0]:g}, {value[1]:g}]: the low mark must "
+                             "be below the high mark and not negative")
+        return value
+
     @model_validator(mode="after")
     def _kind_fields(self) -> Condition:
         if self.kind == "emulated":

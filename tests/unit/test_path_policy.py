@@ -199,3 +199,16 @@ def test_the_unmetered_rate_is_a_segments_rate_only_while_the_free_paths_carried
     est.add(5.5, [{"rx_bytes": 2_500_000}, {"rx_bytes": 900_000}], {1})
     est.add(6.0, [{"rx_bytes": 3_000_000}, {"rx_bytes": 900_000}], {1})
     assert est.unmetered_bps(2e6) == 2e6
+
+
+def test_a_condition_names_a_policy_there_is_and_ordered_marks():
+    from pydantic import ValidationError
+
+    from mpstream.runner.scenario import Condition
+
+    with pytest.raises(ValidationError, match="choose one of always, backup, deadline"):
+        Condition(label="x", profile="p", path_policy="nosuch")
+    with pytest.raises(ValidationError, match="low mark must be below the high mark"):
+        Condition(label="x", profile="p", path_policy="deadline", deadline_marks=(10, 4))
+    assert Condition(label="x", profile="p", path_policy="deadline",
+                     deadline_marks=(3, 8)).deadline_marks == (3.0, 8.0)
