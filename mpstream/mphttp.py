@@ -65,9 +65,9 @@ from mpstream.rangeplan import (
     guessed_split,
     lagging_eta,
     path_estimate,
+    plan_round,
     should_rerequest,
     size_key,
-    split_range,
     stalled,
     worth_draining,
 )
@@ -659,10 +659,15 @@ class Fetch:
         return covered.missing(self.pos, self.size)
 
     def plan_gaps(self, gaps: list[tuple[int, int]]) -> None:
-        split = even_split if self.proxy.scheduler == "even" else split_range
-        for a, b in gaps:
-            for piece in split(a, b, self.estimates()):
-                self.add_part(self.proxy.path(piece.path), piece.start, piece.end)
+        est = self.estimates()
+        if self.proxy.scheduler == "even":
+            pieces = [piece for a, b in gaps for piece in even_split(a, b, est)]
+        else:
+            measured = {p.index for p in self.proxy.paths if p.rate.value}
+            busy = {p.path.index for p in self.live_parts()}
+            pieces = plan_round(gaps, est, measured, busy)
+        for piece in pieces:
+            self.add_part(self.proxy.path(piece.path), piece.start, piece.end)
 
     def rerequest(self) -> None:
         """A path with nothing left to do for this download also asks for the remainder of the

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 # A part smaller than this is not worth a request of its own: its head costs a few hundred bytes
@@ -27,6 +27,21 @@ MIN_PART = 8 * 1024
 # What the first request of an object of unknown size asks for: its head. An object no larger
 # arrives in one request on one path; a larger one is split once its size is known.
 MIN_FIRST_CHUNK = 64 * 1024
+# What a path that has not been measured yet is given of an object: enough for a rate sample,
+# little enough that a slow path does not hold the object up (a share sized from the others'
+# rate could be several times what it carries in the time).
+PROBE_PART = 64 * 1024
+# An object whose outstanding bytes would all arrive within this time is split in one go, so that
+# its parts end together; a larger one is handed out in chunks of CHUNK_S of each path's rate to
+# the paths that are about to run dry, and split in one go once what is left fits the horizon.
+# Chunks keep a wrong estimate (a path that slowed, an unmeasured one) from holding the object up
+# for long: what was not asked for yet goes to whichever path is free.
+HORIZON_S = 0.3
+CHUNK_S = 0.2
+# A path runs dry when what it has left to deliver lasts no longer than this many of its round
+# trips (its next request, pipelined, reaches the server half a round trip after it is sent).
+REFILL_RTTS = 1.5
+REFILL_MIN_S = 0.02  # and than the proxy's tick, at which it looks
 # A lagging part's remainder is asked of another path only when that saves at least this
 # much time (a copy costs bytes on the free path and, when it wins, a connection).
 MIN_GAIN_S = 0.005
@@ -45,6 +60,14 @@ class PathEstimate:
     index: int
     rate: float
     start_s: float
+    # Its round trip alone (start_s less what it waits for its backlog); start_s when not given.
+    latency_s: float | None = None
+
+    @property
+    def backlog_s(self) -> float:
+        """How long what the path already has to deliver keeps it busy."""
+        return max(0.0, self.start_s - (self.start_s if self.latency_s is None
+                                        else self.latency_s))
 
     def finish_s(self, nbytes: float) -> float:
         """When `nbytes` asked of this path now would all have arrived."""
@@ -71,7 +94,14 @@ def path_estimate(index: int, rate: float, latency_s: float, backlog_bytes: int 
     connection, or sharing the path with other downloads) waits for that to drain, an idle
     path's waits for the round trip."""
     rate = max(rate, 1.0)
-    return PathEstimate(index, rate, max(latency_s, backlog_bytes / rate))
+    return PathEstimate(index, rate, max(latency_s, backlog_bytes / rate), latency_s)
+
+
+def finish_time(size: int, paths: Sequence[PathEstimate]) -> float:
+    """When `size` bytes split over `paths` by `finish_together` would all have arrived."""
+    shares = finish_together(size, paths)
+    return max((p.finish_s(shares[p.index]) for p in paths if p.index in shares),
+               default=math.inf)
 
 
 def finish_together(size: int, paths: Sequence[PathEstimate]) -> dict[int, float]:
@@ -139,6 +169,83 @@ def even_split(start: int, end: int, paths: Sequence[PathEstimate],
         parts.append(RangePart(p.index, at, at + n))
         at += n
     return parts
+
+
+def split_with_probes(start: int, end: int, paths: Sequence[PathEstimate],
+                      measured: Collection[int], busy: Collection[int] = (),
+                      probe: int = PROBE_PART, min_part: int = MIN_PART) -> list[RangePart]:
+    """Bytes [start, end) over paths of which only those in `measured` have a rate: each
+    unmeasured path that is not `busy` (its probe under way) gets a probe of `probe` bytes
+    from the end of the range, and the measured paths split the rest so that their parts end
+    together (`split_range`). Without a measured path the probes are all that is planned: the
+    rest waits for the first of them to measure its path."""
+    unmeasured = sorted((p for p in paths if p.index not in measured),
+                        key=lambda p: (p.start_s, p.index))
+    known = [p for p in paths if p.index in measured]
+    probes, at = [], end
+    for p in unmeasured:
+        n = min(probe, at - start)
+        if p.index in busy or n <= 0:
+            continue
+        probes.append(RangePart(p.index, at - n, at))
+        at -= n
+    rest = split_range(start, at, known, min_part) if known else []
+    return rest + probes[::-1]
+
+
+def _take(gaps: list[tuple[int, int]], nbytes: int) -> tuple[list[tuple[int, int]],
+                                                            list[tuple[int, int]]]:
+    """The first `nbytes` of `gaps` (in order, across gaps), and what is left of them."""
+    taken, left, want = [], [], nbytes
+    for a, b in gaps:
+        n = min(want, b - a)
+        if n > 0:
+            taken.append((a, a + n))
+            want -= n
+        if a + n < b:
+            left.append((a + n, b))
+    return taken, left
+
+
+def plan_round(gaps: Sequence[tuple[int, int]], paths: Sequence[PathEstimate],
+               measured: Collection[int], busy: Collection[int] = (),
+               horizon_s: float = HORIZON_S, chunk_s: float = CHUNK_S,
+               probe: int = PROBE_PART, min_part: int = MIN_PART) -> list[RangePart]:
+    """Which of the bytes in `gaps` (what no part asks for yet, in order) to ask of which path
+    now. When the measured paths would deliver all of them within `horizon_s`, all: the gaps,
+    taken as one run of bytes, are split by `split_with_probes` so that the parts end
+    together. Otherwise each path about to run dry (REFILL_RTTS) gets the next `chunk_s` of
+    its rate from the front, and one not measured yet and not `busy` a probe; the rest waits
+    for the next round."""
+    gaps = [(a, b) for a, b in gaps if b > a]
+    total = sum(b - a for a, b in gaps)
+    if total <= 0 or not paths:
+        return []
+    known = [p for p in paths if p.index in measured]
+    if known and finish_time(total, known) <= horizon_s:
+        virtual = split_with_probes(0, total, paths, measured, busy, probe, min_part)
+        out = []
+        left = list(gaps)
+        for part in virtual:  # each virtual part, laid over the gaps in order
+            taken, left = _take(left, part.size)
+            out += [RangePart(part.path, a, b) for a, b in taken]
+        return out
+    out, left = [], list(gaps)
+    for p in sorted(paths, key=lambda p: (p.start_s, -p.rate, p.index)):
+        if p.index not in measured:
+            if p.index in busy:
+                continue
+            nbytes = probe
+        else:
+            latency = p.start_s if p.latency_s is None else p.latency_s
+            if p.backlog_s > max(REFILL_RTTS * latency, REFILL_MIN_S):
+                continue  # it has enough to do until the next round
+            nbytes = max(min_part, int(p.rate * chunk_s))
+        taken, left = _take(left, nbytes)
+        out += [RangePart(p.index, a, b) for a, b in taken]
+        if not left:
+            break
+    return out
 
 
 def first_chunk(best: PathEstimate, latency_s: float) -> int:

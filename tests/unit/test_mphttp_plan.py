@@ -21,9 +21,11 @@ from mpstream.rangeplan import (
     guessed_split,
     lagging_eta,
     path_estimate,
+    plan_round,
     should_rerequest,
     size_key,
     split_range,
+    split_with_probes,
     worth_draining,
 )
 from mpstream.transport import get_transport
@@ -81,6 +83,51 @@ def test_even_split_ignores_the_rates():
     assert even_split(0, 100_001, paths) == [RangePart(0, 0, 50_001),
                                              RangePart(1, 50_001, 100_001)]
     assert even_split(0, 15_000, paths) == [RangePart(0, 0, 15_000)]  # halves under MIN_PART
+
+
+def test_a_path_not_measured_yet_gets_a_probe_not_a_share():
+    # Path 1 has no rate yet: a 64 KiB probe from the end; the measured path takes the rest.
+    paths = [PathEstimate(0, FAST, 0.01), PathEstimate(1, FAST, 0.01)]
+    assert split_with_probes(0, 800_000, paths, measured={0}) == [
+        RangePart(0, 0, 734_464), RangePart(1, 734_464, 800_000)]
+    # Its probe under way, nothing more for it; with no path measured, only the probes are
+    # planned, and the rest waits for one of them to measure its path.
+    assert split_with_probes(0, 800_000, paths, measured={0}, busy={1}) == [
+        RangePart(0, 0, 800_000)]
+    assert split_with_probes(0, 800_000, paths, measured=(), busy={0}) == [
+        RangePart(1, 734_464, 800_000)]
+    assert split_with_probes(0, 100_000, paths, measured=()) == [
+        RangePart(1, 0, 34_464), RangePart(0, 34_464, 100_000)]
+    # Every path measured: the sizing by rate.
+    assert split_with_probes(0, 150_000, paths, measured={0, 1}) == split_range(0, 150_000,
+                                                                                paths)
+
+
+def test_what_ends_within_the_horizon_is_split_in_one_go():
+    paths = [PathEstimate(0, FAST, 0.01, 0.01), PathEstimate(1, SLOW, 0.01, 0.01)]
+    assert plan_round([(0, 150_000)], paths, measured={0, 1}) == split_range(0, 150_000, paths)
+    # Two gaps (a failed part's remainder and the rest) are one run of 150000 bytes: 125000
+    # for the fast path, over both gaps in order, and the last 25000 for the slow one.
+    assert plan_round([(0, 50_000), (100_000, 200_000)], paths, measured={0, 1}) == [
+        RangePart(0, 0, 50_000), RangePart(0, 100_000, 175_000),
+        RangePart(1, 175_000, 200_000)]
+
+
+def test_a_large_object_goes_out_in_chunks_to_the_paths_about_to_run_dry():
+    # 6 MB would take 1.67 s: each idle path gets 0.2 s of its rate from the front.
+    idle = [PathEstimate(0, FAST, 0.01, 0.01), PathEstimate(1, SLOW, 0.01, 0.01)]
+    assert plan_round([(0, 6_000_000)], idle, measured={0, 1}) == [
+        RangePart(0, 0, 600_000), RangePart(1, 600_000, 720_000)]
+    # The fast path has 100 ms of its chunk left, more than 1.5 round trips: nothing for it.
+    busy = [path_estimate(0, FAST, 0.01, backlog_bytes=300_000),
+            path_estimate(1, SLOW, 0.01)]
+    assert plan_round([(600_000, 6_000_000)], busy, measured={0, 1}) == [
+        RangePart(1, 600_000, 720_000)]
+    # A path not measured yet gets a probe (none while its probe is under way).
+    assert plan_round([(0, 6_000_000)], idle, measured={0}) == [
+        RangePart(0, 0, 600_000), RangePart(1, 600_000, 665_536)]
+    assert plan_round([(0, 6_000_000)], idle, measured={0}, busy={1}) == [
+        RangePart(0, 0, 600_000)]
 
 
 def test_the_first_request_asks_for_two_round_trips_of_the_best_path():
