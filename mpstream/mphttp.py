@@ -14,16 +14,19 @@ How one GET of a whole object goes (mpstream/rangeplan.py sizes the parts):
    path that would end a split last asks for the tail at once as a suffix (`bytes=-M`).
 2. The first response's Content-Range tells the size; what no request covers yet is split over
    the live paths so that their parts end together (measured rate, round trip and backlog of
-   each), pipelined behind what each path's connection already carries.
+   each), pipelined behind what each path's connection already carries. A path not measured
+   yet gets a probe-sized part instead; an object that would take longer than a horizon goes
+   out in chunks to the paths about to run dry, and is split to end together once what is left
+   fits the horizon.
 3. Bytes go to the browser in order as they arrive: status 200, the full Content-Length, the
    origin's headers without Content-Range.
 4. A path that has delivered its parts while another lags asks for the lagging part's remainder
    too, when it would deliver it sooner; whichever copy arrives first is used, the later one is
    counted as redundant (and its connection closed, unless little of it is left).
-5. A path that fails under a part (reset, refused, or silent for `--stall-timeout`) is marked
-   down and probed until it connects again; what its parts had not delivered is asked of the
-   other paths. With no path left, the browser's request fails after `--no-path-timeout`
-   instead of hanging.
+5. A path that fails under a part (reset, refused, silent for `--stall-timeout`, or silent
+   while a copy of its part came in whole over another path) is marked down and probed until
+   it connects again; what its parts had not delivered is asked of the other paths. With no
+   path left, the browser's request fails after `--no-path-timeout` instead of hanging.
 
 A request with a Range header of its own, or any method but GET, passes through unchanged on
 one path. The proxy appends JSON lines to `--stats`: per path every `--stats-interval-ms`
@@ -75,8 +78,9 @@ from mpstream.rangeplan import (
 IMPLEMENTATION = "mphttp (HTTP/1.1 byte ranges, one TCP connection per path)"
 SCHEDULERS = {
     "finish-together": "ranges sized from each path's measured rate and round trip so that the "
-                       "parts end together; a path that is done re-requests a lagging part's "
-                       "remainder when it would deliver it sooner",
+                       "parts end together (a large object in chunks to the paths about to run "
+                       "dry); a path that is done re-requests a lagging part's remainder when "
+                       "it would deliver it sooner",
     "even": "equal ranges on every path whatever they measured, no re-request of a lagging part "
             "(a failed one is still asked again): the baseline that shows what the sizing is "
             "worth",
