@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import select
+import socket
 import subprocess
 import sys
 import time
@@ -98,8 +99,18 @@ class MultipathHTTPProxy:
 
     def _through_paths(self, url: str) -> bool:
         """Whether `url` is on the network's server (reached over the client paths), not on
-        this host's loopback (the page server of `play --url`)."""
-        return urlsplit(url).hostname == self.network.server_addr
+        this host's loopback (the page server of `play --url`). A real server is often named
+        by its host name, which the network knows by its address."""
+        host = urlsplit(url).hostname
+        if not host:
+            return False
+        if host == self.network.server_addr:
+            return True
+        try:
+            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+        except (socket.gaierror, UnicodeError):
+            return False
+        return any(info[4][0] == self.network.server_addr for info in infos)
 
     def media_url(self, url: str) -> str:
         """`url` as the browser asks it: through the proxy when it names the network's server

@@ -247,3 +247,32 @@ def test_the_transport_needs_nothing_at_the_server():
     assert mphttp.scheduler_name == "finish-together"
     assert mphttp.with_scheduler("even").scheduler_name == "even"
     assert mphttp.wrap(["chromium"]) == ["chromium"]
+
+
+def test_with_a_page_elsewhere_only_the_servers_media_go_through_the_proxy(tmp_path):
+    """`play --url`: the page is on loopback, the media on the network's server (named by a
+    host name here): the manifest's address is given through the proxy, which starts for that
+    origin; the page, and other origins, are asked directly."""
+    from mpstream.mphttp_transport import MultipathHTTPProxy
+
+    class RealNetwork:
+        server_addr = "127.0.0.1"
+        paths = ()
+
+    proxy = MultipathHTTPProxy(RealNetwork(), "http://127.0.0.2:8080", tmp_path)  # type: ignore[arg-type]
+    started = []
+
+    def start(origin: str) -> None:  # what _start does, without a process
+        started.append(origin)
+        proxy.origin, proxy.listen, proxy._proc = origin, "127.0.0.1:5000", object()  # type: ignore[assignment]
+
+    proxy._start = start  # type: ignore[method-assign]
+    with proxy:
+        assert proxy.base_url == "http://127.0.0.2:8080" and started == []
+        assert proxy.media_url("/media/dash/manifest.mpd") == "/media/dash/manifest.mpd"
+        assert proxy.media_url("http://localhost:8093/media/dash/manifest.mpd?a=1") == \
+            "http://127.0.0.1:5000/media/dash/manifest.mpd?a=1"
+        assert started == ["http://localhost:8093"]
+        assert proxy.media_url("http://localhost:9999/x.mpd") == "http://localhost:9999/x.mpd"
+        assert proxy.media_url("http://192.0.2.1/x.mpd") == "http://192.0.2.1/x.mpd"
+        proxy._proc = None  # nothing to stop
