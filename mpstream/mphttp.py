@@ -42,13 +42,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import fcntl
 import json
 import math
 import os
 import signal
 import socket
 import ssl
+import struct
 import sys
+import termios
 import time
 from collections import deque
 from collections.abc import Iterable
@@ -372,10 +375,29 @@ class Conn:
         if writer.get_extra_info("sslcontext") is not None:
             self.sock = None
         self.lowat = 1
+        self.waiting, self.waiting_since = 0, 0.0  # what unread() last said, and since when
         self.task = asyncio.create_task(self._read_loop())
 
     def usable(self) -> bool:
         return not self.closed and not self.reader.at_eof()
+
+    def unread(self) -> int:
+        """Bytes that arrived and wait in the kernel (below the low-water mark) to be read."""
+        if self.sock is None or self.closed:
+            return 0
+        try:
+            return struct.unpack("i", fcntl.ioctl(self.sock.fileno(), termios.FIONREAD,
+                                                  b"\0\0\0\0"))[0]
+        except OSError:
+            return 0
+
+    def seen(self, read_at: float) -> float:
+        """When bytes last arrived for what is its turn: `read_at`, when they were last read,
+        or later, when more wait in the kernel than when it last looked."""
+        waiting = self.unread()
+        if waiting != self.waiting:
+            self.waiting, self.waiting_since = waiting, now()
+        return max(read_at, self.waiting_since if waiting else read_at)
 
     def low_water(self, nbytes: int) -> None:
         """Wake the reader only once `nbytes` have arrived (SO_RCVLOWAT). A fast path delivers
@@ -516,7 +538,8 @@ class Part:
     def stalled(self, t: float, latency_s: float) -> bool:
         """Its turn on its connection has come, and nothing has arrived for long."""
         return (self.state == "sent" and self.conn is not None and bool(self.conn.queue)
-                and self.conn.queue[0] is self and stalled(t - self.last_activity, latency_s))
+                and self.conn.queue[0] is self
+                and stalled(t - self.conn.seen(self.last_activity), latency_s))
 
     async def read_response(self, conn: Conn) -> None:
         await self.fetch.read_response(conn, self)
@@ -698,17 +721,20 @@ class Fetch:
         shown (its path's until it has shown enough), after what is ahead of it on its
         connection, or, before its first byte, the rest of its path's round trip."""
         latency = p.path.latency.value or PRIOR_LATENCY_S
-        if p.t_first_byte is not None and p.received >= RATE_SAMPLE_MIN_BYTES:
-            rate = p.received / max(t - p.t_first_byte, 1e-3)
-        else:
-            rate = self.proxy.rate_of(p.path)
         queue = list(p.conn.queue) if p.conn is not None else []
         ahead = queue[:queue.index(p)] if p in queue else []
+        # Bytes in the kernel below the low-water mark have arrived, if not yet been read.
+        waiting = p.conn.unread() if p.conn is not None and queue and not ahead else 0
+        received = p.received + waiting
+        if p.t_first_byte is not None and received >= RATE_SAMPLE_MIN_BYTES:
+            rate = received / max(t - p.t_first_byte, 1e-3)
+        else:
+            rate = self.proxy.rate_of(p.path)
         wait = sum(q.remaining() for q in ahead if isinstance(q, Part)) / max(rate, 1.0)
         if not ahead and p.t_first_byte is None:
             wait = max(0.0, latency - (t - p.last_activity))
-        silent = t - p.last_activity if not ahead else 0.0
-        return lagging_eta(p.remaining(), rate, silent, latency, wait)
+        silent = t - p.conn.seen(p.last_activity) if p.conn is not None and not ahead else 0.0
+        return lagging_eta(max(0, p.remaining() - waiting), rate, silent, latency, wait)
 
     def cancel_covered(self) -> None:
         """A part whose remaining bytes have all arrived (by its copy) is cancelled: read to
