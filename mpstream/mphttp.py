@@ -897,6 +897,9 @@ class Fetch:
         if new:
             self.arrivals.append((t, part.path.index, new))
         end = at + len(data)
+        if self.writer.transport.is_closing():
+            self.progress.set()  # the browser went away (dash.js aborts a request it gave up)
+            return
         if self.headers_sent and at <= self.pos < end:
             # The next bytes the browser waits for: straight to it, without waking the
             # download (which happens for each few segments that arrive).
@@ -1171,13 +1174,21 @@ class PassRequest:
                 self.received += len(data)
                 conn.path.rx_bytes += len(data)
                 self.writer.write(raw)
-                await self.writer.drain()
+                await self.to_browser()
                 self.last_activity = now()
-        await self.writer.drain()
+        await self.to_browser()
         if not framed or "close" in head.tokens("connection"):
             conn.closed = True
         if not self.done.done():
             self.done.set_result(self.client_keep and framed)
+
+    async def to_browser(self) -> None:
+        """Waits for the browser to take what was written; a browser that went away is no
+        fault of the path (the connection closes, as its answer cannot be finished)."""
+        try:
+            await self.writer.drain()
+        except (ConnectionError, OSError) as exc:
+            raise PartFailed(f"the browser went away: {exc}", path_fault=False) from exc
 
     def failed(self, exc: PartFailed) -> None:
         if not self.done.done():

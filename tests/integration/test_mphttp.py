@@ -170,3 +170,20 @@ def test_the_proxy_ends_when_its_parent_is_killed(unbalanced, tmp_path):
         parent.wait()
     wait_until(lambda: not [c for c in command_lines(topo.client_ns) if "mpstream.mphttp" in c],
                10, "the orphaned proxy ends")
+
+
+def test_a_browser_that_gives_up_on_a_download_costs_no_path(unbalanced, media, tmp_path):
+    """A player aborts a request it no longer wants (an ABR switch): the proxy drops that
+    download's parts, and neither path is taken for failed."""
+    topo, stack = unbalanced
+    with MultipathHTTPProxy(topo, stack.base_url, tmp_path) as proxy:
+        done = topo.run("client", ["curl", "-s", "-o", "/dev/null", "--max-time", "0.5",
+                                   f"{proxy.base_url}/media/dash/huge.m4s"], timeout=30)
+        assert done.returncode == 28  # curl's own time limit
+        got, per_path = fetch(topo, f"{proxy.base_url}/media/dash/big.m4s", tmp_path / "big")
+        assert got == f"200 {FILE_BYTES}" and min(per_path) > 0.05 * FILE_BYTES, per_path
+        assert proxy.problem() is None
+    assert sha256(tmp_path / "big") == sha256(media / "dash" / "big.m4s")
+    assert not [x for x in stats(proxy) if x.get("event") == "path_down"]
+    huge = next(x for x in stats(proxy) if x.get("event") == "request")
+    assert huge["url"] == "/media/dash/huge.m4s" and not huge["complete"]
