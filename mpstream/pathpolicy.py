@@ -333,9 +333,6 @@ class RateEstimate:
         return segment_bps
 
 
-METERED_FIELDS = ("metered_bytes", "metered_share", "metered_cost")
-
-
 def metered_figures(paths: Sequence[dict[str, Any]], metered: dict[int, float | None]
                     ) -> dict[str, float | None]:
     """metered_bytes (both directions on metered paths), metered_share (of all bytes the
