@@ -208,12 +208,12 @@ def _metrics(rec: TrialData, n_paths: int, page_s, incs, held, rows: list[dict]
     if n_paths > 1:
         tails = [0.0] * n_paths
         for r in placed:
-            for path, b in enumerate(_tail_by_path(incs, n_paths, r["request_page_s"],
-                                                   r["last_byte_s"])):
-                tails[path] += b
+            for path, tail in enumerate(_tail_by_path(incs, n_paths, r["request_page_s"],
+                                                      r["last_byte_s"])):
+                tails[path] += tail
         if sum(tails) > 0:
-            for path, b in enumerate(tails):
-                out[f"path{path}_tail_share"] = b / sum(tails)
+            for path, tail in enumerate(tails):
+                out[f"path{path}_tail_share"] = tail / sum(tails)
     busy = sum(max(0.0, r["last_byte_s"] - r["request_page_s"]) for r in placed)
     if busy > 0 and kernel_sender:
         out["held_share"] = sum(r["sender_held_s"] for r in placed) / busy
