@@ -589,6 +589,7 @@ class Fetch:
         self.error: str | None = None
         self.changed = False  # a part began, ended or failed since the last decisions
         self.steered = 0.0
+        self.finished = False  # its parts are cancelled and its record written
 
     # -- the plan ---------------------------------------------------------------------------
 
@@ -1106,8 +1107,6 @@ class Fetch:
         if self.size is not None and self.relay is None and self.pos >= self.size:
             self.proxy.remember_size(self.target, self.size)
         self.proxy.record(self.summary())
-
-    finished = False
 
     def summary(self) -> dict[str, Any]:
         n = 1 + max(p.index for p in self.proxy.paths)
