@@ -254,10 +254,17 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
     if interfaces is not None or collector_url is not None:
         raise UserError("--interfaces and --collector go with --url (a real server); with "
                         "--profile the topology's paths are used")
+    from mpstream.netem.profile import load_profile
+
+    # A scheduler the transport lacks is refused first, whatever else is missing: its names are
+    # what the user needs to know next.
+    if scheduler is not None and transport is not None:
+        get_transport(transport).with_scheduler(scheduler)
+    elif scheduler is not None and profile is not None:
+        for_network_mode(load_profile(profile).mode).with_scheduler(scheduler)
     if media is None or profile is None or player is None:
         raise UserError("give --media DIR --profile PROFILE --player P (an emulated session), "
                         "or --url URL (a real one)")
-    from mpstream.netem.profile import load_profile
     from mpstream.netem.topology import Topology
     from mpstream.server.stack import ServerStack
 

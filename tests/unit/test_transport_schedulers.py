@@ -89,3 +89,19 @@ def test_redundant_bytes_are_a_share_of_the_media_bytes(tmp_path):
                                       files={"events": events}))
     assert m == {"redundant_mbytes": 0.1, "redundant_share": 0.05}
     assert redundancy_metrics(trial_data(tmp_path, files={"events": events})) == {}
+
+
+def test_play_refuses_an_unknown_scheduler_before_asking_for_what_else_is_missing(kernel_lists):
+    from click.testing import CliRunner
+
+    from mpstream.player.cli import play
+
+    kernel_lists("default")
+    said = CliRunner().invoke(play, ["--profile", "thesis-bandwidth-unbalanced",
+                                     "--transport", "mptcp", "--scheduler", "nosuch"])
+    assert said.exit_code != 0
+    assert "transport mptcp has default" in str(said.exception or said.output)
+    # without --transport, the profile's own transport (MPTCP for this profile) is asked
+    said = CliRunner().invoke(play, ["--profile", "thesis-bandwidth-unbalanced",
+                                     "--scheduler", "nosuch"])
+    assert "transport mptcp has default" in str(said.exception or said.output)
