@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
-import select
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -24,7 +22,7 @@ from mpstream.errors import UserError
 from mpstream.jsonlines import read_json_lines
 from mpstream.network import Network
 from mpstream.paths import BUILD_DIR
-from mpstream.proc import stop
+from mpstream.proc import ready_line, stop
 from mpstream.proof import Proof
 
 HOP_BINARY = BUILD_DIR / "mpstream-quic"
@@ -232,24 +230,13 @@ class QuicHop:
 
 
 def _ready(proc: subprocess.Popen[str], name: str) -> dict:
-    """The program's ready line (JSON on stdout); an error with its words if it exits first."""
-    assert proc.stdout is not None
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        readable, _, _ = select.select([proc.stdout], [], [], 0.1)
-        if readable:
-            line = proc.stdout.readline()
-            if line:
-                try:
-                    said = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(said, dict) and "ready" in said:
-                    return dict(said["ready"])
-                continue
-        if proc.poll() is not None:
-            raise UserError(f"the QUIC hop's {name} exited ({proc.returncode}) before it was "
-                            f"ready: {_last_words(proc)}")
+    """The program's ready line; an error with its words if it exits first."""
+    said = ready_line(proc, READY_TIMEOUT_S)
+    if said is not None:
+        return said
+    if proc.poll() is not None:
+        raise UserError(f"the QUIC hop's {name} exited ({proc.returncode}) before it was "
+                        f"ready: {_last_words(proc)}")
     raise UserError(f"the QUIC hop's {name} was not ready after {READY_TIMEOUT_S:g} s")
 
 

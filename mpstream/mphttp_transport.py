@@ -13,12 +13,9 @@ address is given through it, `media_url`) and the browser reaches the page direc
 from __future__ import annotations
 
 import contextlib
-import json
-import select
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +26,7 @@ from mpstream.errors import UserError
 from mpstream.jsonlines import read_json_lines
 from mpstream.mphttp import DEFAULT_SCHEDULER, IMPLEMENTATION, SCHEDULERS
 from mpstream.network import Network
-from mpstream.proc import stop
+from mpstream.proc import ready_line, stop
 from mpstream.proof import Proof
 from mpstream.transport import Carrier, Transport, register
 
@@ -202,20 +199,13 @@ def _origin(url: str) -> str:
 
 
 def _ready(proc: subprocess.Popen[str], stderr: Path) -> dict:
-    """The proxy's ready line (JSON on stdout); an error with its words if it exits first."""
-    assert proc.stdout is not None
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        readable, _, _ = select.select([proc.stdout], [], [], 0.1)
-        if readable:
-            line = proc.stdout.readline()
-            with contextlib.suppress(json.JSONDecodeError):
-                said = json.loads(line)
-                if isinstance(said, dict) and "ready" in said:
-                    return dict(said["ready"])
-        if proc.poll() is not None:
-            raise UserError(f"the mphttp proxy exited ({proc.returncode}) before it was ready: "
-                            f"{_last_words(stderr)}")
+    """The proxy's ready line; an error with its words if it exits first."""
+    said = ready_line(proc, READY_TIMEOUT_S)
+    if said is not None:
+        return said
+    if proc.poll() is not None:
+        raise UserError(f"the mphttp proxy exited ({proc.returncode}) before it was ready: "
+                        f"{_last_words(stderr)}")
     stop(proc, timeout=2.0)
     raise UserError(f"the mphttp proxy was not ready after {READY_TIMEOUT_S:g} s (it connects "
                     f"once on each path first: is the server up?)")

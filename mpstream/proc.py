@@ -7,7 +7,9 @@ so that teardown behaves the same in the encoder, the emulators, the servers and
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -135,3 +137,21 @@ def process_cpu_seconds(pid: int) -> float:
     stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(stat[11]) + int(stat[12])) / _TICK  # utime, stime
 
+
+
+def ready_line(proc: subprocess.Popen[str], timeout_s: float) -> dict | None:
+    """What a program of ours says when it is ready: the value of the first JSON line on its
+    stdout with a "ready" key. None when it exits first or `timeout_s` pass (the caller says
+    which, with the program's own last words)."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        readable, _, _ = select.select([proc.stdout], [], [], 0.1)
+        line = proc.stdout.readline() if readable else ""
+        with contextlib.suppress(json.JSONDecodeError):
+            said = json.loads(line) if line.strip() else None
+            if isinstance(said, dict) and "ready" in said:
+                return dict(said["ready"])
+        if proc.poll() is not None and not line:
+            return None
+    return None
