@@ -5,7 +5,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: test-real-networks setup setup-core system venv build emulator player-bundle dashboard-assets event-schema lint test test-unit test-integration test-e2e test-trixie test-live demo doctor bench clean
+.PHONY: test-real-networks test-paths setup setup-core system venv build emulator player-bundle dashboard-assets event-schema lint test test-unit test-integration test-e2e test-trixie test-live demo doctor bench clean
 
 # Everything, the QUIC hop too. The test targets need only setup-core, so that a fresh machine's
 # `make test` does not pay the hop's first Rust build; `make test-quic` does.
@@ -136,6 +136,13 @@ test-live: setup-core
 test-quic: setup
 	@scripts/build-quic.sh --test
 	@scripts/pytest.sh -m long tests/integration/test_quic_hop.py tests/e2e/test_player_quic.py
+
+# Path policies and multipath HTTP's slower proofs (about 2 minutes): dash.js over a free and a
+# metered path under the deadline and always policies (docs/cellular.md), and an mphttp download
+# that a path's failure mid-transfer does not hang (docs/mphttp.md).
+.PHONY: test-paths
+test-paths: setup-core
+	@scripts/pytest.sh -m long tests/e2e/test_player_path_policy.py tests/integration/test_mphttp.py
 
 # Users who share a network (about 4 minutes): the coupled congestion controls' measured coupling
 # at a shared bottleneck and on disjoint paths, bulk competitors and three players at once

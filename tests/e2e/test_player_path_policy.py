@@ -16,7 +16,7 @@ from mpstream.player.session import MANIFESTS
 from mpstream.server.stack import ServerStack
 from tests.sessions import play
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.long, pytest.mark.timeout(600)]  # make test-paths
 
 FADE_AT_S = 6.0
 PLAY_S = 30.0

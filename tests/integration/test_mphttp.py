@@ -106,6 +106,7 @@ def test_a_request_with_its_own_range_passes_through(unbalanced, media, tmp_path
     assert [x["range"] for x in lines if x["uri"] == "/media/dash/big.m4s"] == ["bytes=1000-1099"]
 
 
+@pytest.mark.long  # make test-paths
 def test_a_path_that_fails_mid_transfer_does_not_hang_the_download(media, tmp_path):
     """Once data flows, the fast path's far end goes down (its interface in the link namespace:
     from then on its packets vanish without a word). The proxy hears nothing on that path,
