@@ -29,6 +29,10 @@ from mpstream.runner.metrics import socket_increments
 SAMPLE_SLACK_S = 0.1
 # A segment's tail: its last 10% of bytes (docs/penalties/tail.md).
 TAIL_FRACTION = 0.1
+# A returning path "carries data again" once it has brought this many bytes since it came back:
+# a dozen full packets, more than the probes, acknowledgements and path validation a transport
+# sends on a path before it puts data there.
+RETURN_BYTES = 16_000
 
 
 def write_clock(tdir: Path, t0_monotonic: float, t0_unix: float) -> None:
@@ -175,6 +179,40 @@ def _tail_by_path(incs, n_paths: int, req: float, done: float,
     return out
 
 
+def _returns(rec: TrialData) -> list[tuple[int, float]]:
+    """(path index, time on the trial clock) of each `up` event of the profile that follows a
+    `down` of the same path: a path that failed and came back."""
+    t0, started = rec.t0_unix, rec.record.events_started_unix
+    if t0 is None or started is None:
+        return []
+    names = [p.get("name") for p in rec.profile.get("paths") or []]
+    down: set[int] = set()
+    out = []
+    for e in sorted(rec.profile.get("events") or [], key=lambda e: e.get("at_s", 0.0)):
+        ref = e.get("path")
+        path = names.index(ref) if isinstance(ref, str) and ref in names else ref
+        if not isinstance(path, int):
+            continue
+        if e.get("action") == "down":
+            down.add(path)
+        elif e.get("action") == "up" and path in down:
+            down.discard(path)
+            out.append((path, started + float(e["at_s"]) - t0))
+    return out
+
+
+def _return_s(incs, path: int, t_up: float) -> float:
+    """Seconds from a path's return until it has carried RETURN_BYTES: the poll that sees the
+    last of them (NaN: it never did before the trial ended)."""
+    carried = 0
+    for t, _, inc in sorted((i for i in incs if i[1] == path and i[0] > t_up),
+                            key=lambda i: i[0]):
+        carried += max(0, inc)
+        if carried >= RETURN_BYTES:
+            return t - t_up
+    return math.nan
+
+
 def _held_s(held: list[tuple[float, float]], req: float, done: float) -> float:
     return sum(dt for t, dt in held if req < t <= done)
 
@@ -214,6 +252,8 @@ def _metrics(rec: TrialData, n_paths: int, page_s, incs, held, rows: list[dict]
         if sum(tails) > 0:
             for path, tail in enumerate(tails):
                 out[f"path{path}_tail_share"] = tail / sum(tails)
+    for path, t_up in _returns(rec):
+        out[f"path{path}_return_s"] = _return_s(incs, path, t_up)
     busy = sum(max(0.0, r["last_byte_s"] - r["request_page_s"]) for r in placed)
     if busy > 0 and kernel_sender:
         out["held_share"] = sum(r["sender_held_s"] for r in placed) / busy

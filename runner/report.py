@@ -93,6 +93,7 @@ PATH_METRICS = {
     "link_drop_share": ("share of packets the link dropped, data direction", ""),
     "first_segment_share": ("share of the first segment's bytes", ""),
     "tail_share": ("share of the segments' last 10% of bytes", ""),
+    "return_s": ("time a returning path took to carry data again", "s"),
     "queue_delay_p50_ms": ("queueing delay in the emulator, data direction, p50", "ms"),
     "queue_delay_p95_ms": ("queueing delay in the emulator, data direction, p95", "ms"),
     "queue_delay_p99_ms": ("queueing delay in the emulator, data direction, p99", "ms"),

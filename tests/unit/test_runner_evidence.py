@@ -3,6 +3,7 @@ on the samplers' clock, and each path's bytes during a segment come from the cli
 
 import csv
 import json
+import math
 
 import pytest
 
@@ -169,3 +170,37 @@ def test_evidence_metrics_of_a_trial(tmp_path):
     # both paths share 2:1.
     assert m["path0_tail_share"] == pytest.approx(2 / 3)
     assert m["path1_tail_share"] == pytest.approx(1 / 3)
+
+
+def _with_events(tmp_path, events, started=T0_UNIX):
+    rec = _trial(tmp_path)
+    rec.record.events_started_unix = started
+    rec._cache["profile"] = {"paths": [{"name": "path0"}, {"name": "path1"}], "events": events}
+    return rec
+
+
+def test_a_returning_path_carries_data_again_after_its_first_16_kb(tmp_path):
+    # Path 1 is down from 0.5 s to 2.0 s; its samples bring 5 kB a poll from 3.0 s on, so it has
+    # carried 20 kB (>= 16 kB) at the poll of 3.3 s: 1.3 s after it came back. The event names
+    # the path as the profile does, and the profile's t=0 is half a second after the trial's.
+    rec = _with_events(tmp_path, [{"at_s": 1.5, "path": "path1", "action": "up"},
+                                  {"at_s": 0.0, "path": 1, "action": "down"}],
+                       started=T0_UNIX + 0.5)
+    m = trial_evidence(rec, 2).metrics
+    assert m["path1_return_s"] == pytest.approx(1.3)
+    assert "path0_return_s" not in m
+
+
+def test_a_path_that_never_returns_or_never_failed_has_no_return_time(tmp_path):
+    # Path 0 comes back at 4.5 s and carries 10 kB a poll up to 5.0 s: 50 kB, so it returns at
+    # 4.7 s (0.2 s); an `up` with no `down` before it is not a return.
+    rec = _with_events(tmp_path, [{"at_s": 1.0, "path": 0, "action": "down"},
+                                  {"at_s": 4.5, "path": 0, "action": "up"},
+                                  {"at_s": 2.0, "path": 1, "action": "up"}])
+    m = trial_evidence(rec, 2).metrics
+    assert m["path0_return_s"] == pytest.approx(0.2)
+    assert "path1_return_s" not in m
+    # back at 4.95 s, the last poll (5.0 s) brings only 10 kB: it never carried data again
+    rec = _with_events(tmp_path, [{"at_s": 1.0, "path": 0, "action": "down"},
+                                  {"at_s": 4.95, "path": 0, "action": "up"}])
+    assert math.isnan(trial_evidence(rec, 2).metrics["path0_return_s"])
