@@ -115,6 +115,9 @@ class TrialRecord(BaseModel):
     host: str | None = Field(default=None, description="the host the trial ran on: its name in "
                              "the cluster ($MPSTREAM_HOST), else its hostname")
     started_at: str
+    load_avg_1m: float | None = Field(default=None, description="the machine's one-minute load "
+                                      "average when the trial started (a busy machine's "
+                                      "timings are noisier)")
     finished_at: str | None = None
     elapsed_s: float | None = None
     status: Literal["ok", "failed"] = "failed"

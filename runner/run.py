@@ -32,7 +32,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from mpstream import pathpolicy
+from mpstream import pathpolicy, provenance
 from mpstream.errors import UserError
 from mpstream.proc import signals_interrupt, stop
 from mpstream.runner.layout import (
@@ -140,6 +140,7 @@ def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
         "codecs": scenario.codecs,
         "conditions": [c.model_dump(mode="json") for c in scenario.all_conditions()],
         "plan": [t.key for t in plan],
+        "environment": provenance.environment(),
     }
 
 

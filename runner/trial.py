@@ -35,6 +35,7 @@ from mpstream.errors import UserError
 from mpstream.network import Network
 from mpstream.player.session import MANIFESTS
 from mpstream.proc import signals_interrupt
+from mpstream.provenance import load_avg_1m
 from mpstream.runner.capture import CounterSnapshots, PacketCapture
 from mpstream.runner.evidence import write_clock
 from mpstream.runner.layout import (
@@ -262,7 +263,7 @@ def run_trial(scenario: Scenario, trial: Trial, *, run_id: str, run_dir: Path,
         key=trial.key, round=trial.round, order=trial.order, kind=scenario.kind,
         condition=trial.condition, player=trial.player, browser=trial.browser,
         codec=trial.codec, abr=trial.abr, host=this_host(),
-        started_at=datetime.now(UTC).isoformat())
+        started_at=datetime.now(UTC).isoformat(), load_avg_1m=load_avg_1m())
     t_start = time.monotonic()
     try:
         _run(scenario, trial, record, run_id, tdir, media_dir, topo_name, pcap)
