@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -77,6 +78,12 @@ def _page_clock(rec: TrialData, arrivals: dict[str, list[tuple[float, dict]]]):
         return page_to_unix + t_ms / 1000.0 - t0_unix
 
     return t0_unix, page_s
+
+
+def page_clock(rec: TrialData) -> Callable[[float | None], float | None]:
+    """The page's milliseconds to seconds on the trial clock (None where they cannot be placed),
+    as the evidence places them."""
+    return _page_clock(rec, _arrivals(rec))[1]
 
 
 @dataclass
