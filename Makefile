@@ -106,7 +106,16 @@ lint: venv player/node_modules/.installed
 	@MYPY="$(CURDIR)/$(PY) -m mypy" scripts/typecheck.sh
 	@player/node_modules/.bin/eslint --config player/eslint.config.js player server/web/static
 
-test: setup-core lint
+# The docs' measured figures against the run summaries in docs/data/ (scripts/docsfigures.py):
+# a generated table edited by hand, a sourced number that differs from its data, or a number
+# shaped like a measurement with no source fails. docs-figures regenerates the tables.
+.PHONY: docs-check docs-figures
+docs-check: venv
+	@$(PY) scripts/docsfigures.py
+docs-figures: venv
+	@$(PY) scripts/docsfigures.py --write
+
+test: setup-core lint docs-check
 	@scripts/pytest.sh -m "(unit or integration or e2e) and not long" --durations=25
 
 test-unit: venv

@@ -82,10 +82,20 @@ def _report(run_dir: Path, out: Path | None, console: Console):
 @click.option("--p1203-input", "p1203", is_flag=True,
               help="Also write each session's ITU-T P.1203 mode-0 input JSON to "
                    "REPORT/p1203/<trial>.json (docs/qoe.md).")
-def report(run_dir: Path, out: Path | None, p1203: bool) -> None:
+@click.option("--summary", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the run's summary (per condition: n, mean, sd, 95% interval of "
+                   "each metric; the command, commit, kernel and load) as JSON, the form "
+                   "docs/data/ keeps (its name is the run's id there).")
+def report(run_dir: Path, out: Path | None, p1203: bool, summary: Path | None) -> None:
     """Write the HTML report, CSV files and PNG figures of a run folder, and print its tables."""
     console = Console()
     rep = _report(run_dir, out, console)
+    if summary is not None:
+        from mpstream.runner.layout import RUN_JSON, read_json
+        from mpstream.runner.summary import write_summary
+
+        path = write_summary(rep, read_json(run_dir / RUN_JSON), summary)
+        console.print(f"summary: {path}")
     if p1203:
         from mpstream.runner.report import write_p1203_inputs
 

@@ -30,10 +30,9 @@ from mpstream.runner.metrics import socket_increments
 SAMPLE_SLACK_S = 0.1
 # A segment's tail: its last 10% of bytes (docs/penalties/tail.md).
 TAIL_FRACTION = 0.1
-# A returning path "carries data again" once it has brought this many bytes since it came back:
-# a dozen full packets, more than the probes, acknowledgements and path validation a transport
-# sends on a path before it puts data there.
-RETURN_BYTES = 16_000
+# A returning path "carries data again" at the first poll that sees it bring more than this:
+# more than the keep-alives, probes and path validation of a 100 ms poll.
+RETURN_BYTES = 5000
 
 
 def write_clock(tdir: Path, t0_monotonic: float, t0_unix: float) -> None:
@@ -186,7 +185,7 @@ def _tail_by_path(incs, n_paths: int, req: float, done: float,
     return out
 
 
-def _returns(rec: TrialData) -> list[tuple[int, float]]:
+def path_returns(rec: TrialData) -> list[tuple[int, float]]:
     """(path index, time on the trial clock) of each `up` event of the profile that follows a
     `down` of the same path: a path that failed and came back."""
     t0, started = rec.t0_unix, rec.record.events_started_unix
@@ -208,16 +207,11 @@ def _returns(rec: TrialData) -> list[tuple[int, float]]:
     return out
 
 
-def _return_s(incs, path: int, t_up: float) -> float:
-    """Seconds from a path's return until it has carried RETURN_BYTES: the poll that sees the
-    last of them (NaN: it never did before the trial ended)."""
-    carried = 0
-    for t, _, inc in sorted((i for i in incs if i[1] == path and i[0] > t_up),
-                            key=lambda i: i[0]):
-        carried += max(0, inc)
-        if carried >= RETURN_BYTES:
-            return t - t_up
-    return math.nan
+def return_s(incs, path: int, t_up: float) -> float:
+    """Seconds from a path's return to the first poll that saw it bring more than
+    RETURN_BYTES (NaN: none did before the trial ended)."""
+    return min((t for t, p, inc in incs if p == path and t > t_up and inc > RETURN_BYTES),
+               default=t_up + math.nan) - t_up
 
 
 def _held_s(held: list[tuple[float, float]], req: float, done: float) -> float:
@@ -259,8 +253,8 @@ def _metrics(rec: TrialData, n_paths: int, page_s, incs, held, rows: list[dict]
         if sum(tails) > 0:
             for path, tail in enumerate(tails):
                 out[f"path{path}_tail_share"] = tail / sum(tails)
-    for path, t_up in _returns(rec):
-        out[f"path{path}_return_s"] = _return_s(incs, path, t_up)
+    for path, t_up in path_returns(rec):
+        out[f"path{path}_return_s"] = return_s(incs, path, t_up)
     busy = sum(max(0.0, r["last_byte_s"] - r["request_page_s"]) for r in placed)
     if busy > 0 and kernel_sender:
         out["held_share"] = sum(r["sender_held_s"] for r in placed) / busy

@@ -20,7 +20,8 @@ the ratio of the means.
 peak-notsent (negatives.md): per trial, the most bytes one of the server's subflows held written
 and not sent at a poll (`notsent` in samples-server.csv).
 path-return (results.md, path failure): per trial of a profile whose path goes down and comes
-back, the seconds from its return to the first poll that saw it deliver more than 5 kB; under
+back, the seconds from its return to the first poll that saw it deliver more than 5 kB (the
+report's path<i>_return_s); under
 the QUIC hop also when the proxy abandoned the path after the failure and opened it again after
 the return (its path events).
 link-losses (results.md, QUIC on one path): per trial, what the sender counted lost on a path
@@ -35,12 +36,13 @@ window in packets and the smoothed RTT (10th, 50th, 90th percentile) and the lea
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import statistics
 from pathlib import Path
 
 from mpstream.jsonlines import read_json_lines
-from mpstream.runner.evidence import trial_evidence
+from mpstream.runner.evidence import path_returns, return_s, trial_evidence
 from mpstream.runner.layout import load_trials
 from mpstream.runner.metrics import (
     data_link,
@@ -149,22 +151,18 @@ def peak_notsent(run_dirs: list[Path], conditions: str) -> None:
               f"{', '.join(str(p // 1024) for p in peaks)}")
 
 
-RETURN_BYTES = 5000  # more than the keep-alive traffic of a 100 ms poll
-
-
 def path_return(run_dirs: list[Path], conditions: str) -> None:
     for rec in _trials(run_dirs, conditions):
         events = {e["action"]: e for e in rec.profile.get("events", []) if e.get("action")
                   in ("down", "up")}
-        if {"down", "up"} - set(events) or rec.record.events_started_unix is None \
-                or rec.t0_unix is None:
+        returns = path_returns(rec)
+        if not returns:
             continue
-        path = events["down"]["path"]
-        origin = rec.record.events_started_unix - rec.t0_unix  # the events' t=0, trial clock
-        down, up = origin + events["down"]["at_s"], origin + events["up"]["at_s"]
-        back = min((t for t, p, inc in socket_increments(rec.path_samples("client"),
-                                                          "bytes_received")
-                    if p == path and t > up and inc > RETURN_BYTES), default=None)
+        path, up = returns[0]
+        down = up - events["up"]["at_s"] + events["down"]["at_s"]
+        incs = socket_increments(rec.path_samples("client"), "bytes_received")
+        after = return_s(incs, path, up)  # the report's path<i>_return_s
+        back = None if math.isnan(after) else up + after
         line = f"{rec.key:28} path {path} carries data again {_after(back, up)}"
         proxy = read_json_lines(rec.dir / "quic-proxy.jsonl")
         if proxy:

@@ -179,28 +179,24 @@ def _with_events(tmp_path, events, started=T0_UNIX):
     return rec
 
 
-def test_a_returning_path_carries_data_again_after_its_first_16_kb(tmp_path):
-    # Path 1 is down from 0.5 s to 2.0 s; its samples bring 5 kB a poll from 3.0 s on, so it has
-    # carried 20 kB (>= 16 kB) at the poll of 3.3 s: 1.3 s after it came back. The event names
-    # the path as the profile does, and the profile's t=0 is half a second after the trial's.
-    rec = _with_events(tmp_path, [{"at_s": 1.5, "path": "path1", "action": "up"},
-                                  {"at_s": 0.0, "path": 1, "action": "down"}],
+def test_a_returning_path_carries_data_again_at_its_first_poll_of_more_than_5_kb(tmp_path):
+    # Path 0 brings 10 kB a poll throughout; it is down from 0.5 s to 2.55 s of the profile's
+    # clock, whose t=0 is half a second into the trial's: back at 3.05 s, it carries data at
+    # the poll of 3.1 s. The event names the path as the profile does.
+    rec = _with_events(tmp_path, [{"at_s": 2.55, "path": "path0", "action": "up"},
+                                  {"at_s": 0.5, "path": 0, "action": "down"}],
                        started=T0_UNIX + 0.5)
     m = trial_evidence(rec, 2).metrics
-    assert m["path1_return_s"] == pytest.approx(1.3)
-    assert "path0_return_s" not in m
-
-
-def test_a_path_that_never_returns_or_never_failed_has_no_return_time(tmp_path):
-    # Path 0 comes back at 4.5 s and carries 10 kB a poll up to 5.0 s: 50 kB, so it returns at
-    # 4.7 s (0.2 s); an `up` with no `down` before it is not a return.
-    rec = _with_events(tmp_path, [{"at_s": 1.0, "path": 0, "action": "down"},
-                                  {"at_s": 4.5, "path": 0, "action": "up"},
-                                  {"at_s": 2.0, "path": 1, "action": "up"}])
-    m = trial_evidence(rec, 2).metrics
-    assert m["path0_return_s"] == pytest.approx(0.2)
+    assert m["path0_return_s"] == pytest.approx(0.05)
     assert "path1_return_s" not in m
-    # back at 4.95 s, the last poll (5.0 s) brings only 10 kB: it never carried data again
-    rec = _with_events(tmp_path, [{"at_s": 1.0, "path": 0, "action": "down"},
-                                  {"at_s": 4.95, "path": 0, "action": "up"}])
-    assert math.isnan(trial_evidence(rec, 2).metrics["path0_return_s"])
+
+
+def test_polls_of_keepalive_size_are_not_a_return_and_an_up_needs_a_down(tmp_path):
+    # Path 1 brings 5 kB a poll from 3.0 s: no more than a keep-alive's worth, so after its
+    # return at 2.0 s it never carried data again; path 0's `up` follows no `down`.
+    rec = _with_events(tmp_path, [{"at_s": 0.0, "path": 1, "action": "down"},
+                                  {"at_s": 2.0, "path": 1, "action": "up"},
+                                  {"at_s": 2.0, "path": 0, "action": "up"}])
+    m = trial_evidence(rec, 2).metrics
+    assert math.isnan(m["path1_return_s"])
+    assert "path0_return_s" not in m

@@ -1,0 +1,99 @@
+"""A run's summary for the docs (docs/data/<run>.json): per condition, the trials that ran and
+each metric's n, mean, sd and 95% interval, and what made the run (its command, the code's
+commit, the kernel, the cores, the machine's load). Kilobytes where the run folder holds
+megabytes, so that every figure the docs quote can be checked in and checked
+(scripts/docsfigures.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+from mpstream.qoe.stats import Summary
+from mpstream.runner.report import Report, metric_label
+
+FORMAT = 1
+# Six significant digits: far below any interval the docs quote, and the file stays stable
+# when the same run is summarized again.
+DIGITS = 6
+
+
+def _num(x: float) -> float | None:
+    return None if x is None or math.isnan(x) else float(f"{x:.{DIGITS}g}")
+
+
+def _metric(name: str, s: Summary) -> dict[str, Any]:
+    return {"unit": metric_label(name)[1], "n": s.n, "mean": _num(s.mean), "sd": _num(s.sd),
+            "ci95": [_num(s.ci_low), _num(s.ci_high)]}
+
+
+def _command(run: dict[str, Any]) -> str:
+    spec = run.get("scenario_spec") or {}
+    cmd = f"mpstream run {run.get('scenario')}"
+    if run.get("trials") and run.get("trials") != spec.get("trials"):
+        cmd += f" --trials {run['trials']}"
+    return cmd
+
+
+def run_summary(report: Report, run: dict[str, Any], run_id: str) -> dict[str, Any]:
+    records = report.trials
+    loads = [r.record.load_avg_1m for r in records if r.record.load_avg_1m is not None]
+    by_label = {c["label"]: c for c in run.get("conditions", [])}
+    conditions = []
+    for group in report.groups:
+        label = group.split("/")[0]
+        cond = by_label.get(label, {})
+        mine = [r for r in records if r.condition == label]
+        conditions.append({
+            "group": group, "label": label,
+            **{k: cond.get(k) for k in ("profile", "transport", "scheduler", "path_policy")},
+            "set": cond.get("set") or {},
+            "trials_ok": sum(1 for r in mine if r.ok),
+            "trials_failed": sum(1 for r in mine if not r.ok),
+            "metrics": {m: _metric(m, s) for m, s in report.summaries.get(group, {}).items()
+                        if s.n > 0},
+        })
+    started = [r.record.started_at for r in records]
+    finished = [r.record.finished_at for r in records if r.record.finished_at]
+    return {
+        "format": FORMAT,
+        "run": {
+            "id": run_id, "scenario": run.get("scenario"), "command": _command(run),
+            "trials_per_condition": run.get("trials"),
+            "trials": len(records), "ok": sum(1 for r in records if r.ok),
+            "started": min(started) if started else None,
+            "finished": max(finished) if finished else None,
+            "environment": run.get("environment"),
+            "load_avg_1m": {"min": min(loads), "median": statistics.median(loads),
+                            "max": max(loads)} if loads else None,
+        },
+        "conditions": conditions,
+    }
+
+
+def write_summary(report: Report, run: dict[str, Any], out: Path) -> Path:
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(dumps(run_summary(report, run, out.stem)))
+    return out
+
+
+def dumps(data: dict[str, Any]) -> str:
+    """JSON with one line per metric: a diff of two summaries reads figure by figure."""
+    def one(x: Any) -> str:
+        return json.dumps(x, separators=(", ", ": "))
+
+    lines = ["{", f' "format": {one(data["format"])},', f' "run": {one(data["run"])},',
+             ' "conditions": [']
+    for i, cond in enumerate(data["conditions"]):
+        head = {k: v for k, v in cond.items() if k != "metrics"}
+        lines.append(f"  {one(head)[:-1]}, \"metrics\": {{")
+        metrics = list(cond["metrics"].items())
+        lines += [f"   {one(m)}: {one(v)}" + ("," if j < len(metrics) - 1 else "")
+                  for j, (m, v) in enumerate(metrics)]
+        lines.append("  }}" + ("," if i < len(data["conditions"]) - 1 else ""))
+    lines += [" ]", "}"]
+    return "\n".join(lines) + "\n"

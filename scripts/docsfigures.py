@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""The docs' measured figures, generated from the run summaries in docs/data/ and checked.
+
+A measurement in README.md or docs/ is written in one of two ways, both tied to a summary that
+`mpstream report RUN --summary docs/data/<run>.json` wrote:
+
+- a table generated from a summary, between a spec and an end marker:
+
+      <!-- figures
+      data = "data/schedulers-2026-11-27.json"
+      baseline = "tcp"
+      [names]
+      tcp = "TCP, one 30 Mbit/s path"
+      [[columns]]
+      head = "startup (ms)"
+      metric = "startup_delay_ms"
+      show = "mean_ci"
+      digits = 0
+      -->
+      | ... written by `make docs-figures` ...
+      <!-- /figures -->
+
+  `show` is one of mean, mean_ci (mean [95% interval]), ratio (the mean over the baseline
+  condition's), pct and pct_ci (a share as a percentage); `rows` lists the conditions (default:
+  all, in the run's order); `digits` the decimals.
+- a number in a sentence followed by a comment naming where it comes from, the run, the
+  condition, the metric and what of it: `1.04× <!--fig schedulers-2026-11-27 mpquic-ecf
+  startup_delay_ms ratio:tcp-->` (mean, lo, hi, pct, ratio:CONDITION). The number must equal
+  that figure at the precision it is written with.
+
+Anything else shaped like a measurement (a number with an interval `[a, b]` beside it, or a
+ratio `1.20×`) is an error, unless it stands in a region that says why it is not checked yet:
+`<!-- unchecked: REASON -->` ... `<!-- /unchecked -->` (for instance figures from a run whose
+folder was not kept: the check counts them, so the debt stays visible). Settings written with
+`×` (a 2× buffer) are marked `<!--setting-->` after the number.
+
+    scripts/docsfigures.py          check; exit 1 with each wrong or unsourced figure
+    scripts/docsfigures.py --write  regenerate the tables from the summaries
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA_DIR = ROOT / "docs" / "data"
+
+BLOCK = re.compile(r"<!-- figures\n(?P<spec>.*?)-->\n(?P<body>.*?)<!-- /figures -->", re.S)
+INLINE = re.compile(r"(?P<num>-?\d+(?:\.\d+)?)(?P<unit>[ \t]*(?:×|x|%|ms|s|Mbit/s|MB)?)[ \t]*"
+                    r"<!--fig (?P<run>\S+) (?P<cond>\S+) (?P<metric>\S+) (?P<what>\S+)\s*-->")
+UNCHECKED = re.compile(r"<!-- unchecked: (?P<why>.*?) -->(?P<body>.*?)<!-- /unchecked -->", re.S)
+FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+# What a measurement looks like when it is written by hand.
+INTERVAL = re.compile(r"\d(?:\.\d+)?[ \t]*(?:ms|s|Mbit/s|%|MB)?[ \t]*\[-?\d+(?:\.\d+)?,[ \t]*-?\d")
+RATIO = re.compile(r"\d+\.\d+[ \t]*(?:×|x(?![\w-]))(?![ \t]*<!--(?:fig|setting))")
+
+
+class FigureError(Exception):
+    pass
+
+
+@dataclass
+class Summary:
+    path: Path
+    data: dict
+
+    @property
+    def run_id(self) -> str:
+        return self.path.stem
+
+    def condition(self, label: str) -> dict:
+        for c in self.data["conditions"]:
+            if c["group"] == label or c["label"] == label:
+                return c
+        names = ", ".join(c["group"] for c in self.data["conditions"])
+        raise FigureError(f"{self.path.name} has no condition {label!r} (it has {names})")
+
+    def metric(self, label: str, metric: str) -> dict | None:
+        return self.condition(label)["metrics"].get(metric)
+
+    def value(self, label: str, metric: str, what: str) -> float | None:
+        """One figure of the summary: mean, lo, hi, pct (the mean as a percentage) or
+        ratio:BASE (the mean over condition BASE's)."""
+        m = self.metric(label, metric)
+        if m is None or m["mean"] is None:
+            return None
+        if what == "mean":
+            return m["mean"]
+        if what in ("lo", "hi"):
+            return m["ci95"][0 if what == "lo" else 1]
+        if what == "pct":
+            return 100.0 * m["mean"]
+        if what.startswith("ratio:"):
+            base = self.metric(what.split(":", 1)[1], metric)
+            if base is None or not base["mean"]:
+                return None
+            return m["mean"] / base["mean"]
+        raise FigureError(f"unknown figure {what!r}: mean, lo, hi, pct or ratio:CONDITION")
+
+
+def load_summary(path: Path) -> Summary:
+    if not path.is_file():
+        shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        raise FigureError(f"no run summary {shown}: write it with `mpstream report RUN "
+                          "--summary` into docs/data/")
+    return Summary(path, json.loads(path.read_text()))
+
+
+def _fmt(x: float | None, digits: int) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def cell(s: Summary, label: str, col: dict, baseline: str | None) -> str:
+    metric, show, d = col["metric"], col.get("show", "mean"), int(col.get("digits", 2))
+    m = s.metric(label, metric)
+    if m is None or m["mean"] is None:
+        return "–"
+    lo, hi = m["ci95"]
+    if show == "mean":
+        return _fmt(m["mean"], d)
+    if show == "mean_ci":
+        if lo is None:
+            return _fmt(m["mean"], d)
+        return f"{_fmt(m['mean'], d)} [{_fmt(lo, d)}, {_fmt(hi, d)}]"
+    if show in ("pct", "pct_ci"):
+        text = f"{_fmt(100 * m['mean'], d)}%"
+        if show == "pct_ci" and lo is not None:
+            text += f" [{_fmt(100 * lo, d)}, {_fmt(100 * hi, d)}]"
+        return text
+    if show == "ratio":
+        base = col.get("baseline", baseline)
+        if base is None:
+            raise FigureError(f"column {col.get('head')!r}: a ratio needs a baseline")
+        return _fmt(s.value(label, metric, f"ratio:{base}"), d)
+    raise FigureError(f"column {col.get('head')!r}: unknown show {show!r} "
+                      "(mean, mean_ci, pct, pct_ci, ratio)")
+
+
+def render(spec_text: str, page: Path) -> str:
+    try:
+        spec = tomllib.loads(spec_text)
+    except tomllib.TOMLDecodeError as e:
+        raise FigureError(f"the figures spec does not parse: {e}") from e
+    s = load_summary((page.parent / spec["data"]).resolve())
+    names = spec.get("names", {})
+    rows = spec.get("rows") or [c["group"] for c in s.data["conditions"]]
+    cols = spec["columns"]
+    lines = ["| " + " | ".join([spec.get("first", "condition")] + [c["head"] for c in cols])
+             + " |", "|" + "---|" * (len(cols) + 1)]
+    for label in rows:
+        s.condition(label)  # a row the summary lacks is an error, not an empty row
+        cells = [names.get(label, label)] + [cell(s, label, c, spec.get("baseline"))
+                                             for c in cols]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class PageResult:
+    text: str
+    errors: list[str] = field(default_factory=list)
+    tables: int = 0
+    inline: int = 0
+    unchecked: int = 0
+
+
+def _line(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+def check_page(page: Path, write: bool = False, data_dir: Path = DATA_DIR) -> PageResult:
+    text = page.read_text()
+    rel = page.relative_to(ROOT) if page.is_relative_to(ROOT) else page
+    res = PageResult(text)
+
+    def regen(m: re.Match) -> str:
+        try:
+            body = render(m["spec"], page)
+        except (FigureError, KeyError) as e:
+            res.errors.append(f"{rel}:{_line(text, m.start())}: {e}")
+            return m[0]
+        res.tables += 1
+        if body != m["body"] and not write:
+            res.errors.append(f"{rel}:{_line(text, m.start())}: the table is not what its data "
+                              "gives (edited by hand, or the summary changed): run "
+                              "`make docs-figures`")
+        return f"<!-- figures\n{m['spec']}-->\n{body}<!-- /figures -->"
+
+    res.text = BLOCK.sub(regen, text)
+
+    summaries: dict[str, Summary] = {}
+    for m in INLINE.finditer(text):
+        res.inline += 1
+        where = f"{rel}:{_line(text, m.start())}"
+        try:
+            if m["run"] not in summaries:
+                summaries[m["run"]] = load_summary(data_dir / f"{m['run']}.json")
+            value = summaries[m["run"]].value(m["cond"], m["metric"], m["what"])
+        except FigureError as e:
+            res.errors.append(f"{where}: {e}")
+            continue
+        written = m["num"]
+        digits = len(written.split(".")[1]) if "." in written else 0
+        if value is None or _fmt(value, digits) != written:
+            res.errors.append(f"{where}: {written} is not {m['run']}'s {m['cond']} "
+                              f"{m['metric']} {m['what']} ({_fmt(value, digits)})")
+
+    # What is left once the generated tables, the sourced numbers, code and the regions marked
+    # unchecked are taken out must hold nothing shaped like a measurement.
+    def blank(m: re.Match) -> str:
+        return re.sub(r"[^\n]", " ", m[0])
+
+    rest = FENCE.sub(blank, BLOCK.sub(blank, text))
+    for m in UNCHECKED.finditer(rest):
+        res.unchecked += len(INTERVAL.findall(m["body"])) + len(RATIO.findall(m["body"]))
+    rest = UNCHECKED.sub(blank, INLINE.sub(blank, rest))
+    for pattern in (INTERVAL, RATIO):
+        for m in pattern.finditer(rest):
+            res.errors.append(f"{rel}:{_line(rest, m.start())}: '{m[0].strip()}' reads as a "
+                              "measurement with no source: generate it from docs/data/, tie it "
+                              "to a summary with <!--fig ...-->, or mark the region unchecked "
+                              "with the reason")
+    return res
+
+
+def pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--write", action="store_true", help="regenerate the tables")
+    ap.add_argument("files", nargs="*", type=Path, help="pages (default: README.md, docs/)")
+    args = ap.parse_args(argv)
+    errors: list[str] = []
+    tables = inline = unchecked = 0
+    for page in [p.resolve() for p in args.files] or pages():
+        res = check_page(page, write=args.write)
+        if args.write and res.text != page.read_text():
+            page.write_text(res.text)
+            print(f"wrote {page.relative_to(ROOT)}")
+        errors += res.errors
+        tables, inline, unchecked = (tables + res.tables, inline + res.inline,
+                                     unchecked + res.unchecked)
+    data = len(list(DATA_DIR.glob("*.json")))
+    for e in errors:
+        print(e, file=sys.stderr)
+    print(f"{tables} generated tables and {inline} sourced figures checked against {data} run "
+          f"summaries in docs/data/; {unchecked} figures in regions marked unchecked")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

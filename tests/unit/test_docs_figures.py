@@ -1,0 +1,131 @@
+"""scripts/docsfigures.py: the docs' tables generated from run summaries, the numbers tied to
+a summary checked at the precision they are written with, and a number shaped like a
+measurement with no source refused; on pages and summaries built here."""
+
+import importlib.util
+import json
+import sys
+
+import pytest
+
+from mpstream.paths import REPO_ROOT
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location(
+        "docsfigures", REPO_ROOT / "scripts" / "docsfigures.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+figs = _script()
+
+
+def _metric(mean, lo, hi, n=5):
+    return {"unit": "ms", "n": n, "mean": mean, "sd": 1.0, "ci95": [lo, hi]}
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    d = tmp_path / "data"
+    d.mkdir()
+    (d / "run-a.json").write_text(json.dumps({"format": 1, "run": {"id": "run-a"}, "conditions": [
+        {"group": "tcp", "label": "tcp", "metrics": {
+            "startup_delay_ms": _metric(200.0, 190.0, 210.0),
+            "download_share": _metric(0.9243, 0.91, 0.938)}},
+        {"group": "mptcp", "label": "mptcp", "metrics": {
+            "startup_delay_ms": _metric(256.0, 240.4, 271.6)}}]}))
+    return d
+
+
+SPEC = """<!-- figures
+data = "data/run-a.json"
+baseline = "tcp"
+[names]
+tcp = "TCP, one path"
+[[columns]]
+head = "startup (ms)"
+metric = "startup_delay_ms"
+show = "mean_ci"
+digits = 1
+[[columns]]
+head = "× TCP"
+metric = "startup_delay_ms"
+show = "ratio"
+digits = 2
+[[columns]]
+head = "share"
+metric = "download_share"
+show = "pct_ci"
+digits = 1
+-->
+"""
+TABLE = """| condition | startup (ms) | × TCP | share |
+|---|---|---|---|
+| TCP, one path | 200.0 [190.0, 210.0] | 1.00 | 92.4% [91.0, 93.8] |
+| mptcp | 256.0 [240.4, 271.6] | 1.28 | – |
+"""
+
+
+def _page(tmp_path, body: str):
+    page = tmp_path / "page.md"
+    page.write_text("# A page\n\n" + body)
+    return page
+
+
+def test_a_generated_table_is_written_and_then_checks(tmp_path, data_dir):
+    page = _page(tmp_path, SPEC + "stale\n<!-- /figures -->\n")
+    res = figs.check_page(page, data_dir=data_dir)
+    assert res.tables == 1 and "not what its data gives" in res.errors[0]
+    written = figs.check_page(page, write=True, data_dir=data_dir)
+    assert written.errors == [] and TABLE in written.text
+    page.write_text(written.text)
+    assert figs.check_page(page, data_dir=data_dir).errors == []
+
+
+def test_a_figure_of_a_generated_table_changed_by_hand_fails(tmp_path, data_dir):
+    page = _page(tmp_path, SPEC + TABLE.replace("240.4", "240.7") + "<!-- /figures -->\n")
+    errors = figs.check_page(page, data_dir=data_dir).errors
+    assert len(errors) == 1 and "page.md:3:" in errors[0] and "make docs-figures" in errors[0]
+
+
+def test_a_table_naming_a_condition_the_summary_lacks_fails(tmp_path, data_dir):
+    page = _page(tmp_path, SPEC.replace('baseline = "tcp"', 'baseline = "tcp"\nrows = ["quic"]')
+                 + TABLE + "<!-- /figures -->\n")
+    assert "has no condition 'quic' (it has tcp, mptcp)" in \
+        figs.check_page(page, data_dir=data_dir).errors[0]
+
+
+def test_a_sourced_number_matches_its_figure_at_its_precision(tmp_path, data_dir):
+    ok = ("MPTCP started 1.28× <!--fig run-a mptcp startup_delay_ms ratio:tcp--> as late, "
+          "256 ms <!--fig run-a mptcp startup_delay_ms mean--> at most 271.6 ms "
+          "<!--fig run-a mptcp startup_delay_ms hi-->; TCP used 92% "
+          "<!--fig run-a tcp download_share pct-->.\n")
+    res = figs.check_page(_page(tmp_path, ok), data_dir=data_dir)
+    assert res.errors == [] and res.inline == 4
+    bad = "MPTCP started 1.27× <!--fig run-a mptcp startup_delay_ms ratio:tcp--> as late.\n"
+    errors = figs.check_page(_page(tmp_path, bad), data_dir=data_dir).errors
+    assert [e.rsplit("/", 1)[-1] for e in errors] == [
+        "page.md:3: 1.27 is not run-a's mptcp startup_delay_ms ratio:tcp (1.28)"]
+    missing = "It took 3 s <!--fig run-b mptcp startup_delay_ms mean-->.\n"
+    assert "no run summary" in figs.check_page(_page(tmp_path, missing),
+                                               data_dir=data_dir).errors[0]
+
+
+def test_a_measurement_with_no_source_fails_unless_marked(tmp_path, data_dir):
+    text = ("Balanced MPTCP starts 1.10× as late (95% [1.04, 1.16]).\n\n"
+            "A buffer of 2.5 × <!--setting--> the target.\n\n"
+            "```\nlog: 1.5x [1.0, 2.0]\n```\n\n"
+            "<!-- unchecked: a run whose folder was not kept -->\n"
+            "Unbalanced: 0.844 [0.82, 0.86], 1.28×.\n<!-- /unchecked -->\n")
+    res = figs.check_page(_page(tmp_path, text), data_dir=data_dir)
+    assert sorted(e.split(" reads")[0].rsplit("/", 1)[-1] for e in res.errors) == [
+        "page.md:3: '1.10×'", "page.md:3: '5% [1.04, 1'"]
+    assert res.unchecked == 2
+
+
+def test_the_repository_docs_pass():
+    """What `make docs-check` runs: the tree's docs against docs/data/."""
+    assert figs.main([]) == 0
