@@ -2,25 +2,13 @@
 written here (raw IPv4 and Ethernet link types, gzip or not)."""
 
 import gzip
-import importlib.util
 import struct
-import sys
 
 import pytest
 
-from mpstream.paths import REPO_ROOT
+from tests.scripts import load_script
 
-
-def _script():
-    spec = importlib.util.spec_from_file_location(
-        "burst_losses", REPO_ROOT / "scripts" / "burst_losses.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-bl = _script()
+bl = load_script("burst_losses")
 
 
 def _packet(src: str, sport: int, dst: str, dport: int, seq: int, payload: int) -> bytes:

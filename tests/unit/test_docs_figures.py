@@ -2,25 +2,13 @@
 a summary checked at the precision they are written with, and a number shaped like a
 measurement with no source refused; on pages and summaries built here."""
 
-import importlib.util
 import json
-import sys
 
 import pytest
 
-from mpstream.paths import REPO_ROOT
+from tests.scripts import load_script
 
-
-def _script():
-    spec = importlib.util.spec_from_file_location(
-        "docsfigures", REPO_ROOT / "scripts" / "docsfigures.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-figs = _script()
+figs = load_script("docsfigures")
 
 
 def _metric(mean, lo, hi, n=5):

@@ -1,25 +1,15 @@
 """scripts/penalty_figures.py: the ratio the docs quote for startup delays, from a run folder
 built here (trial.json and events.json, as the runner writes them)."""
 
-import importlib.util
 import json
 import statistics
 
 import pytest
 
-from mpstream.paths import REPO_ROOT
 from tests.records import trial_record
+from tests.scripts import load_script
 
-
-def _script():
-    spec = importlib.util.spec_from_file_location(
-        "penalty_figures", REPO_ROOT / "scripts" / "penalty_figures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-figures = _script()
+figures = load_script("penalty_figures")
 
 
 def _run(tmp_path, startups: dict[str, list[float]]):
