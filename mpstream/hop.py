@@ -7,6 +7,11 @@ the tcp and mptcp modes, over a TCP or MPTCP connection per client connection: t
 without QUIC, so that a comparison can tell QUIC's part from the hop's. Both programs append
 their per-path statistics and path events to JSON-lines files; a dead proxy or gateway is a
 failure with its own last words (`problem`).
+
+The gateway, which sends the video, holds back the paths from a client address while another
+path can carry the data (a profile's backup paths from the start; the path policies' metered
+paths while they are not needed): `hold` changes that at run time, over the gateway's control
+channel, its stdin (one command a line, one JSON answer a line on its stdout).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import functools
 import json
 import subprocess
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -22,7 +28,7 @@ from mpstream.errors import UserError
 from mpstream.jsonlines import read_json_lines
 from mpstream.network import Network
 from mpstream.paths import BUILD_DIR
-from mpstream.proc import ready_line, stop
+from mpstream.proc import keyed_line, ready_line, stop
 from mpstream.proof import Proof
 
 HOP_BINARY = BUILD_DIR / "mpstream-quic"
@@ -30,6 +36,8 @@ BUILD_COMMAND = "make quic"
 GATEWAY_QUIC_PORT = 4433
 GATEWAY_TCP_PORT = 4434
 READY_TIMEOUT_S = 15.0
+# A control command unanswered after this long is a failure (the gateway answers at once).
+CONTROL_TIMEOUT_S = 1.0
 
 HopMode = Literal["mpquic", "quic", "tcp", "mptcp"]
 # The congestion controls the QUIC library has, by the names profiles use.
@@ -107,6 +115,7 @@ class QuicHop:
     implementation: str | None = field(init=False, default=None)
     _gateway: subprocess.Popen[str] | None = field(init=False, default=None)
     _proxy: subprocess.Popen[str] | None = field(init=False, default=None)
+    _control: threading.Lock = field(init=False, default_factory=threading.Lock)
 
     @property
     def gateway_stats(self) -> Path:
@@ -155,17 +164,21 @@ class QuicHop:
         net, mode = self.network, self.options.mode
         cert = self.workdir / "gateway-cert.der"
         cert.unlink(missing_ok=True)
+        paths = net.paths if mode in ("mpquic", "mptcp") else [net.paths[net.single_path]]
+        backups = [p.client_addr for p in paths if p.backup]
         # The gateway always offers multipath; the proxy decides whether the connection uses it.
+        # It sends the video, so it is the one that holds a backup path back.
         self._gateway = net.popen("server", [
             str(self.binary), "gateway", "--listen", f"0.0.0.0:{GATEWAY_QUIC_PORT}",
             "--tcp-listen", f"{net.server_addr}:{GATEWAY_TCP_PORT}",
             "--upstream", f"{net.server_addr}:{self.upstream_port}", "--cert-out", str(cert),
+            *[arg for a in backups for arg in ("--hold", a)], "--control-stdin",
             *self._quic_args(self.gateway_stats, multipath=True, judges_paths=False),
-        ], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        ], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True)
         _ready(self._gateway, "gateway")
-        paths = net.paths if mode in ("mpquic", "mptcp") else [net.paths[net.single_path]]
         locals_ = [arg for p in paths for arg in ("--local", p.client_addr)]
-        backups = [arg for p in paths if p.backup for arg in ("--backup", p.client_addr)]
+        backups = [arg for a in backups for arg in ("--backup", a)]
         port = GATEWAY_QUIC_PORT if mode in ("mpquic", "quic") else GATEWAY_TCP_PORT
         argv = [str(self.binary), "proxy", "--mode", mode, "--gateway",
                 f"{net.server_addr}:{port}", *locals_, *backups]
@@ -209,6 +222,29 @@ class QuicHop:
                                    f"{len(paths)} QUIC path(s) of the {want} it was given")
         return Proof(counters)
 
+    def hold(self, address: str, held: bool) -> None:
+        """Holds back (`held`) or releases the gateway's paths to client address `address`:
+        no new data goes on them while another path can carry it. Answered within
+        CONTROL_TIMEOUT_S, or an error saying why not."""
+        gateway = self._gateway
+        if gateway is None or gateway.stdin is None or gateway.stdout is None:
+            raise UserError("the QUIC hop is not running: no gateway to hold a path back")
+        command = f"{'hold' if held else 'release'} {address}"
+        with self._control:
+            try:
+                gateway.stdin.write(command + "\n")
+                gateway.stdin.flush()
+            except (OSError, ValueError) as exc:
+                raise UserError(f"the QUIC hop's gateway did not take `{command}`: {exc}; "
+                                f"{self.problem() or 'it still runs'}") from exc
+            answer = keyed_line(gateway, "control", CONTROL_TIMEOUT_S)
+        if answer is None:
+            raise UserError(f"the QUIC hop's gateway did not answer `{command}` within "
+                            f"{CONTROL_TIMEOUT_S:g} s ({self.problem() or 'it still runs'})")
+        if not answer.get("ok"):
+            raise UserError(f"the QUIC hop's gateway refused `{command}`: "
+                            f"{answer.get('error')}")
+
     def redundant_bytes(self) -> int | None:
         """What the gateway's scheduler re-injected: each path's last count (a path's lines
         carry `redundant_bytes` only under a scheduler that re-injects; None otherwise)."""
@@ -224,7 +260,7 @@ class QuicHop:
         for proc in (self._proxy, self._gateway):
             if proc is not None:
                 stop(proc, timeout=5.0)
-                for stream in (proc.stdout, proc.stderr):
+                for stream in (proc.stdin, proc.stdout, proc.stderr):
                     if stream is not None:
                         stream.close()
 

@@ -8,9 +8,12 @@ may carry the video.
   its deadline (the buffer running dry) at the unmetered paths' measured rate; they are backup
   again once the buffer is above a high mark.
 
-With kernel MPTCP a policy acts by the client's endpoint flag (`ip mptcp endpoint change id N
-backup|nobackup` in the client namespace): the kernel sends MP_PRIO on the existing subflows
-and the server's scheduler follows. The player's buffer level reaches the controller from the
+A policy acts through the transport's lever for holding a path back (`Transport.path_holder`):
+with kernel MPTCP the client's endpoint flag (`ip mptcp endpoint change id N backup|nobackup`
+in the client namespace: the kernel sends MP_PRIO on the existing subflows and the server's
+scheduler follows); with multipath QUIC the hop's gateway, the sender, told on its control
+channel to hold or release the paths from the metered path's client address (its packet
+scheduler then keeps data off them). The player's buffer level reaches the controller from the
 page: the probe's `buffer` and `segment` events, read from the collector as they arrive.
 Every toggle is an event with its reason and the buffer level (docs/cellular.md).
 """
@@ -38,14 +41,6 @@ POLICIES: dict[str, str] = {
 DEFAULT_POLICY = "always"
 
 
-# Why a multipath transport cannot hold a path back yet (docs/cellular.md).
-NOT_YET = {
-    "mpquic": "the QUIC hop's proxy can open a path with the backup status, but the gateway's "
-              "sender did not hold back from it (measured: 31% of a session's bytes over the "
-              "backup path, against 27% with none), and the proxy has no run-time control",
-}
-
-
 def check_policy(name: str) -> str:
     """`name` when it is a policy; else an error naming the policies there are."""
     if name not in POLICIES:
@@ -64,9 +59,10 @@ def refusal(policy: str | None, transport_name: str, acts: Sequence[str],
     if policy not in acts:
         held = [a for a in acts if a != DEFAULT_POLICY]
         can = (f"it can only set a path's role once, at the start ({', '.join(acts)})" if held
-               else NOT_YET.get(transport_name, "it cannot hold a path back"))
-        return (f"path policy {policy}: transport {transport_name}: {can}; mptcp runs every "
-                "policy (the kernel's endpoint backup flag, changed while playing)")
+               else "it cannot hold a path back")
+        return (f"path policy {policy}: transport {transport_name}: {can}; mptcp and mpquic "
+                "run every policy (the kernel's endpoint backup flag, the QUIC hop's path "
+                "hold, changed while playing)")
     if not metered:
         return (f"path policy {policy}: the profile has no metered path to hold back (mark "
                 "one `metered = true`)")
@@ -192,8 +188,8 @@ def mptcp_endpoint_id(path: int) -> int:
     return path + 1
 
 
-# An endpoint flag setter: (namespace, endpoint id, backup?) -> None or raises.
-FlagSetter = Callable[[str | None, int, bool], None]
+# A transport's lever on a path: (path index, held back?) -> None, or raises with the reason.
+PathHolder = Callable[[int, bool], None]
 
 
 def set_endpoint_backup(netns: str | None, endpoint_id: int, backup: bool) -> None:
@@ -207,22 +203,31 @@ def set_endpoint_backup(netns: str | None, endpoint_id: int, backup: bool) -> No
                         f"{(done.stderr or done.stdout).strip() or done.returncode}")
 
 
+def mptcp_holder(netns: str | None) -> PathHolder:
+    """Kernel MPTCP's lever: a held path's client endpoint is flagged backup."""
+    return lambda path, held: set_endpoint_backup(netns, mptcp_endpoint_id(path), held)
+
+
+def no_holder(path: int, held: bool) -> None:
+    """The lever of a transport that has none (only `always` runs on it)."""
+    raise UserError(f"path {path}: this transport cannot hold a path back")
+
+
 @dataclass
 class PathPolicyController:
     """Runs a policy for one session: `deadline` polls the player's events (`events()`,
     e.g. from the collector) and the client's path counters (`counters()`) every `poll_s`
-    and toggles the metered paths' endpoints; `always` and `backup` only keep the record.
-    `failure` says why a toggle failed (the session then fails with it). On exit every
-    endpoint is back to its flag at the start (`start_backup`)."""
+    and holds or releases the metered paths by the transport's lever (`hold`); `always` and
+    `backup` only keep the record. `failure` says why a toggle failed (the session then fails
+    with it). On exit every metered path is held again, as the session started it."""
 
     policy: str
-    netns: str | None
-    metered: dict[int, int]  # metered path index -> its MPTCP endpoint id
+    metered: Sequence[int]  # the metered paths' indexes
+    hold: PathHolder = no_holder
     events: Callable[[], Sequence[dict[str, Any]] | None] = lambda: None
     counters: Callable[[], list[dict[str, int]]] = list
     marks: DeadlineMarks = field(default_factory=DeadlineMarks)
     poll_s: float = 0.25
-    set_flag: FlagSetter = set_endpoint_backup
     toggles: list[ToggleEvent] = field(default_factory=list)
     failure: str | None = None
     view: PlayerView = field(default_factory=PlayerView)
@@ -254,9 +259,9 @@ class PathPolicyController:
     def _restore(self) -> None:
         if self.policy == "always" or not self.using:
             return
-        for endpoint in self.metered.values():
+        for path in self.metered:
             with contextlib.suppress(UserError, OSError):  # the topology may be gone already
-                self.set_flag(self.netns, endpoint, True)
+                self.hold(path, True)
         self.using = False
 
     def _loop(self) -> None:
@@ -283,8 +288,8 @@ class PathPolicyController:
 
     def apply(self, decision: Decision) -> None:
         action = "nobackup" if decision.use_metered else "backup"
-        for path, endpoint in self.metered.items():
-            self.set_flag(self.netns, endpoint, not decision.use_metered)
+        for path in self.metered:
+            self.hold(path, not decision.use_metered)
             self.toggles.append(ToggleEvent(
                 t_s=round(time.monotonic() - self._t0, 3), t_unix=round(time.time(), 3),
                 path=path, action=action, reason=decision.reason, buffer_s=self.view.buffer_s))

@@ -143,6 +143,12 @@ def ready_line(proc: subprocess.Popen[str], timeout_s: float) -> dict | None:
     """What a program of ours says when it is ready: the value of the first JSON line on its
     stdout with a "ready" key. None when it exits first or `timeout_s` pass (the caller says
     which, with the program's own last words)."""
+    return keyed_line(proc, "ready", timeout_s)
+
+
+def keyed_line(proc: subprocess.Popen[str], key: str, timeout_s: float) -> dict | None:
+    """The value of the next JSON line on `proc`'s stdout with key `key` (a ready line, an
+    answer to a command); None when it exits first or `timeout_s` pass."""
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -150,8 +156,8 @@ def ready_line(proc: subprocess.Popen[str], timeout_s: float) -> dict | None:
         line = proc.stdout.readline() if readable else ""
         with contextlib.suppress(json.JSONDecodeError):
             said = json.loads(line) if line.strip() else None
-            if isinstance(said, dict) and "ready" in said:
-                return dict(said["ready"])
+            if isinstance(said, dict) and key in said:
+                return dict(said[key])
         if proc.poll() is not None and not line:
             return None
     return None

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 from urllib.parse import urlsplit
 
+from mpstream import pathpolicy
 from mpstream.errors import UserError
 from mpstream.hop import HopMode, HopOptions, QuicHop, hop_missing, quic_cc, quic_schedulers
 from mpstream.network import Network
@@ -117,6 +118,11 @@ class Transport(ABC):
         """An emulated network's profile as this use needs it (by default unchanged)."""
         return profile
 
+    def path_holder(self, network: Network, carried: Carrier) -> pathpolicy.PathHolder:
+        """How a path policy holds a path of `network` back and releases it during a session
+        carried by `carried` (only for the policies in `path_policies` beyond `always`)."""
+        return pathpolicy.no_holder
+
     def wrap(self, argv: Sequence[str]) -> list[str]:
         """A client or server program as it must run to speak this transport."""
         return list(argv)
@@ -169,6 +175,9 @@ class MPTCP(Transport):
         listed = _proc_sys("net/mptcp/available_schedulers").split() or ["default"]
         return {name: KERNEL_SCHEDULERS.get(name, "registered with this kernel")
                 for name in sorted(listed, key=lambda n: n != "default")}
+
+    def path_holder(self, network: Network, carried: Carrier) -> pathpolicy.PathHolder:
+        return pathpolicy.mptcp_holder(network.netns("client"))
 
     def fit_profile(self, profile: Any) -> Any:
         if self.scheduler is None:
@@ -261,10 +270,19 @@ class HopTransport(Transport):
         with QuicHop(network, url.port or 80, options, workdir) as hop:
             yield hop
 
+    def path_holder(self, network: Network, carried: Carrier) -> pathpolicy.PathHolder:
+        if not isinstance(carried, QuicHop) or self.hop_mode != "mpquic":
+            return pathpolicy.no_holder
+        # The gateway knows a path by the client address it comes from.
+        return lambda path, held: carried.hold(network.paths[path].client_addr, held)
+
 
 class MPQUIC(HopTransport):
     name = "mpquic"
     label = "MPQUIC"
+    # The gateway's path hold (its packet scheduler keeps data off a held path) holds a metered
+    # path back; its control channel lifts and sets it while playing.
+    path_policies = ("always", "backup", "deadline")
     network_mode = "mptcp"  # every path up, each pinned by its source address
     hop_mode = "mpquic"
 

@@ -362,7 +362,7 @@ def _play(network: Network, server: PageServer, r: PlayRequest, carried: Carrier
     hud: dict[str, str] | None = None
     console: list[str] = []
     gone = False  # the browser died under the session
-    policy = _policy_controller(network, server, r)
+    policy = _policy_controller(network, server, r, carried)
     with policy.running(), open_page(r.browser, network.netns("client"),
                                      wrap=r.transport.wrap) as page:
         console = page.console
@@ -416,14 +416,14 @@ def _play(network: Network, server: PageServer, r: PlayRequest, carried: Carrier
         policy_report=policy.report())
 
 
-def _policy_controller(network: Network, server: PageServer, r: PlayRequest
-                       ) -> pathpolicy.PathPolicyController:
+def _policy_controller(network: Network, server: PageServer, r: PlayRequest,
+                       carried: Carrier) -> pathpolicy.PathPolicyController:
     """The session's path policy: its controller reads the player's events from the collector
-    (the probe's buffer level and segments) and the client's path counters."""
-    metered = {i: pathpolicy.mptcp_endpoint_id(i) for i in (r.metered or {})}
+    (the probe's buffer level and segments) and the client's path counters, and holds the
+    metered paths back by the transport's lever."""
     return pathpolicy.PathPolicyController(
-        policy=r.path_policy or pathpolicy.DEFAULT_POLICY, netns=network.netns("client"),
-        metered=metered, marks=r.deadline_marks,
+        policy=r.path_policy or pathpolicy.DEFAULT_POLICY, metered=sorted(r.metered or {}),
+        hold=r.transport.path_holder(network, carried), marks=r.deadline_marks,
         events=pathpolicy.events_from_collector(
             lambda path: _collector_get(server, None, path, r.collector_url), r.session_id),
         counters=network.path_bytes)

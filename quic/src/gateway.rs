@@ -1,7 +1,7 @@
 //! The gateway: in the server's namespace, in front of nginx. Each QUIC stream (or TCP/MPTCP
 //! connection) from a proxy becomes one connection to nginx, relayed both ways as bytes arrive.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +13,7 @@ use noq::{Connection, Endpoint, Incoming, PathEvent, PathId, ServerConfig};
 use serde_json::json;
 use tokio::net::TcpListener;
 
+use crate::holds::{self, Holds};
 use crate::options::QuicOptions;
 use crate::scheduler::SchedulerName;
 use crate::stats::{KnownPaths, StatsLog, follow_paths, sample};
@@ -35,13 +36,22 @@ pub struct Args {
     /// Write the gateway's certificate (DER) here, for the proxy to trust.
     #[arg(long)]
     cert_out: PathBuf,
+    /// A client address whose paths carry no data while a path from another address can
+    /// (held from the start; the control channel releases it).
+    #[arg(long = "hold")]
+    holds: Vec<IpAddr>,
+    /// Take commands on stdin, one a line: `hold ADDRESS`, `release ADDRESS` or `held`; each is
+    /// answered with one JSON line on stdout, `{"control": {"ok": ..., "held": [...]}}`.
+    #[arg(long)]
+    control_stdin: bool,
     #[command(flatten)]
     quic: QuicOptions,
 }
 
 pub async fn run(args: Args) -> Result<()> {
     let log = StatsLog::open(args.quic.stats.as_deref())?;
-    let config = server_config(&args)?;
+    let holds = Holds::new(&args.holds);
+    let config = server_config(&args, holds.clone())?;
     let endpoint = Endpoint::server(config, args.listen)
         .with_context(|| format!("cannot listen for QUIC on {}", args.listen))?;
     let tcp = args
@@ -52,8 +62,12 @@ pub async fn run(args: Args) -> Result<()> {
         "quic": endpoint.local_addr()?.to_string(),
         "tcp": tcp.as_ref().map(|l| l.local_addr().map(|a| a.to_string())).transpose()?,
     }));
+    if args.control_stdin {
+        tokio::spawn(holds::serve_stdin(holds.clone(), log.clone()));
+    }
     let serving = Serving {
         upstream: args.upstream,
+        holds,
         log,
         interval: Duration::from_millis(args.quic.stats_interval_ms),
         keepalive: Duration::from_millis(args.quic.path_keepalive_ms),
@@ -69,7 +83,7 @@ pub async fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-fn server_config(args: &Args) -> Result<ServerConfig> {
+fn server_config(args: &Args, holds: Holds) -> Result<ServerConfig> {
     let issued = rcgen::generate_simple_self_signed(vec![SERVER_NAME.into()])?;
     let cert: CertificateDer<'static> = issued.cert.der().clone();
     let key = PrivatePkcs8KeyDer::from(issued.signing_key.serialize_der());
@@ -79,7 +93,7 @@ fn server_config(args: &Args) -> Result<ServerConfig> {
         .with_context(|| format!("cannot write the certificate to {}", partial.display()))?;
     std::fs::rename(&partial, &args.cert_out)?;
     let mut config = ServerConfig::with_single_cert(vec![cert], key.into())?;
-    config.transport_config(Arc::new(args.quic.transport_config("gateway")?));
+    config.transport_config(Arc::new(args.quic.transport_config("gateway", holds)?));
     Ok(config)
 }
 
@@ -87,6 +101,7 @@ fn server_config(args: &Args) -> Result<ServerConfig> {
 #[derive(Clone)]
 struct Serving {
     upstream: SocketAddr,
+    holds: Holds,
     log: StatsLog,
     interval: Duration,
     keepalive: Duration,
@@ -102,6 +117,7 @@ async fn accept_quic(endpoint: Endpoint, serving: Serving) {
 async fn serve(incoming: Incoming, serving: Serving) {
     let Serving {
         upstream,
+        holds,
         log,
         interval,
         keepalive,
@@ -120,7 +136,8 @@ async fn serve(incoming: Incoming, serving: Serving) {
         json!({"side": "gateway", "event": "connected", "conn": conn.stable_id(),
                      "remote": conn.path(PathId::ZERO).and_then(|p| p.remote_address().ok())
                          .map(|a| a.to_string()),
-                     "multipath": conn.is_multipath_enabled(), "scheduler": scheduler.name()}),
+                     "multipath": conn.is_multipath_enabled(), "scheduler": scheduler.name(),
+                     "held": holds.addresses()}),
     );
     let paths = KnownPaths::default();
     paths.add(PathId::ZERO, None);
@@ -133,7 +150,7 @@ async fn serve(incoming: Incoming, serving: Serving) {
         mirror_status,
     ));
     if conn.is_multipath_enabled() && keepalive > Duration::ZERO {
-        tokio::spawn(ping_paths(conn.clone(), paths.clone(), keepalive));
+        tokio::spawn(ping_paths(conn.clone(), paths.clone(), keepalive, holds));
     }
     if log.enabled() {
         tokio::spawn(sample(
@@ -175,11 +192,17 @@ async fn serve(incoming: Incoming, serving: Serving) {
 /// Pings every path this often, so that the proxy, which judges a path dead when it hears
 /// nothing on it, hears something on an idle one. noq's own per-path keep-alive is re-armed only
 /// by packets received on that path, and the proxy may acknowledge on another path, so after
-/// its first ping it would fall silent.
-async fn ping_paths(conn: Connection, paths: KnownPaths, every: Duration) {
+/// its first ping it would fall silent. A hold or release pings at once: a ping wakes the
+/// connection, whose scheduler then applies the change (it runs only when the connection has
+/// something to send, and a released path's data may be waiting for just that).
+async fn ping_paths(conn: Connection, paths: KnownPaths, every: Duration, holds: Holds) {
     let mut tick = tokio::time::interval(every);
+    let mut changes = holds.subscribe();
     while conn.close_reason().is_none() {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            Ok(()) = changes.changed() => {}
+        }
         for id in paths.ids() {
             if let Some(path) = conn.path(id) {
                 let _ = path.ping();

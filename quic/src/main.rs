@@ -7,6 +7,7 @@
 //! end: nginx, its access log and the player page see the same requests whatever the hop.
 
 mod gateway;
+mod holds;
 mod options;
 mod pipe;
 mod proxy;

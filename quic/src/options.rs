@@ -8,6 +8,7 @@ use anyhow::{Result, bail};
 use clap::{Args as ClapArgs, ValueEnum};
 use noq::{TransportConfig, VarInt, congestion};
 
+use crate::holds::{HoldingFactory, Holds};
 use crate::scheduler::SchedulerName;
 
 /// The congestion controllers noq offers, by the names a profile's `cc` uses.
@@ -68,7 +69,8 @@ const CONNECTION_WINDOW: u32 = 64 << 20;
 const KEEP_ALIVE: Duration = Duration::from_secs(2);
 
 impl QuicOptions {
-    pub fn transport_config(&self, qlog_prefix: &str) -> Result<TransportConfig> {
+    /// The configuration of this end; its scheduler keeps data off the paths `holds` holds.
+    pub fn transport_config(&self, qlog_prefix: &str, holds: Holds) -> Result<TransportConfig> {
         if Duration::from_millis(self.idle_timeout_ms) <= KEEP_ALIVE {
             bail!(
                 "--idle-timeout-ms must be above {} ms, the keep-alive interval",
@@ -97,7 +99,10 @@ impl QuicOptions {
             Cc::NewReno => Arc::new(congestion::NewRenoConfig::default()),
             Cc::Bbr => Arc::new(congestion::Bbr3Config::default()),
         });
-        tc.packet_scheduler_factory(Some(Arc::new(self.scheduler)));
+        tc.packet_scheduler_factory(Some(Arc::new(HoldingFactory {
+            scheduler: self.scheduler,
+            holds,
+        })));
         if self.max_paths > 0 {
             tc.max_concurrent_multipath_paths(self.max_paths)
                 .default_path_max_idle_timeout(
@@ -134,7 +139,7 @@ mod tests {
     fn refusal(args: &[&str]) -> String {
         match parse(args)
             .expect("the options parse")
-            .transport_config("t")
+            .transport_config("t", Holds::default())
         {
             Ok(_) => panic!("{args:?} was accepted"),
             Err(err) => err.to_string(),
@@ -143,11 +148,16 @@ mod tests {
 
     #[test]
     fn the_defaults_make_a_configuration_with_and_without_multipath() {
-        assert!(parse(&[]).unwrap().transport_config("t").is_ok());
+        assert!(
+            parse(&[])
+                .unwrap()
+                .transport_config("t", Holds::default())
+                .is_ok()
+        );
         assert!(
             parse(&["--max-paths", "4"])
                 .unwrap()
-                .transport_config("t")
+                .transport_config("t", Holds::default())
                 .is_ok()
         );
     }
@@ -162,7 +172,7 @@ mod tests {
         assert!(
             parse(&["--idle-timeout-ms", "2001"])
                 .unwrap()
-                .transport_config("t")
+                .transport_config("t", Holds::default())
                 .is_ok()
         );
     }
@@ -176,7 +186,7 @@ mod tests {
         );
         // Without an idle limit (the gateway's) no keep-alive is too slow.
         let no_limit = parse(&["--path-idle-ms", "0", "--path-keepalive-ms", "5000"]).unwrap();
-        assert!(no_limit.transport_config("t").is_ok());
+        assert!(no_limit.transport_config("t", Holds::default()).is_ok());
     }
 
     #[test]

@@ -16,6 +16,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 
 use crate::gateway::SERVER_NAME;
+use crate::holds::Holds;
 use crate::options::QuicOptions;
 use crate::stats::{KnownPaths, StatsLog, follow_paths, path_number, sample};
 use crate::{QUIC_IMPLEMENTATION, announce_ready, pipe, sockets, stop_signal};
@@ -258,7 +259,9 @@ fn client_config(args: &Args) -> Result<ClientConfig> {
         .add(CertificateDer::from(der))
         .context("the gateway's certificate is not a DER certificate")?;
     let mut config = ClientConfig::with_root_certificates(Arc::new(roots))?;
-    config.transport_config(Arc::new(args.quic.transport_config("proxy")?));
+    config.transport_config(Arc::new(
+        args.quic.transport_config("proxy", Holds::default())?,
+    ));
     Ok(config)
 }
 

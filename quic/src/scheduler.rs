@@ -283,6 +283,7 @@ fn offer_first(out: &mut Schedule, first: &PathView, order: &[&PathView]) {
 
 #[cfg(test)]
 mod tests {
+    use std::net::SocketAddr;
     use std::time::Duration;
 
     use noq_proto::PathStatus;
@@ -300,6 +301,7 @@ mod tests {
             id: PathId::from(id),
             status: PathStatus::Available,
             validated: true,
+            remote: SocketAddr::from(([10, 1, id as u8, 2], 4000)),
             eligible: true,
             smoothed_rtt: Duration::from_millis(rtt_ms),
             rtt_var: Duration::from_millis(rtt_ms / 10),

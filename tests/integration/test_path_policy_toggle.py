@@ -1,4 +1,4 @@
-"""The path policies' one lever, on the real kernel: the client's MPTCP endpoint backup flag.
+"""The path policies' lever for kernel MPTCP: the client's MPTCP endpoint backup flag.
 During an MPTCP download (iperf3, server sending), lifting the metered path's backup flag
 brings its bytes within a second (MP_PRIO to the server), setting it again stops them within a
 second (interface counters); a toggle of an endpoint that is not there is an error, not
@@ -6,7 +6,6 @@ silence; and the controller leaves the flag as it found it."""
 
 import os
 import subprocess
-import time
 
 import pytest
 
@@ -15,6 +14,7 @@ from mpstream.errors import UserError
 from mpstream.netem.profile import profile_from_dict
 from mpstream.netem.topology import Topology
 from mpstream.transport import get_transport
+from tests.pathbytes import moved, rx, seconds_until, still
 
 MPTCP_WRAP = get_transport("mptcp").wrap
 PATH = {"rate": "15mbit", "delay_ms": 5, "queue_packets": 100}
@@ -26,37 +26,6 @@ def profile():
         PATH | {"name": "wifi"}, PATH | {"name": "cellular", "metered": True}]},
         name="toggle")
     return pathpolicy.fit_profile(prof, "backup")  # the metered path starts held back
-
-
-def rx(topo, path):
-    return topo.path_bytes()[path]["rx_bytes"]
-
-
-def wait_until(cond, timeout_s):
-    """Seconds until cond() held (polled every 20 ms), or None at the timeout."""
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout_s:
-        if cond():
-            return time.monotonic() - t0
-        time.sleep(0.02)
-    return None
-
-
-def moved(topo, path, since, at_least):
-    return lambda: rx(topo, path) - since >= at_least
-
-
-def still(topo, path, window_s=0.4, at_most=6_000):
-    """A condition: the path received at most `at_most` bytes over the last `window_s`."""
-    last = [(time.monotonic(), rx(topo, path))]
-
-    def check():
-        now, got = time.monotonic(), rx(topo, path)
-        last.append((now, got))
-        while len(last) > 2 and last[1][0] <= now - window_s:
-            last.pop(0)
-        return last[0][0] <= now - window_s and got - last[0][1] <= at_most
-    return check
 
 
 def endpoint_flags(topo, endpoint):
@@ -76,15 +45,15 @@ def test_the_backup_flag_moves_a_download_off_the_metered_path_and_back():
                                        "-p", "5203"], wrap=MPTCP_WRAP, stdout=subprocess.PIPE,
                             text=True)
         try:
-            assert wait_until(moved(topo, 0, rx(topo, 0), 500_000), 10) is not None
+            assert seconds_until(moved(topo, 0, rx(topo, 0), 500_000), 10) is not None
             # Held back: the free path carries the download, the metered one nothing.
             before = rx(topo, METERED)
-            assert wait_until(moved(topo, 0, rx(topo, 0), 1_000_000), 5) is not None
+            assert seconds_until(moved(topo, 0, rx(topo, 0), 1_000_000), 5) is not None
             assert rx(topo, METERED) - before < 20_000
             pathpolicy.set_endpoint_backup(ns, endpoint, False)
-            joined = wait_until(moved(topo, METERED, rx(topo, METERED), 150_000), 3)
+            joined = seconds_until(moved(topo, METERED, rx(topo, METERED), 150_000), 3)
             pathpolicy.set_endpoint_backup(ns, endpoint, True)
-            left = wait_until(still(topo, METERED), 3)
+            left = seconds_until(still(topo, METERED), 3)
             with pytest.raises(UserError, match="failed"):
                 pathpolicy.set_endpoint_backup(ns, 9, False)
         finally:
@@ -108,10 +77,11 @@ def test_the_controller_restores_the_flag_it_found():
                   {"seq": 1, "type": "buffer", "data": {"level_s": 2.0}},
                   {"seq": 2, "type": "buffer", "data": {"level_s": 1.0}}]
         ctl = pathpolicy.PathPolicyController(
-            policy="deadline", netns=topo.netns("client"), metered={METERED: endpoint},
+            policy="deadline", metered=[METERED],
+            hold=pathpolicy.mptcp_holder(topo.netns("client")),
             events=lambda: events, counters=topo.path_bytes, poll_s=0.05)
         with ctl.running():
-            assert wait_until(lambda: ctl.using, 5) is not None, ctl.failure
+            assert seconds_until(lambda: ctl.using, 5) is not None, ctl.failure
             assert "backup" not in endpoint_flags(topo, endpoint)
         assert "backup" in endpoint_flags(topo, endpoint)
         assert [t.action for t in ctl.toggles] == ["nobackup"]

@@ -3,7 +3,9 @@ server namespace through the proxy and the gateway (build/mpstream-quic). Multip
 it over both emulated paths, QUIC over one; the TCP and MPTCP arms of the same hop do as their
 transports do; a path taken down mid-transfer does not hang the download, and a dead gateway
 ends the proxy with the reason. Over paths of unequal delay, each packet scheduler carries a
-download whole, and minrtt keeps a download on the low-RTT path that noq's own order splits."""
+download whole, and minrtt keeps a download on the low-RTT path that noq's own order splits.
+The gateway's path hold (the path policies' lever for mpquic) moves a running download off a
+path and back, each within a second."""
 
 import json
 import os
@@ -13,10 +15,12 @@ import time
 
 import pytest
 
+from mpstream.errors import UserError
 from mpstream.hop import HopOptions, QuicHop
 from mpstream.netem.profile import profile_from_dict
 from mpstream.netem.topology import Topology
 from mpstream.server.stack import ServerStack
+from tests.pathbytes import moved, rx, seconds_until, still
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.long, pytest.mark.timeout(300)]  # make test-quic
@@ -165,6 +169,54 @@ def test_a_path_that_fails_mid_transfer_does_not_hang_the_download(media, tmp_pa
         assert hop.problem() is None
     events = [line for line in lines(hop.proxy_stats) if line.get("event") == "abandoned"]
     assert any(e["path"] == 0 and e["reason"] == "TimedOut" for e in events), events
+
+
+def test_a_held_path_stops_carrying_within_a_second_and_a_release_brings_it_back(media,
+                                                                                 tmp_path):
+    """Path 1 (a metered one, say) starts held, as under the backup and deadline policies: the
+    download goes over path 0 alone. Released through the gateway's control channel, path 1
+    carries the download within a second; held again, it stands still within a second (client
+    interface counters, as for kernel MPTCP's endpoint flag). The gateway logs each change."""
+    path = {"rate": "10mbit", "delay_ms": 5, "queue_packets": 100}
+    profile = profile_from_dict({"mode": "mptcp", "paths": [path, path | {"backup": True}]},
+                                name="hop-held")
+    with (
+        Topology.up(profile, name=f"hh{os.getpid()}") as topo,
+        ServerStack(media, netns=topo.server_ns, host=topo.server_addr, port=PORT),
+        QuicHop(topo, PORT, HopOptions("mpquic"), tmp_path) as hop,
+    ):
+        held = topo.paths[1].client_addr
+        curl = topo.popen("client", [
+            "curl", "-sf", "-o", "/dev/null", "-w", "%{size_download}",
+            f"{hop.base_url}/media/dash/huge.m4s"], stdout=subprocess.PIPE, text=True)
+        try:
+            # 18 MiB: about 15 s over path 0 alone, 8 s over both.
+            assert seconds_until(moved(topo, 0, rx(topo, 0), 500_000), 10) is not None
+            before = rx(topo, 1)
+            assert seconds_until(moved(topo, 0, rx(topo, 0), 1_000_000), 5) is not None
+            assert rx(topo, 1) - before < 20_000, "the held path carried the download"
+            hop.hold(held, False)
+            joined = seconds_until(moved(topo, 1, rx(topo, 1), 150_000), 3)
+            hop.hold(held, True)
+            left = seconds_until(still(topo, 1), 3)
+            with pytest.raises(UserError, match=r"refused `hold cellular`: .*not an IP address"):
+                hop.hold("cellular", True)
+            out, _ = curl.communicate(timeout=60)
+        finally:
+            if curl.poll() is None:
+                curl.kill()
+                curl.wait()
+        assert curl.returncode == 0 and int(out) == 3 * FILE_BYTES, hop.problem()
+    print(f"held path joined after {joined} s, quiet (0.4 s window) after {left} s")
+    # 150 KB at 10 Mbit/s takes 120 ms: the rest is the command reaching the sender.
+    assert joined is not None and joined < 1.0, joined
+    # Quiet for 0.4 s means the bytes stopped within (left - 0.4) s of the hold.
+    assert left is not None and left - 0.4 < 1.0, left
+    changes = [(line["event"], line["held"]) for line in lines(hop.gateway_stats)
+               if line.get("event") in ("hold", "release")]
+    assert changes == [("release", []), ("hold", [held])], changes
+    connected = [line for line in lines(hop.gateway_stats) if line.get("event") == "connected"]
+    assert connected[0]["held"] == [held]
 
 
 def test_a_dead_gateway_ends_the_proxy_with_the_reason(mptcp_net, tmp_path):

@@ -98,31 +98,31 @@ def _events(*levels, startup=True):
     return out
 
 
-def test_the_controller_toggles_the_metered_endpoints_and_records_why():
+def test_the_controller_toggles_the_metered_paths_and_records_why():
     calls = []
     feed = {"events": _events(8.0, 4.5)}
     ctl = PathPolicyController(
-        policy="deadline", netns="cli", metered={1: 2}, events=lambda: feed["events"],
+        policy="deadline", metered=[1], events=lambda: feed["events"],
         counters=lambda: [{"rx_bytes": 0}, {"rx_bytes": 0}],
-        set_flag=lambda ns, ep, backup: calls.append((ns, ep, backup)))
+        hold=lambda path, held: calls.append((path, held)))
     assert ctl.step() is None and calls == []
     feed["events"] = _events(8.0, 4.5, 3.0)
     assert ctl.step().use_metered is True
-    assert calls == [("cli", 2, False)]
+    assert calls == [(1, False)]
     feed["events"] = _events(8.0, 4.5, 3.0, 11.0)
     ctl.step()
-    assert calls[-1] == ("cli", 2, True)
+    assert calls[-1] == (1, True)
     toggles = ctl.report()["toggles"]
     assert [(t["action"], t["buffer_s"]) for t in toggles] == [("nobackup", 3.0), ("backup", 11.0)]
     assert "low mark" in toggles[0]["reason"]
 
 
 def test_a_failed_toggle_fails_the_session_and_the_flag_is_restored_on_exit():
-    def gone(ns, ep, backup):
+    def gone(path, held):
         raise UserError("Error: endpoint not found")
 
-    ctl = PathPolicyController(policy="deadline", netns="cli", metered={1: 2},
-                               events=lambda: _events(2.0, 1.0), set_flag=gone, poll_s=0.01)
+    ctl = PathPolicyController(policy="deadline", metered=[1],
+                               events=lambda: _events(2.0, 1.0), hold=gone, poll_s=0.01)
     with ctl.running():
         for _ in range(500):
             if ctl.failure:
@@ -131,9 +131,9 @@ def test_a_failed_toggle_fails_the_session_and_the_flag_is_restored_on_exit():
     assert ctl.failure and "endpoint not found" in ctl.failure
 
     calls = []
-    ok = PathPolicyController(policy="deadline", netns="cli", metered={1: 2},
+    ok = PathPolicyController(policy="deadline", metered=[1],
                               events=lambda: _events(2.0, 1.0),
-                              set_flag=lambda ns, ep, b: calls.append(b))
+                              hold=lambda path, held: calls.append(held))
     with ok.running():
         ok.step()  # joins: flag off
     assert calls == [False, True]  # ... and back to backup on exit
@@ -176,10 +176,12 @@ def test_policies_are_refused_where_they_cannot_act():
         pathpolicy.check_for("nosuch", get_transport("mptcp"), prof)
     with pytest.raises(UserError, match="transport tcp: it cannot hold a path back"):
         pathpolicy.check_for("deadline", get_transport("tcp"), prof)
-    # The QUIC hop's backup status did not hold its sender back: refused, saying so.
+    # The QUIC hop's gateway holds a path back, as the kernel's endpoint flag does; a hop
+    # without QUIC's multipath has no lever.
     for policy in ("backup", "deadline"):
-        with pytest.raises(UserError, match=r"transport mpquic: the QUIC hop's proxy"):
-            pathpolicy.check_for(policy, get_transport("mpquic"), prof)
+        pathpolicy.check_for(policy, get_transport("mpquic"), prof)
+        with pytest.raises(UserError, match="transport quic: it cannot hold a path back"):
+            pathpolicy.check_for(policy, get_transport("quic"), prof)
     with pytest.raises(UserError, match="no metered path"):
         pathpolicy.check_for("backup", get_transport("mptcp"),
                              profile_from_dict({"paths": [WIFI]}))
