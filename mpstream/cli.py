@@ -32,6 +32,12 @@ SUBCOMMANDS = {
     "trace": "mpstream.netem.record:trace",
 }
 
+# The collector `serve` runs, composed here: the collector with the run pages of a results
+# folder (runner/runpages.py), which the server cannot import itself (the runner imports the
+# server). `serve` finds it in the command's context under this key.
+COLLECTOR_APP_KEY = "mpstream.collector_app"
+COLLECTOR_APP = "mpstream.runner.runpages:create_app()"
+
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -54,6 +60,7 @@ class LazyGroup(click.Group):
 @click.version_option(__version__, prog_name="mpstream")
 def cli() -> None:
     """HLS/DASH over Multipath TCP: encode a ladder, emulate paths, serve, play, compare."""
+    click.get_current_context().meta[COLLECTOR_APP_KEY] = COLLECTOR_APP
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -13,10 +13,14 @@ import click
 from pydantic import ValidationError
 from rich.console import Console
 
+from mpstream.cli import COLLECTOR_APP_KEY
 from mpstream.errors import UserError
 from mpstream.paths import BUILD_DIR, DEFAULT_MEDIA, MEDIA_CACHE, REPO_ROOT
 from mpstream.sending import SendOptions
-from mpstream.server.stack import ServerStack
+from mpstream.server.stack import APP_SPEC, ServerStack
+
+# Where the app with the run pages finds its results folder.
+RESULTS_ENV = "MPSTREAM_RESULTS_DIR"
 
 
 def find_media(cwd: Path | None = None) -> Path:
@@ -96,6 +100,19 @@ def parse_listen(text: str) -> tuple[str, int]:
     return addr, number
 
 
+def run_pages_app(results: Path | None) -> tuple[str, dict[str, str]]:
+    """The collector app to run and its environment: with the run pages of `results` when the
+    `mpstream` command composed them (mpstream/cli.py), else the collector alone."""
+    app = click.get_current_context().meta.get(COLLECTOR_APP_KEY)
+    if app is None:
+        return APP_SPEC, {}
+    if results is not None and not results.is_dir():
+        raise UserError(f"--results {results}: no such folder; give the folder that holds "
+                        "the run folders (`mpstream run --out` writes one there)")
+    folder = results if results is not None else REPO_ROOT / "results"
+    return app, {RESULTS_ENV: str(folder.resolve())}
+
+
 class _Stop(Exception):
     pass
 
@@ -133,12 +150,16 @@ def _raise_stop(signum: int, _frame: object) -> None:
                    "(docs/penalties/startup.md).")
 @click.option("--tcp-nodelay/--no-tcp-nodelay", default=True, show_default=True,
               help="nginx tcp_nodelay (TCP_NODELAY on keep-alive connections).")
+@click.option("--results", type=click.Path(path_type=Path), default=None,
+              help="Show the run folders here (`mpstream run` writes them) at /runs/ and "
+                   "/api/runs [default: results/].")
 @click.option("--sndbuf", metavar="SIZE",
               help="nginx's socket send buffer (listen sndbuf=, e.g. 4m) [default: autotuned].")
 def serve(
     media: Path | None, netns: str | None, host: str | None, port: int,
     database_url: str | None, plain_tcp: bool, listens: tuple[str, ...],
     announce: tuple[str, ...], tcp_nopush: bool, tcp_nodelay: bool, sndbuf: str | None,
+    results: Path | None,
 ) -> None:
     """Serve media, the player and the QoE collector; prints the URLs; Ctrl-C stops both."""
     from mpstream.hostnet import announced
@@ -157,6 +178,7 @@ def serve(
             f"media directory {media} does not exist: make one with `mpstream encode sample "
             f"--out {media}` (or `make demo`), or pass --media DIR."
         )
+    app, app_env = run_pages_app(results)
     if netns:
         netns = resolve_netns(netns)
     addresses = [parse_listen(text) for text in listens]
@@ -184,10 +206,14 @@ def serve(
             media.resolve(), netns=netns, host=host, port=port, database_url=database_url,
             mptcp=not plain_tcp, workdir=BUILD_DIR / "serve" / str(port),
             also_listen=tuple(a for a in addresses if a != (host, port)), send=send,
+            collector_app=app, collector_env=app_env,
         ) as stack:
             for url in player_urls(stack, media):
                 console.print(f"player     {url}", highlight=False, soft_wrap=True)
             console.print(f"dashboard  {stack.dashboard_url}", highlight=False)
+            if app_env:
+                console.print(f"runs       {stack.base_url}/runs/ ({app_env[RESULTS_ENV]})",
+                              highlight=False)
             console.print(f"API        {stack.api_url}", highlight=False)
             console.print(
                 f"transport  {stack.mptcp_method if not plain_tcp else 'tcp'}"

@@ -265,16 +265,22 @@ def _operation(op: Operation, rule: str, components: _Components) -> dict[str, A
 
 
 def build_document(app: Flask, prefix: str) -> dict[str, Any]:
-    """The document of the routes under `prefix` that carry an @operation."""
+    """The document of the routes that carry an @operation: those under `prefix` relative to
+    it, any other (an app that adds its own, such as the run pages' /api/runs) relative to its
+    first folder, named as the path's own server."""
     components = _Components()
     paths: dict[str, dict[str, Any]] = {}
     for rule in app.url_map.iter_rules():
         op = getattr(app.view_functions[rule.endpoint], "openapi", None)
-        if op is None or not rule.rule.startswith(prefix + "/"):
+        if op is None:
             continue
-        path = _ARGUMENT.sub(r"{\1}", rule.rule.removeprefix(prefix))
+        base = prefix if rule.rule.startswith(prefix + "/") else "/" + rule.rule.split("/")[1]
+        path = _ARGUMENT.sub(r"{\1}", rule.rule.removeprefix(base))
+        item = paths.setdefault(path, {})
+        if base != prefix:
+            item["servers"] = [{"url": base}]
         for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
-            paths.setdefault(path, {})[method.lower()] = _operation(op, rule.rule, components)
+            item[method.lower()] = _operation(op, rule.rule, components)
     return {
         "openapi": "3.1.0",
         "info": {"title": "mpstream QoE collector", "version": "1"},

@@ -96,6 +96,8 @@ class ServerStack:
         api_burst: int = 10000,
         also_listen: tuple[tuple[str, int], ...] = (),
         send: SendOptions | None = None,
+        collector_app: str = APP_SPEC,
+        collector_env: dict[str, str] | None = None,
     ):
         self.media_dir = Path(media_dir)
         self.netns = netns
@@ -111,6 +113,10 @@ class ServerStack:
         self.also_listen = tuple(also_listen)
         # nginx's socket options (tcp_nopush, tcp_nodelay, sndbuf)
         self.send = send or SendOptions()
+        # The app gunicorn runs ("module:factory()"), and what it reads from its environment:
+        # the collector, or an app that adds pages to it (runner/runpages.py).
+        self.collector_app = collector_app
+        self.collector_env = dict(collector_env or {})
         self._own_workdir = workdir is None
         self.workdir = Path(workdir) if workdir else None
         self._database_url = database_url
@@ -256,11 +262,12 @@ class ServerStack:
             MPSTREAM_COLLECTOR_PIDFILE=str(self.collector_pidfile),
             MPSTREAM_NOOP_ENDPOINT="1" if self.noop_endpoint else "0",
         )
+        env.update(self.collector_env)
         if self.collector_workers:
             env["MPSTREAM_COLLECTOR_WORKERS"] = str(self.collector_workers)
         argv = [
             *in_netns(self.netns),
-            sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), APP_SPEC,
+            sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), self.collector_app,
         ]  # fmt: skip
         log = self.logs_dir / "collector.log"
         self.collector = process.spawn(argv, log, env)

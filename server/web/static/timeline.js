@@ -6,16 +6,7 @@
   const tl = JSON.parse(document.getElementById("timeline-data").textContent);
   const width = Math.max(600, Math.min(1100, window.innerWidth - 40));
 
-  function align(seriesList) {
-    const xs = Array.from(new Set(seriesList.flat().map((p) => p[0]))).sort((a, b) => a - b);
-    const index = new Map(xs.map((x, i) => [x, i]));
-    const cols = seriesList.map((pts) => {
-      const col = new Array(xs.length).fill(null);
-      for (const [x, y] of pts) col[index.get(x)] = y;
-      return col;
-    });
-    return [xs, ...cols];
-  }
+  const align = window.alignSeries;
 
   // Shades stall intervals behind the series.
   const stallBands = {

@@ -1,0 +1,444 @@
+"""The run folders under a results folder, read for the run pages (runner/runpages.py): the
+runs there, a run's conditions with their summary figures, and a trial's timeline.
+
+Everything comes from the run folder's own files (layout.py): the report's conditions.csv and
+trials.csv when they are newer than every trial, else the same figures computed from the
+trials by the report's functions (kept in memory until a trial changes). Nothing is copied.
+
+Only folders under the results folder are ever read: a run id or trial key is a plain name
+(no separator, no leading dot), and a name that is a symbolic link, or whose folder resolves
+anywhere else, is no run (`NotARun`), as if it did not exist.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from collections import defaultdict
+from datetime import UTC, datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from mpstream.runner.layout import RUN_JSON, TRIAL_JSON, TRIALS, TrialData, load_trials, read_json
+from mpstream.runner.record import load_record
+
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=-]{0,199}")
+REPORT = "report"
+# Per-path throughput is drawn in bins of this many seconds (the samplers poll every 100 ms).
+THROUGHPUT_BIN_S = 0.5
+
+
+class NotARun(LookupError):
+    """A run id or trial key that names no run folder (or trial) under the results folder."""
+
+
+# --- what the pages and the API give (also their OpenAPI schemas) ---
+
+
+class RunOut(BaseModel):
+    """A run folder: its id (the folder's name), its scenario, when its first trial started,
+    and how many of its trials finished, and finished ok."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    scenario: str
+    description: str
+    started: str | None
+    trials: int
+    ok: int
+    failed: int
+    planned: int
+
+
+class RunsOut(BaseModel):
+    """GET /api/runs"""
+
+    model_config = ConfigDict(extra="forbid")
+    runs: list[RunOut]
+
+
+class FigureOut(BaseModel):
+    """One metric of a condition over its ok trials: mean, sample sd and the 95% interval of
+    the mean (null where n is too small); units as in the report."""
+
+    model_config = ConfigDict(extra="forbid")
+    metric: str
+    name: str
+    unit: str
+    n: int
+    mean: float | None
+    sd: float | None
+    ci95_low: float | None
+    ci95_high: float | None
+
+
+class ConditionOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    label: str  # the scenario's condition label (balanced, unbalanced, single, ...)
+    group: str  # label[/player][/browser]...: the factors that vary in the run
+    trials: int
+    ok: int
+    failed: int
+    figures: list[FigureOut]
+
+
+class TrialOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    key: str
+    condition: str
+    group: str
+    status: str
+    reason: str
+    transport: str | None
+    started: str | None
+    metrics: dict[str, float | None]
+
+
+class RunDetailOut(BaseModel):
+    """GET /api/runs/{run_id}: the run's conditions side by side, and its trials."""
+
+    model_config = ConfigDict(extra="forbid")
+    run: RunOut
+    source: str  # where the figures came from: report/conditions.csv, or computed
+    conditions: list[ConditionOut]
+    trial_list: list[TrialOut]
+
+
+class PathEventOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    t_s: float
+    path: int
+    what: str
+
+
+class TimelineOut(BaseModel):
+    """GET /api/runs/{run_id}/trials/{key}/timeline: a trial over time, in seconds on the
+    trial clock (the kernel samplers'), or on the page's clock when the two cannot be joined
+    (`clock`). Points are [t_s, value]; rates in bit/s, levels in seconds."""
+
+    model_config = ConfigDict(extra="forbid")
+    key: str
+    condition: str
+    status: str
+    reason: str
+    transport: str | None
+    clock: str  # "trial" or "page"
+    paths: list[str]
+    throughput_bps: list[list[list[float]]]  # per path: [t_s, bit/s] per bin
+    buffer_s: list[list[float]]
+    bitrate_bps: list[list[float]]  # the rendition playing, from each switch on
+    segment_rate_bps: list[list[float]]  # each video segment's download rate, at its end
+    stalls: list[list[float]]  # [start, end]
+    path_events: list[PathEventOut]
+    end_s: float
+
+
+# --- finding run folders, and nothing else ---
+
+
+def run_folder(results: Path, run_id: str) -> Path:
+    """The folder of run `run_id` directly under `results`; NotARun for any other name."""
+    return _child(Path(results), run_id, RUN_JSON)
+
+
+def trial_folder(run_dir: Path, key: str) -> Path:
+    return _child(run_dir / TRIALS, key, TRIAL_JSON)
+
+
+def _child(parent: Path, name: str, marker: str) -> Path:
+    if not NAME.fullmatch(name):
+        raise NotARun(name)
+    path = parent / name
+    if path.is_symlink() or not (path / marker).is_file() or (path / marker).is_symlink():
+        raise NotARun(name)
+    if path.resolve().parent != parent.resolve():
+        raise NotARun(name)
+    return path
+
+
+def _inside(run_dir: Path, names: list[str]) -> list[str]:
+    """The names of trial folders that are plain folders of this run (no link, nothing
+    outside)."""
+    return [n for n in names if _is_trial(run_dir, n)]
+
+
+def _is_trial(run_dir: Path, name: str) -> bool:
+    try:
+        trial_folder(run_dir, name)
+    except NotARun:
+        return False
+    return True
+
+
+def _no_links_out(folder: Path) -> None:
+    """NotARun when a file of a trial folder is a symbolic link (it could lead anywhere)."""
+    for entry in folder.iterdir():
+        if entry.is_symlink():
+            raise NotARun(folder.name)
+
+
+# --- the list ---
+
+
+def list_runs(results: Path) -> list[RunOut]:
+    """The run folders directly under `results`, newest first."""
+    results = Path(results)
+    if not results.is_dir():
+        return []
+    out = []
+    for entry in results.iterdir():
+        try:
+            out.append(run_info(run_folder(results, entry.name)))
+        except NotARun:
+            continue
+    out.sort(key=lambda r: (r.started or "", r.id), reverse=True)
+    return out
+
+
+def _trial_jsons(run_dir: Path) -> list[tuple[str, dict[str, Any]]]:
+    """(folder name, trial record as JSON) of each finished trial."""
+    trials = run_dir / TRIALS
+    names = sorted(p.name for p in trials.iterdir()) if trials.is_dir() else []
+    out = []
+    for name in _inside(run_dir, names):
+        data = read_json(trials / name / TRIAL_JSON)
+        if isinstance(data, dict):
+            out.append((name, data))
+    return out
+
+
+def trial_keys(run_dir: Path) -> list[str]:
+    """The run's finished trials, in the order they ran."""
+    trials = _trial_jsons(run_dir)
+    trials.sort(key=lambda t: (t[1].get("order", 0), t[0]))
+    return [name for name, _ in trials]
+
+
+def run_info(run_dir: Path) -> RunOut:
+    run = read_json(run_dir / RUN_JSON) or {}
+    trials = [data for _, data in _trial_jsons(run_dir)]
+    started = min((t["started_at"] for t in trials if t.get("started_at")), default=None)
+    if started is None:
+        started = datetime.fromtimestamp((run_dir / RUN_JSON).stat().st_mtime, UTC).isoformat()
+    ok = sum(1 for t in trials if t.get("status") == "ok")
+    return RunOut(id=run_dir.name, scenario=str(run.get("scenario") or run_dir.name),
+                  description=" ".join(str(run.get("description") or "").split()),
+                  started=started, trials=len(trials), ok=ok, failed=len(trials) - ok,
+                  planned=len(run.get("plan") or []))
+
+
+# --- a run's conditions ---
+
+
+def run_detail(run_dir: Path) -> RunDetailOut:
+    """The run's conditions with their figures, from the report's CSV files when they are up to
+    date, else computed (and kept while no trial changes)."""
+    info = run_info(run_dir)
+    for name in _inside(run_dir, sorted(p.name for p in (run_dir / TRIALS).glob("*"))):
+        _no_links_out(run_dir / TRIALS / name)
+    run = read_json(run_dir / RUN_JSON) or {}
+    planned = [str(c.get("label")) for c in run.get("conditions") or []]
+    from_csv = _from_report(run_dir)
+    if from_csv is not None:
+        conditions, trials = from_csv
+        source = f"{REPORT}/conditions.csv"
+    else:
+        conditions, trials = _computed(run_dir, _signature(run_dir))
+        source = "computed from the trials"
+    order = {label: i for i, label in enumerate(planned)}
+    conditions = sorted(conditions, key=lambda c: (order.get(c.label, len(order)), c.group))
+    return RunDetailOut(run=info, source=source, conditions=conditions, trial_list=trials)
+
+
+def _signature(run_dir: Path) -> tuple[tuple[str, int], ...]:
+    """What the computed figures depend on: each trial record and when it was written."""
+    found = []
+    for path in sorted((run_dir / TRIALS).glob(f"*/{TRIAL_JSON}")):
+        if _is_trial(run_dir, path.parent.name):
+            found.append((path.parent.name, path.stat().st_mtime_ns))
+    return tuple(found)
+
+
+def _finite(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) or math.isinf(f) else f
+
+
+def _label(metric: str) -> tuple[str, str]:
+    from mpstream.runner.report import metric_label
+
+    return metric_label(metric)
+
+
+def _counts(records: list[TrialData], group_of_trial: dict[str, str]
+            ) -> dict[str, tuple[int, int]]:
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for rec in records:
+        counts[group_of_trial[rec.key]][0 if rec.ok else 1] += 1
+    return {g: (ok, failed) for g, (ok, failed) in counts.items()}
+
+
+def _trial_out(rec: TrialData, group: str, metrics: dict[str, Any]) -> TrialOut:
+    r = rec.record
+    return TrialOut(key=rec.key, condition=rec.condition, group=group, status=r.status,
+                    reason=r.reason or r.player_failure or "", transport=r.transport,
+                    started=r.started_at,
+                    metrics={m: _finite(v) for m, v in metrics.items() if m != "key"})
+
+
+def _from_report(run_dir: Path) -> tuple[list[ConditionOut], list[TrialOut]] | None:
+    """The report's figures, if its CSV files are newer than every trial record."""
+    conditions_csv, trials_csv = (run_dir / REPORT / name for name in ("conditions.csv",
+                                                                       "trials.csv"))
+    if any(not p.is_file() or p.is_symlink() for p in (conditions_csv, trials_csv)):
+        return None
+    written = min(conditions_csv.stat().st_mtime_ns, trials_csv.stat().st_mtime_ns)
+    if any(mtime > written for _, mtime in _signature(run_dir)):
+        return None
+    records = {t.key: t for t in load_trials(run_dir)}
+    with trials_csv.open(newline="") as fh:
+        trial_rows = list(csv.DictReader(fh))
+    if {r.get("trial") for r in trial_rows} != set(records):
+        return None  # a trial the report has not seen, or one since removed
+    group_of_trial = {r["trial"]: r["condition"] for r in trial_rows}
+    fixed = {"condition", "trial", "status", "reason", "transport", "scheduler", "path_policy"}
+    trials = [_trial_out(records[r["trial"]], r["condition"],
+                         {k: v for k, v in r.items() if k not in fixed})
+              for r in trial_rows]
+    figures: dict[str, list[FigureOut]] = defaultdict(list)
+    with conditions_csv.open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            name, unit = _label(row["metric"])
+            figures[row["condition"]].append(FigureOut(
+                metric=row["metric"], name=name, unit=row.get("unit") or unit,
+                n=int(row["n"] or 0), mean=_finite(row["mean"]), sd=_finite(row["sd"]),
+                ci95_low=_finite(row["ci95_low"]), ci95_high=_finite(row["ci95_high"])))
+    counts = _counts(list(records.values()), group_of_trial)
+    groups = list(dict.fromkeys([*figures, *counts]))
+    return [_condition(g, counts.get(g, (0, 0)), figures.get(g, [])) for g in groups], trials
+
+
+def _condition(group: str, counts: tuple[int, int], figures: list[FigureOut]) -> ConditionOut:
+    ok, failed = counts
+    return ConditionOut(label=group.split("/")[0], group=group, trials=ok + failed, ok=ok,
+                        failed=failed, figures=figures)
+
+
+@lru_cache(maxsize=8)
+def _computed(run_dir: Path, signature: tuple[tuple[str, int], ...]
+              ) -> tuple[list[ConditionOut], list[TrialOut]]:
+    """The report's per-trial figures and per-condition summaries, computed from the trials
+    by the report's own functions (cached by the trials' signature)."""
+    from mpstream.qoe.stats import summarize
+    from mpstream.runner.evidence import trial_evidence
+    from mpstream.runner.metrics import n_paths_of, trial_metrics
+    from mpstream.runner.report import METRIC_LABELS, group_of, varying_factors
+
+    records = load_trials(run_dir)
+    several = varying_factors(records)
+    n_paths = n_paths_of(records)
+    group_of_trial = {rec.key: group_of(rec, several) for rec in records}
+    per_trial: dict[str, dict[str, float]] = {}
+    for rec in records:
+        if rec.ok:
+            per_trial[rec.key] = {**trial_metrics(rec, n_paths),
+                                  **trial_evidence(rec, n_paths).metrics}
+    present = {m for row in per_trial.values() for m, v in row.items() if _finite(v) is not None}
+    order = [m for m in METRIC_LABELS if m in present] + sorted(present - set(METRIC_LABELS))
+    counts = _counts(records, group_of_trial)
+    conditions = []
+    for group in dict.fromkeys(group_of_trial.values()):
+        rows = [per_trial[k] for k, g in group_of_trial.items() if g == group and k in per_trial]
+        figures = []
+        for m in order:
+            s = summarize([row.get(m, math.nan) for row in rows])
+            name, unit = _label(m)
+            figures.append(FigureOut(metric=m, name=name, unit=unit, n=s.n, mean=_finite(s.mean),
+                                     sd=_finite(s.sd), ci95_low=_finite(s.ci_low),
+                                     ci95_high=_finite(s.ci_high)))
+        conditions.append(_condition(group, counts[group], figures))
+    trials = [_trial_out(rec, group_of_trial[rec.key], per_trial.get(rec.key, {}))
+              for rec in records]
+    return conditions, trials
+
+
+# --- a trial's timeline ---
+
+
+def trial_timeline(run_dir: Path, key: str) -> TimelineOut:
+    """What the trial page draws: per-path throughput from the client's kernel samples, the
+    buffer level, the bitrate, each segment's download rate and the stalls from the player's
+    events, and the paths' events (the profile's timed failures, the path policy's toggles)."""
+    from mpstream.runner.evidence import page_clock
+    from mpstream.runner.metrics import binned_by_path
+    from mpstream.server.dashboard import timeline as session_timeline
+
+    folder = trial_folder(run_dir, key)
+    _no_links_out(folder)
+    record = load_record(folder / TRIAL_JSON)
+    if record is None:
+        raise NotARun(key)
+    rec = TrialData(folder, record)
+    events = rec.events
+    page = session_timeline(events) if events else None
+    page_s = page_clock(rec)
+    first_ms = min((e["t_ms"] for e in events), default=0.0)
+    shift = page_s(first_ms) if events else 0.0
+    clock = "trial" if shift is not None else "page"
+    shift = shift or 0.0
+
+    def moved(points: list[list[float]]) -> list[list[float]]:
+        return [[round(t + shift, 3), v] for t, v in points]
+
+    names = [p.name for p in record.paths]
+    bins = binned_by_path(rec.path_samples("client"), rec.receiver_column, THROUGHPUT_BIN_S)
+    throughput = []
+    for p in range(len(names)):
+        by_bin = bins.get(p, {})
+        span = range(min(by_bin), max(by_bin) + 1) if by_bin else range(0)
+        throughput.append([[round((b + 0.5) * THROUGHPUT_BIN_S, 3),
+                            by_bin.get(b, 0.0) * 8 / THROUGHPUT_BIN_S] for b in span])
+    path_events = _path_events(rec, names) if clock == "trial" else []
+    ends = [page["end"] + shift] if page else []
+    ends += [pts[-1][0] for pts in throughput if pts]
+    return TimelineOut(
+        key=rec.key, condition=rec.condition, status=record.status,
+        reason=record.reason or record.player_failure or "", transport=record.transport,
+        clock=clock, paths=names, throughput_bps=throughput,
+        buffer_s=moved(page["buffer"]) if page else [],
+        bitrate_bps=moved(page["bitrate"]) if page else [],
+        segment_rate_bps=moved(page["rates"]) if page else [],
+        stalls=moved(page["stalls"]) if page else [],
+        path_events=path_events, end_s=round(max(ends, default=0.0), 3))
+
+
+def _path_events(rec: TrialData, names: list[str]) -> list[PathEventOut]:
+    """The profile's timed path events and the path policy's toggles on the trial clock."""
+    t0, started = rec.t0_unix, rec.record.events_started_unix
+    out = []
+    if t0 is not None and started is not None:
+        for e in rec.profile.get("events") or []:
+            ref = e.get("path")
+            path = names.index(ref) if isinstance(ref, str) and ref in names else ref
+            if isinstance(path, int) and e.get("at_s") is not None:
+                out.append(PathEventOut(t_s=round(started + float(e["at_s"]) - t0, 3),
+                                        path=path, what=str(e.get("action", "event"))))
+    if t0 is not None:
+        for tg in rec.record.path_policy_toggles:
+            what = "joins" if tg.action == "nobackup" else "leaves"
+            out.append(PathEventOut(t_s=round(tg.t_unix - t0, 3), path=tg.path,
+                                    what=f"policy: {what}"))
+    return sorted(out, key=lambda e: e.t_s)
+
+
+def as_json(model: BaseModel) -> str:
+    """A model as JSON for a page to embed."""
+    return json.dumps(model.model_dump(), separators=(",", ":"))
