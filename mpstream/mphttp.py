@@ -215,6 +215,17 @@ async def read_head(reader: asyncio.StreamReader) -> Head | None:
     return parse_head(raw[:-4])
 
 
+async def final_head(reader: asyncio.StreamReader) -> tuple[Head, int]:
+    """The head of a response and its status, past any 1xx interim heads."""
+    while True:
+        head = await read_head(reader)
+        if head is None:
+            raise ConnectionError("the server closed the connection before answering")
+        status = status_of(head)
+        if not 100 <= status < 200:
+            return head, status
+
+
 def status_of(head: Head) -> int:
     parts = head.first.split(" ", 2)
     if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
@@ -768,13 +779,7 @@ class Fetch:
 
     async def read_response(self, conn: Conn, part: Part) -> None:
         """Reads the response to `part` from `conn` (its reader task calls this)."""
-        while True:
-            head = await read_head(conn.reader)
-            if head is None:
-                raise ConnectionError("the server closed the connection before answering")
-            status = status_of(head)
-            if not 100 <= status < 200:
-                break
+        head, status = await final_head(conn.reader)
         part.head_seen = True
         self.on_head(part, status, head)
         length = head.get("content-length")
@@ -1154,13 +1159,7 @@ class PassRequest:
         self.t_first_byte: float | None = None
 
     async def read_response(self, conn: Conn) -> None:
-        while True:
-            head = await read_head(conn.reader)
-            if head is None:
-                raise ConnectionError("the server closed the connection before answering")
-            status = status_of(head)
-            if not 100 <= status < 200:
-                break
+        head, status = await final_head(conn.reader)
         self.head_seen, self.status, self.t_first_byte = True, status, now()
         self.last_activity = self.t_first_byte
         framed = body_is_framed(head, status, self.method)
