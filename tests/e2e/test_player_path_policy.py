@@ -1,8 +1,9 @@
-"""A session under the deadline path policy, end to end: a free path that fades below the
-ladder a few seconds into playback and a metered path held back. The player's buffer drains,
-the controller reads it from the probe's events and lifts the metered endpoint's backup flag
-(the reason and the buffer level recorded), the metered path carries the video, and the
-session's metered bytes say so; under `always` beside it the metered path carries data from
+"""A session under the deadline path policy, end to end, over kernel MPTCP and over multipath
+QUIC: a free path that fades below the ladder a few seconds into playback and a metered path
+held back. The player's buffer drains, the controller reads it from the probe's events and
+releases the metered path (MPTCP: its endpoint's backup flag; mpquic: the hop gateway's hold),
+with the reason and the buffer level recorded; the metered path carries the video, and the
+session's metered bytes say so. Under `always` beside it the metered path carries data from
 the start."""
 
 import os
@@ -10,10 +11,12 @@ import os
 import pytest
 
 from mpstream import pathpolicy
+from mpstream.jsonlines import read_json_lines
 from mpstream.netem.profile import load_profile
 from mpstream.netem.topology import Topology
 from mpstream.player.session import MANIFESTS
 from mpstream.server.stack import ServerStack
+from mpstream.transport import get_transport
 from tests.sessions import play
 
 pytestmark = [pytest.mark.long, pytest.mark.timeout(600)]  # make test-paths
@@ -53,20 +56,24 @@ set = {{ rate = "100kbit", queue_bytes = 30000 }}
     return load_profile(path)
 
 
-def _session(tmp_path, media, policy):
+def _session(tmp_path, media, policy, transport="mptcp"):
     profile = pathpolicy.fit_profile(_profile(tmp_path), policy)
-    with Topology.up(profile, name=f"pp{policy[:2]}{os.getpid() % 10000}") as topo, \
+    name = f"pp{policy[:2]}{transport[2]}{os.getpid() % 10000}"
+    with Topology.up(profile, name=name) as topo, \
             ServerStack(media, netns=topo.server_ns, host=topo.server_addr,
-                        mptcp=True) as stack:
+                        mptcp=get_transport(transport).kernel_mptcp) as stack:
         topo.start_events()
         return play(topo, stack, player="dashjs", manifest_path=MANIFESTS["dashjs"],
-                    transport="mptcp", duration_s=PLAY_S, buffer_s=BUFFER_S, path_policy=policy,
-                    metered=profile.metered_paths(), deadline_marks=MARKS,
-                    session_id=f"e2e-policy-{policy}-{os.getpid()}")
+                    transport=transport, duration_s=PLAY_S, buffer_s=BUFFER_S,
+                    path_policy=policy, metered=profile.metered_paths(), deadline_marks=MARKS,
+                    workdir=tmp_path / "carrier",
+                    session_id=f"e2e-policy-{policy}-{transport}-{os.getpid()}")
 
 
-def test_deadline_brings_the_metered_path_in_when_the_buffer_runs_low(tiny_media, tmp_path):
-    result = _session(tmp_path, tiny_media, "deadline")
+@pytest.mark.parametrize("transport", ["mptcp", "mpquic"])
+def test_deadline_brings_the_metered_path_in_when_the_buffer_runs_low(tiny_media, tmp_path,
+                                                                      transport):
+    result = _session(tmp_path, tiny_media, "deadline", transport)
     assert result["failure"] is None, result
     assert result["path_policy"] == "deadline"
     toggles = result["path_policy_toggles"]
@@ -80,6 +87,11 @@ def test_deadline_brings_the_metered_path_in_when_the_buffer_runs_low(tiny_media
     assert 0 < result["metered_share"] < 1
     assert result["metered_cost"] == pytest.approx(result["metered_bytes"] / 1e9 * 10.0,
                                                    rel=1e-3)
+    if transport == "mpquic":
+        # The sender itself was told: the gateway logged the release of the metered address.
+        said = read_json_lines(tmp_path / "carrier" / "quic-gateway.jsonl")
+        changes = [e["event"] for e in said if e.get("event") in ("hold", "release")]
+        assert changes[:1] == ["release"], said
 
 
 def test_always_uses_the_metered_path_from_the_start(tiny_media, tmp_path):
