@@ -105,6 +105,26 @@ static void json_ms(FILE *f, const char *key, double ms)
         fprintf(f, "\"%s\": %.3f", key, ms);
 }
 
+/* Sojourn times as "<prefix>mean_ms", max, p50, p95 and p99, comma-separated: the exact mean
+ * and max, the percentiles from the histogram (qdelay.h). */
+static void json_delays(FILE *f, const char *prefix, uint64_t packets, uint64_t sum_ns,
+                        uint64_t max_ns, const uint64_t *hist)
+{
+    static const struct { const char *name; double q; } pct[] = {
+        {"p50_ms", 0.50}, {"p95_ms", 0.95}, {"p99_ms", 0.99}};
+    char key[64];
+    snprintf(key, sizeof key, "%smean_ms", prefix);
+    json_ms(f, key, packets ? (double)sum_ns / (double)packets / 1e6 : NAN);
+    snprintf(key, sizeof key, "%smax_ms", prefix);
+    fprintf(f, ", ");
+    json_ms(f, key, packets ? (double)max_ns / 1e6 : NAN);
+    for (unsigned i = 0; i < sizeof pct / sizeof pct[0]; i++) {
+        snprintf(key, sizeof key, "%s%s", prefix, pct[i].name);
+        fprintf(f, ", ");
+        json_ms(f, key, qdelay_percentile_ms(hist, pct[i].q));
+    }
+}
+
 /* One closed window: when (Unix time of its start), what left the rate server, the capacity,
  * the sojourn times (exact mean and max, percentiles from the histogram) and the histogram
  * itself as [bucket, count] pairs, so that windows pool into any span's percentiles. */
@@ -112,21 +132,12 @@ static void write_window(void *ctx, const struct qdelay_window *w)
 {
     struct delay_log *log = ctx;
     FILE *f = log->f;
-    double mean = w->packets ? (double)w->sum_ns / (double)w->packets / 1e6 : NAN;
     fprintf(f, "{\"t\": %.3f, \"dir\": \"%s\", \"dt_s\": %.3f, \"packets\": %llu, "
             "\"bytes\": %llu, \"capacity_bytes\": %.0f, ",
             (double)((int64_t)w->start + log->realtime_offset_ns) / 1e9, log->dir,
             (double)QDELAY_WINDOW_NS / 1e9, (unsigned long long)w->packets,
             (unsigned long long)w->bytes, w->capacity_bits / 8);
-    json_ms(f, "mean_ms", mean);
-    fprintf(f, ", ");
-    json_ms(f, "max_ms", w->packets ? (double)w->max_ns / 1e6 : NAN);
-    fprintf(f, ", ");
-    json_ms(f, "p50_ms", qdelay_percentile_ms(w->hist, 0.50));
-    fprintf(f, ", ");
-    json_ms(f, "p95_ms", qdelay_percentile_ms(w->hist, 0.95));
-    fprintf(f, ", ");
-    json_ms(f, "p99_ms", qdelay_percentile_ms(w->hist, 0.99));
+    json_delays(f, "", w->packets, w->sum_ns, w->max_ns, w->hist);
     fprintf(f, ", \"hist\": [");
     const char *sep = "";
     for (unsigned b = 0; b < QDELAY_BUCKETS; b++)
@@ -316,16 +327,7 @@ static void write_link_stats(FILE *f, const struct emulator *em, int d)
     /* Each packet's queueing delay over the emulator's life (qdelay.h). */
     const struct qdelay *q = &l->qd;
     fprintf(f, "\"queue_delay_packets\": %llu, ", (unsigned long long)q->packets);
-    json_ms(f, "queue_delay_mean_ms",
-            q->packets ? (double)q->sum_ns / (double)q->packets / 1e6 : NAN);
-    fprintf(f, ", ");
-    json_ms(f, "queue_delay_max_ms", q->packets ? (double)q->max_ns / 1e6 : NAN);
-    fprintf(f, ", ");
-    json_ms(f, "queue_delay_p50_ms", qdelay_percentile_ms(q->hist, 0.50));
-    fprintf(f, ", ");
-    json_ms(f, "queue_delay_p95_ms", qdelay_percentile_ms(q->hist, 0.95));
-    fprintf(f, ", ");
-    json_ms(f, "queue_delay_p99_ms", qdelay_percentile_ms(q->hist, 0.99));
+    json_delays(f, "queue_delay_", q->packets, q->sum_ns, q->max_ns, q->hist);
     fprintf(f, "}");
 }
 
