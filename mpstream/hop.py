@@ -28,7 +28,7 @@ from mpstream.errors import UserError
 from mpstream.jsonlines import read_json_lines
 from mpstream.network import Network
 from mpstream.paths import BUILD_DIR
-from mpstream.proc import keyed_line, ready_line, stop
+from mpstream.proc import await_ready, keyed_line, stop
 from mpstream.proof import Proof
 
 HOP_BINARY = BUILD_DIR / "mpstream-quic"
@@ -266,14 +266,8 @@ class QuicHop:
 
 
 def _ready(proc: subprocess.Popen[str], name: str) -> dict:
-    """The program's ready line; an error with its words if it exits first."""
-    said = ready_line(proc, READY_TIMEOUT_S)
-    if said is not None:
-        return said
-    if proc.poll() is not None:
-        raise UserError(f"the QUIC hop's {name} exited ({proc.returncode}) before it was "
-                        f"ready: {_last_words(proc)}")
-    raise UserError(f"the QUIC hop's {name} was not ready after {READY_TIMEOUT_S:g} s")
+    return await_ready(proc, f"the QUIC hop's {name}", READY_TIMEOUT_S,
+                       lambda: _last_words(proc))
 
 
 def _last_words(proc: subprocess.Popen[str]) -> str:

@@ -22,11 +22,10 @@ from pathlib import Path
 from typing import ClassVar, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from mpstream.errors import UserError
 from mpstream.jsonlines import read_json_lines
 from mpstream.mphttp import DEFAULT_SCHEDULER, IMPLEMENTATION, SCHEDULERS
 from mpstream.network import Network
-from mpstream.proc import ready_line, stop
+from mpstream.proc import await_ready, stop
 from mpstream.proof import Proof
 from mpstream.transport import Carrier, Transport, register
 
@@ -199,16 +198,8 @@ def _origin(url: str) -> str:
 
 
 def _ready(proc: subprocess.Popen[str], stderr: Path) -> dict:
-    """The proxy's ready line; an error with its words if it exits first."""
-    said = ready_line(proc, READY_TIMEOUT_S)
-    if said is not None:
-        return said
-    if proc.poll() is not None:
-        raise UserError(f"the mphttp proxy exited ({proc.returncode}) before it was ready: "
-                        f"{_last_words(stderr)}")
-    stop(proc, timeout=2.0)
-    raise UserError(f"the mphttp proxy was not ready after {READY_TIMEOUT_S:g} s (it connects "
-                    f"once on each path first: is the server up?)")
+    return await_ready(proc, "the mphttp proxy", READY_TIMEOUT_S, lambda: _last_words(stderr),
+                       " (it connects once on each path first: is the server up?)")
 
 
 def _last_words(stderr: Path) -> str:

@@ -14,8 +14,10 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from mpstream.errors import UserError
 
 
 def pid_alive(pid: int) -> bool:
@@ -144,6 +146,20 @@ def ready_line(proc: subprocess.Popen[str], timeout_s: float) -> dict | None:
     stdout with a "ready" key. None when it exits first or `timeout_s` pass (the caller says
     which, with the program's own last words)."""
     return keyed_line(proc, "ready", timeout_s)
+
+
+def await_ready(proc: subprocess.Popen[str], what: str, timeout_s: float,
+                last_words: Callable[[], str], hint: str = "") -> dict:
+    """`proc`'s ready line (ready_line); a UserError naming `what` with the program's last
+    words if it exits first, or, stopping it, with `hint` if it is not ready in time."""
+    said = ready_line(proc, timeout_s)
+    if said is not None:
+        return said
+    if proc.poll() is not None:
+        raise UserError(f"{what} exited ({proc.returncode}) before it was ready: "
+                        f"{last_words()}")
+    stop(proc, timeout=2.0)
+    raise UserError(f"{what} was not ready after {timeout_s:g} s{hint}")
 
 
 def keyed_line(proc: subprocess.Popen[str], key: str, timeout_s: float) -> dict | None:
