@@ -213,7 +213,7 @@ def serve(
             console.print(f"dashboard  {stack.dashboard_url}", highlight=False)
             if app_env:
                 console.print(f"runs       {stack.base_url}/runs/ ({app_env[RESULTS_ENV]})",
-                              highlight=False)
+                              highlight=False, soft_wrap=True)
             console.print(f"API        {stack.api_url}", highlight=False)
             console.print(
                 f"transport  {stack.mptcp_method if not plain_tcp else 'tcp'}"

@@ -41,6 +41,20 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+def read_until_ready(proc: subprocess.Popen, timeout_s: float = 90) -> str:
+    """What `serve` printed up to its `ready` line (or its end, or the timeout)."""
+    lines = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if line.startswith("ready"):
+            break
+    return "".join(lines)
+
+
 @pytest.fixture(scope="module")
 def media(tmp_path_factory):
     return make_tiny_media(tmp_path_factory.mktemp("media"), seconds=4)
@@ -54,16 +68,7 @@ def test_serve_prints_urls_and_stops_cleanly_on_sigint(media, tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
-        lines = []
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if line.startswith("ready"):
-                break
-        out = "".join(lines)
+        out = read_until_ready(proc)
         assert "ready" in out, out
         base = f"http://127.0.0.1:{port}"
         assert f"dashboard  {base}/dashboard/" in out

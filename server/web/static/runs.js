@@ -14,7 +14,13 @@
   const EVENT_STROKE = "#6a3d9a";
   let charts = [];
 
-  const align = window.alignSeries;
+  // The x axis spans the whole trial, from 0 to its end (also when zoomed out again): a
+  // frame of two empty points is aligned with the series, then left out.
+  function align(seriesList, end) {
+    const aligned = window.alignSeries([[[0, null], [end, null]], ...seriesList]);
+    aligned.splice(1, 1);
+    return aligned;
+  }
 
   const mbit = (pts) => pts.map(([x, y]) => [x, y / 1e6]);
   // A rendition plays until the next switch, the last until the trial's end.
@@ -73,12 +79,12 @@
     }
   }
 
-  function chart(id, title, height, series, data, trials, end) {
+  function chart(id, title, height, series, data, trials) {
     const el = document.getElementById(id);
     el.textContent = "";
     return new uPlot({
       width: width, height: height, plugins: [backdrop(trials)],
-      scales: { x: { time: false, range: (_u, min, max) => (min == null ? [0, end] : [min, max]) } },
+      scales: { x: { time: false } },
       cursor: { sync: { key: "trial" } },
       hooks: { setScale: [syncZoom] },
       axes: [{ label: "time (s)" }, { label: title }],
@@ -108,9 +114,9 @@
           spanGaps: false, points: { show: true, size: 7, fill: i ? "#c5b0d5" : "#ff7f0e" } });
     });
     charts = [
-      chart("chart-throughput", "Mbit/s", 240, tputSeries, align(tput), trials, end),
-      chart("chart-buffer", "seconds", 200, bufferSeries, align(buffer), trials, end),
-      chart("chart-rate", "Mbit/s", 240, rateSeries, align(rate), trials, end),
+      chart("chart-throughput", "Mbit/s", 240, tputSeries, align(tput, end), trials),
+      chart("chart-buffer", "seconds", 200, bufferSeries, align(buffer, end), trials),
+      chart("chart-rate", "Mbit/s", 240, rateSeries, align(rate, end), trials),
     ];
     window.runCharts = { throughput: charts[0], buffer: charts[1], rate: charts[2] };
     document.body.dataset.trials = trials.map((tl) => tl.key).join(" ");
