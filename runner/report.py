@@ -17,7 +17,6 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from mpstream.errors import UserError
 from mpstream.qoe.stats import Summary, summarize
-from mpstream.runner import figures
 from mpstream.runner.evidence import TrialEvidence, timeline_figure, trial_evidence
 from mpstream.runner.layout import QUEUE_DELAY_DIR, RUN_JSON, TrialData, load_trials, read_json
 from mpstream.runner.metrics import (
@@ -502,6 +501,9 @@ def _traced_links(rec: TrialData) -> dict[str, list[dict]]:
 
 
 def _write_figures(report: Report, records, several: frozenset[str], n_paths: int) -> list[Path]:
+    # matplotlib loads here, not with the report's figures and labels (the run pages read those).
+    from mpstream.runner import figures
+
     ok = [r for r in records if r.ok]
     seg: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     recv_series: dict[str, list[dict]] = defaultdict(list)
