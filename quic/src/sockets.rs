@@ -57,9 +57,23 @@ mod tests {
 
     use super::*;
 
+    /// The socket's protocol as the kernel reports it (SO_PROTOCOL): IPPROTO_MPTCP (262) for
+    /// an MPTCP socket, IPPROTO_TCP (6) for a plain one.
+    fn protocol<S: std::os::fd::AsFd>(socket: &S) -> Protocol {
+        socket2::SockRef::from(socket)
+            .protocol()
+            .unwrap()
+            .expect("SO_PROTOCOL")
+    }
+
     #[tokio::test]
     async fn an_mptcp_listener_takes_mptcp_and_plain_tcp() {
         let listener = listen("127.0.0.1:0".parse().unwrap(), true).unwrap();
+        assert_eq!(protocol(&listener), Protocol::MPTCP);
+        assert_eq!(
+            protocol(&listen("127.0.0.1:0".parse().unwrap(), false).unwrap()),
+            Protocol::TCP
+        );
         let addr = listener.local_addr().unwrap();
         for mptcp in [true, false] {
             let (client, accepted) = tokio::join!(
@@ -67,6 +81,20 @@ mod tests {
                 listener.accept()
             );
             let (mut client, (mut server, _)) = (client.unwrap(), accepted.unwrap());
+            let want = if mptcp {
+                Protocol::MPTCP
+            } else {
+                Protocol::TCP
+            };
+            assert_eq!(
+                protocol(&client),
+                want,
+                "the client's socket (mptcp: {mptcp})"
+            );
+            // An MPTCP client's connection is MPTCP at the listener's end too.
+            if mptcp {
+                assert_eq!(protocol(&server), Protocol::MPTCP, "the accepted socket");
+            }
             client.write_all(b"ping").await.unwrap();
             let mut got = [0u8; 4];
             server.read_exact(&mut got).await.unwrap();
