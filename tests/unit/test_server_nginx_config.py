@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from mpstream.errors import UserError
 from mpstream.sending import SendOptions
 from mpstream.server.nginx import NginxConfig, supports_multipath_listen
 
@@ -67,11 +68,14 @@ def test_nginx_accepts_the_configuration(config):
     assert path.is_file() and (config.workdir / "tmp" / "body").is_dir()
 
 
-def test_this_nginx_has_no_multipath_listen_option():
-    # Debian 12's nginx 1.22 predates `listen ... multipath`; mptcpize is the fallback.
-    import subprocess
-
-    version = subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr
-    if "nginx/1.22" in version:
-        assert supports_multipath_listen() is False
-    assert Path("/usr/bin/mptcpize").exists() or supports_multipath_listen()
+def test_the_multipath_probe_says_whether_nginx_takes_our_multipath_listen(config):
+    # The probe (a throwaway configuration) decides whether `serve` writes `listen ...
+    # multipath` or wraps nginx in mptcpize; whichever nginx is installed, the project's own
+    # configuration with that listen must meet the probe's answer.
+    mp = NginxConfig(**{**config.__dict__, "multipath": True})
+    if supports_multipath_listen():
+        mp.write()  # nginx -t accepts it
+    else:
+        with pytest.raises(UserError, match='"multipath"'):
+            mp.write()
+        assert Path("/usr/bin/mptcpize").exists(), "no multipath listen and no mptcpize"
