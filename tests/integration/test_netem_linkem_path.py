@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import signal
@@ -25,13 +26,12 @@ import pytest
 
 from mpstream.netem.check import rtt_slack_ms
 from mpstream.paths import BUILD_DIR, REPO_ROOT
+from tests.waiting import wait_until
 
 EMULATOR = BUILD_DIR / "mpstream-linkem"
 CLIENT_ADDR = "10.77.1.1"
 SERVER_ADDR = "10.77.2.1"
-
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
-
+PING_WAIT_S = 1  # how long ping waits for a reply
 
 def sh(*argv: str, **kw) -> subprocess.CompletedProcess:
     kw.setdefault("check", True)
@@ -124,7 +124,7 @@ class EmulatedPath:
 
     def ping_rtts(self, count: int, interval: float = 0.02, size: int = 56) -> list[float]:
         r = self.run("client", "ping", "-n", "-c", str(count), "-i", str(interval),
-                     "-s", str(size), "-W", "1", SERVER_ADDR, check=False)
+                     "-s", str(size), "-W", str(PING_WAIT_S), SERVER_ADDR, check=False)
         return [float(m) for m in re.findall(r"time=([\d.]+) ms", r.stdout)]
 
     def iperf3(self, *args: str, seconds: int = 5) -> dict:
@@ -231,19 +231,51 @@ def test_loss_and_stats_on_sigterm(path):
 
 
 def test_down_event_and_event_clock_restart(path):
+    sent = lost = 0
+
+    def pings(n: int) -> int:
+        """Echo requests through the path, one at a time; how many came back."""
+        nonlocal sent, lost
+        back = len(path.ping_rtts(n, interval=0.05))
+        sent, lost = sent + n, lost + n - back
+        return back
+
+    def goes_down_between(earliest: float, latest: float) -> None:
+        """Pings one at a time until one is lost: the path must go down no earlier than
+        `earliest` and no later than `latest` (monotonic clock)."""
+        up_at = -math.inf
+        while True:
+            launched = time.monotonic()
+            if not pings(1):
+                break
+            up_at = launched  # the path carried a request sent after this
+            assert launched < latest + 10, "the path never went down"
+        # ping waits PING_WAIT_S after sending the request it then finds lost
+        down_by = time.monotonic() - PING_WAIT_S
+        assert down_by >= earliest, f"down {earliest - down_by:.3f} s before its event"
+        assert up_at < latest, f"still up {up_at - latest:.3f} s after its event"
+
+    before = time.monotonic()
     stats_path = path.start({"delay_ms": 1}, events=[{"at_s": 1.0, "set": {"down": True}}])
-    assert len(path.ping_rtts(5, interval=0.05)) == 5  # before the event
-    time.sleep(1.0)
-    assert path.ping_rtts(5, interval=0.05) == []  # down in both directions
+    ready = time.monotonic()
+    assert pings(5) == 5  # before the event
+    # The emulator's clock starts between `before` and `ready`.
+    goes_down_between(before + 1.0, ready + 1.0)
+    assert pings(5) == 0  # down in both directions
+    signalled = time.monotonic()
     path.emulator.send_signal(signal.SIGUSR1)  # back to the configured link, t = 0 now
-    time.sleep(0.05)
-    assert len(path.ping_rtts(5, interval=0.05)) == 5
-    time.sleep(1.0)
-    assert path.ping_rtts(3, interval=0.05) == []  # the event fired again
+    wait_until(lambda: pings(1), 10, "the path is up again after SIGUSR1", 0)
+    handled = time.monotonic()  # the emulator restarted its clock before this
+    goes_down_between(signalled + 1.0, handled + 1.0)  # the event fired again
+    assert pings(3) == 0
     assert path.stop_emulator() == 0
     stats = json.loads(stats_path.read_text())
     assert stats["events_applied"] == 2
-    assert stats["a_to_b"]["dropped_down_packets"] == 8
+    # Each lost ping is one packet the down link dropped: its echo request, or (when the link
+    # went down between the two) its reply.
+    down = [stats[d]["dropped_down_packets"] for d in ("a_to_b", "b_to_a")]
+    assert sum(down) == lost and down[1] <= 2, (down, lost, sent)
+    assert stats["a_to_b"]["packets_in"] == sent
 
 
 def test_teardown_leaves_nothing(tmp_path):
