@@ -7,7 +7,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from mpstream.manifests.codecs import codec_family
 from mpstream.manifests.isobmff import read_sample_entries
 from mpstream.manifests.validate import validate_media_tree
 from mpstream.proc import child_pids, pid_alive
+from tests.waiting import wait_until
 
 DURATION = 6.0
 SEGMENT = 2.0
@@ -187,15 +187,13 @@ def test_interrupt_leaves_no_tree_no_staging_and_no_ffmpeg(tmp_path, signum):
          "--duration", "120", "--segment-duration", "2", "--out", str(out), "--quiet"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
-    ffmpeg = set()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not ffmpeg:
-        ffmpeg = {p for p in child_pids(proc.pid)
-                  if Path(f"/proc/{p}/comm").read_text().strip() == "ffmpeg"}
-        time.sleep(0.2)
-    assert ffmpeg, "the encode never started ffmpeg"
-    time.sleep(1.0)
-    assert any(p.name.startswith(".media.partial-") for p in tmp_path.iterdir())
+    ffmpeg = wait_until(lambda: {p for p in child_pids(proc.pid)
+                                 if Path(f"/proc/{p}/comm").read_text().strip() == "ffmpeg"},
+                        60, "the encode starts ffmpeg", 0.2)
+    # Interrupted mid-encode: ffmpeg has written into the staging folder.
+    wait_until(lambda: any(f.stat().st_size > 0
+                           for f in tmp_path.glob(".media.partial-*/work/*") if f.is_file()),
+               60, "ffmpeg writes into the staging folder")
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode != 0
