@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import re
 from collections import defaultdict
 from datetime import UTC, datetime
@@ -24,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from mpstream.runner.layout import RUN_JSON, TRIAL_JSON, TRIALS, TrialData, load_trials, read_json
+from mpstream.runner.layout import RUN_JSON, TRIAL_JSON, TRIALS, TrialData, read_json
 from mpstream.runner.record import load_record
 
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=-]{0,199}")
@@ -147,24 +148,32 @@ def run_folder(results: Path, run_id: str) -> Path:
 
 
 def trial_folder(run_dir: Path, key: str) -> Path:
-    return _child(run_dir / TRIALS, key, TRIAL_JSON)
+    """A finished trial's folder, trials/<key>/, of a run folder; NotARun for any other."""
+    return _child(run_dir, f"{TRIALS}/{key}", TRIAL_JSON, name=key)
 
 
-def _child(parent: Path, name: str, marker: str) -> Path:
-    if not NAME.fullmatch(name):
-        raise NotARun(name)
-    path = parent / name
-    if path.is_symlink() or not (path / marker).is_file() or (path / marker).is_symlink():
-        raise NotARun(name)
-    if path.resolve().parent != parent.resolve():
-        raise NotARun(name)
+def _child(anchor: Path, relative: str, marker: str, name: str | None = None) -> Path:
+    """anchor/relative when it holds `marker`, and neither it, nor a folder between it and the
+    anchor, nor the marker is a symbolic link (which could lead anywhere)."""
+    if not NAME.fullmatch(relative if name is None else name):
+        raise NotARun(relative)
+    path = anchor / relative
+    if not (path / marker).is_file() or not _unlinked(anchor, path / marker):
+        raise NotARun(relative)
     return path
 
 
-def _inside(run_dir: Path, names: list[str]) -> list[str]:
-    """The names of trial folders that are plain folders of this run (no link, nothing
-    outside)."""
-    return [n for n in names if _is_trial(run_dir, n)]
+def _unlinked(anchor: Path, path: Path) -> bool:
+    """`path`, below `anchor`, is reached with no symbolic link on the way."""
+    return path.resolve() == anchor.resolve() / path.relative_to(anchor)
+
+
+def _trial_names(run_dir: Path) -> list[str]:
+    """The run's finished trial folders, by name: plain folders with a trial.json."""
+    trials = run_dir / TRIALS
+    if not trials.is_dir() or not _unlinked(run_dir, trials):
+        return []
+    return [p.name for p in sorted(trials.iterdir()) if _is_trial(run_dir, p.name)]
 
 
 def _is_trial(run_dir: Path, name: str) -> bool:
@@ -176,10 +185,24 @@ def _is_trial(run_dir: Path, name: str) -> bool:
 
 
 def _no_links_out(folder: Path) -> None:
-    """NotARun when a file of a trial folder is a symbolic link (it could lead anywhere)."""
-    for entry in folder.iterdir():
-        if entry.is_symlink():
+    """NotARun when anything in a trial folder, at any depth, is a symbolic link."""
+    for top, dirs, files in os.walk(folder):
+        if any(Path(top, entry).is_symlink() for entry in (*dirs, *files)):
             raise NotARun(folder.name)
+
+
+def _trials(run_dir: Path) -> list[TrialData]:
+    """The run's finished trials in the order they ran, as layout.load_trials reads them, but
+    only from plain trial folders (NotARun when a file in one is a link)."""
+    out = []
+    for name in _trial_names(run_dir):
+        folder = run_dir / TRIALS / name
+        _no_links_out(folder)
+        record = load_record(folder / TRIAL_JSON)
+        if record is not None:
+            out.append(TrialData(folder, record))
+    out.sort(key=lambda t: (t.record.order, t.key))
+    return out
 
 
 # --- the list ---
@@ -202,11 +225,9 @@ def list_runs(results: Path) -> list[RunOut]:
 
 def _trial_jsons(run_dir: Path) -> list[tuple[str, dict[str, Any]]]:
     """(folder name, trial record as JSON) of each finished trial."""
-    trials = run_dir / TRIALS
-    names = sorted(p.name for p in trials.iterdir()) if trials.is_dir() else []
     out = []
-    for name in _inside(run_dir, names):
-        data = read_json(trials / name / TRIAL_JSON)
+    for name in _trial_names(run_dir):
+        data = read_json(run_dir / TRIALS / name / TRIAL_JSON)
         if isinstance(data, dict):
             out.append((name, data))
     return out
@@ -239,11 +260,10 @@ def run_detail(run_dir: Path) -> RunDetailOut:
     """The run's conditions with their figures, from the report's CSV files when they are up to
     date, else computed (and kept while no trial changes)."""
     info = run_info(run_dir)
-    for name in _inside(run_dir, sorted(p.name for p in (run_dir / TRIALS).glob("*"))):
-        _no_links_out(run_dir / TRIALS / name)
+    records = _trials(run_dir)
     run = read_json(run_dir / RUN_JSON) or {}
     planned = [str(c.get("label")) for c in run.get("conditions") or []]
-    from_csv = _from_report(run_dir)
+    from_csv = _from_report(run_dir, records)
     if from_csv is not None:
         conditions, trials = from_csv
         source = f"{REPORT}/conditions.csv"
@@ -257,11 +277,8 @@ def run_detail(run_dir: Path) -> RunDetailOut:
 
 def _signature(run_dir: Path) -> tuple[tuple[str, int], ...]:
     """What the computed figures depend on: each trial record and when it was written."""
-    found = []
-    for path in sorted((run_dir / TRIALS).glob(f"*/{TRIAL_JSON}")):
-        if _is_trial(run_dir, path.parent.name):
-            found.append((path.parent.name, path.stat().st_mtime_ns))
-    return tuple(found)
+    return tuple((name, (run_dir / TRIALS / name / TRIAL_JSON).stat().st_mtime_ns)
+                 for name in _trial_names(run_dir))
 
 
 def _finite(v: Any) -> float | None:
@@ -294,16 +311,17 @@ def _trial_out(rec: TrialData, group: str, metrics: dict[str, Any]) -> TrialOut:
                     metrics={m: _finite(v) for m, v in metrics.items() if m != "key"})
 
 
-def _from_report(run_dir: Path) -> tuple[list[ConditionOut], list[TrialOut]] | None:
+def _from_report(run_dir: Path, found: list[TrialData]
+                 ) -> tuple[list[ConditionOut], list[TrialOut]] | None:
     """The report's figures, if its CSV files are newer than every trial record."""
     conditions_csv, trials_csv = (run_dir / REPORT / name for name in ("conditions.csv",
                                                                        "trials.csv"))
-    if any(not p.is_file() or p.is_symlink() for p in (conditions_csv, trials_csv)):
+    if any(not p.is_file() or not _unlinked(run_dir, p) for p in (conditions_csv, trials_csv)):
         return None
     written = min(conditions_csv.stat().st_mtime_ns, trials_csv.stat().st_mtime_ns)
     if any(mtime > written for _, mtime in _signature(run_dir)):
         return None
-    records = {t.key: t for t in load_trials(run_dir)}
+    records = {t.key: t for t in found}
     with trials_csv.open(newline="") as fh:
         trial_rows = list(csv.DictReader(fh))
     if {r.get("trial") for r in trial_rows} != set(records):
@@ -338,19 +356,16 @@ def _computed(run_dir: Path, signature: tuple[tuple[str, int], ...]
     """The report's per-trial figures and per-condition summaries, computed from the trials
     by the report's own functions (cached by the trials' signature)."""
     from mpstream.qoe.stats import summarize
-    from mpstream.runner.evidence import trial_evidence
-    from mpstream.runner.metrics import n_paths_of, trial_metrics
+    from mpstream.runner.metrics import n_paths_of
     from mpstream.runner.report import METRIC_LABELS, group_of, varying_factors
 
-    records = load_trials(run_dir)
+    records = _trials(run_dir)
     several = varying_factors(records)
     n_paths = n_paths_of(records)
     group_of_trial = {rec.key: group_of(rec, several) for rec in records}
-    per_trial: dict[str, dict[str, float]] = {}
-    for rec in records:
-        if rec.ok:
-            per_trial[rec.key] = {**trial_metrics(rec, n_paths),
-                                  **trial_evidence(rec, n_paths).metrics}
+    written = dict(signature)
+    per_trial = {rec.key: _trial_figures(rec.dir, written.get(rec.dir.name, 0), n_paths)
+                 for rec in records if rec.ok}
     present = {m for row in per_trial.values() for m, v in row.items() if _finite(v) is not None}
     order = [m for m in METRIC_LABELS if m in present] + sorted(present - set(METRIC_LABELS))
     counts = _counts(records, group_of_trial)
@@ -368,6 +383,20 @@ def _computed(run_dir: Path, signature: tuple[tuple[str, int], ...]
     trials = [_trial_out(rec, group_of_trial[rec.key], per_trial.get(rec.key, {}))
               for rec in records]
     return conditions, trials
+
+
+@lru_cache(maxsize=4096)
+def _trial_figures(folder: Path, written_ns: int, n_paths: int) -> dict[str, float]:
+    """One ok trial's figures, as the report computes them; kept while its record is the one
+    written at `written_ns`, so a run that grows computes only its new trials."""
+    from mpstream.runner.evidence import trial_evidence
+    from mpstream.runner.metrics import trial_metrics
+
+    record = load_record(folder / TRIAL_JSON)
+    if record is None:
+        return {}
+    rec = TrialData(folder, record)
+    return {**trial_metrics(rec, n_paths), **trial_evidence(rec, n_paths).metrics}
 
 
 # --- a trial's timeline ---

@@ -153,6 +153,30 @@ def test_symbolic_links_out_of_the_results_folder_are_no_runs(client, results, o
     assert client.get("/api/runs/demo-run").status_code == 404
 
 
+def test_links_to_folders_of_a_run_are_not_followed(client, results, outside):
+    run = results / "demo-run"
+    # report/ leading elsewhere: its CSV files are not read (the figures are computed).
+    (run / "report").symlink_to(outside / "report", target_is_directory=True)
+    (outside / "report").mkdir()
+    (outside / "report" / "conditions.csv").write_text(f"condition,metric\n{SECRET},x\n")
+    (outside / "report" / "trials.csv").write_text("condition,trial\n")
+    detail = client.get("/api/runs/demo-run")
+    assert detail.json["source"] == "computed from the trials"
+    assert SECRET not in detail.get_data(as_text=True)
+    # A link deep in a trial folder (a competing client's events) makes the trial unreadable.
+    (run / "trials" / "r00-single-dashjs" / "user1").mkdir()
+    (run / "trials" / "r00-single-dashjs" / "user1" / "events.json").symlink_to(
+        outside / "trials" / "r00-single-dashjs" / "events.json")
+    assert client.get("/api/runs/demo-run/trials/r00-single-dashjs/timeline").status_code == 404
+    # trials/ leading elsewhere: the run has no trials at all.
+    shutil.rmtree(run / "trials")
+    (run / "trials").symlink_to(outside / "trials", target_is_directory=True)
+    listed = client.get("/api/runs").json["runs"][0]
+    assert listed["trials"] == 0
+    assert client.get("/api/runs/demo-run").json["trial_list"] == []
+    assert client.get("/api/runs/demo-run/trials/r00-single-dashjs/timeline").status_code == 404
+
+
 def test_trial_keys_that_lead_elsewhere_are_404(client):
     for key in ("..", "%2E%2E", "..%2F..%2F..", "%2Fetc"):
         url = f"/api/runs/demo-run/trials/{key}/timeline"
