@@ -1,0 +1,64 @@
+"""A run's summary for docs/data/ (runner/summary.py, `mpstream report --summary`): per condition
+the trials and each metric's n, mean, sd and interval as the report computed them, and what made
+the run; from run folders built of the golden fixture's real trials."""
+
+import csv
+import json
+
+from click.testing import CliRunner
+
+from mpstream.runner.cli import report
+from tests.runfolder import make_run
+
+ENV = {"commit": "0123abc", "kernel": "6.18.0", "cpus": 2, "load_avg_1m": 1.5}
+
+
+def _run(tmp_path, rounds=3):
+    run = make_run(tmp_path / "run", rounds=rounds)
+    meta = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**meta, "environment": ENV}))
+    for i, trial in enumerate(sorted((run / "trials").glob("*/trial.json"))):
+        record = json.loads(trial.read_text())
+        trial.write_text(json.dumps({**record, "load_avg_1m": float(i)}))
+    return run
+
+
+def test_report_summary_holds_the_reports_figures_and_the_runs_provenance(tmp_path):
+    run = _run(tmp_path)
+    out = tmp_path / "data" / "demo-x.json"
+    result = CliRunner().invoke(report, [str(run), "--out", str(tmp_path / "rep"),
+                                       "--summary", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    data = json.loads(text)
+    assert data["run"]["id"] == "demo-x"
+    assert data["run"]["command"] == "mpstream run demo --trials 3"
+    assert data["run"]["environment"] == ENV
+    assert data["run"]["load_avg_1m"] == {"min": 0.0, "median": 4.0, "max": 8.0}
+    assert (data["run"]["trials"], data["run"]["ok"]) == (9, 9)
+    assert [c["label"] for c in data["conditions"]] == ["balanced", "unbalanced", "single"]
+    # the same figures as the report's conditions.csv, to six significant digits
+    with (tmp_path / "rep" / "conditions.csv").open() as fh:
+        rows = {(r["condition"], r["metric"]): r for r in csv.DictReader(fh)}
+    for cond in data["conditions"]:
+        assert cond["trials_ok"] == 3 and cond["trials_failed"] == 0
+        startup = cond["metrics"]["startup_delay_ms"]
+        row = rows[(cond["group"], "startup_delay_ms")]
+        assert startup["n"] == int(row["n"]) == 3
+        assert startup["mean"] == float(f"{float(row['mean']):.6g}")
+        assert startup["ci95"] == [float(f"{float(row[k]):.6g}")
+                                   for k in ("ci95_low", "ci95_high")]
+        assert startup["unit"] == "ms"
+    # one line per metric, so that a diff of two summaries reads figure by figure
+    assert sum('"startup_delay_ms": {' in line for line in text.splitlines()) == 3
+
+
+def test_a_single_trial_has_no_interval_and_an_older_run_no_provenance(tmp_path):
+    run = make_run(tmp_path / "run", rounds=1)
+    out = tmp_path / "one.json"
+    assert CliRunner().invoke(report, [str(run), "--out", str(tmp_path / "rep"),
+                                     "--summary", str(out)]).exit_code == 0
+    data = json.loads(out.read_text())
+    assert data["run"]["environment"] is None and data["run"]["load_avg_1m"] is None
+    startup = data["conditions"][0]["metrics"]["startup_delay_ms"]
+    assert startup["n"] == 1 and startup["sd"] is None and startup["ci95"] == [None, None]
