@@ -7,13 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.runs import leftover_namespaces, trial_topologies
 from tests.scenarios import balanced_and_single
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -47,11 +47,9 @@ def test_interrupted_run_tears_down_and_resumes(tmp_path, sig):
     out = tmp_path / "run"
     proc = _mpstream("run", str(scenario), "--out", str(out), "--no-report",
                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    # Wait until a trial is under way (its samplers write), then interrupt.
-    deadline = time.monotonic() + 120
-    while not list(out.glob("trials/*/samples-server.csv")) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(1.5)
+    # Interrupt mid-trial: once the trial's traffic runs (its iperf3 client).
+    wait_until(lambda: "iperf3 -c" in _leftovers(out)[1], 120, "the trial's iperf3 client runs",
+               0.2)
     proc.send_signal(sig)
     output, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, output
