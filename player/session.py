@@ -34,7 +34,7 @@ from mpstream.player.browsers import (
 )
 from mpstream.player.codecs import CODECS, family
 from mpstream.scratch import session_tempdir
-from mpstream.transport import Carrier, Transport
+from mpstream.transport import Carrier, Transport, get_transport
 
 DIST_DIR = Path(__file__).resolve().parent / "dist"
 PLAYERS = {"hlsjs": "hls", "dashjs": "dash"}
@@ -49,6 +49,15 @@ DRAIN_MARGIN_S = 25.0
 SCREENSHOT_AFTER_S = 4.0
 HUD_TEXT = """Object.fromEntries([...document.querySelectorAll('#hud dd')]
     .map((dd) => [dd.dataset.field, dd.textContent]))"""
+
+
+def _carried_beside_browser(transport: str) -> bool:
+    """Whether a program beside the browser carries the session (the QUIC hop, mphttp), so
+    that the server cannot see the browser's own transport."""
+    try:
+        return get_transport(transport).carries_http_only
+    except UserError:
+        return False
 
 
 def page_url(
@@ -78,6 +87,8 @@ def page_url(
         "collector": collector,
         "startup_timeout": f"{startup_timeout_s:g}",
     }
+    if _carried_beside_browser(transport):
+        params["seen_by"] = "carrier"  # the server sees only the carrier's own connections
     if duration_s is not None:
         params["duration"] = f"{duration_s:g}"
     if scenario is not None:

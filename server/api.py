@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context
 from sqlalchemy.engine import Engine
 
-from mpstream.server import schemas, storage, summary
+from mpstream.server import schemas, seen, storage, summary
 from mpstream.server.openapi import (
     EventBatch,
     GroupedOut,
@@ -224,6 +224,46 @@ def post_events(session_id: str) -> Any:
         # The events' foreign key: the session was never created.
         return _not_found(session_id)
     return jsonify(stored=stored, duplicates=duplicates)
+
+
+# What nginx says of the connection a request came on (nginx.conf.j2, location /api/).
+CONNECTION_HEADERS = ("X-Forwarded-For", "X-Client-Port", "X-Server-Addr", "X-Server-Port")
+
+
+def _connection() -> tuple[tuple[str, int], tuple[str, int]] | str:
+    """(server, client) addresses and ports of the connection this request came on, as nginx
+    passed them, or why they are not known."""
+    values = [request.headers.get(name, "") for name in CONNECTION_HEADERS]
+    if not all(values):
+        return ("the request did not come through mpstream's nginx, which names its "
+                "connection (" + ", ".join(CONNECTION_HEADERS) + ")")
+    client, client_port, server, server_port = values
+    if not (client_port.isdigit() and server_port.isdigit()):
+        return "nginx passed no port numbers for the connection"
+    return (server, int(server_port)), (client.split(",")[0].strip(), int(client_port))
+
+
+@api.post("/sessions/<session_id>/transport")
+@operation(
+    "Measure the transport of the connection this request came on (MPTCP with its subflows, "
+    "or TCP) as the server's kernel sees it, keep it with the session and return it",
+    path=SESSION_PATH,
+    responses={200: ok("{measured, transport, subflows, label} or {measured: false, reason}"),
+               400: BAD_ID},
+)
+def measure_transport(session_id: str) -> Any:
+    _checked_id(session_id)
+    found = _connection()
+    if isinstance(found, str):
+        return jsonify(measured=False, reason=found)
+    server, client = found
+    try:
+        result = seen.connection(server, client)
+    except (seen.NotFound, ValueError, OSError) as exc:
+        return jsonify(measured=False, reason=str(exc))
+    storage.record_measured(engine(), session_id, result.transport, result.subflows)
+    return jsonify(measured=True, transport=result.transport, subflows=result.subflows,
+                   label=result.describe(), client=f"{client[0]}:{client[1]}")
 
 
 @api.get("/sessions/<session_id>/summary")

@@ -61,7 +61,9 @@ class SummaryOut(BaseModel):
     model_config = ConfigDict(extra="forbid")
     session: str
     player: str
-    transport: str
+    transport: str  # what the session asked for (the page's `transport` parameter)
+    measured_transport: str | None  # what the server saw carry it: mptcp or tcp (null: unseen)
+    measured_subflows: int | None
     protocol: str
     scenario: str | None
     trial: int | None

@@ -53,6 +53,19 @@ events = sa.Table(
     sa.Column("data", sa.Text, nullable=False),
 )
 
+# The transport the server's kernel saw carry a session's requests (server/seen.py): MPTCP or
+# TCP, and the most subflows seen. The session's own `transport` is what was asked for. No
+# foreign key: the page may ask before its session record has arrived.
+measured = sa.Table(
+    "measured_transports",
+    metadata,
+    sa.Column("session_id", sa.String(64), primary_key=True),
+    sa.Column("transport", sa.String(16), nullable=False),
+    sa.Column("subflows", sa.Integer, nullable=False),
+)
+MEASURED_FIELDS = {"measured_transport": measured.c.transport,
+                   "measured_subflows": measured.c.subflows}
+
 # Sessions are listed in creation order; pages continue after the last id of the page before
 # (keyset paging), which this index answers without scanning the table.
 SESSION_ORDER = sa.Index("sessions_created_id", sessions.c.created_at, sessions.c.id)
@@ -243,6 +256,28 @@ def add_events(engine: Engine, session_id: str, batch: list[BaseEvent]) -> tuple
     return stored, len(rows) - stored
 
 
+def record_measured(engine: Engine, session_id: str, transport: str, subflows: int) -> None:
+    """Keep what the server saw of a session's connection: its latest transport, and the most
+    subflows seen while it stayed that transport."""
+    stmt = _insert(engine, measured).values(session_id=session_id, transport=transport,
+                                             subflows=subflows)
+    new = stmt.excluded
+    stmt = stmt.on_conflict_do_update(index_elements=[measured.c.session_id], set_={
+        "transport": new.transport,
+        "subflows": sa.case((sa.and_(measured.c.transport == new.transport,
+                                     measured.c.subflows > new.subflows), measured.c.subflows),
+                            else_=new.subflows),
+    })
+    with write_transaction(engine) as conn:
+        conn.execute(stmt)
+
+
+def _with_measured() -> sa.Select:
+    """Sessions, each with the transport the server measured (None where it measured none)."""
+    return sa.select(sessions, *(c.label(name) for name, c in MEASURED_FIELDS.items())) \
+        .select_from(sessions.outerjoin(measured, measured.c.session_id == sessions.c.id))
+
+
 def _filtered(query: sa.Select, filters: dict[str, Any]) -> sa.Select:
     for name, value in filters.items():
         if value is not None:
@@ -259,7 +294,7 @@ def list_sessions(
 ) -> list[dict[str, Any]]:
     """Sessions in creation order, each with its event_count. `after`: the id of the last
     session of the previous page; `limit`: at most this many (all when None)."""
-    query = sa.select(sessions).order_by(sessions.c.created_at, sessions.c.id)
+    query = _with_measured().order_by(sessions.c.created_at, sessions.c.id)
     query = _filtered(query, filters or {})
     if after is not None:
         anchor = sa.select(sessions.c.created_at).where(sessions.c.id == after).scalar_subquery()
@@ -317,7 +352,7 @@ def _session_dict(mapping: Any) -> dict[str, Any]:
 
 def get_session(engine: Engine, session_id: str) -> dict[str, Any] | None:
     with engine.connect() as conn:
-        row = conn.execute(sa.select(sessions).where(sessions.c.id == session_id)).first()
+        row = conn.execute(_with_measured().where(sessions.c.id == session_id)).first()
     return None if row is None else _session_dict(row._mapping)
 
 

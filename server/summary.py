@@ -12,7 +12,11 @@ from mpstream.qoe.scores import SCORE_FIELDS, session_scores
 from mpstream.qoe.stats import describe
 
 GROUP_KEYS = ("scenario", "trial", "player", "transport", "protocol")
-SESSION_FIELDS = ("session", "player", "transport", "protocol", "scenario", "trial")
+# transport: what the session asked for; measured_*: what the server saw carry it (None where
+# it saw nothing: a session stored elsewhere, or before the page asked).
+MEASURED_FIELDS = ("measured_transport", "measured_subflows")
+SESSION_FIELDS = ("session", "player", "transport", *MEASURED_FIELDS, "protocol", "scenario",
+                  "trial")
 GROUPED_METRICS = (
     "startup_delay_ms", "stall_count", "stall_ms", "longest_stall_ms", "rebuffer_ratio",
     "mean_download_rate_bps", "mean_bitrate_bps", "switches", "dropped_frames", "errors",
@@ -27,7 +31,8 @@ def summarize(session: dict[str, Any], events: list[dict[str, Any]]) -> dict[str
     scores = session_scores(events)
     return {
         "session": session["id"],
-        **{k: session[k] for k in SESSION_FIELDS[1:]},
+        **{k: session.get(k) if k in MEASURED_FIELDS else session[k]
+           for k in SESSION_FIELDS[1:]},
         **session_metrics(events),
         **{k: scores[k] for k in SCORE_FIELDS},
         "score_inputs": scores["inputs"],

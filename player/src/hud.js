@@ -57,7 +57,7 @@ export function createHud(root) {
         const extra = [target ? `target ${target.toFixed(1)} s` : null, rate !== 1 ? `${rate.toFixed(2)}×` : null].filter(Boolean);
         cells.latency.textContent = `${latency.toFixed(1)} s${extra.length ? ` (${extra.join(', ')})` : ''}`;
       }
-      if (view.transport) cells.transport.textContent = view.transport.toUpperCase();
+      if (view.transport) cells.transport.textContent = view.transport;
       if (view.player) cells.player.textContent = view.player;
       if (view.status) cells.status.textContent = view.status;
     },

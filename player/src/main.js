@@ -1,7 +1,8 @@
 // The player page. One playback session's life, step by step:
 //   load  (session/load.js)   read the page parameters, load the player library, make the probe
 //                             and the collector's sender; `window.mpstream` reports from here on
-//   play  (session/play.js)   follow the media element: first frame, stalls, periodic samples
+//   play  (session/play.js)   follow the media element: first frame, stalls, periodic samples;
+//         (session/transport.js) and what carries the requests, as the server measures it
 //   start (session/start.js)  the play request: t=0 of startup delay and of the duration
 //   end   (session/end.js)    duration reached, stream ended, fatal error or page closed: stop
 //                             the player, send the end record, drain what is unsent
@@ -10,12 +11,14 @@ import { showProblem } from './problem.js';
 import { loadSession } from './session/load.js';
 import { watchPlayback } from './session/play.js';
 import { startPlayback } from './session/start.js';
+import { watchTransport } from './session/transport.js';
 import { watchPageClose } from './session/end.js';
 
 async function main() {
   const session = await loadSession(location.search);
   if (!session) return; // bad page parameters: shown on the page and in window.mpstream
   watchPlayback(session);
+  watchTransport(session);
   watchPageClose(session);
   startPlayback(session);
 }

@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { parseParams } from '../src/probe/params.js';
+import { transportText } from '../src/session/transport.js';
 
 test('all parameters are read', () => {
   const { config, errors } = parseParams('?src=/media/dash/manifest.mpd&player=dashjs&session=s_1&scenario=bal&trial=2&transport=mptcp&collector=/api/v1/&duration=25');
   assert.equal(parseParams('?buffer=4').config.buffer, 4);
   assert.deepEqual(errors, []);
-  assert.deepEqual(config, { src: '/media/dash/manifest.mpd', player: 'dashjs', session: 's_1', scenario: 'bal', trial: 2, transport: 'mptcp', codec: 'auto', collector: '/api/v1', duration: 25, startupTimeout: 30, buffer: null, targetLatency: null, abr: 'dynamic', abrParams: {} });
+  assert.deepEqual(config, { src: '/media/dash/manifest.mpd', player: 'dashjs', session: 's_1', scenario: 'bal', trial: 2, transport: 'mptcp', seenBy: 'server', codec: 'auto', collector: '/api/v1', duration: 25, startupTimeout: 30, buffer: null, targetLatency: null, abr: 'dynamic', abrParams: {} });
 });
 
 test('the player follows the manifest when not given, and defaults fill in', () => {
@@ -17,6 +18,18 @@ test('the player follows the manifest when not given, and defaults fill in', () 
   assert.match(config.session, /^web-[0-9a-f]{16}$/);
   assert.equal(config.transport, 'unknown');
   assert.equal(config.duration, null);
+});
+
+test('the server tells the transport unless a carrier beside the browser does', () => {
+  const seenBy = (query) => parseParams(query).config.seenBy;
+  assert.deepEqual([seenBy(''), seenBy('?transport=mpquic&seen_by=carrier'), seenBy('?seen_by=x')], ['server', 'carrier', 'server']);
+  assert.deepEqual(parseParams('?seen_by=x').errors, ['seen_by=x: must be one of server, carrier']);
+});
+
+test('the HUD shows what the server measured, never the unknown label', () => {
+  assert.equal(transportText({ measured: true, label: 'MPTCP, 2 subflows' }, 'unknown'), 'MPTCP, 2 subflows');
+  assert.equal(transportText({ measured: false, reason: 'no such connection' }, 'unknown'), 'not measured: no such connection');
+  assert.equal(transportText(null, 'mptcp'), 'MPTCP asked; not measured: no answer from the collector');
 });
 
 test('codec is auto unless avc or hevc is asked for', () => {

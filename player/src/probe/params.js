@@ -3,8 +3,13 @@
 import ABR_CATALOG from '../abr/catalog.json' with { type: 'json' };
 
 export const PLAYERS = ['hlsjs', 'dashjs'];
-// A transport's registered name (mpstream.transport): mptcp, tcp, … or unknown.
+// A transport's registered name (mpstream.transport): mptcp, tcp, … or unknown. It is what the
+// session asked for; what carried it is measured (session/transport.js).
 export const TRANSPORT_NAME = /^[a-z0-9][a-z0-9_-]{0,15}$/;
+// Who can tell what carried the requests: the server (it looks each connection up in its kernel),
+// or the carrier, a program beside the browser (the QUIC hop, mphttp) whose own connections are
+// all the server sees.
+export const SEEN_BY = ['server', 'carrier'];
 // Which video codec family the player may use: auto lets the player pick among what the browser
 // decodes; avc / hevc keep only that family's representations.
 export const CODECS = ['auto', 'avc', 'hevc'];
@@ -117,6 +122,12 @@ export function parseParams(search) {
     transport = 'unknown';
   }
 
+  let seenBy = params.get('seen_by') || 'server';
+  if (!SEEN_BY.includes(seenBy)) {
+    errors.push(`seen_by=${seenBy}: must be one of ${SEEN_BY.join(', ')}`);
+    seenBy = 'server';
+  }
+
   let codec = params.get('codec') || 'auto';
   if (!CODECS.includes(codec)) {
     errors.push(`codec=${codec}: must be one of ${CODECS.join(', ')}`);
@@ -133,7 +144,7 @@ export function parseParams(search) {
   const { abr, abrParams } = abrOf(params, player, errors);
 
   return {
-    config: { src, player, session, scenario, trial, transport, codec, collector, duration, startupTimeout, buffer, targetLatency, abr, abrParams },
+    config: { src, player, session, scenario, trial, transport, seenBy, codec, collector, duration, startupTimeout, buffer, targetLatency, abr, abrParams },
     errors,
   };
 }

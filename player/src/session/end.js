@@ -21,6 +21,7 @@ async function finish(session, reason) {
   const sample = playbackSample(video); // before the player is stopped (dash.js resets it)
   clearInterval(timers.watch);
   clearInterval(timers.sampler);
+  clearInterval(timers.transport);
   clearTimeout(timers.duration);
   clearTimeout(timers.startup);
   if (probe.started) probe.sample(sample);

@@ -82,7 +82,8 @@ export async function loadSession(search) {
   const hud = createHud(document.getElementById('hud'));
   const { config, errors } = parseParams(search);
   const control = createControl(config);
-  hud.update({ transport: config.transport, player: config.player, status: 'loading' });
+  // The transport cell waits for the server's measurement (session/transport.js).
+  hud.update({ player: config.player, status: 'loading' });
   if (errors.length) {
     control.state = 'done';
     control.failure = `bad page parameters: ${errors.join('; ')}`;
@@ -101,7 +102,7 @@ export async function loadSession(search) {
     adapter: null,
     sender: null, // needs the adapter's version; the probe emits nothing before the play request
     probe: null,
-    timers: { duration: null, startup: null, watch: null, sampler: null },
+    timers: { duration: null, startup: null, watch: null, sampler: null, transport: null },
     failed: null, // the first fatal failure's message
     finishing: null, // the end step's promise, once it has begun
   };
