@@ -44,9 +44,30 @@ HopMode = Literal["mpquic", "quic", "tcp", "mptcp"]
 QUIC_CCS = ("cubic", "reno", "newreno", "bbr")
 
 
+def build_now(binary: Path = HOP_BINARY) -> bool:
+    """Builds the hop on first need (`make demo` does not: it needs no hop), when this is a
+    clone and cargo is here (where scripts/build-quic.sh looks for it); a line says what and
+    why first. Whether the binary is there after."""
+    import shutil
+    import sys
+
+    from mpstream.paths import REPO_ROOT
+
+    cargo = Path(shutil.which("cargo") or Path.home() / ".cargo" / "bin" / "cargo")
+    if binary != HOP_BINARY or not cargo.is_file() or not (REPO_ROOT / "Makefile").is_file():
+        return False
+    print(f"building the QUIC hop ({BUILD_COMMAND}): the quic and mpquic transports run "
+          "through it; its first build takes a few minutes, later ones come from "
+          "/var/cache/mpstream", file=sys.stderr, flush=True)
+    done = subprocess.run(["make", "-C", str(REPO_ROOT), "--no-print-directory", "quic"],
+                          stdout=sys.stderr)
+    return done.returncode == 0 and binary.is_file()
+
+
 def hop_missing(binary: Path = HOP_BINARY) -> list[str]:
-    """What this machine lacks to run the hop, each with its fix."""
-    if binary.is_file():
+    """What this machine lacks to run the hop, each with its fix (it is built here first when
+    it can be)."""
+    if binary.is_file() or build_now(binary):
         return []
     return [f"the QUIC hop is not built ({binary} is missing): run `{BUILD_COMMAND}` "
             f"(needs cargo, Rust 1.88 or newer)"]
