@@ -131,6 +131,12 @@
     draw([main, await r.json()]);
   }
 
+  if (typeof uPlot === "undefined") {
+    // The page still shows its facts; the charts need the library npm installs.
+    document.getElementById("chart-throughput").textContent =
+      "The chart library (uPlot) is not installed here: run `make dashboard-assets`.";
+    return;
+  }
   const menu = document.getElementById("overlay");
   menu.addEventListener("change", () => overlay(menu.value));
   const wanted = new URLSearchParams(location.search).get("with");
