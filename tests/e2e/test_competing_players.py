@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,8 @@ from mpstream.proc import pid_alive
 from mpstream.runner.report import build_report
 from mpstream.runner.run import run_scenario
 from mpstream.runner.scenario import load_scenario
-from tests.runs import leftover_namespaces
+from tests.runs import leftover_namespaces, trial_topologies
+from tests.waiting import command_lines, wait_until
 
 pytestmark = [pytest.mark.long, pytest.mark.timeout(900)]  # make test-sharing
 
@@ -76,10 +76,13 @@ def test_three_players_share_a_bottleneck_and_the_report_says_how(tiny_media, tm
     [trial] = sorted((out / "trials").iterdir())
     record = json.loads((trial / "trial.json").read_text())
     assert [c["host"] for c in record["competitors"]] == ["user1", "user2"]
+    downloaded = []  # media bytes per player: the client (MPTCP), user1 (MPTCP), user2 (TCP)
     for folder in (trial, trial / "user1", trial / "user2"):
         events = json.loads((folder / "events.json").read_text())
         assert any(e["type"] == "startup" for e in events), folder
         assert sum(1 for e in events if e["type"] == "segment") >= 3, folder
+        downloaded.append(sum(e["data"].get("bytes") or 0 for e in events
+                              if e["type"] == "segment"))
     # Each competitor spoke its own transport, proven on its own namespace's counters.
     mptcp_user = json.loads((trial / "user1" / "summary.json").read_text())
     tcp_user = json.loads((trial / "user2" / "summary.json").read_text())
@@ -90,9 +93,13 @@ def test_three_players_share_a_bottleneck_and_the_report_says_how(tiny_media, tm
     build_report(out)
     rows = {(r["condition"], r["metric"]): r for r in
             csv.DictReader((out / "report" / "conditions.csv").open())}
+    # The report's share and Jain's index, (sum x)^2 / (n sum x^2), are those of the bytes each
+    # player's own events say it downloaded.
     share = float(rows[("lia", "mptcp_share")]["mean"])
+    assert share == pytest.approx(sum(downloaded[:2]) / sum(downloaded), rel=1e-6)
     assert 0.3 < share < 0.95, share  # two MPTCP users of three
-    assert 0.34 <= float(rows[("lia", "jain_index")]["mean"]) <= 1.0
+    jain = sum(downloaded) ** 2 / (3 * sum(x * x for x in downloaded))
+    assert float(rows[("lia", "jain_index")]["mean"]) == pytest.approx(jain, rel=1e-6)
     assert float(rows[("lia", "tcp_user_bitrate_mbps")]["mean"]) > 0
     assert leftover_namespaces(out) == []
 
@@ -103,15 +110,17 @@ def test_ctrl_c_stops_the_competitors_browsers(tiny_media, tmp_path):
         [MPSTREAM, "run", str(scenario_file(tiny_media, tmp_path, 120)), "--out", str(out),
          "--no-report"], start_new_session=True, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True)
-    seen: set[int] = set()
+    def users() -> list[str] | None:
+        # The competitors' namespaces, once the run has announced its trial's topology.
+        names = trial_topologies(out)
+        return [f"mps-{t}-{u}" for t in names for u in ("user1", "user2")] or None
+
     try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and not seen:
-            for ns in Path("/run/netns").glob("mps-*-user2"):
-                seen |= set(netns_pids(ns.name))
-            time.sleep(0.5)
-        assert seen, "the TCP user's browser never started"
-        time.sleep(3)
+        # Interrupted while both competitors play: each one's browser has its page open.
+        wait_until(lambda: (found := users()) and all(
+            any("--type=renderer" in line for line in command_lines(ns)) for ns in found),
+            180, "both competitors' browsers have their page open", 0.5)
+        seen = {pid for ns in users() or [] for pid in netns_pids(ns)}
         os.killpg(proc.pid, signal.SIGINT)
         output, _ = proc.communicate(timeout=120)
     finally:
