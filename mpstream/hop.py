@@ -16,6 +16,7 @@ channel, its stdin (one command a line, one JSON answer a line on its stdout).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import subprocess
@@ -280,8 +281,11 @@ class QuicHop:
         finishes its qlog); safe to call twice."""
         for proc in (self._proxy, self._gateway):
             if proc is not None:
+                if proc.stdin is not None:  # the gateway's control channel: ended first
+                    with self._control, contextlib.suppress(OSError):
+                        proc.stdin.close()
                 stop(proc, timeout=5.0)
-                for stream in (proc.stdin, proc.stdout, proc.stderr):
+                for stream in (proc.stdout, proc.stderr):
                     if stream is not None:
                         stream.close()
 
@@ -294,5 +298,7 @@ def _ready(proc: subprocess.Popen[str], name: str) -> dict:
 def _last_words(proc: subprocess.Popen[str]) -> str:
     if proc.stderr is None or proc.poll() is None:
         return "(still running)"
+    if proc.stderr.closed:
+        return "(stopped by mpstream)"
     text = proc.stderr.read().strip()
     return text[-400:] or "(it said nothing)"

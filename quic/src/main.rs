@@ -62,6 +62,10 @@ fn main() -> ExitCode {
             }
         }
     });
+    // The gateway's control channel reads stdin on a blocking thread that only a line or the
+    // end of stdin finishes; dropping the runtime would wait for it, so a stopped gateway whose
+    // stdin is still open would never exit. Everything else has finished by now.
+    runtime.shutdown_background();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

@@ -12,6 +12,7 @@ import pytest
 
 from mpstream.errors import UserError
 from mpstream.hop import HOP_BINARY, HopOptions, QuicHop, hop_missing, quic_cc
+from mpstream.proc import ready_line
 from mpstream.transport import get_transport
 
 
@@ -130,3 +131,31 @@ def test_the_hops_default_scheduler_is_the_one_the_options_name():
         timeout=10).stdout.splitlines()]
     assert [s["name"] for s in listed if s["default"]] == [HopOptions("mpquic").scheduler]
     assert {"lowest-id", "minrtt", "ecf"} <= {s["name"] for s in listed}
+
+
+@pytest.mark.skipif(not HOP_BINARY.is_file(), reason="the QUIC hop is not built (make quic)")
+def test_the_gateways_control_channel_answers_and_its_failures_are_named(tmp_path):
+    """The real gateway, on loopback (no network needed for its control channel): a hold and a
+    release are answered, an address that is not one is refused with the gateway's words, and
+    a gateway that is gone is an error naming it rather than silence."""
+    gateway = subprocess.Popen(
+        [str(HOP_BINARY), "gateway", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:9",
+         "--cert-out", str(tmp_path / "cert.der"), "--hold", "10.1.1.2", "--control-stdin",
+         "--stats", str(tmp_path / "gw.jsonl")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    hop = QuicHop(network=None, upstream_port=80,  # type: ignore[arg-type]
+                  options=HopOptions("mpquic"), workdir=tmp_path)
+    hop._gateway = gateway
+    try:
+        assert ready_line(gateway, 10) is not None
+        hop.hold("10.1.1.2", False)
+        hop.hold("10.1.1.2", True)
+        with pytest.raises(UserError, match=r"refused `hold cellular`: .*not an IP address"):
+            hop.hold("cellular", True)
+        events = [json.loads(line) for line in (tmp_path / "gw.jsonl").read_text().splitlines()]
+        assert [(e["event"], e["held"]) for e in events] == [("release", []),
+                                                            ("hold", ["10.1.1.2"])]
+    finally:
+        hop.close()
+    with pytest.raises(UserError, match="gateway"):
+        hop.hold("10.1.1.2", False)
