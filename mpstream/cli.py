@@ -10,7 +10,7 @@ import sys
 import click
 from rich.console import Console
 
-from mpstream import __version__
+from mpstream import __version__, hooks
 from mpstream.errors import UserError
 
 # command name -> "module:attribute" of a click command or group
@@ -23,13 +23,23 @@ SUBCOMMANDS = {
     "play": "mpstream.player.cli:play",
     "run": "mpstream.runner.cli:run",
     "trial": "mpstream.runner.trial:trial",
-    "cluster": "mpstream.runner.hosts:cluster",
+    "cluster": "mpstream.runner.clustercli:cluster",
     "report": "mpstream.runner.cli:report",
     "demo": "mpstream.runner.cli:demo",
     "doctor": "mpstream.doctor:doctor",
     "clean": "mpstream.clean:clean",
     "paths": "mpstream.pathcheck:paths",
     "trace": "mpstream.netem.record:trace",
+}
+
+# What each part adds to the core's `doctor` and `clean` (mpstream/hooks.py), in the order they
+# run: the core calls these and imports no part itself.
+PART_HOOKS = {
+    hooks.DOCTOR: ["mpstream.server.doctor:check_nginx_multipath",
+                   "mpstream.netem.doctor:check_coupled_cc"],
+    # Local clusters first: their hosts hold topologies of their own.
+    hooks.CLEAN: ["mpstream.runner.localcluster:clean_step", "mpstream.netem.clean:topologies",
+                  "mpstream.netem.clean:coupled_ccs", "mpstream.netem.clean:host_changes"],
 }
 
 # The collector `serve` runs, composed here: the collector with the run pages of a results
@@ -60,6 +70,7 @@ class LazyGroup(click.Group):
 @click.version_option(__version__, prog_name="mpstream")
 def cli() -> None:
     """HLS/DASH over Multipath TCP: encode a ladder, emulate paths, serve, play, compare."""
+    hooks.install(PART_HOOKS)
     click.get_current_context().meta[COLLECTOR_APP_KEY] = COLLECTOR_APP
 
 

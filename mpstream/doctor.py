@@ -3,7 +3,8 @@ command that fixes it. Exit status 1 when something required is missing.
 
 It reads and never changes: sysctls are read from /proc/sys, programs are asked their versions,
 and the probes that create something (a network namespace; each coupled congestion control not
-in use, registered with the kernel) remove it at once.
+in use, registered with the kernel) remove it at once. The parts add their own checks through
+mpstream/hooks.py (the server's nginx, the emulator's coupled congestion controls).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from mpstream import hooks
 from mpstream.hop import BUILD_COMMAND as HOP_BUILD_COMMAND
 from mpstream.hop import HOP_BINARY
 from mpstream.paths import BUILD_DIR, REPO_ROOT
@@ -149,7 +151,7 @@ PROGRAMS: list[tuple[str, str, list[str], str, str, bool]] = [
 ]
 
 
-def _which(program: str) -> str | None:
+def find_program(program: str) -> str | None:
     if program == "initdb":  # Debian keeps it out of PATH, per PostgreSQL version
         found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
         return str(found[-1]) if found else shutil.which("initdb")
@@ -161,7 +163,7 @@ def _which(program: str) -> str | None:
 def check_programs() -> list[Finding]:
     found = []
     for program, area, argv, pattern, package, required in PROGRAMS:
-        path = _which(program)
+        path = find_program(program)
         if path is None:
             found.append(Finding(area, program, False, "not found",
                                  f"apt-get install {package}", required))
@@ -180,18 +182,6 @@ def check_ffmpeg_encoders() -> list[Finding]:
     return [Finding("encoder", "ffmpeg encoders", not missing,
                     "libx264 libx265 aac" if not missing else f"lacks {' '.join(missing)}",
                     "an ffmpeg built with libx264 and libx265 (Debian's is)")]
-
-
-def check_nginx_multipath() -> list[Finding]:
-    if _which("nginx") is None:
-        return []
-    from mpstream.server.nginx import supports_multipath_listen
-
-    native = supports_multipath_listen()
-    return [Finding("server", "nginx `listen ... multipath`", True,
-                    "native" if native else
-                    "not in this nginx (1.29.7+/1.30, freenginx 1.27.5+): mptcpize is used",
-                    required=False)]
 
 
 def _is_snap_wrapper(path: str) -> bool:
@@ -257,35 +247,16 @@ def check_distribution(release: dict[str, str] | None = None) -> list[Finding]:
     return [Finding("host", "distribution", True, f"{name}: {note}", required=False)]
 
 
-def check_coupled_cc() -> list[Finding]:
-    """Whether each coupled congestion control (netem/coupled.py) is built and loads into this
-    kernel. Optional: profiles with cubic, reno or bbr run without them."""
-    from mpstream.netem import coupled
-
-    found = []
-    for cc in coupled.COUPLED:
-        if os.geteuid() != 0:
-            reason = coupled.missing(cc)
-            found.append(Finding("kernel", f"coupled cc {cc}", False,
-                                 reason or "built; loading not tried without root",
-                                 coupled.BUILD_COMMAND if reason else "run as root",
-                                 required=False))
-            continue
-        ok, detail = coupled.probe(cc)
-        found.append(Finding("kernel", f"coupled cc {cc}", ok, detail,
-                             f"make setup (it installs clang, libbpf-dev and bpftool and runs "
-                             f"{coupled.BUILD_COMMAND})", required=False))
-    return found
-
-
 CHECKS: list[Callable[[], list[Finding]]] = [
     check_distribution, check_kernel, check_privileges, check_programs, check_ffmpeg_encoders,
-    check_nginx_multipath, check_browsers, check_build, check_coupled_cc,
+    check_browsers, check_build,
 ]
 
 
 def diagnose() -> list[Finding]:
-    return [finding for check in CHECKS for finding in check()]
+    """The core's checks, then those the parts add (mpstream/hooks.py)."""
+    return [finding for check in [*CHECKS, *hooks.functions(hooks.DOCTOR)]
+            for finding in check()]
 
 
 def print_findings(findings: list[Finding], console: Console) -> None:

@@ -27,7 +27,7 @@ from mpstream.mphttp import DEFAULT_SCHEDULER, IMPLEMENTATION, SCHEDULERS
 from mpstream.network import Network
 from mpstream.proc import await_ready, stop
 from mpstream.proof import Proof
-from mpstream.transport import Carrier, Transport, register
+from mpstream.transportbase import Carrier, Transport, register
 
 STATS_FILE = "mphttp.jsonl"
 STDERR_FILE = "mphttp-stderr.log"  # a file, not a pipe: a pipe nobody reads could fill and stall it

@@ -65,8 +65,8 @@ from ray.exceptions import GetTimeoutError, RayError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from mpstream.runner.layout import RUN_JSON, TRIAL_JSON, install_trial_dir, read_json, write_json
+from mpstream.runner.process import TEARDOWN_TIMEOUT_S, Finished, Started, run_trial_process
 from mpstream.runner.record import TrialRecord, load_record, this_host
-from mpstream.runner.run import TEARDOWN_TIMEOUT_S, Finished, Started, run_trial_process
 from mpstream.runner.scenario import Trial
 from mpstream.runner.trial import failed_record, load_plan
 

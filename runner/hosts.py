@@ -1,9 +1,10 @@
-"""`mpstream cluster head|join|status|down`: the hosts a run's trials can spread over, as Ray
-nodes. `head` and `join` are thin wrappers around `ray start` that always set what a testbed
-must not forget: token authentication (the token generated once and kept 0600), usage
-statistics off, no dashboard, the node address given (Ray binds to it; choose the control
-network, never an experiment interface) and one `mpstream_host` unit per host, which each
-trial asks for, so that a host never runs two trials at once. `down` is `ray stop`.
+"""The hosts a run's trials can spread over, as Ray nodes: what `mpstream cluster head|join|
+status|down` (runner/clustercli.py) start and stop. `head` and `join` are thin wrappers around
+`ray start` that always set what a testbed must not forget: token authentication (the token
+generated once and kept 0600), usage statistics off, no dashboard, the node address given (Ray
+binds to it; choose the control network, never an experiment interface) and one `mpstream_host`
+unit per host, which each trial asks for, so that a host never runs two trials at once. `down`
+is `ray stop`.
 
 This module does not import Ray (runner/cluster.py does): it runs the `ray` program. What a
 host reports about itself (`python -m mpstream.runner.hosts facts`: kernel, MPTCP, mpstream
@@ -22,9 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import click
 from pydantic import BaseModel
-from rich.console import Console
 
 from mpstream import __version__, state
 from mpstream.errors import UserError
@@ -156,7 +155,11 @@ class HostFacts(BaseModel):
 
 
 def host_facts() -> HostFacts:
+    from mpstream import hooks
+    from mpstream.cli import PART_HOOKS
     from mpstream.doctor import diagnose
+
+    hooks.install(PART_HOOKS)  # the parts' checks too, as `mpstream doctor` runs them
 
     try:
         mptcp = Path("/proc/sys/net/mptcp/enabled").read_text().strip()
@@ -176,106 +179,6 @@ def facts_of_this_host() -> HostFacts:
     if done.returncode != 0:
         raise UserError(f"could not describe this host: {done.stderr.strip()[-300:]}")
     return HostFacts.model_validate_json(done.stdout)
-
-
-# --- the commands -------------------------------------------------------------------------------
-
-
-def _start(argv: list[str], host: str) -> None:
-    from mpstream.netem.system import require_root
-
-    require_root()
-    done = subprocess.run(argv, env=ray_environment(host), stdin=subprocess.DEVNULL,
-                            capture_output=True, text=True)
-    if done.returncode != 0:
-        said = (done.stderr or done.stdout).strip().splitlines()
-        raise UserError("ray start failed: " + " / ".join(said[-4:]))
-
-
-node_address_option = click.option(
-    "--node-address", required=True, metavar="IP",
-    help="This machine's address on the control network: Ray binds to it and the other hosts "
-         "reach it there. Never an interface the experiments use.")
-name_option = click.option(
-    "--name", default=None, help="The host's name in trial records and reports (default: "
-                                 "the hostname).")
-
-
-@click.group()
-def cluster() -> None:
-    """Hosts for `mpstream run --cluster` (Ray nodes with token authentication)."""
-
-
-@cluster.command()
-@node_address_option
-@click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True,
-              help="The head's port on the node address.")
-@click.option("--trials/--no-trials", default=True,
-              help="Whether the head also runs trials (one at a time) or only coordinates.")
-@name_option
-def head(node_address: str, port: int, trials: bool, name: str | None) -> None:
-    """Start the cluster's head on this machine (`ray start --head`), generating the token on
-    first use (~/.config/mpstream/cluster-token, mode 0600): copy it to every host."""
-    host = name or socket.gethostname()
-    token = ensure_token()
-    _start(start_argv(node_address, head=True, port=port, trials=trials), host)
-    address = f"{node_address}:{port}"
-    save_node(address, node_address, host)
-    Console(highlight=False).print(
-        f"head {host} at {address}; token {token}\non each host: copy the token there, then "
-        f"`mpstream cluster join {address} --node-address IP`", soft_wrap=True)
-
-
-@cluster.command()
-@click.argument("address")
-@node_address_option
-@name_option
-def join(address: str, node_address: str, name: str | None) -> None:
-    """Join this machine to the cluster whose head is at ADDRESS (IP:PORT) as one host: one
-    trial at a time. Needs the head's token in ~/.config/mpstream/cluster-token."""
-    host = name or socket.gethostname()
-    existing_token()
-    _start(start_argv(node_address, head=False, join=address), host)
-    save_node(address, node_address, host)
-    Console(highlight=False).print(f"host {host} ({node_address}) joined {address}")
-
-
-@cluster.command()
-@click.argument("address", required=False)
-def status(address: str | None) -> None:
-    """List the cluster's hosts: kernel, MPTCP, mpstream version and `doctor` verdict, and
-    whether each may run this head's trials (ADDRESS: default, the cluster this machine
-    joined or heads)."""
-    from mpstream.runner.cluster import cluster_status
-
-    node = saved_node()
-    address = address or node.get("address")
-    if not address:
-        raise UserError("which cluster? give its ADDRESS (IP:PORT), or run this on a machine "
-                        "that ran `mpstream cluster head` or `join`")
-    console = Console(highlight=False)
-    head_facts, rows = cluster_status(address, node.get("node_address"))
-    console.print(f"cluster {address}: {len(rows)} host(s); this machine: mpstream "
-                  f"{head_facts.version}, doctor {head_facts.doctor}")
-    for facts, refusal in rows:
-        verdict = "ok" if refusal is None else f"REFUSED: {refusal}"
-        console.print(f"  {facts.host:<16} {facts.address or '':<16} kernel {facts.kernel:<14} "
-                      f"MPTCP {facts.mptcp:<8} mpstream {facts.version:<8} doctor "
-                      f"{facts.doctor}  -> {verdict}", markup=False)
-
-
-@cluster.command()
-def down() -> None:
-    """Stop the Ray node on this machine (`ray stop`): the head, or this host."""
-    from mpstream.netem.system import require_root
-
-    require_root()
-    done = subprocess.run([ray_program(), "stop"], env=ray_environment(),
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        raise UserError(f"ray stop failed: {done.stderr.strip()[-300:]}")
-    (config_dir() / NODE_FILE).unlink(missing_ok=True)
-    Console(highlight=False).print("Ray stopped on this machine")
 
 
 def main(argv: list[str]) -> int:

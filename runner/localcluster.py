@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mpstream import state
+from mpstream.clean import Cleaned
 from mpstream.errors import UserError
 from mpstream.netem.system import require_root
 from mpstream.netem.teardown import NETNS_DIR, netns_pids, remove_namespaces
@@ -45,8 +46,8 @@ from mpstream.network import in_netns
 from mpstream.proc import child_pids, pid_alive, stop, stop_pids
 from mpstream.runner.hosts import CACHE_ENV, CONFIG_ENV, TOKEN_FILE, ensure_token
 from mpstream.runner.layout import TRIAL_JSON, trial_dir
+from mpstream.runner.process import TEARDOWN_TIMEOUT_S, Finished, Started
 from mpstream.runner.record import load_record
-from mpstream.runner.run import TEARDOWN_TIMEOUT_S, Finished, Started
 from mpstream.runner.scenario import Trial
 
 NS_PREFIX = "mpsc-"
@@ -321,7 +322,7 @@ def _restore_env(name: str, value: str | None) -> None:
 
 
 class LocalClusterTrials:
-    """A run's trials on a local cluster made for it (runner/run.py's TrialRunner)."""
+    """A run's trials on a local cluster made for it (runner/process.py's TrialRunner)."""
 
     def __init__(self, hosts: int, margin_s: float, balance: bool = False):
         self.hosts, self.margin_s, self.balance = hosts, margin_s, balance
@@ -434,6 +435,12 @@ def clean_stale() -> list[str]:
         lines.append(f"removed local cluster {name} ({why}): namespaces {' '.join(gone)}"
                      if gone else f"removed local cluster {name} ({why}): its record")
     return lines
+
+
+def clean_step() -> Cleaned:
+    """`mpstream clean`'s step for local clusters (mpstream/hooks.py)."""
+    lines = clean_stale()
+    return Cleaned(lines, acted=bool(lines))
 
 
 def leftovers() -> list[str]:
