@@ -13,7 +13,6 @@ anywhere else, is no run (`NotARun`), as if it did not exist.
 from __future__ import annotations
 
 import csv
-import json
 import math
 import os
 import re
@@ -466,8 +465,3 @@ def _path_events(rec: TrialData, names: list[str]) -> list[PathEventOut]:
             out.append(PathEventOut(t_s=round(tg.t_unix - t0, 3), path=tg.path,
                                     what=f"policy: {what}"))
     return sorted(out, key=lambda e: e.t_s)
-
-
-def as_json(model: BaseModel) -> str:
-    """A model as JSON for a page to embed."""
-    return json.dumps(model.model_dump(), separators=(",", ":"))
