@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,6 +23,7 @@ import click
 
 from mpstream.errors import UserError
 from mpstream.hostnet import HostPaths, InterfaceSpec, interface_bytes, parse_interfaces
+from mpstream.progress import working
 from mpstream.transport import TRANSPORTS, Transport, get_transport
 
 PROBE_PATH = "/probe/blob"  # served by `mpstream serve` (server/nginx.conf.j2)
@@ -90,8 +92,10 @@ def wait_connection_gone(local_port: int, remote_port: int, timeout_s: float = 5
 
 
 def check_paths(url: str, specs: list[InterfaceSpec], *, probe_url: str | None = None,
-                seconds: float = 3.0, transport: Transport | None = None) -> dict[str, Any]:
-    """Each interface alone, then all of them together over `transport`."""
+                seconds: float = 3.0, transport: Transport | None = None,
+                step: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Each interface alone, then all of them together over `transport`; `step(text)` is told
+    as each of the len(specs) + 1 downloads begins."""
     transport = transport or get_transport("mptcp")
     probe = probe_url or probe_url_for(url)
     out: dict[str, Any] = {"url": url, "probe_url": probe, "seconds": seconds,
@@ -99,12 +103,14 @@ def check_paths(url: str, specs: list[InterfaceSpec], *, probe_url: str | None =
     server = urlsplit(url).hostname or ""
     with HostPaths(specs, server=server, transport=get_transport("tcp")) as plain:
         for path in plain.paths:
+            step(f"{path.client_ifname} alone")
             out["interfaces"].append({"interface": path.client_ifname,
                                       "address": path.client_addr,
                                       **timed_download(probe, seconds, path.client_ifname)})
     with HostPaths(specs, server=server, transport=transport,
                    purpose="mpstream paths check") as paths:
         names = [p.client_ifname for p in paths.paths]
+        step(f"{transport.name} over {', '.join(names)}")
         before = interface_bytes(names)
         agg = timed_download(probe, seconds, transport=transport)
         after = interface_bytes(names)
@@ -145,8 +151,10 @@ def paths() -> None:
 def check(url: str, interfaces: str, probe_url: str | None, seconds: float, transport: str,
           as_json: bool) -> None:
     """Round trip and throughput of each interface to the server, then the aggregate."""
-    result = check_paths(url, parse_interfaces(interfaces), probe_url=probe_url,
-                         seconds=seconds, transport=get_transport(transport))
+    specs = parse_interfaces(interfaces)
+    with working("paths check", steps=len(specs) + 1) as progress:
+        result = check_paths(url, specs, probe_url=probe_url, seconds=seconds,
+                             transport=get_transport(transport), step=progress.step)
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:

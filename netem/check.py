@@ -28,6 +28,7 @@ import re
 import statistics
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -301,18 +302,29 @@ def _aggregate_measurements(topo: Topology, profile: Profile,
     return out
 
 
-def run_check(profile: Profile, *, name: str, duration_s: float = 3.0) -> CheckReport:
-    """Builds `profile` as topology `name`, measures, tears down."""
+# The steps run_check reports through `step`, for a progress bar.
+CHECK_STEPS = 5
+
+
+def run_check(profile: Profile, *, name: str, duration_s: float = 3.0,
+              step: Callable[[str], None] = lambda _: None) -> CheckReport:
+    """Builds `profile` as topology `name`, measures, tears down; `step(text)` is told as each
+    of the CHECK_STEPS steps begins."""
     require_tools("iperf3", "ping", "ss", "mptcpize")
     if duration_s < 1:
         raise UserError("--duration: throughput runs need at least 1 second")
     started = time.monotonic()
     report = CheckReport(profile.name, profile.mode)
+    step(f"bringing up {len(profile.paths)} path(s)")
     with Topology.up(profile, name) as topo:
         # Measurements see the configured links, not the profile's timed events.
+        step("RTT and loss per path (ping)")
         report.measurements += _ping_measurements(topo, profile)
+        step("throughput per path (iperf3)")
         report.measurements += _throughput_measurements(topo, profile, duration_s)
+        step("the MPTCP aggregate (iperf3)")
         report.measurements += _aggregate_measurements(topo, profile, duration_s)
+        step("tearing down")
     report.seconds = time.monotonic() - started
     return report
 

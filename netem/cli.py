@@ -259,12 +259,15 @@ def check(profile: str, name: str | None, overrides: tuple[str, ...], duration: 
     when a figure is outside its tolerance."""
     import json
 
-    from mpstream.netem.check import print_report, run_check
+    from mpstream.netem.check import CHECK_STEPS, print_report, run_check
     from mpstream.netem.profile import load_profile
+    from mpstream.progress import working
 
     with signals_interrupt(signal.SIGTERM, signal.SIGHUP):
         prof = load_profile(profile, _overrides(overrides))
-        report = run_check(prof, name=name or f"chk{os.getpid()}", duration_s=duration)
+        with working("netem check", steps=CHECK_STEPS) as progress:
+            report = run_check(prof, name=name or f"chk{os.getpid()}", duration_s=duration,
+                               step=progress.step)
         print_report(report, console)
         if as_json:
             with contextlib.suppress(BrokenPipeError):

@@ -20,6 +20,7 @@ import socketserver
 import struct
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ import click
 
 from mpstream.errors import UserError
 from mpstream.netem import traces
+from mpstream.progress import working
 
 CHUNK = 1 << 16
 # struct tcp_info (linux/tcp.h): byte offsets of the fields read here
@@ -171,12 +173,17 @@ def summarize(direction: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def record(server: str, *, seconds: float, interface: str | None, out: Path) -> dict[str, Any]:
+def record(server: str, *, seconds: float, interface: str | None, out: Path,
+           step: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Records the downlink, then the uplink, `seconds` each; `step(text)` is told as each
+    direction begins."""
     host, _, port = server.rpartition(":")
     if not host or not port.isdigit():
         raise UserError(f"--server {server!r}: give HOST:PORT of a `mpstream trace serve`")
     host = host.strip("[]")
+    step(f"downlink from {server}")
     down = record_down(host, int(port), seconds, interface)
+    step(f"uplink to {server}")
     up = record_up(host, int(port), seconds, interface)
     for name, d in (("down", down), ("up", up)):
         if len(d["stamps"]) < 2:
@@ -227,7 +234,9 @@ def record_cmd(server: str, interface: str | None, seconds: float, out: Path) ->
     """Saturate the path's downlink, then its uplink, and write what was delivered."""
     if len(out.parts) == 1:
         out = traces.cache_dir() / out
-    summary = record(server, seconds=seconds, interface=interface, out=out)
+    with working("trace record", seconds=2 * seconds) as progress:
+        summary = record(server, seconds=seconds, interface=interface, out=out,
+                         step=progress.step)
     for d in ("down", "up"):
         s = summary[d]
         click.echo(f"{d:<5} mean {s['mean_bps'] / 1e6:.2f} Mbit/s, p5 "

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,6 +23,7 @@ from mpstream.player.abr import describe_rules, parse_abr_params, resolve_abr
 from mpstream.player.browsers import BROWSERS, check_browser
 from mpstream.player.codecs import CODECS, check_codec
 from mpstream.player.session import MANIFESTS, PlayRequest, PlayResult, play_session
+from mpstream.progress import Working, working
 from mpstream.transport import TRANSPORTS, for_network_mode, get_transport
 
 # What --json prints at least (issue: the player), in this order.
@@ -244,11 +247,14 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
         session_id = session_id or f"play-{player}-{chosen.name}-{time.strftime('%Y%m%dT%H%M%S')}"
         from mpstream.player.real import play_url
 
-        result = play_url(url, interfaces, PlayRequest(
-            player=player, transport=chosen, manifest_path=url, collector_url=collector_url,
-            duration_s=duration_s, session_id=session_id, scenario=scenario, trial=trial,
-            screenshot=screenshot, buffer_s=buffer_s, target_latency_s=target_latency_s,
-            browser=browser, codec=codec, abr=rule, abr_params=rule_params))
+        with working("play", seconds=duration_s) as progress:
+            progress.step(f"{player} over {chosen.name} from {url}, {duration_s:g} s")
+            result = play_url(url, interfaces, PlayRequest(
+                player=player, transport=chosen, manifest_path=url,
+                collector_url=collector_url, duration_s=duration_s, session_id=session_id,
+                scenario=scenario, trial=trial, screenshot=screenshot, buffer_s=buffer_s,
+                target_latency_s=target_latency_s, browser=browser, codec=codec, abr=rule,
+                abr_params=rule_params))
         _output(result, session_id, as_json)
         return
     if interfaces is not None or collector_url is not None:
@@ -265,7 +271,6 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
     if media is None or profile is None or player is None:
         raise UserError("give --media DIR --profile PROFILE --player P (an emulated session), "
                         "or --url URL (a real one)")
-    from mpstream.netem.topology import Topology
     from mpstream.server.stack import ServerStack
 
     _check_media(media, player)
@@ -289,12 +294,15 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
         raise UserError(f"profile {prof.name}: {refusal}")
     session_id = session_id or f"play-{player}-{chosen.name}-{time.strftime('%Y%m%dT%H%M%S')}"
     console = Console(stderr=True)
-    with Topology.up(prof, name=name) as topo:
+    with working("play", steps=3, console=console) as progress, \
+            _up(prof, name, progress) as topo:
         if not as_json:
             console.print(f"topology {topo.name} up: {len(topo.paths)} path(s); serving {media}")
+        progress.step("starting nginx and the collector")
         with ServerStack(media.resolve(), netns=topo.server_ns, host=topo.server_addr,
                          mptcp=chosen.kernel_mptcp, send=prof.server) as stack:
             topo.start_events()
+            progress.step(f"playing {duration_s:g} s ({player} over {chosen.name})")
             result = play_session(topo, stack, PlayRequest(
                 player=player, transport=chosen, duration_s=duration_s, session_id=session_id,
                 scenario=scenario, trial=trial, screenshot=screenshot, buffer_s=buffer_s,
@@ -302,6 +310,16 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
                 abr_params=rule_params, path_policy=path_policy,
                 metered=prof.metered_paths(), deadline_marks=marks))
     _output(result, session_id, as_json)
+
+
+@contextlib.contextmanager
+def _up(prof: Any, name: str, progress: Working) -> Iterator[Any]:
+    """The profile's topology, said on the progress line while it comes up."""
+    from mpstream.netem.topology import Topology
+
+    progress.step(f"bringing up {len(prof.paths)} path(s) of {prof.name}")
+    with Topology.up(prof, name=name) as topo:
+        yield topo
 
 
 def _deadline_marks(text: str | None) -> DeadlineMarks:

@@ -23,6 +23,10 @@ from mpstream.server.stack import APP_SPEC, ServerStack
 RESULTS_ENV = "MPSTREAM_RESULTS_DIR"
 
 
+# The manifests a media tree offers the player page, with the player that opens each.
+MANIFESTS = (("hls/master.m3u8", "hlsjs"), ("dash/manifest.mpd", "dashjs"))
+
+
 def find_media(cwd: Path | None = None) -> Path:
     """The tree to serve when --media is not given: what `mpstream encode` wrote by default
     (media/default here, or in the repository), else the newest tree `mpstream demo` or
@@ -74,9 +78,16 @@ def _namespace_address(netns: str) -> str:
     raise UserError(f"network namespace {netns!r} has no IPv4 address to serve on.")
 
 
+def no_manifest(media: Path) -> str:
+    """What to say of a media folder with neither manifest a player page can open."""
+    return (f"{media} has no {' nor '.join(rel for rel, _ in MANIFESTS)}, so there is no "
+            f"player URL to open: serve a tree `mpstream encode` wrote (`mpstream encode "
+            f"sample --out DIR`, then --media DIR)")
+
+
 def player_urls(stack: ServerStack, media: Path) -> list[str]:
     out = []
-    for rel, player in (("hls/master.m3u8", "hlsjs"), ("dash/manifest.mpd", "dashjs")):
+    for rel, player in MANIFESTS:
         if (media / rel).is_file():
             query = urlencode({"src": f"/media/{rel}", "player": player})
             out.append(f"{stack.player_url}?{query}")
@@ -178,6 +189,8 @@ def serve(
             f"media directory {media} does not exist: make one with `mpstream encode sample "
             f"--out {media}` (or `make demo`), or pass --media DIR."
         )
+    if not any((media / rel).is_file() for rel, _ in MANIFESTS):
+        console.print(f"[yellow]warning[/]    {no_manifest(media)}", highlight=False)
     app, app_env = run_pages_app(results)
     if netns:
         netns = resolve_netns(netns)

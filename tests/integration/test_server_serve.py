@@ -55,6 +55,15 @@ def read_until_ready(proc: subprocess.Popen, timeout_s: float = 90) -> str:
     return "".join(lines)
 
 
+def start_serve(media: Path, port: int, tmp_path: Path) -> subprocess.Popen:
+    """`mpstream serve` of `media` on `port`, its database in `tmp_path`, its output piped."""
+    return subprocess.Popen(
+        [MPSTREAM, "serve", "--media", str(media), "--port", str(port),
+         "--database-url", f"sqlite:///{tmp_path / 'serve.sqlite3'}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def media(tmp_path_factory):
     return make_tiny_media(tmp_path_factory.mktemp("media"), seconds=4)
@@ -62,11 +71,7 @@ def media(tmp_path_factory):
 
 def test_serve_prints_urls_and_stops_cleanly_on_sigint(media, tmp_path):
     port = free_port()
-    proc = subprocess.Popen(
-        [MPSTREAM, "serve", "--media", str(media), "--port", str(port),
-         "--database-url", f"sqlite:///{tmp_path / 'serve.sqlite3'}"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    proc = start_serve(media, port, tmp_path)
     try:
         out = read_until_ready(proc)
         assert "ready" in out, out
@@ -116,3 +121,24 @@ def test_serve_on_a_busy_port_says_so(media, tmp_path):
     message = " ".join(done.stderr.split())
     assert done.returncode == 2 and "already in use" in message and "--port" in message
     assert "Traceback" not in done.stderr
+
+
+def test_serve_on_a_folder_without_manifests_warns_and_prints_no_player_url(tmp_path):
+    empty = tmp_path / "not-media"
+    empty.mkdir()
+    proc = start_serve(empty, free_port(), tmp_path)
+    try:
+        out = read_until_ready(proc)
+        assert "ready" in out, out
+        message = " ".join(out.split())  # rich wraps long lines
+        assert f"warning {empty} has no hls/master.m3u8 nor dash/manifest.mpd" in message
+        assert "mpstream encode sample --out DIR" in message
+        assert "player/index.html" not in out
+        assert not [line for line in out.splitlines() if line.startswith("player")], out
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+        assert proc.returncode == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
