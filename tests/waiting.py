@@ -44,3 +44,21 @@ def listening(netns: str, port: int) -> bool:
     done = subprocess.run(["ip", "netns", "exec", netns, "ss", "-Hltn", f"sport = :{port}"],
                           capture_output=True, text=True)
     return done.returncode == 0 and bool(done.stdout.strip())
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """The live descendants of `pid` (in any namespace) with their command lines."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError):  # it ended meanwhile
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = {}, list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        with contextlib.suppress(OSError):
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+            found[child] = " ".join(arg.decode(errors="replace") for arg in argv).strip()
+        todo += children.get(child, [])
+    return found

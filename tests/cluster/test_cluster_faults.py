@@ -8,7 +8,6 @@ import os
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ import pytest
 from mpstream.netem.teardown import netns_pids
 from mpstream.runner.layout import load_trials
 from mpstream.runner.scenario import expand_trials, load_scenario
+from tests.waiting import descendants, wait_until
 
 from .conftest import iperf_scenario, leftovers, mpstream
 
@@ -31,24 +31,25 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _trial_running(run_pid: int, host: str = "h*") -> tuple[str, str] | None:
-    """(host namespace, key) of a trial running on the run's local cluster."""
+def _trial_running(run_pid: int, host: str = "h*") -> tuple[str, str, int] | None:
+    """(host namespace, key, pid) of a trial running on the run's local cluster."""
     for ns in sorted(Path("/run/netns").glob(f"mpsc-c{run_pid}-{host}")):
         for pid in netns_pids(ns.name):
             found = re.search(r"mpstream\.cli trial \S+ --key (\S+)", _cmdline(pid))
             if found:
-                return ns.name, found.group(1)
+                return ns.name, found.group(1), pid
     return None
 
 
-def _wait_for(what, seconds: float = 120):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = what()
-        if found:
-            return found
-        time.sleep(0.3)
-    raise AssertionError(f"waited {seconds} s in vain")
+def _mid_trial(run_pid: int, host: str = "h*") -> tuple[str, str]:
+    """Waits until a trial of the run carries its traffic (its iperf3 client runs): (host
+    namespace, key) of that trial."""
+    def traffic() -> tuple[str, str] | None:
+        trial = _trial_running(run_pid, host)
+        if trial and any("iperf3 -c" in line for line in descendants(trial[2]).values()):
+            return trial[:2]
+        return None
+    return wait_until(traffic, 120, "a trial's iperf3 client runs", 0.3)
 
 
 def _start(scenario: Path, out: Path, *more: str) -> subprocess.Popen:
@@ -77,8 +78,7 @@ def test_a_host_whose_ray_dies_mid_trial_has_its_trial_run_on_the_other(tmp_path
     scenario = iperf_scenario(tmp_path, duration=10)
     out = tmp_path / "run"
     proc = _start(scenario, out, *(["--balance-hosts"] if balanced else []))
-    netns, key = _wait_for(lambda: _trial_running(proc.pid, "h1"))
-    time.sleep(2)
+    netns, key = _mid_trial(proc.pid, "h1")
     killed = [pid for pid in netns_pids(netns) if RAY.search(_cmdline(pid))]
     assert killed
     for pid in killed:
@@ -98,8 +98,7 @@ def test_sigterm_stops_the_run_and_its_cluster_and_the_run_resumes(tmp_path):
     scenario = iperf_scenario(tmp_path, duration=6)
     out = tmp_path / "run"
     proc = _start(scenario, out)
-    _wait_for(lambda: _trial_running(proc.pid))
-    time.sleep(2)
+    _mid_trial(proc.pid)
     proc.send_signal(signal.SIGTERM)
     output, _ = proc.communicate(timeout=200)
     assert proc.returncode == 130, output
@@ -114,7 +113,7 @@ def test_a_killed_coordinator_is_cleaned_up_and_its_run_resumes(tmp_path):
     scenario = iperf_scenario(tmp_path, duration=6)
     out = tmp_path / "run"
     proc = _start(scenario, out)
-    _wait_for(lambda: len(load_trials(out)) >= 1, 200)
+    wait_until(lambda: len(load_trials(out)) >= 1, 200, "a trial is done", 0.3)
     kept = {t.key: (t.dir / "trial.json").stat().st_mtime_ns for t in load_trials(out)}
     proc.kill()
     proc.communicate(timeout=30)
