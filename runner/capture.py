@@ -55,7 +55,11 @@ class PacketCapture:
             for netns, ifname, stem in self.targets:
                 pcap = self.out_dir / f"{stem}.pcap"
                 # -Z root: tcpdump would otherwise drop to its own user and fail to write here.
-                argv = in_netns(netns, ["tcpdump", "-i", ifname, "-s", str(self.snaplen),
+                # --immediate-mode: packets reach tcpdump as they arrive; buffered, those of the
+                # last second or so were still in the kernel's ring when stop() interrupted it,
+                # and were lost (a transfer's whole capture, if it was that short).
+                argv = in_netns(netns, ["tcpdump", "--immediate-mode",
+                                         "-i", ifname, "-s", str(self.snaplen),
                                          "-c", str(self.max_packets), "-n", "-Z", "root",
                                          "-w", str(pcap)])
                 proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

@@ -9,6 +9,7 @@ import time
 from mpstream.netem.profile import profile_from_dict
 from mpstream.netem.topology import Topology
 from mpstream.transport import get_transport
+from tests.waiting import listening, wait_until
 
 MPTCP_WRAP = get_transport("mptcp").wrap
 
@@ -52,7 +53,7 @@ def start_events_once_flowing(topo, client_argv, **kw):
 def test_mptcp_transfer_survives_the_failure_of_its_first_path():
     with Topology.up(failing_profile("mptcp"), f"fo{os.getpid()}") as topo:
         server = topo.popen("server", ["iperf3", "-s", "-1", "-p", "5202"], wrap=MPTCP_WRAP)
-        time.sleep(0.3)
+        wait_until(lambda: listening(topo.server_ns, 5202), 10, "iperf3 listens")
         client, rx_at = start_events_once_flowing(
             topo, ["iperf3", "-c", topo.server_addr, "-R", "-t", "8", "-p", "5202"],
             wrap=MPTCP_WRAP, stdout=subprocess.PIPE, text=True)
@@ -71,7 +72,7 @@ def test_mptcp_transfer_survives_the_failure_of_its_first_path():
 def test_single_path_tcp_over_the_failed_path_stalls():
     with Topology.up(failing_profile("tcp"), f"fs{os.getpid()}") as topo:
         topo.popen("server", ["iperf3", "-s", "-1", "-p", "5201"])
-        time.sleep(0.3)
+        wait_until(lambda: listening(topo.server_ns, 5201), 10, "iperf3 listens")
         client, rx_at = start_events_once_flowing(
             topo, ["iperf3", "-c", topo.server_addr, "-R", "-t", "8", "-p", "5201"],
             stdout=subprocess.DEVNULL)
@@ -92,7 +93,7 @@ def test_a_rate_change_event_applies_at_its_time():
     })
     with Topology.up(profile, f"ch{os.getpid()}") as topo:
         topo.popen("server", ["iperf3", "-s", "-1", "-p", "5201"])
-        time.sleep(0.3)
+        wait_until(lambda: listening(topo.server_ns, 5201), 10, "iperf3 listens")
         client, rx_at = start_events_once_flowing(
             topo, ["iperf3", "-c", topo.server_addr, "-R", "-t", "6", "-p", "5201"],
             stdout=subprocess.DEVNULL)

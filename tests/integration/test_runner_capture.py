@@ -6,7 +6,6 @@ import gzip
 import re
 import struct
 import subprocess
-import time
 
 import pytest
 
@@ -15,6 +14,7 @@ from mpstream.netem.topology import Topology
 from mpstream.proc import pid_alive
 from mpstream.runner.capture import SNAPLEN, CounterSnapshots, PacketCapture
 from mpstream.transport import get_transport
+from tests.waiting import listening, wait_until
 
 MPTCP_WRAP = get_transport("mptcp").wrap
 
@@ -31,7 +31,7 @@ def test_capture_and_counters_of_an_mptcp_download(tmp_path):
         server = topo.popen("server", ["iperf3", "-s", "-1", "-p", "5302"], wrap=MPTCP_WRAP,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            time.sleep(0.5)
+            wait_until(lambda: listening(topo.server_ns, 5302), 10, "iperf3 listens")
             counters.take_before()
             cap = PacketCapture(targets, tmp_path / "pcap", max_packets=MAX_PACKETS)
             with cap:
@@ -39,7 +39,6 @@ def test_capture_and_counters_of_an_mptcp_download(tmp_path):
                 proc = topo.run("client", ["iperf3", "-c", topo.server_addr, "-p", "5302",
                                            "-n", "2M", "-R"], wrap=MPTCP_WRAP,
                                 capture_output=True, text=True, timeout=60)
-                time.sleep(0.3)
             counters.take_after()
         finally:
             server.kill()
