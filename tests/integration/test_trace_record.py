@@ -1,7 +1,7 @@
 """`mpstream trace record` through an emulated path whose truth is known: a fixed rate, and a
 trace made here (traces.synthetic). The recorded downlink's mean rate is within 5% of the
 configured one, and its 1 s rate series follows the source trace's (correlation above 0.9).
-About a minute: run by `make test-traces`."""
+About a minute: run by `make test-real-networks`."""
 
 import json
 import os
