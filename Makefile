@@ -16,7 +16,10 @@ VENV_DEMO_STAMP := .venv/.installed-demo
 .PHONY: setup-demo system-demo venv-demo build-demo
 setup: setup-core quic
 setup-core: system venv build
-setup-demo: system-demo venv-demo build-demo
+# After the Debian packages, pip (mostly waiting on downloads) and the build (npm, esbuild, gcc)
+# run side by side.
+setup-demo: system-demo
+	@$(MAKE) --no-print-directory -j2 venv-demo build-demo
 
 system:
 	@scripts/install-system.sh test
@@ -24,7 +27,9 @@ system-demo:
 	@scripts/install-system.sh demo
 
 # Reinstalled only when pyproject.toml changes. The demo's are the package and its `demo` extra
-# (Playwright, the sample video); the tests' add the `dev` and `cluster` extras.
+# (Playwright, the sample video); the tests' add the `dev` and `cluster` extras. The demo's are
+# not byte-compiled at install (--no-compile): Python compiles the modules the demo imports as
+# it imports them, a fraction of the packages' files.
 venv: $(VENV_STAMP)
 $(VENV_STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv .venv
@@ -34,7 +39,7 @@ $(VENV_STAMP): pyproject.toml
 venv-demo: $(VENV_DEMO_STAMP)
 $(VENV_DEMO_STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv .venv
-	@$(PY) -m pip install -q --disable-pip-version-check -e '.[demo]'
+	@$(PY) -m pip install -q --disable-pip-version-check --no-compile -e '.[demo]'
 	@touch $@
 
 build: emulator player-bundle player-driver dashboard-assets coupled-cc
