@@ -12,10 +12,14 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from mpstream.qoe.stats import Summary
+from mpstream.qoe.stats import Summary, summarize
 from mpstream.runner.report import Report, metric_label
 
 FORMAT = 1
+# The figures each trial gives in the summary as well as their condition's statistics: what a
+# reader checks first when an interval is wide (which trial, at what load).
+PER_TRIAL = ("startup_delay_ms", "download_share", "longest_stall_ms", "mean_bitrate_mbps",
+             "throughput_mbps")
 # Six significant digits: far below any interval the docs quote, and the file stays stable
 # when the same run is summarized again.
 DIGITS = 6
@@ -47,14 +51,23 @@ def run_summary(report: Report, run: dict[str, Any], run_id: str) -> dict[str, A
         label = group.split("/")[0]
         cond = by_label.get(label, {})
         mine = [r for r in records if r.condition == label]
+        metrics = {m: _metric(m, s) for m, s in report.summaries.get(group, {}).items()
+                   if s.n > 0}
+        load = summarize(r.record.load_avg_1m for r in mine if r.ok)
+        if load.n:
+            metrics["load_avg_1m"] = {**_metric("load_avg_1m", load), "unit": ""}
+        trials = [{"key": t["key"], "load_avg_1m": next(
+                       (r.record.load_avg_1m for r in mine if r.key == t["key"]), None),
+                   **{m: _num(t[m]) for m in PER_TRIAL if m in t}}
+                  for t in report.per_trial.get(group, [])]
         conditions.append({
             "group": group, "label": label,
             **{k: cond.get(k) for k in ("profile", "transport", "scheduler", "path_policy")},
             "set": cond.get("set") or {},
             "trials_ok": sum(1 for r in mine if r.ok),
             "trials_failed": sum(1 for r in mine if not r.ok),
-            "metrics": {m: _metric(m, s) for m, s in report.summaries.get(group, {}).items()
-                        if s.n > 0},
+            "metrics": metrics,
+            "trials": trials,
         })
     started = [r.record.started_at for r in records]
     finished = [r.record.finished_at for r in records if r.record.finished_at]
@@ -89,11 +102,14 @@ def dumps(data: dict[str, Any]) -> str:
     lines = ["{", f' "format": {one(data["format"])},', f' "run": {one(data["run"])},',
              ' "conditions": [']
     for i, cond in enumerate(data["conditions"]):
-        head = {k: v for k, v in cond.items() if k != "metrics"}
+        head = {k: v for k, v in cond.items() if k not in ("metrics", "trials")}
         lines.append(f"  {one(head)[:-1]}, \"metrics\": {{")
         metrics = list(cond["metrics"].items())
         lines += [f"   {one(m)}: {one(v)}" + ("," if j < len(metrics) - 1 else "")
                   for j, (m, v) in enumerate(metrics)]
-        lines.append("  }}" + ("," if i < len(data["conditions"]) - 1 else ""))
+        lines.append("  }, \"trials\": [")
+        lines += [f"   {one(t)}" + ("," if j < len(cond["trials"]) - 1 else "")
+                  for j, t in enumerate(cond["trials"])]
+        lines.append("  ]}" + ("," if i < len(data["conditions"]) - 1 else ""))
     lines += [" ]", "}"]
     return "\n".join(lines) + "\n"

@@ -25,14 +25,15 @@ A measurement in README.md or docs/ is written in one of two ways, both tied to 
   all, in the run's order); `digits` the decimals.
 - a number in a sentence followed by a comment naming where it comes from, the run, the
   condition, the metric and what of it: `1.04× <!--fig schedulers-2026-11-27 mpquic-ecf
-  startup_delay_ms ratio:tcp-->` (mean, lo, hi, pct, ratio:CONDITION). The number must equal
+  startup_delay_ms ratio:tcp-->` (mean, lo, hi, pct, min, max, ratio:CONDITION). The number must equal
   that figure at the precision it is written with.
 
 Anything else shaped like a measurement (a number with an interval `[a, b]` beside it, or a
 ratio `1.20×`) is an error, unless it stands in a region that says why it is not checked yet:
 `<!-- unchecked: REASON -->` ... `<!-- /unchecked -->` (for instance figures from a run whose
-folder was not kept: the check counts them, so the debt stays visible). Settings written with
-`×` (a 2× buffer) are marked `<!--setting-->` after the number.
+folder was not kept: the check counts them, so the debt stays visible). Settings and goals written with
+`×` (a 2× buffer, a goal of 1.05× TCP's) are marked `<!--setting-->` or `<!--goal-->` after the
+number.
 
     scripts/docsfigures.py          check; exit 1 with each wrong or unsourced figure
     scripts/docsfigures.py --write  regenerate the tables from the summaries
@@ -59,7 +60,7 @@ UNCHECKED = re.compile(r"<!-- unchecked: (?P<why>.*?) -->(?P<body>.*?)<!-- /unch
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 # What a measurement looks like when it is written by hand.
 INTERVAL = re.compile(r"\d(?:\.\d+)?[ \t]*(?:ms|s|Mbit/s|%|MB)?[ \t]*\[-?\d+(?:\.\d+)?,[ \t]*-?\d")
-RATIO = re.compile(r"\d+\.\d+[ \t]*(?:×|x(?![\w-]))(?![ \t]*<!--(?:fig|setting))")
+RATIO = re.compile(r"\d+\.\d+[ \t]*(?:×|x(?![\w-]))(?![ \t]*<!--(?:fig|setting|goal))")
 
 
 class FigureError(Exception):
@@ -86,8 +87,13 @@ class Summary:
         return self.condition(label)["metrics"].get(metric)
 
     def value(self, label: str, metric: str, what: str) -> float | None:
-        """One figure of the summary: mean, lo, hi, pct (the mean as a percentage) or
+        """One figure of the summary: mean, lo, hi, pct (the mean as a percentage), min or max
+        (over the condition's trials, for the figures the summary keeps per trial) or
         ratio:BASE (the mean over condition BASE's)."""
+        if what in ("min", "max"):  # over the condition's trials
+            values = [t[metric] for t in self.condition(label).get("trials", [])
+                      if t.get(metric) is not None]
+            return (min if what == "min" else max)(values) if values else None
         m = self.metric(label, metric)
         if m is None or m["mean"] is None:
             return None
@@ -102,7 +108,8 @@ class Summary:
             if base is None or not base["mean"]:
                 return None
             return m["mean"] / base["mean"]
-        raise FigureError(f"unknown figure {what!r}: mean, lo, hi, pct or ratio:CONDITION")
+        raise FigureError(f"unknown figure {what!r}: mean, lo, hi, pct, min, max or "
+                          "ratio:CONDITION")
 
 
 def load_summary(path: Path) -> Summary:

@@ -24,7 +24,9 @@ def data_dir(tmp_path):
             "startup_delay_ms": _metric(200.0, 190.0, 210.0),
             "download_share": _metric(0.9243, 0.91, 0.938)}},
         {"group": "mptcp", "label": "mptcp", "metrics": {
-            "startup_delay_ms": _metric(256.0, 240.4, 271.6)}}]}))
+            "startup_delay_ms": _metric(256.0, 240.4, 271.6)},
+         "trials": [{"key": "r00", "startup_delay_ms": 231.1}, {"key": "r01"},
+                    {"key": "r02", "startup_delay_ms": 763.8}]}]}))
     return d
 
 
@@ -97,6 +99,9 @@ def test_a_sourced_number_matches_its_figure_at_its_precision(tmp_path, data_dir
     errors = figs.check_page(_page(tmp_path, bad), data_dir=data_dir).errors
     assert [e.rsplit("/", 1)[-1] for e in errors] == [
         "page.md:3: 1.27 is not run-a's mptcp startup_delay_ms ratio:tcp (1.28)"]
+    spread = ("From 231 ms <!--fig run-a mptcp startup_delay_ms min--> to 763.8 ms "
+              "<!--fig run-a mptcp startup_delay_ms max-->.\n")
+    assert figs.check_page(_page(tmp_path, spread), data_dir=data_dir).errors == []
     missing = "It took 3 s <!--fig run-b mptcp startup_delay_ms mean-->.\n"
     assert "no run summary" in figs.check_page(_page(tmp_path, missing),
                                                data_dir=data_dir).errors[0]

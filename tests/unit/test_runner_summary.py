@@ -49,6 +49,11 @@ def test_report_summary_holds_the_reports_figures_and_the_runs_provenance(tmp_pa
         assert startup["ci95"] == [float(f"{float(row[k]):.6g}")
                                    for k in ("ci95_low", "ci95_high")]
         assert startup["unit"] == "ms"
+        # each trial's headline figures and load, for a wide interval's reader
+        assert [t["startup_delay_ms"] for t in cond["trials"]] == [startup["mean"]] * 3
+        assert cond["metrics"]["load_avg_1m"]["n"] == 3
+    assert sorted(t["load_avg_1m"] for c in data["conditions"] for t in c["trials"]) == \
+        [float(i) for i in range(9)]
     # one line per metric, so that a diff of two summaries reads figure by figure
     assert sum('"startup_delay_ms": {' in line for line in text.splitlines()) == 3
 
