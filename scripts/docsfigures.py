@@ -25,15 +25,15 @@ A measurement in README.md or docs/ is written in one of two ways, both tied to 
   all, in the run's order); `digits` the decimals.
 - a number in a sentence followed by a comment naming where it comes from, the run, the
   condition, the metric and what of it: `1.04× <!--fig schedulers-2026-11-27 mpquic-ecf
-  startup_delay_ms ratio:tcp-->` (mean, lo, hi, pct, min, max, ratio:CONDITION). The number must equal
-  that figure at the precision it is written with.
+  startup_delay_ms ratio:tcp-->` (mean, lo, hi, pct, min, max, ratio:CONDITION). The number
+  must equal that figure at the precision it is written with.
 
 Anything else shaped like a measurement (a number with an interval `[a, b]` beside it, or a
 ratio `1.20×`) is an error, unless it stands in a region that says why it is not checked yet:
 `<!-- unchecked: REASON -->` ... `<!-- /unchecked -->` (for instance figures from a run whose
-folder was not kept: the check counts them, so the debt stays visible). Settings and goals written with
-`×` (a 2× buffer, a goal of 1.05× TCP's) are marked `<!--setting-->` or `<!--goal-->` after the
-number.
+folder was not kept: the check counts them, so the debt stays visible). Settings and goals
+written with `×` (a 2× buffer, a goal of 1.05× TCP's) are marked `<!--setting-->` or
+`<!--goal-->` after the number.
 
     scripts/docsfigures.py          check; exit 1 with each wrong or unsourced figure
     scripts/docsfigures.py --write  regenerate the tables from the summaries
