@@ -45,11 +45,13 @@ class PathInfo:
 @dataclass(frozen=True)
 class Competitor:
     """Another user of an emulated network beside the measured client: a host of its own
-    (`host`, e.g. "user1", for `Network.run`), its label, whether it speaks MPTCP, its paths
+    (`host`, e.g. "user1", for `Network.run`), its label, the transport it speaks (a registered
+    name) and whether its host is set up for MPTCP (that transport's network mode), its paths
     (`PathInfo.index` counts its own paths from 0) and what it does."""
 
     host: Host
     name: str
+    transport: str
     mptcp: bool
     paths: tuple[PathInfo, ...]
     # None: it does what the trial's client does (plays, or transfers); else cross traffic, a

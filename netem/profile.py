@@ -18,7 +18,7 @@ that applies to both directions unless `uplink` / `downlink` tables override sin
     action = "down"           # down | up | change (change takes a `set` table)
     [[competitors]]           # another user of the network, in a namespace of its own
     name = "tcp-user"
-    mode = "tcp"
+    transport = "tcp"         # any registered transport (`mode` = "mptcp" | "tcp" still works)
     paths = [{ via = "wifi" }]   # shares the wifi path's link (its queue) with the client;
                                  # or link fields for a link of its own
 
@@ -39,6 +39,7 @@ from mpstream.errors import UserError
 from mpstream.netem import coupled, traces
 from mpstream.netem.teardown import MAX_COMPETITORS
 from mpstream.sending import SendOptions
+from mpstream.transport import TRANSPORTS, get_transport
 
 PRESETS_DIR = Path(__file__).parent / "profiles"
 
@@ -257,7 +258,10 @@ class CompetitorSpec(_Strict):
     profile's server link, when it has one, is shared by every user."""
 
     name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
-    mode: Literal["mptcp", "tcp"] = "tcp"  # tcp: over its first path only
+    # The transport it speaks, any registered one (mpstream/transport.py): one whose network
+    # mode is single-path runs over its first path only. `mode` ("mptcp" or "tcp") is the older
+    # spelling of transport "mptcp" or "tcp", read into `transport`.
+    transport: str = "tcp"
     paths: list[CompetitorPathSpec] = Field(min_length=1, max_length=4)
     # What it does in a trial: "same" as the client (a player, or a transfer), or "bulk": cross
     # traffic, one bulk download from the server from `start_s` to `stop_s` (default: the end)
@@ -265,6 +269,34 @@ class CompetitorSpec(_Strict):
     traffic: Literal["same", "bulk"] = "same"
     start_s: float = Field(default=0.0, ge=0)
     stop_s: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mode_is_a_transport(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "mode" not in data:
+            return data
+        data = dict(data)
+        mode = data.pop("mode")
+        if mode not in ("mptcp", "tcp"):
+            raise ValueError(f"mode {mode!r}: give \"mptcp\" or \"tcp\", or name any "
+                             "transport with `transport`")
+        if data.get("transport", mode) != mode:
+            raise ValueError(f"mode {mode!r} and transport {data['transport']!r} disagree: "
+                             "give `transport` alone")
+        data["transport"] = mode
+        return data
+
+    @field_validator("transport")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        if name not in TRANSPORTS:
+            raise ValueError(f"no transport {name!r}; choose one of {', '.join(TRANSPORTS)}")
+        return name
+
+    @property
+    def multipath(self) -> bool:
+        """Its host is set up for MPTCP (endpoints on every path), as its transport asks."""
+        return get_transport(self.transport).network_mode == "mptcp"
 
     @model_validator(mode="after")
     def _schedule(self) -> CompetitorSpec:

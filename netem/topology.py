@@ -102,7 +102,8 @@ def _competitors(profile: Profile, name: str) -> list[tuple[Competitor, list[Wir
             wires.append(Wire(host, ns, info, slot, link))
             slot += 1
         cross = (spec.start_s, spec.stop_s) if spec.traffic == "bulk" else None
-        user = Competitor(host=host, name=profile.competitor_name(k), mptcp=spec.mode == "mptcp",
+        user = Competitor(host=host, name=profile.competitor_name(k), transport=spec.transport,
+                          mptcp=spec.multipath,
                           paths=tuple(w.path for w in wires), cross_traffic=cross)
         out.append((user, wires))
     return out

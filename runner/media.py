@@ -34,14 +34,22 @@ def cache_key(spec: MediaSpec, base_dir: Path) -> str:
     return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def existing_tree(spec: MediaSpec, base_dir: Path) -> Path | None:
+    """The media tree `dir` names (None: the spec encodes one); UserError when it is none."""
+    if spec.dir is None:
+        return None
+    media = spec.dir if spec.dir.is_absolute() else (base_dir / spec.dir)
+    if not (media / "media.json").is_file():
+        raise UserError(f"media.dir {media} is not a media tree (no media.json); make one "
+                        "with `mpstream encode` or give media.source instead")
+    return media.resolve()
+
+
 def prepare_media(spec: MediaSpec, base_dir: Path, *, progress: bool = True,
                   cache_dir: Path = CACHE_DIR) -> Path:
-    if spec.dir is not None:
-        media = spec.dir if spec.dir.is_absolute() else (base_dir / spec.dir)
-        if not (media / "media.json").is_file():
-            raise UserError(f"media.dir {media} is not a media tree (no media.json); make one "
-                            "with `mpstream encode` or give media.source instead")
-        return media.resolve()
+    tree = existing_tree(spec, base_dir)
+    if tree is not None:
+        return tree
     out = cache_dir / cache_key(spec, base_dir)
     if (out / "media.json").is_file():
         return out

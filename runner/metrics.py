@@ -1,131 +1,28 @@
-"""Per-trial figures computed from a trial's raw data (events, kernel samples, iperf output).
-
-QoE figures come from the player's events through mpstream.qoe, the module the collector's
-summary calls too, so the report and the collector agree on every session (docs/qoe.md).
-"""
+"""Per-trial figures computed from a trial's raw data: its workload's own (runner/workloads/),
+and what every trial has, whatever its workload: the kernel samples per path, the emulator's
+links, the metered paths, the transport's redundant bytes, how the users of one network shared
+it."""
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from datetime import datetime
 
-from mpstream.qoe.metrics import session_metrics, stalls_after
 from mpstream.qoe.metrics import video_segment_rates as segment_rates
-from mpstream.qoe.scores import (
-    SCORE_FIELDS,
-    p1203_available,
-    p1203_input,
-    p1203_o46,
-    session_scores,
-)
 from mpstream.runner.layout import TrialData
+from mpstream.runner.workloads import workload_for
 from mpstream.transport import TRANSPORTS, get_transport
 
 BIN_S = 1.0
-# The report's QoE columns, straight from mpstream.qoe (rates shown in Mbit/s).
-QOE_COLUMNS = (
-    "startup_delay_ms", "manifest_ms", "first_segment_ms", "decode_ms", "stall_count",
-    "stall_ms", "longest_stall_ms", "rebuffer_ratio", "switches", "down_switches",
-    "bitrate_utilization", "segments", "played_s",
-    "download_share", "live_latency_mean_s", "live_latency_p95_s",
-)  # fmt: skip
-
-__all__ = ["segment_rates", "trial_metrics", "video_metrics"]
+__all__ = ["segment_rates", "trial_metrics"]
 
 
-def _num(v) -> float:
+def num_or_nan(v) -> float:
     return float(v) if v is not None else math.nan
 
 
-def event_page_ms(rec: TrialData) -> float | None:
-    """Page time (ms, the events' clock) of the scenario's first timed network event (a path
-    failure): the play request's page time plus the wall-clock time between the play request
-    and the event. None when the trial had no timed event or the times are missing."""
-    at = [e["at_s"] for e in rec.profile.get("events") or [] if e.get("at_s") is not None]
-    t0 = rec.record.events_started_unix
-    started = (rec.session or {}).get("started_at")
-    startup = next((e for e in rec.events if e.get("type") == "startup"), None)
-    if not at or t0 is None or not started or startup is None:
-        return None
-    play_request_ms = startup["t_ms"] - startup["data"]["startup_delay_ms"]
-    play_request_unix = datetime.fromisoformat(started).timestamp()
-    return play_request_ms + (t0 + min(at) - play_request_unix) * 1000
-
-
-def video_fairness(rec: TrialData) -> dict[str, float]:
-    """How the players of one network shared it: the MPTCP users' share of the media bytes
-    all players downloaded, Jain's index over those bytes, and each class's mean bitrate and
-    stall time per user. Empty when a player has no events (it never played)."""
-    users = [(client_speaks_mptcp(rec), rec.events)]
-    users += [(u.mptcp, rec.competitor_events(u.host)) for u in rec.record.competitors
-              if not u.cross_traffic]
-    if not all(events for _, events in users):
-        return {}
-    downloaded = [(multipath, float(sum(e["data"].get("bytes") or 0 for e in events
-                                        if e.get("type") == "segment")))
-                  for multipath, events in users]
-    # Bytes, not rates: the class figures of a video trial are its bitrates and stalls.
-    m = {k: v for k, v in fairness_metrics(downloaded).items()
-         if k in ("mptcp_share", "jain_index")}
-    qoe = [(multipath, session_metrics(events)) for multipath, events in users]
-    for cls, wanted in (("mptcp", True), ("tcp", False)):
-        mine = [q for multipath, q in qoe if multipath == wanted]
-        m[f"{cls}_user_bitrate_mbps"] = _mean([_num(q["mean_bitrate_bps"]) / 1e6 for q in mine])
-        m[f"{cls}_user_stall_ms"] = _mean([_num(q["stall_ms"]) for q in mine])
-    return m
-
-
-def _mean(values: list[float]) -> float:
+def mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else math.nan
-
-
-def video_metrics(rec: TrialData) -> dict[str, float]:
-    q = session_metrics(rec.events, capacity_bps=rec.record.capacity_bps)
-    m: dict[str, float] = {k: _num(q[k]) for k in QOE_COLUMNS}
-    m["mean_bitrate_mbps"] = _num(q["mean_bitrate_bps"]) / 1e6
-    m["download_rate_mbps"] = _num(q["mean_download_rate_bps"]) / 1e6
-    # The media element's counters (getVideoPlaybackQuality): the decoder kept up or not;
-    # NaN without a playback sample (the session never played).
-    played_any = any(e.get("type") == "playback" for e in rec.events)
-    m["decoded_frames"] = float(q["total_frames"]) if played_any else math.nan
-    m["dropped_frames"] = float(q["dropped_frames"]) if played_any else math.nan
-    scores = session_scores(rec.events)
-    m.update({k: _num(scores[k]) for k in SCORE_FIELDS})
-    if p1203_available():
-        fps = rec.record.media.frame_rate if rec.record.media else None
-        o46, _ = p1203_o46(p1203_input(rec.events, fps=fps))
-        m["p1203_o46"] = _num(o46)
-    t_event = event_page_ms(rec)
-    if t_event is not None:
-        after = stalls_after(rec.events, t_event)
-        m["stalls_after_event"] = float(after["count"])
-        m["stall_ms_after_event"] = after["ms"]
-        m["longest_stall_after_event_ms"] = after["longest_ms"]
-    if any(not u.cross_traffic for u in rec.record.competitors):
-        m.update(video_fairness(rec))
-    m.update(cross_traffic_metrics(rec))
-    return m
-
-
-def _mbps(v) -> float:
-    return float(v) / 1e6 if v is not None else math.nan
-
-
-def iperf_metrics(rec: TrialData) -> dict[str, float]:
-    end = (rec.iperf or {}).get("end", {})
-    recv = end.get("sum_received", {}).get("bits_per_second")
-    sent = end.get("sum_sent", {})
-    m = {
-        "throughput_mbps": _mbps(recv),
-        "iperf_retransmits": float(sent.get("retransmits", math.nan)),
-    }
-    cap = rec.record.capacity_bps
-    m["throughput_share"] = m["throughput_mbps"] * 1e6 / cap if cap else math.nan
-    if any(not u.cross_traffic for u in rec.record.competitors):
-        m.update(fairness_metrics(user_rates(rec)))
-    m.update(cross_traffic_metrics(rec))
-    return m
 
 
 def cross_traffic_metrics(rec: TrialData) -> dict[str, float]:
@@ -146,13 +43,18 @@ def user_rates(rec: TrialData) -> list[tuple[bool, float]]:
     """(speaks MPTCP, received bit/s) of every user of a trial's network: the client, then
     each competing client that did what it did (cross traffic is no user here)."""
     rates = [(client_speaks_mptcp(rec), received_bps(rec.iperf))]
-    rates += [(u.mptcp, received_bps(rec.competitor_iperf(u.host)))
+    rates += [(speaks_mptcp(u.transport), received_bps(rec.competitor_iperf(u.host)))
               for u in rec.record.competitors if not u.cross_traffic]
     return rates
 
 
 def client_speaks_mptcp(rec: TrialData) -> bool:
-    transport = rec.record.transport
+    return speaks_mptcp(rec.record.transport)
+
+
+def speaks_mptcp(transport: str | None) -> bool:
+    """Whether a user of transport `transport` is in the MPTCP class of the fairness figures
+    (the kernel's MPTCP at both ends); every other transport is in the other class."""
     return transport in TRANSPORTS and get_transport(transport).kernel_mptcp
 
 
@@ -297,7 +199,7 @@ def queue_delay_metrics(rec: TrialData, p: int) -> dict[str, float]:
     link = data_link(rec, p)
     if link is None or "queue_delay_packets" not in link:
         return {}
-    return {f"path{p}_queue_delay_{q}_ms": _num(link.get(f"queue_delay_{q}_ms"))
+    return {f"path{p}_queue_delay_{q}_ms": num_or_nan(link.get(f"queue_delay_{q}_ms"))
             for q in ("p50", "p95", "p99")}
 
 
@@ -326,8 +228,9 @@ def metered_metrics(rec: TrialData) -> dict[str, float]:
     r = rec.record
     if not r.metered_paths:
         return {}
-    return {"metered_bytes": _num(r.metered_bytes), "metered_share": _num(r.metered_share),
-            "metered_cost": _num(r.metered_cost),
+    return {"metered_bytes": num_or_nan(r.metered_bytes),
+            "metered_share": num_or_nan(r.metered_share),
+            "metered_cost": num_or_nan(r.metered_cost),
             "policy_toggles": float(len(r.path_policy_toggles))}
 
 
@@ -344,6 +247,7 @@ def redundancy_metrics(rec: TrialData) -> dict[str, float]:
 
 
 def trial_metrics(rec: TrialData, n_paths: int) -> dict[str, float]:
-    base = video_metrics(rec) if rec.record.kind == "video" else iperf_metrics(rec)
+    """The trial's figures: its workload's own, then the network's and the transport's."""
+    base = workload_for(rec.record.kind).metrics(rec)
     return {**base, **kernel_metrics(rec, n_paths), **metered_metrics(rec),
             **redundancy_metrics(rec)}

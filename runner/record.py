@@ -21,8 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from mpstream.errors import UserError
 from mpstream.paths import REPO_ROOT
 from mpstream.runner.scenario import Condition
+from mpstream.runner.workloads import WorkloadKind
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SCHEMA_FILE = REPO_ROOT / "docs" / "trial.schema.json"
 REGENERATE = "make trial-schema"
 # The name a cluster gives the host a trial runs on (`mpstream cluster head|join --name`, the
@@ -52,12 +53,12 @@ class PolicyToggle(BaseModel):
 
 class CompetitorLabel(BaseModel):
     """A competing client of the trial's network: its host (files: iperf-<host>.json or
-    <host>/), its label, whether it spoke MPTCP, and whether it was cross traffic (a scheduled
-    bulk download) rather than a user doing what the client did."""
+    <host>/), its label, the transport it spoke (a registered name), and whether it was cross
+    traffic (a scheduled bulk download) rather than a user doing what the client did."""
 
     host: str
     name: str
-    mptcp: bool
+    transport: str
     cross_traffic: bool = False
 
 
@@ -104,7 +105,8 @@ class TrialRecord(BaseModel):
     key: str
     round: int
     order: int
-    kind: Literal["video", "iperf"] = "video"
+    kind: WorkloadKind = Field(default="video", description="the trial's workload: a kind "
+                               "registered in runner/workloads/ (video, iperf)")
     condition: Condition
     player: str | None = None
     browser: str | None = None
@@ -184,9 +186,15 @@ def migrate(raw: dict[str, Any]) -> dict[str, Any]:
         raise UserError(f"trial record version {version} is newer than this mpstream "
                         f"({SCHEMA_VERSION}): upgrade mpstream to read it")
     out = dict(raw)
-    if version == 1:
-        # Version 1 had no version, host or proof fields; everything else is the same.
-        out["schema_version"] = SCHEMA_VERSION
+    # Version 1 had no version, host or proof fields; everything else is as in version 2.
+    if version <= 2:
+        # Version 2's competitors said whether each spoke MPTCP (`mptcp`), which was one of
+        # two transports then: mptcp or tcp.
+        out["competitors"] = [
+            {**{k: v for k, v in c.items() if k != "mptcp"},
+             "transport": "mptcp" if c.get("mptcp") else "tcp"} if "transport" not in c else c
+            for c in raw.get("competitors") or []]
+    out["schema_version"] = SCHEMA_VERSION
     return out
 
 

@@ -28,6 +28,7 @@ from mpstream.runner.metrics import (
 from mpstream.runner.record import Measurement
 from mpstream.runner.reference import THESIS, condition_text, published
 from mpstream.runner.scenario import short_value
+from mpstream.runner.workloads import workload_for
 
 # Shown in this order, with these names and units; per-path metrics are added per path.
 METRIC_LABELS = {
@@ -238,7 +239,7 @@ def write_p1203_inputs(report: Report) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for rec in report.trials:
-        if not rec.ok or rec.record.kind != "video":
+        if not rec.ok or not workload_for(rec.record.kind).plays_video:
             continue
         fps = rec.record.media.frame_rate if rec.record.media else None
         path = out / f"{rec.key}.json"
@@ -529,7 +530,7 @@ def _write_figures(report: Report, records, several: frozenset[str], n_paths: in
                                        n_paths))
     # One timeline a video trial, beside the report (not in the page: a run may have hundreds).
     for rec in ok:
-        if rec.record.kind == "video":
+        if workload_for(rec.record.kind).plays_video:
             (report.out_dir / "timelines").mkdir(exist_ok=True)
             timeline_figure(rec, report.evidence[rec.key], n_paths,
                             report.out_dir / "timelines" / f"{rec.key}.png")

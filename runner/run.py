@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,7 +27,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from mpstream import pathpolicy, provenance
+from mpstream import provenance
 from mpstream.errors import UserError
 from mpstream.proc import signals_interrupt
 from mpstream.runner.layout import (
@@ -38,15 +37,15 @@ from mpstream.runner.layout import (
     remove_partial_trials,
     write_json,
 )
-from mpstream.runner.media import prepare_media
 from mpstream.runner.process import LocalTrials, TrialRunner
 from mpstream.runner.record import TrialRecord
-from mpstream.runner.scenario import Condition, Scenario, Trial, build_profile, expand_trials
-from mpstream.runner.trial import plan_json, transport_for
-from mpstream.transport import Transport
+from mpstream.runner.scenario import Scenario, Trial, expand_trials
+from mpstream.runner.sites import site_class
+from mpstream.runner.trial import plan_json
+from mpstream.runner.workloads import workload_for
 
 if TYPE_CHECKING:
-    from mpstream.netem.profile import Profile
+    pass
 
 # Seconds a trial may run past the scenario's duration on a cluster before it is stopped and
 # recorded as failed: its network, servers and browser start and stop within it.
@@ -82,16 +81,19 @@ def trial_runner(cluster: str | None, margin_s: float = TRIAL_MARGIN_S,
 
 
 def refuse_on_cluster(scenario: Scenario, option: str = "--cluster") -> None:
-    """Trials bound to this machine cannot move to another host."""
-    if scenario.live is not None:
-        raise UserError(f"scenario {scenario.name!r} plays a live stream ([live]) that runs on "
-                        "this machine for the whole run, so its trials cannot move to other "
-                        f"hosts: run it without {option}")
-    real = [c.label for c in scenario.all_conditions() if c.kind == "real"]
-    if real:
-        raise UserError(f"scenario {scenario.name!r}: condition(s) {', '.join(real)} are "
-                        "kind = \"real\", bound to this machine's own interfaces, so their "
-                        f"trials cannot move to other hosts: run it without {option}")
+    """Trials bound to this machine cannot move to another host: the workload's or the
+    network's say so (runner/workloads/, runner/sites/)."""
+    why = workload_for(scenario.kind).bound_here(scenario)
+    if why:
+        raise UserError(f"scenario {scenario.name!r}: {why}, so its trials cannot move to "
+                        f"other hosts: run it without {option}")
+    for kind in dict.fromkeys(c.kind for c in scenario.all_conditions()):
+        site = site_class(kind)
+        if not site.movable:
+            bound = [c.label for c in scenario.all_conditions() if c.kind == kind]
+            raise UserError(f"scenario {scenario.name!r}: condition(s) {', '.join(bound)} are "
+                            f'kind = "{kind}", {site.bound_because}, so their trials cannot '
+                            f"move to other hosts: run it without {option}")
 
 
 def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
@@ -115,99 +117,36 @@ def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
     }
 
 
-def _path_policy_problem(scenario: Scenario, cond: Condition, transport: Transport,
-                         profile: Profile | None) -> str | None:
-    """Why the condition's path policy cannot run (None: it can), before any topology."""
-    policy = cond.path_policy
-    if policy in (None, pathpolicy.DEFAULT_POLICY):
-        return None
-    if profile is None:
-        return (f"path policy {policy}: a real host's interfaces say nothing of which is "
-                "metered: give the condition an emulated profile")
-    if policy == "deadline" and scenario.kind != "video":
-        return "path policy deadline follows a player's buffer, and an iperf trial has none"
-    try:
-        pathpolicy.check_for(policy, transport, profile)
-    except UserError as exc:
-        return str(exc)
-    return None
-
-
 def preflight(scenario: Scenario) -> None:
-    """What every trial needs, checked once: otherwise each trial would fail the same way."""
-    from mpstream.netem import coupled, teardown
-    from mpstream.netem.system import require_cc
-
+    """What every trial needs, checked once: otherwise each trial would fail the same way. The
+    workload and each condition's network say what they need."""
+    workload = workload_for(scenario.kind)
+    conditions = scenario.all_conditions()
     problems = []
     if os.geteuid() != 0:
         problems.append("runs need root (network namespaces): run it with sudo")
-    if not teardown.EMULATOR.exists():
-        problems.append(f"the link emulator {teardown.EMULATOR} is not built: run `make emulator`")
-    if scenario.kind == "video":
-        from mpstream.player.session import DIST_DIR
-
-        if not (DIST_DIR / "index.html").exists():
-            problems.append(f"the player page is not built ({DIST_DIR}/index.html is missing): "
-                            "run `make player-bundle`")
-        from mpstream.player.browsers import check_browser
-
-        for browser in scenario.browsers:
-            try:
-                check_browser(browser)
-            except UserError as exc:
-                problems.append(str(exc))
+    for kind in dict.fromkeys(c.kind for c in conditions):
+        problems += site_class(kind).needs()
+    problems += workload.preflight(scenario)
     transports = set()
-    for cond in scenario.all_conditions():
-        profile = None if cond.kind == "real" else build_profile(scenario, cond)
+    for cond in conditions:
+        site = site_class(cond.kind)
         try:  # a scheduler the transport lacks, refused before any topology
-            transport = transport_for(cond, profile.mode if profile else None)
+            transport = site.transport_of(scenario, cond)
         except UserError as exc:
             problems.append(f"condition {cond.label}: {exc}")
             continue
-        if profile is None and cond.scheduler is not None and transport.kernel_mptcp:
-            problems.append(f"condition {cond.label}: scheduler {cond.scheduler}: on a real "
-                            "host the kernel's MPTCP scheduler is the host's own setting")
-        policy_problem = _path_policy_problem(scenario, cond, transport, profile)
-        if policy_problem:
-            problems.append(f"condition {cond.label}: {policy_problem}")
-        transports.add(transport)
-        refusal = transport.refuses_cc(profile.cc) if profile else None
-        if refusal:
-            problems.append(f"condition {cond.label}: {refusal}")
-        elif profile is not None and not coupled.is_coupled(profile.cc):
-            # Allowed now, from the machine's own namespace (as the topology would): the hosts
-            # of a local cluster run in namespaces of their own, which may not widen the list.
-            # A CC this kernel lacks stays that condition's failure, recorded per trial.
-            with contextlib.suppress(UserError):
-                require_cc(profile.cc)
-        if profile is None and transport.runs_on_server:
-            problems.append(f"condition {cond.label}: transport {transport.name} runs a gateway "
-                            "on the server host, which mpstream does not run on a real "
-                            "network's server: use an emulated profile")
-        if scenario.kind != "video" and transport.carries_http_only:
-            problems.append(f"condition {cond.label}: transport {transport.name} carries the "
-                            f"player's HTTP only; a {scenario.kind} scenario needs mptcp or tcp")
+        refusals = site.problems(scenario, cond, transport)
+        refusals += [r for r in [workload.refuses(cond, transport)] if r]
+        problems += [f"condition {cond.label}: {r}" for r in refusals]
+        transports |= {transport, *site.other_transports(scenario, cond)}
     for transport in sorted(transports, key=lambda t: t.name):
         problems += transport.missing()
-    for tool in ("ss", "nstat", "stdbuf", "iperf3" if scenario.kind == "iperf" else "ip"):
+    for tool in ("ss", "nstat", "stdbuf", *workload.tools):
         if shutil.which(tool) is None:
             problems.append(f"{tool} is missing: run `make setup`")
     if problems:
         raise UserError("cannot run: " + "; ".join(problems))
-
-
-def check_codecs(scenario: Scenario, media_dir: Path, trials: list[Trial]) -> None:
-    """Every browser × codec × player the trials ask for can play from the media, checked once
-    before the first trial (a blank page of each browser says what it decodes)."""
-    from mpstream.player.codecs import check_codec
-
-    wanted = sorted({(t.browser or "chromium", t.codec or "auto", t.player) for t in trials
-                     if t.codec and t.codec != "auto" and t.player})
-    for browser, codec, player in wanted:
-        try:
-            check_codec(browser, codec, media_dir, player)
-        except UserError as exc:
-            raise UserError(f"cannot run: {player} in {browser}: {exc}") from None
 
 
 def run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None = None,
@@ -251,6 +190,8 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
                         f"{', '.join(map(repr, unknown))}; its conditions: {', '.join(labels)}")
     # Absolute: the servers of a trial run from their own working directories.
     out_dir = Path(out_dir).resolve()
+    # An input the scenario names that cannot be used is refused before the run folder exists.
+    workload_for(scenario.kind).check_inputs(scenario)
     out_dir.mkdir(parents=True, exist_ok=True)
     n = trials if trials is not None else scenario.trials
     plan = expand_trials(scenario, n)
@@ -272,14 +213,8 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
     if todo:
         preflight(scenario)
     with contextlib.ExitStack() as resources:
-        media_dir = None
-        if scenario.kind == "video" and todo and scenario.live is not None:
-            media_dir = resources.enter_context(_live_stream(scenario.live, out_dir, console))
-        elif scenario.kind == "video" and scenario.media is not None and todo:
-            console.print("preparing media …")
-            media_dir = prepare_media(scenario.media, scenario.base_dir, progress=progress)
-            console.print(f"media: {media_dir}")
-            check_codecs(scenario, media_dir, todo)
+        media_dir = workload_for(scenario.kind).prepare(scenario, out_dir, todo, console,
+                                                        progress, resources)
         # Written before the first trial: it is the plan each `mpstream trial` reads.
         write_json(out_dir / RUN_JSON, _run_json(scenario, scenario_path, plan, n, media_dir,
                                                  pcap))
@@ -289,24 +224,6 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
             return dict(done)
         return _run_trials(scenario, out_dir, selected, todo, done, scenario_path, console,
                            progress, runner)
-
-
-@contextlib.contextmanager
-def _live_stream(live, out_dir: Path, console: Console):
-    """The run's live stream: `mpstream live` writing into OUT/live-tree for as long as the
-    trials run, then ended like Ctrl-C (its tree stays, ended, beside the trials)."""
-    from mpstream.encoder.live import LiveConfig, live_in_background
-
-    config = LiveConfig(source=live.source, ladder=live.ladder,
-                        segment_duration=live.segment_duration, window_s=live.window_s,
-                        out=out_dir / "live-tree")
-    console.print(f"starting the live stream ({live.source}, ladder {live.ladder}) …")
-    with live_in_background(config) as tree:
-        # Every trial joins with a full window behind the edge, as a viewer of a running
-        # channel would: the first trial waits for it once.
-        time.sleep(min(live.window_s, 3 * live.segment_duration))
-        console.print(f"live: {tree}")
-        yield tree
 
 
 def _run_trials(scenario: Scenario, out_dir: Path, plan: list[Trial], todo: list[Trial],

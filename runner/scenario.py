@@ -30,7 +30,9 @@ from pydantic import (
 from mpstream.errors import UserError
 from mpstream.pathpolicy import POLICIES
 from mpstream.player.abr import DEFAULT as ABR_DEFAULT
-from mpstream.player.abr import parse_abr_params, resolve_abr
+from mpstream.player.abr import resolve_abr
+from mpstream.runner.sites import SiteKind, site_class
+from mpstream.runner.workloads import WorkloadKind, workload_for
 from mpstream.transport import TRANSPORTS, get_transport
 
 SCENARIOS_DIR = Path(__file__).resolve().parent / "scenarios"
@@ -96,7 +98,8 @@ class Condition(_Strict):
     or (kind "real") a server's manifest `url` played over this host's `interfaces`."""
 
     label: str
-    kind: Literal["emulated", "real"] = "emulated"
+    kind: SiteKind = Field(default="emulated", description="the network it runs on: a kind "
+                           "registered in runner/sites/ (emulated, real)")
     profile: str | None = None
     # kind "real": the manifest's URL per player ({"dashjs" = URL, "hlsjs" = URL}) or one URL
     # for all, and the interfaces as for `mpstream play --interfaces` (IF1,IF2[:backup]).
@@ -136,18 +139,7 @@ class Condition(_Strict):
 
     @model_validator(mode="after")
     def _kind_fields(self) -> Condition:
-        if self.kind == "emulated":
-            if self.profile is None:
-                raise ValueError("an emulated condition needs `profile` (or kind = \"real\" "
-                                 "with `url` and `interfaces`)")
-            if self.url is not None or self.interfaces is not None:
-                raise ValueError("`url` and `interfaces` go with kind = \"real\"")
-        else:
-            if self.url is None:
-                raise ValueError("a real condition needs `url` (the server's manifest)")
-            if self.profile is not None or self.set:
-                raise ValueError("a real condition has no `profile` or `set`: its paths are "
-                                 "the host's interfaces")
+        site_class(self.kind).check_fields(self)
         return self
 
     def url_for(self, player: str) -> str:
@@ -209,7 +201,8 @@ class Scenario(_Strict):
     name: str
     description: str = ""
     # video: a player plays the media; iperf: a bulk iperf3 transfer (no media, no player).
-    kind: Literal["video", "iperf"] = "video"
+    kind: WorkloadKind = Field(default="video", description="what each trial does: a kind "
+                               "registered in runner/workloads/ (video, iperf)")
     media: MediaSpec | None = None
     live: LiveSpec | None = None
     conditions: list[Condition] = Field(default_factory=list)
@@ -271,35 +264,8 @@ class Scenario(_Strict):
         dup = {x for x in labels if labels.count(x) > 1}
         if dup:
             raise ValueError(f"condition labels must be unique; repeated: {', '.join(sorted(dup))}")
-        self._check_abrs()
-        real_only = all(c.kind == "real" for c in conds)
-        if self.kind == "video" and self.media is not None and self.live is not None:
-            raise ValueError("a video scenario needs either a [media] table (dir, or source and"
-                             " ladder) or a [live] table (a live stream), not both")
-        if (self.kind == "video" and self.media is None and self.live is None
-                and not real_only):
-            raise ValueError("a video scenario needs either a [media] table (dir, or source and"
-                             " ladder) or a [live] table (a live stream)")
+        workload_for(self.kind).check(self)
         return self
-
-    def _check_abrs(self) -> None:
-        """Every rule in `abrs` and `abr_params` must be one each listed player has."""
-        if self.kind != "video":
-            return
-        for player in self.players:
-            for abr in self.abrs:
-                try:
-                    resolve_abr(player, abr)
-                except UserError as exc:
-                    raise ValueError(f"abrs: {exc}") from None
-            for abr, params in self.abr_params.items():
-                if abr not in self.abrs:
-                    raise ValueError(f"abr_params.{abr}: {abr} is not in abrs")
-                try:
-                    parse_abr_params(player, resolve_abr(player, abr),
-                                     [f"{k}={v:g}" for k, v in params.items()])
-                except UserError as exc:
-                    raise ValueError(f"abr_params.{abr}: {exc}") from None
 
     def abr_request(self, player: str, abr: str | None) -> tuple[str | None,
                                                                  tuple[tuple[str, float], ...]]:
@@ -358,7 +324,7 @@ class Trial(_Strict):
 
 def expand_trials(scenario: Scenario, trials: int | None = None) -> list[Trial]:
     n = trials if trials is not None else scenario.trials
-    video = scenario.kind == "video"
+    video = workload_for(scenario.kind).plays_video
     players: list[Player | None] = list(scenario.players) if video else [None]
     browsers: list[Browser | None] = list(scenario.browsers) if video else [None]
     codecs: list[Codec | None] = list(scenario.codecs) if video else [None]
@@ -397,29 +363,11 @@ def parse_scenario(raw: dict[str, Any], *, base_dir: Path, origin: str = "scenar
     except ValidationError as exc:
         raise UserError(f"{origin}: invalid scenario: {_describe(exc)}") from None
     for cond in scenario.all_conditions():
-        if cond.kind == "real":
-            _check_real(scenario, cond, origin)
-            continue
-        try:
-            build_profile(scenario, cond)  # a bad profile is an error now, not mid-run
+        try:  # a bad profile, say, is an error now, not mid-run
+            site_class(cond.kind).check_condition(scenario, cond)
         except UserError as exc:
             raise UserError(f"{origin}: condition {cond.label!r}: {exc}") from None
     return scenario
-
-
-def _check_real(scenario: Scenario, cond: Condition, origin: str) -> None:
-    from mpstream.hostnet import parse_interfaces
-
-    if scenario.kind != "video":
-        raise UserError(f"{origin}: condition {cond.label!r}: real conditions play video; "
-                        "an iperf scenario runs on emulated paths only")
-    try:
-        for player in scenario.players:
-            cond.url_for(player)
-        if cond.interfaces:
-            parse_interfaces(cond.interfaces)
-    except (ValueError, UserError) as exc:
-        raise UserError(f"{origin}: condition {cond.label!r}: {exc}") from None
 
 
 def _describe(exc: ValidationError) -> str:

@@ -2,9 +2,10 @@
 (the plan is in RUN_DIR/run.json) and writes its folder, trials/KEY/, ending with trial.json.
 `mpstream run` calls it for each trial in a process of its own.
 
-A trial = a network for its condition (a `Site`: an emulated topology built from the profile,
-or this host's real interfaces), the transport on it, and the scenario's workload (a video
-session or a bulk transfer), watched by the kernel samplers. What it did goes into a typed
+A trial = a network for its condition (a `Site` of its kind, runner/sites/: an emulated
+topology built from the profile, or this host's real interfaces), the transport on it, and the
+scenario's workload (runner/workloads/: a video session, a bulk transfer), watched by what the
+site watches it with. What it did goes into a typed
 record (runner/record.py). A trial that fails is recorded with its reason; one that is
 interrupted (Ctrl-C, SIGTERM) tears down and leaves no trial.json, so a resumed run does it
 again.
@@ -12,7 +13,6 @@ again.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -20,9 +20,6 @@ import shutil
 import sys
 import time
 import traceback
-from abc import ABC, abstractmethod
-from collections.abc import Iterator
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,15 +29,9 @@ from rich.console import Console
 
 from mpstream import pathpolicy
 from mpstream.errors import UserError
-from mpstream.network import Network
-from mpstream.player.session import MANIFESTS
 from mpstream.proc import signals_interrupt
 from mpstream.provenance import load_avg_1m
-from mpstream.runner.capture import CounterSnapshots, PacketCapture
-from mpstream.runner.evidence import write_clock
 from mpstream.runner.layout import (
-    LINK_STATS_JSON,
-    QUEUE_DELAY_DIR,
     RUN_JSON,
     TRIAL_JSON,
     read_json,
@@ -49,204 +40,25 @@ from mpstream.runner.layout import (
 )
 from mpstream.runner.record import (
     CompetitorLabel,
-    PathCheck,
     PathLabel,
     PolicyToggle,
     TrialRecord,
     this_host,
 )
-from mpstream.runner.sampler import SubflowSampler
-from mpstream.runner.scenario import Condition, Scenario, Trial, build_profile, expand_trials
-from mpstream.runner.workloads import WORKLOADS, TrialContext, TrialFailed, WorkloadOutcome
-from mpstream.server.stack import ServerStack
-from mpstream.transport import Transport, for_network_mode, get_transport
+from mpstream.runner.scenario import Scenario, Trial, expand_trials
+from mpstream.runner.sites import site_class
+from mpstream.runner.sites.base import Site
+from mpstream.runner.workloads import workload_for
+from mpstream.runner.workloads.base import TrialContext, TrialFailed, WorkloadOutcome
 
 
 def session_id_for(run_id: str, trial: Trial) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", f"{run_id}-{trial.key}")[:64]
 
 
-# --- where a trial runs: one Site per kind of condition ------------------------------------
-
-
-class Site(ABC):
-    """How a condition's network is made for one trial (and undone), which transport it runs,
-    where its video is served from, what watches it and what is checked around it."""
-
-    transport: Transport
-
-    @abstractmethod
-    def open(self) -> AbstractContextManager[Network]: ...
-
-    @abstractmethod
-    def serve_video(self, network: Network, media_dir: Path | None, workdir: Path,
-                    player: str) -> AbstractContextManager[tuple[ServerStack, str]]:
-        ...
-
-    def watch(self, network: Network, tdir: Path) -> AbstractContextManager[object]:
-        return contextlib.nullcontext()
-
-    def around(self, record: TrialRecord) -> AbstractContextManager[object]:
-        return contextlib.nullcontext()
-
-    def metered_paths(self) -> dict[int, float | None] | None:
-        """The network's metered paths and their prices per GB (None: it does not say)."""
-        return None
-
-
-class EmulatedSite(Site):
-    """A fresh topology in namespaces, built from the condition's profile (its overrides and
-    the transport's network mode applied); the profile as built goes to profile.json."""
-
-    def __init__(self, scenario: Scenario, cond: Condition, tdir: Path, topo_name: str,
-                 pcap: bool):
-        profile = build_profile(scenario, cond)
-        self.transport = transport_for(cond, profile.mode)
-        profile = self.transport.fit_profile(profile)
-        pathpolicy.check_for(cond.path_policy, self.transport, profile)
-        # backup and deadline start with the metered paths' endpoints flagged backup
-        self.profile = pathpolicy.fit_profile(profile, cond.path_policy)
-        self.tdir, self.topo_name, self.pcap = tdir, topo_name, pcap
-        write_json(tdir / "profile.json", self.profile.model_dump(mode="json"))
-
-    @contextlib.contextmanager
-    def open(self) -> Iterator[Network]:
-        from mpstream.netem.topology import Topology
-
-        with Topology.up(self.profile, name=self.topo_name) as topo:
-            try:
-                yield topo
-            finally:
-                # The emulators write their counts when they stop: what each link dropped, so
-                # that a loss can be placed on the link or on a host.
-                write_json(self.tdir / LINK_STATS_JSON, topo.down(keep=self.tdir / QUEUE_DELAY_DIR))
-
-    @contextlib.contextmanager
-    def serve_video(self, network: Network, media_dir: Path | None, workdir: Path,
-                    player: str) -> Iterator[tuple[ServerStack, str]]:
-        if media_dir is None:
-            raise UserError("an emulated video trial needs media (the scenario's [media] or "
-                            "[live])")
-        with ServerStack(media_dir, netns=network.netns("server"), host=network.server_addr,
-                         workdir=workdir, mptcp=self.transport.kernel_mptcp,
-                         send=self.profile.server) as stack:
-            yield stack, MANIFESTS[player]
-
-    def watch(self, network: Network, tdir: Path) -> AbstractContextManager[object]:
-        return Samplers(network, tdir, pcap=self.pcap)
-
-    def metered_paths(self) -> dict[int, float | None] | None:
-        return self.profile.metered_paths()
-
-
-class RealSite(Site):
-    """This host's own interfaces towards the condition's server: the page and a collector on
-    loopback, the media from the condition's URL, `paths check` before and after the trial."""
-
-    def __init__(self, cond: Condition, player: str):
-        from mpstream.player.real import interface_specs
-
-        self.cond, self.url = cond, cond.url_for(player)
-        self.transport = transport_for(cond)
-        self.specs = interface_specs(self.url, cond.interfaces)
-
-    def open(self) -> AbstractContextManager[Network]:
-        from mpstream.player.real import real_network
-
-        return real_network(self.url, self.specs, self.transport)
-
-    @contextlib.contextmanager
-    def serve_video(self, network: Network, media_dir: Path | None, workdir: Path,
-                    player: str) -> Iterator[tuple[ServerStack, str]]:
-        from mpstream.player.real import page_server
-
-        with page_server() as stack:
-            yield stack, self.url
-
-    @contextlib.contextmanager
-    def around(self, record: TrialRecord) -> Iterator[None]:
-        from mpstream.pathcheck import check_paths
-
-        def check() -> PathCheck:
-            return PathCheck.model_validate(check_paths(
-                self.url, self.specs, seconds=self.cond.check_s, transport=self.transport))
-
-        record.url = self.url
-        checks = record.path_checks = {"before": check()}
-        try:
-            yield
-        finally:
-            checks["after"] = check()
-
-
-class Samplers:
-    """What watches a trial on an emulated network: both ends' kernel samplers sharing one time
-    origin (the events' t=0), the MPTcpExt counters of both namespaces before and after, and
-    with `pcap` the packet headers on every client path interface and the server's."""
-
-    def __init__(self, network: Network, tdir: Path, *, pcap: bool = False):
-        t0 = time.monotonic()
-        write_clock(tdir, t0, time.time())
-        self.tdir = tdir
-        path_of = {p.client_addr: p.index for p in network.paths}.get
-        hosts = {"client": network.netns("client"), "server": network.netns("server")}
-        self.samplers = [
-            SubflowSampler(ns, host, tdir / f"samples-{host}.csv", path_of, t0=t0,
-                           mptcp_out=tdir / f"samples-{host}-mptcp.csv")
-            for host, ns in hosts.items()
-        ]
-        self.counters = CounterSnapshots(hosts)
-        self.capture = None
-        if pcap:
-            targets = [(hosts["client"], p.client_ifname, f"client-{p.client_ifname}")
-                       for p in network.paths]
-            targets.append((hosts["server"], "eth0", "server-eth0"))
-            self.capture = PacketCapture(targets, tdir / "pcap")
-
-    def __enter__(self) -> Samplers:
-        self.counters.take_before()
-        started: list[SubflowSampler | PacketCapture] = []
-        try:
-            if self.capture is not None:
-                self.capture.start()
-                started.append(self.capture)
-            for s in self.samplers:
-                s.start()
-                started.append(s)
-        except BaseException:
-            for thing in reversed(started):
-                thing.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for s in self.samplers:
-            s.stop()
-        if self.capture is not None:
-            self.capture.stop()
-        try:
-            self.counters.take_after()
-        finally:
-            write_json(self.tdir / "mptcp-counters.json", self.counters.as_json())
-
-
-def transport_for(cond: Condition, profile_mode: str | None = None) -> Transport:
-    """The condition's transport: the one it names, else what its profile's mode runs
-    (`profile_mode`; a real network, which has no profile: MPTCP), running the condition's
-    scheduler."""
-    if cond.transport is not None:
-        transport = get_transport(cond.transport)
-    elif profile_mode is None:
-        transport = get_transport("mptcp")
-    else:
-        transport = for_network_mode(profile_mode)
-    return transport.with_scheduler(cond.scheduler)
-
-
 def site_for(scenario: Scenario, trial: Trial, tdir: Path, topo_name: str, pcap: bool) -> Site:
-    if trial.condition.kind == "real":
-        return RealSite(trial.condition, trial.player or "dashjs")
-    return EmulatedSite(scenario, trial.condition, tdir, topo_name, pcap)
+    """The site of the trial's condition kind (runner/sites/)."""
+    return site_class(trial.condition.kind)(scenario, trial, tdir, topo_name, pcap)
 
 
 # --- one trial ---------------------------------------------------------------------------------
@@ -287,8 +99,7 @@ def failed_record(kind: str, trial: Trial, reason: str, *, host: str | None = No
     or lost with the host it ran on."""
     now = datetime.now(UTC).isoformat()
     return TrialRecord(
-        key=trial.key, round=trial.round, order=trial.order,
-        kind="iperf" if kind == "iperf" else "video", condition=trial.condition,
+        key=trial.key, round=trial.round, order=trial.order, kind=kind, condition=trial.condition,
         player=trial.player, browser=trial.browser, codec=trial.codec, abr=trial.abr, host=host,
         started_at=started_at or now, finished_at=now, elapsed_s=elapsed_s, status="failed",
         reason=reason)
@@ -303,15 +114,15 @@ def _run(scenario: Scenario, trial: Trial, record: TrialRecord, run_id: str, tdi
     record.path_policy = trial.condition.path_policy or pathpolicy.DEFAULT_POLICY
     metered = site.metered_paths()
     record.metered_paths = sorted(metered or {})
-    if scenario.kind == "video":
+    workload = workload_for(scenario.kind)
+    if workload.plays_video:
         record.session_id = session_id_for(run_id, trial)
-    workload = WORKLOADS[scenario.kind]
     with site.around(record), site.open() as network:
         in_use = transport.paths_in_use(network)
         record.paths = [PathLabel(index=p.index, name=p.name, client_addr=p.client_addr)
                         for p in network.paths]
         record.paths_in_use = in_use
-        record.competitors = [CompetitorLabel(host=u.host, name=u.name, mptcp=u.mptcp,
+        record.competitors = [CompetitorLabel(host=u.host, name=u.name, transport=u.transport,
                                               cross_traffic=u.cross_traffic is not None)
                               for u in network.competitors]
         record.capacity_bps = network.capacity_bps(in_use)

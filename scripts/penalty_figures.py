@@ -46,12 +46,12 @@ from mpstream.runner.evidence import path_returns, return_s, trial_evidence
 from mpstream.runner.layout import load_trials
 from mpstream.runner.metrics import (
     data_link,
-    iperf_metrics,
     link_drops,
     sending_polls,
     socket_increments,
     trial_metrics,
 )
+from mpstream.runner.workloads.bulk import iperf_metrics
 
 SLOW_PATH = 1
 

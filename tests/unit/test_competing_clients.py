@@ -12,9 +12,9 @@ from mpstream.netem.teardown import ROLES, competitor_role
 from mpstream.netem.topology import Topology
 from mpstream.runner.layout import write_json
 from mpstream.runner.metrics import fairness_metrics, jain_index, trial_metrics
-from mpstream.runner.metrics import video_fairness as fairness_of_video
 from mpstream.runner.record import CompetitorLabel
-from mpstream.runner.workloads import RivalSession
+from mpstream.runner.workloads.video import RivalSession
+from mpstream.runner.workloads.video import video_fairness as fairness_of_video
 from tests.records import trial_data
 
 CLIENT = {"paths": [{"name": "wifi", "rate": "10mbit"}, {"name": "lte", "rate": "5mbit"}]}
@@ -80,7 +80,7 @@ def test_the_shared_bottleneck_preset_has_a_tcp_user_behind_the_server_link():
     assert profile.mode == "mptcp" and len(profile.paths) == 2
     assert profile.server_link_model("downlink").rate_bps == 10_000_000
     [user] = profile.competitors
-    assert user.mode == "tcp" and user.paths[0].via is None
+    assert user.transport == "tcp" and user.paths[0].via is None
 
 
 def test_jain_index_is_one_when_equal_and_one_over_n_when_one_takes_all():
@@ -109,7 +109,7 @@ def test_a_trial_with_competitors_reads_each_users_transfer_from_its_own_file(tm
     write_json(tmp_path / "iperf.json", iperf_report(4e6))
     write_json(tmp_path / "iperf-user1.json", iperf_report(6e6))
     rec = trial_data(tmp_path, "r00-lia", "lia", kind="iperf", transport="mptcp",
-                     competitors=[CompetitorLabel(host="user1", name="tcp-user", mptcp=False)])
+                     competitors=[CompetitorLabel(host="user1", name="tcp-user", transport="tcp")])
     m = trial_metrics(rec, n_paths=2)
     assert m["throughput_mbps"] == pytest.approx(4.0)
     assert m["mptcp_share"] == pytest.approx(0.4)
@@ -117,7 +117,7 @@ def test_a_trial_with_competitors_reads_each_users_transfer_from_its_own_file(tm
     assert m["tcp_user_mbps"] == pytest.approx(6.0)
     # The same trial as TCP: no MPTCP user, no share; alone: no fairness figures at all.
     tcp = trial_data(tmp_path, "r00-tcp", "tcp", kind="iperf", transport="tcp",
-                     competitors=[CompetitorLabel(host="user1", name="tcp-user", mptcp=False)])
+                     competitors=[CompetitorLabel(host="user1", name="tcp-user", transport="tcp")])
     assert math.isnan(trial_metrics(tcp, n_paths=2)["mptcp_share"])
     alone = trial_data(tmp_path, "r00-alone", "alone", kind="iperf", transport="mptcp")
     assert "jain_index" not in trial_metrics(alone, n_paths=2)
@@ -140,8 +140,8 @@ def test_a_video_trial_with_competitors_shares_by_downloaded_bytes(tmp_path):
     for host, sizes in (("user1", [1_000_000] * 2), ("user2", [2_000_000] * 2)):
         (tmp_path / host).mkdir()
         write_json(tmp_path / host / "events.json", segments(sizes, 1e6))
-    users = [CompetitorLabel(host="user1", name="m", mptcp=True),
-             CompetitorLabel(host="user2", name="t", mptcp=False)]
+    users = [CompetitorLabel(host="user1", name="m", transport="mptcp"),
+             CompetitorLabel(host="user2", name="t", transport="tcp")]
     rec = trial_data(tmp_path, "r00-lia", "lia", transport="mptcp", competitors=users)
     m = fairness_of_video(rec)
     assert m["mptcp_share"] == pytest.approx(8 / 12)
@@ -172,14 +172,14 @@ def test_cross_traffic_is_reported_apart_from_the_users(tmp_path):
     write_json(tmp_path / "iperf-user1.json", iperf_report(4e6))
     write_json(tmp_path / "iperf-user2.json", iperf_report(2.5e6))
     rec = trial_data(tmp_path, "r00-x", "x", kind="iperf", transport="mptcp", competitors=[
-        CompetitorLabel(host="user1", name="tcp-user", mptcp=False),
-        CompetitorLabel(host="user2", name="cross", mptcp=False, cross_traffic=True)])
+        CompetitorLabel(host="user1", name="tcp-user", transport="tcp"),
+        CompetitorLabel(host="user2", name="cross", transport="tcp", cross_traffic=True)])
     m = trial_metrics(rec, n_paths=2)
     assert m["mptcp_share"] == pytest.approx(0.5) and m["jain_index"] == pytest.approx(1.0)
     assert m["cross_traffic_mbps"] == pytest.approx(2.5)
     # Cross traffic alone: no users to compare, only what it carried.
     only = trial_data(tmp_path, "r00-y", "y", kind="iperf", transport="mptcp", competitors=[
-        CompetitorLabel(host="user2", name="cross", mptcp=False, cross_traffic=True)])
+        CompetitorLabel(host="user2", name="cross", transport="tcp", cross_traffic=True)])
     m = trial_metrics(only, n_paths=2)
     assert "mptcp_share" not in m and m["cross_traffic_mbps"] == pytest.approx(2.5)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from mpstream.qoe.metrics import stalls_after
-from mpstream.runner.metrics import event_page_ms, video_metrics
+from mpstream.runner.workloads.video import event_page_ms, video_metrics
 from tests.records import trial_data
 
 

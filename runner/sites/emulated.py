@@ -1,0 +1,192 @@
+"""Condition kind "emulated": a fresh topology in namespaces for each trial, built from the
+condition's netem profile (its `set` overrides and the transport's network mode applied), nginx
+and the collector on its server host, the kernel samplers on both ends."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mpstream import pathpolicy
+from mpstream.errors import UserError
+from mpstream.network import Network
+from mpstream.runner.capture import CounterSnapshots, PacketCapture
+from mpstream.runner.evidence import write_clock
+from mpstream.runner.layout import LINK_STATS_JSON, QUEUE_DELAY_DIR, write_json
+from mpstream.runner.sampler import SubflowSampler
+from mpstream.runner.scenario import Condition, Scenario, Trial, build_profile
+from mpstream.runner.sites import register
+from mpstream.runner.sites.base import Site, transport_for
+from mpstream.transport import Transport, get_transport
+
+if TYPE_CHECKING:
+    from mpstream.netem.profile import Profile
+    from mpstream.server.stack import ServerStack
+
+
+class EmulatedSite(Site):
+    """A fresh topology in namespaces, built from the condition's profile (its overrides and
+    the transport's network mode applied); the profile as built goes to profile.json."""
+
+    kind = "emulated"
+
+    def __init__(self, scenario: Scenario, trial: Trial, tdir: Path, topo_name: str,
+                 pcap: bool):
+        cond = trial.condition
+        profile = build_profile(scenario, cond)
+        self.transport = transport_for(cond, profile.mode)
+        profile = self.transport.fit_profile(profile)
+        pathpolicy.check_for(cond.path_policy, self.transport, profile)
+        # backup and deadline start with the metered paths' endpoints flagged backup
+        self.profile = pathpolicy.fit_profile(profile, cond.path_policy)
+        self.tdir, self.topo_name, self.pcap = tdir, topo_name, pcap
+        write_json(tdir / "profile.json", self.profile.model_dump(mode="json"))
+
+    @classmethod
+    def check_fields(cls, cond: Condition) -> None:
+        if cond.profile is None:
+            raise ValueError("an emulated condition needs `profile` (or kind = \"real\" with "
+                             "`url` and `interfaces`)")
+        if cond.url is not None or cond.interfaces is not None:
+            raise ValueError("`url` and `interfaces` go with kind = \"real\"")
+
+    @classmethod
+    def check_condition(cls, scenario: Scenario, cond: Condition) -> None:
+        build_profile(scenario, cond)  # a bad profile is an error now, not mid-run
+
+    @classmethod
+    def profile_of(cls, scenario: Scenario, cond: Condition) -> Profile | None:
+        return build_profile(scenario, cond)
+
+    @classmethod
+    def needs(cls) -> list[str]:
+        from mpstream.netem.teardown import EMULATOR
+
+        if not EMULATOR.exists():
+            return [f"the link emulator {EMULATOR} is not built: run `make emulator`"]
+        return []
+
+    @classmethod
+    def problems(cls, scenario: Scenario, cond: Condition, transport: Transport) -> list[str]:
+        from mpstream.netem import coupled
+        from mpstream.netem.system import require_cc
+
+        profile = build_profile(scenario, cond)
+        problems = []
+        if cond.path_policy not in (None, pathpolicy.DEFAULT_POLICY):
+            try:
+                pathpolicy.check_for(cond.path_policy, transport, profile)
+            except UserError as exc:
+                problems.append(str(exc))
+        refusal = transport.refuses_cc(profile.cc)
+        if refusal:
+            problems.append(refusal)
+        elif not coupled.is_coupled(profile.cc):
+            # Allowed now, from the machine's own namespace (as the topology would): the hosts
+            # of a local cluster run in namespaces of their own, which may not widen the list.
+            # A CC this kernel lacks stays that condition's failure, recorded per trial.
+            with contextlib.suppress(UserError):
+                require_cc(profile.cc)
+        for user in profile.competitors:
+            speaks = get_transport(user.transport)
+            if user.traffic == "bulk" and speaks.carries_http_only:
+                problems.append(f"competitor {user.name or user.transport}: cross traffic is a "
+                                f"bulk download, which {speaks.name} cannot carry (it carries "
+                                "a player's HTTP only): give it mptcp or tcp")
+            problems += [f"competitor {user.name or user.transport}: {refused}"
+                         for refused in [speaks.refuses_cc(profile.cc)] if refused]
+        return problems
+
+    @classmethod
+    def other_transports(cls, scenario: Scenario, cond: Condition) -> list[Transport]:
+        return [get_transport(user.transport)
+                for user in build_profile(scenario, cond).competitors]
+
+    @contextlib.contextmanager
+    def open(self) -> Iterator[Network]:
+        from mpstream.netem.topology import Topology
+
+        with Topology.up(self.profile, name=self.topo_name) as topo:
+            try:
+                yield topo
+            finally:
+                # The emulators write their counts when they stop: what each link dropped, so
+                # that a loss can be placed on the link or on a host.
+                write_json(self.tdir / LINK_STATS_JSON, topo.down(keep=self.tdir / QUEUE_DELAY_DIR))
+
+    @contextlib.contextmanager
+    def serve_video(self, network: Network, media_dir: Path | None, workdir: Path,
+                    player: str) -> Iterator[tuple[ServerStack, str]]:
+        from mpstream.player.session import MANIFESTS
+        from mpstream.server.stack import ServerStack
+
+        if media_dir is None:
+            raise UserError("an emulated video trial needs media (the scenario's [media] or "
+                            "[live])")
+        with ServerStack(media_dir, netns=network.netns("server"), host=network.server_addr,
+                         workdir=workdir, mptcp=self.transport.kernel_mptcp,
+                         send=self.profile.server) as stack:
+            yield stack, MANIFESTS[player]
+
+    def watch(self, network: Network, tdir: Path) -> contextlib.AbstractContextManager[object]:
+        return Samplers(network, tdir, pcap=self.pcap)
+
+    def metered_paths(self) -> dict[int, float | None] | None:
+        return self.profile.metered_paths()
+
+
+class Samplers:
+    """What watches a trial on an emulated network: both ends' kernel samplers sharing one time
+    origin (the events' t=0), the MPTcpExt counters of both namespaces before and after, and
+    with `pcap` the packet headers on every client path interface and the server's."""
+
+    def __init__(self, network: Network, tdir: Path, *, pcap: bool = False):
+        t0 = time.monotonic()
+        write_clock(tdir, t0, time.time())
+        self.tdir = tdir
+        path_of = {p.client_addr: p.index for p in network.paths}.get
+        hosts = {"client": network.netns("client"), "server": network.netns("server")}
+        self.samplers = [
+            SubflowSampler(ns, host, tdir / f"samples-{host}.csv", path_of, t0=t0,
+                           mptcp_out=tdir / f"samples-{host}-mptcp.csv")
+            for host, ns in hosts.items()
+        ]
+        self.counters = CounterSnapshots(hosts)
+        self.capture = None
+        if pcap:
+            targets = [(hosts["client"], p.client_ifname, f"client-{p.client_ifname}")
+                       for p in network.paths]
+            targets.append((hosts["server"], "eth0", "server-eth0"))
+            self.capture = PacketCapture(targets, tdir / "pcap")
+
+    def __enter__(self) -> Samplers:
+        self.counters.take_before()
+        started: list[SubflowSampler | PacketCapture] = []
+        try:
+            if self.capture is not None:
+                self.capture.start()
+                started.append(self.capture)
+            for s in self.samplers:
+                s.start()
+                started.append(s)
+        except BaseException:
+            for thing in reversed(started):
+                thing.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for s in self.samplers:
+            s.stop()
+        if self.capture is not None:
+            self.capture.stop()
+        try:
+            self.counters.take_after()
+        finally:
+            write_json(self.tdir / "mptcp-counters.json", self.counters.as_json())
+
+
+register(EmulatedSite)
