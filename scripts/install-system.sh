@@ -5,6 +5,7 @@
 #   scripts/install-system.sh demo           # what `make demo` runs, nothing more
 #   scripts/install-system.sh test           # what `make test` runs (the demo's and more)
 #   scripts/install-system.sh quic compose   # what a slower target adds
+#   scripts/install-system.sh --print demo   # the list only, one package a line
 #
 # Quick when everything is there: it asks dpkg first and only runs apt-get when it must. When it
 # installs, it says for which target and why, so that a later command that needs more than the
@@ -28,8 +29,13 @@ declare -A why=(
   [trixie]="Debian 13's root file system (make test-trixie): debootstrap"
   [coupled-cc]="the coupled congestion controls' BPF build (make coupled-cc): clang, libbpf, bpftool"
 )
+print_only=false
+if [[ ${1:-} == --print ]]; then
+  print_only=true
+  shift
+fi
 if (($# == 0)); then
-  echo "usage: $0 TARGET... (one or more of: ${!why[*]})" >&2
+  echo "usage: $0 [--print] TARGET... (one or more of: ${!why[*]})" >&2
   exit 2
 fi
 for target in "$@"; do
@@ -41,6 +47,10 @@ done
 mapfile -t wanted < <(grep -v '^\s*#' "$list" | awk -v targets="$*" '
   BEGIN { n = split(targets, t, " "); for (i = 1; i <= n; i++) want[t[i]] = 1 }
   NF { for (i = 2; i <= NF; i++) if ($i in want) { print $1; break } }')
+if $print_only; then
+  printf '%s\n' "${wanted[@]}"
+  exit 0
+fi
 # A name also counts as there when an installed package provides it (Node.js from NodeSource
 # provides npm, and Debian's npm package would conflict with it).
 provided=" $(dpkg-query -W -f='${db:Status-Abbrev}|${Provides}\n' 2>/dev/null \

@@ -73,6 +73,14 @@ def test_the_installer_knows_every_target_of_the_list():
     assert done.returncode == 2 and "no make target 'no-such-target'" in done.stderr
 
 
+@pytest.mark.parametrize("targets", [["demo"], ["test"], ["quic", "compose"]])
+def test_the_installer_installs_exactly_the_packages_of_its_targets(targets):
+    by_target = packages_by_target()
+    done = subprocess.run(["bash", str(INSTALLER), "--print", *targets], capture_output=True,
+                          text=True, check=True)
+    assert set(done.stdout.split()) == set().union(*(by_target[t] for t in targets))
+
+
 def test_make_demo_builds_neither_the_hop_nor_bpf_nor_the_tests_extras():
     done = subprocess.run(["make", "-n", "-B", "demo"], cwd=REPO_ROOT, capture_output=True,
                           text=True, check=True)
