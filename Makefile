@@ -149,10 +149,18 @@ test-integration: setup-core
 test-e2e: setup-core
 	@scripts/pytest.sh -m "e2e and not long"
 
-# Real networks' slower proofs (about 3 minutes): paths check and a runner `real` condition on two
-# test hosts, and `trace record` through emulated paths of known rate and of a known trace.
+# Real networks' proofs (several minutes): on two test hosts with real interfaces, sessions over
+# MPTCP, mphttp and TCP, foreign media, the client host as it was after a session that succeeds,
+# fails, is interrupted or killed, paths check and a runner `real` condition; and `trace record`
+# through emulated paths of known rate and of a known trace.
 test-real-networks: setup-core
 	@scripts/pytest.sh -m long tests/e2e/test_real_hosts.py tests/integration/test_trace_record.py
+
+# Every preset built and measured against its tolerances by `netem check`'s code (about 3
+# minutes): RTT and loss per path, each path's rate, the MPTCP aggregate and the paths' shares.
+.PHONY: test-presets
+test-presets: setup-core
+	@scripts/pytest.sh -m long tests/integration/test_netem_presets.py
 
 # Live streaming's proofs (about 5 minutes): each player's latency behind a live encoder, and
 # `mpstream run` of a live scenario with its report.

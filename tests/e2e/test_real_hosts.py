@@ -26,7 +26,9 @@ import pytest
 from mpstream.netem.teardown import netns_pids
 from tests.waiting import command_lines, wait_until
 
-pytestmark = pytest.mark.timeout(300)
+# Two hosts' sessions, their failures and interruptions: minutes of proofs, `make
+# test-real-networks`.
+pytestmark = [pytest.mark.long, pytest.mark.timeout(300)]
 
 TAG = os.getpid() % 100000
 HC, HS, HR = f"rhc{TAG}", f"rhs{TAG}", f"rhr{TAG}"
@@ -268,7 +270,6 @@ def test_sigkill_then_mpstream_clean_restores_the_host(hosts):
     assert not netns_pids(HC), "processes left in the client host"
 
 
-@pytest.mark.long
 def test_paths_check_measures_each_interface_then_the_aggregate(hosts):
     before = host_state()
     env = {**os.environ, "MPSTREAM_STATE_DIR": str(hosts["state_dir"])}
@@ -295,7 +296,6 @@ def test_paths_check_measures_each_interface_then_the_aggregate(hosts):
     assert min(agg["interface_rx_bytes"].values()) > 0.2 * sum(agg["interface_rx_bytes"].values())
 
 
-@pytest.mark.long
 def test_runner_real_condition_checks_the_paths_around_the_trial(hosts, tmp_path):
     url = f"http://{SRV}:{PORT}/media/dash/manifest.mpd"
     (tmp_path / "real.toml").write_text(f"""

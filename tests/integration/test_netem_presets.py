@@ -1,7 +1,7 @@
 """Every preset, built for real and measured with `netem check`'s code against its tolerances
 (RTT and loss per path by ping, throughput per path by iperf3 pinned to the path, MPTCP
-aggregate and the share of each path). Runs of 2 s after a 1 s warm-up keep the whole
-set near three minutes."""
+aggregate and the share of each path), by `make test-presets`; the check's own logic (a path
+pinned, a shared server link, a profile that lies, a failed iperf3) in `make test`."""
 
 import os
 
@@ -25,6 +25,8 @@ def _describe(report):
                      + (f" ({m.note})" if m.note else "") for m in report.failures())
 
 
+# Every preset measured: minutes, `make test-presets`.
+@pytest.mark.long
 @pytest.mark.parametrize("preset", preset_names())
 def test_preset_measures_as_configured(preset, trace_store):
     report = _check(load_profile(preset), f"pr{os.getpid()}")
