@@ -23,6 +23,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from mpstream.runner.layout import CLOCK_JSON, TrialData
+from mpstream.runner.metric import Metric, declare
 from mpstream.runner.metrics import socket_increments
 
 # A sample counts towards a segment from its request up to one sampling interval after its last
@@ -216,6 +217,17 @@ def return_s(incs, path: int, t_up: float) -> float:
 
 def _held_s(held: list[tuple[float, float]], req: float, done: float) -> float:
     return sum(dt for t, dt in held if req < t <= done)
+
+
+HELD = declare(
+    Metric("first_segment_held_ms", "first segment: sender held data, nothing in flight", "ms"),
+    Metric("held_share", "segment time the sender held data, nothing in flight"),
+)
+PER_PATH = declare(
+    Metric("first_segment_share", "share of the first segment's bytes", per_path=True),
+    Metric("tail_share", "share of the segments' last 10% of bytes", per_path=True),
+    Metric("return_s", "time a returning path took to carry data again", "s", per_path=True),
+)
 
 
 def _metrics(rec: TrialData, n_paths: int, page_s, incs, held, rows: list[dict]

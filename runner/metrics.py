@@ -10,6 +10,7 @@ from collections import defaultdict
 
 from mpstream.qoe.metrics import video_segment_rates as segment_rates
 from mpstream.runner.layout import TrialData
+from mpstream.runner.metric import Metric, declare
 from mpstream.runner.workloads import workload_for
 from mpstream.transport import TRANSPORTS, get_transport
 
@@ -23,6 +24,9 @@ def num_or_nan(v) -> float:
 
 def mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else math.nan
+
+
+CROSS_TRAFFIC = declare(Metric("cross_traffic_mbps", "cross traffic while it ran", "Mbit/s"))
 
 
 def cross_traffic_metrics(rec: TrialData) -> dict[str, float]:
@@ -63,6 +67,14 @@ def jain_index(rates: list[float]) -> float:
     gets everything."""
     squares = sum(x * x for x in rates)
     return sum(rates) ** 2 / (len(rates) * squares) if rates and squares else math.nan
+
+
+FAIRNESS = declare(
+    Metric("mptcp_share", "MPTCP users' share of what all users received"),
+    Metric("jain_index", "Jain's fairness index over what each user received"),
+    Metric("mptcp_user_mbps", "throughput per MPTCP user", "Mbit/s"),
+    Metric("tcp_user_mbps", "throughput per TCP user", "Mbit/s"),
+)
 
 
 def fairness_metrics(rates: list[tuple[bool, float]]) -> dict[str, float]:
@@ -152,6 +164,19 @@ def sending_polls(rows: list[dict], path: int) -> list[tuple[dict, int]]:
     return out
 
 
+KERNEL = declare(
+    Metric("retrans_per_s", "retransmissions", "packets/s"),
+    Metric("bytes_share", "share of bytes", per_path=True),
+    Metric("mbytes", "bytes received", "MB", per_path=True),
+    Metric("retrans_per_s", "retransmissions", "packets/s", per_path=True),
+    Metric("rtt_ms", "sender's smoothed RTT", "ms", per_path=True),
+    Metric("link_drop_share", "share of packets the link dropped, data direction",
+           per_path=True),
+    *[Metric(f"queue_delay_{q}_ms", f"queueing delay in the emulator, data direction, {q}",
+             "ms", per_path=True) for q in ("p50", "p95", "p99")],
+)
+
+
 def kernel_metrics(rec: TrialData, n_paths: int) -> dict[str, float]:
     """Per-path bytes share (client side, received), retransmissions per second (sender side),
     and the sender's smoothed RTT per path (weighted by the bytes sent)."""
@@ -222,6 +247,14 @@ def n_paths_of(records: list[TrialData]) -> int:
     return max((len(r.record.paths) for r in records), default=0)
 
 
+METERED = declare(
+    Metric("metered_bytes", "bytes on metered paths", "bytes"),
+    Metric("metered_share", "metered paths' share of the bytes"),
+    Metric("metered_cost", "cost of the metered bytes", "per cost_per_gb"),
+    Metric("policy_toggles", "path policy toggles", "count"),
+)
+
+
 def metered_metrics(rec: TrialData) -> dict[str, float]:
     """What the metered paths carried and cost, and how often the path policy toggled them;
     empty for a trial whose network has no metered path."""
@@ -232,6 +265,12 @@ def metered_metrics(rec: TrialData) -> dict[str, float]:
             "metered_share": num_or_nan(r.metered_share),
             "metered_cost": num_or_nan(r.metered_cost),
             "policy_toggles": float(len(r.path_policy_toggles))}
+
+
+REDUNDANCY = declare(
+    Metric("redundant_mbytes", "bytes sent twice on purpose", "MB"),
+    Metric("redundant_share", "bytes sent twice, share of the media bytes"),
+)
 
 
 def redundancy_metrics(rec: TrialData) -> dict[str, float]:

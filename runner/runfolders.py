@@ -289,7 +289,7 @@ def _finite(v: Any) -> float | None:
 
 
 def _label(metric: str) -> tuple[str, str]:
-    from mpstream.runner.report import metric_label
+    from mpstream.runner.metric import metric_label
 
     return metric_label(metric)
 
@@ -355,8 +355,8 @@ def _computed(run_dir: Path, signature: tuple[tuple[str, int], ...]
     """The report's per-trial figures and per-condition summaries, computed from the trials
     by the report's own functions (cached by the trials' signature)."""
     from mpstream.qoe.stats import summarize
+    from mpstream.runner.analysis import group_of, shown_order, varying_factors
     from mpstream.runner.metrics import n_paths_of
-    from mpstream.runner.report import METRIC_LABELS, group_of, varying_factors
 
     records = _trials(run_dir)
     several = varying_factors(records)
@@ -366,7 +366,7 @@ def _computed(run_dir: Path, signature: tuple[tuple[str, int], ...]
     per_trial = {rec.key: _trial_figures(rec.dir, written.get(rec.dir.name, 0), n_paths)
                  for rec in records if rec.ok}
     present = {m for row in per_trial.values() for m, v in row.items() if _finite(v) is not None}
-    order = [m for m in METRIC_LABELS if m in present] + sorted(present - set(METRIC_LABELS))
+    order = shown_order(present, records)
     counts = _counts(records, group_of_trial)
     conditions = []
     for group in dict.fromkeys(group_of_trial.values()):

@@ -48,7 +48,7 @@ def run_summary(report: Report, run: dict[str, Any], run_id: str) -> dict[str, A
     by_label = {c["label"]: c for c in run.get("conditions", [])}
     conditions = []
     for group in report.groups:
-        label = group.split("/")[0]
+        label = group.condition
         cond = by_label.get(label, {})
         mine = [r for r in records if r.condition == label]
         metrics = {m: _metric(m, s) for m, s in report.summaries.get(group, {}).items()

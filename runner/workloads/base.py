@@ -19,6 +19,7 @@ from rich.console import Console
 
 from mpstream.network import Network
 from mpstream.runner.layout import TrialData
+from mpstream.runner.metric import Metric
 from mpstream.runner.record import MediaFacts
 from mpstream.runner.scenario import Condition, Scenario, Trial
 from mpstream.runner.sites.base import Site
@@ -74,6 +75,9 @@ class Workload(ABC):
     plays_video: ClassVar[bool] = False
     # Programs each trial runs (checked before the first).
     tools: ClassVar[tuple[str, ...]] = ()
+    # Its figures in the order the report shows them, before every other trial figure
+    # (runner/metric.py).
+    shown: ClassVar[tuple[Metric, ...]] = ()
 
     def check(self, scenario: Scenario) -> None:
         """ValueError when the scenario's fields do not fit this workload (as it loads)."""

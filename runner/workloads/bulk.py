@@ -9,6 +9,7 @@ import time
 
 from mpstream.runner.downloads import BULK_PORT, BulkFlow, Downloads, competitor_flow
 from mpstream.runner.layout import TrialData
+from mpstream.runner.metric import Metric, declare
 from mpstream.runner.metrics import cross_traffic_metrics, fairness_metrics, user_rates
 from mpstream.runner.scenario import Condition
 from mpstream.runner.workloads import register
@@ -25,6 +26,11 @@ class BulkTransfer(Workload):
     kind = "iperf"
     actor = "iperf3"
     tools = ("iperf3",)
+    shown = declare(
+        Metric("throughput_mbps", "iperf3 throughput", "Mbit/s"),
+        Metric("throughput_share", "throughput / sum of path rates"),
+        Metric("iperf_retransmits", "iperf3 retransmits", "count"),
+    )
 
     def refuses(self, cond: Condition, transport: Transport) -> str | None:
         if cond.path_policy == "deadline":

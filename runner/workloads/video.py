@@ -35,8 +35,10 @@ from mpstream.qoe.scores import (
     session_scores,
 )
 from mpstream.runner.downloads import Downloads, competitor_flow
+from mpstream.runner.evidence import HELD
 from mpstream.runner.layout import TrialData, read_json, write_json
 from mpstream.runner.media import existing_tree, prepare_media
+from mpstream.runner.metric import Metric, declare
 from mpstream.runner.metrics import (
     client_speaks_mptcp,
     cross_traffic_metrics,
@@ -62,6 +64,55 @@ if TYPE_CHECKING:
     from mpstream.player.session import PlayRequest, PlayResult
     from mpstream.server.stack import ServerStack
 
+QOE = declare(
+    Metric("startup_delay_ms", "startup delay", "ms"),
+    Metric("stall_count", "stalls", "count"),
+    Metric("stall_ms", "stall time", "ms"),
+    Metric("longest_stall_ms", "longest stall", "ms"),
+    Metric("rebuffer_ratio", "rebuffer ratio"),
+    Metric("mean_bitrate_mbps", "time-weighted bitrate", "Mbit/s"),
+    Metric("switches", "quality switches", "count"),
+    Metric("down_switches", "switches down", "count"),
+    Metric("bitrate_utilization", "time-weighted bitrate / top rung"),
+    Metric("segments", "video segments", "count"),
+    Metric("played_s", "played time", "s"),
+    Metric("live_latency_mean_s", "latency to live, mean", "s"),
+    Metric("live_latency_p95_s", "latency to live, p95", "s"),
+    Metric("decoded_frames", "decoded frames", "count"),
+    Metric("dropped_frames", "dropped frames", "count"),
+    Metric("download_rate_mbps", "per-segment download rate", "Mbit/s"),
+    Metric("download_share", "download rate / sum of path rates"),
+    Metric("manifest_ms", "startup: manifest", "ms"),
+    Metric("first_segment_ms", "startup: first segment", "ms"),
+    Metric("decode_ms", "startup: decode", "ms"),
+)
+# The QoE figures straight from mpstream.qoe, under their own names.
+QOE_COLUMNS = (
+    "startup_delay_ms", "manifest_ms", "first_segment_ms", "decode_ms", "stall_count",
+    "stall_ms", "longest_stall_ms", "rebuffer_ratio", "switches", "down_switches",
+    "bitrate_utilization", "segments", "played_s",
+    "download_share", "live_latency_mean_s", "live_latency_p95_s",
+)  # fmt: skip
+AFTER_EVENT = declare(
+    Metric("stalls_after_event", "stalls after the network event", "count"),
+    Metric("stall_ms_after_event", "stall time after the network event", "ms"),
+    Metric("longest_stall_after_event_ms", "longest stall after the network event", "ms"),
+)
+SCORES = declare(
+    Metric("qoe_yin", "QoE Yin (QoE_lin)", "kbit/s"),
+    Metric("qoe_clae", "QoE Clae"),
+    Metric("qoe_duanmu", "QoE Duanmu"),
+    Metric("qoe_yu", "QoE Yu", "Mbit/s"),
+    Metric("p1203_o46", "ITU-T P.1203 O46", "MOS"),
+)
+USERS = declare(
+    Metric("mptcp_user_bitrate_mbps", "time-weighted bitrate per MPTCP user", "Mbit/s"),
+    Metric("tcp_user_bitrate_mbps", "time-weighted bitrate per TCP user", "Mbit/s"),
+    Metric("mptcp_user_stall_ms", "stall time per MPTCP user", "ms"),
+    Metric("tcp_user_stall_ms", "stall time per TCP user", "ms"),
+)
+
+
 class VideoSession(Workload):
     """A headless player session (runner: summary.json, events.json, session.json, access.log)."""
 
@@ -69,6 +120,8 @@ class VideoSession(Workload):
     actor = "player"
     plays_video = True
     tools = ("ip",)
+    # The session's QoE first, then the segment evidence of its startup (runner/evidence.py).
+    shown = (*QOE, *HELD, *AFTER_EVENT, *SCORES, *USERS)
 
     def check(self, scenario: Scenario) -> None:
         check_abrs(scenario)
@@ -342,13 +395,6 @@ def live_stream(live: LiveSpec, out_dir: Path, console: Console) -> Iterator[Pat
 
 # --- the figures ----------------------------------------------------------------------------
 
-# The report's QoE columns, straight from mpstream.qoe (rates shown in Mbit/s).
-QOE_COLUMNS = (
-    "startup_delay_ms", "manifest_ms", "first_segment_ms", "decode_ms", "stall_count",
-    "stall_ms", "longest_stall_ms", "rebuffer_ratio", "switches", "down_switches",
-    "bitrate_utilization", "segments", "played_s",
-    "download_share", "live_latency_mean_s", "live_latency_p95_s",
-)  # fmt: skip
 
 def event_page_ms(rec: TrialData) -> float | None:
     """Page time (ms, the events' clock) of the scenario's first timed network event (a path

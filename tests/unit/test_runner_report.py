@@ -308,7 +308,7 @@ def test_groups_name_the_browser_and_codec_only_when_they_vary(tmp_path):
 
 def test_explanations_join_the_evidence_per_condition(tmp_path):
     from mpstream.qoe.stats import summarize
-    from mpstream.runner.report import Report, explanations
+    from mpstream.runner.report import explanations
 
     summaries = {
         "unbalanced": {"startup_delay_ms": summarize([1000.0, 1200.0]),
@@ -321,9 +321,7 @@ def test_explanations_join_the_evidence_per_condition(tmp_path):
         "single": {"startup_delay_ms": summarize([500.0]), "path0_rtt_ms": summarize([40.0])},
         "iperf": {"throughput_mbps": summarize([28.0])},  # no player: nothing to explain
     }
-    report = Report(tmp_path, tmp_path, tmp_path / "r.html", list(summaries), {}, summaries,
-                    [], [])
-    lines = explanations(report)
+    lines = explanations(list(summaries), summaries)
     assert lines == [
         "unbalanced: startup 1100 ms; the first video segment 900 ms of it; the sender held "
         "data back 200 ms during that segment; segments came at 87.0% of the path sum; held "
@@ -376,13 +374,14 @@ def _sweep_report(tmp_path):
 
     conds = [{"label": f"{b}k-{cc}", "set": {"cc": cc, "q": b * 1000}}
              for b in (1, 2, 3) for cc in ("lia", "cubic")]
-    groups = [c["label"] for c in conds][:-1]  # 3k-cubic has no trial yet
+    groups = [report_mod.Group(c["label"]) for c in conds][:-1]  # 3k-cubic has no trial yet
     summaries = {g: {"throughput_mbps": summarize([float(i), float(i) + 2]),
                      "retrans_per_s": summarize([1.0]),  # not one of a sweep's metrics
                      "path0_rtt_ms": summarize([10.0 * i])} for i, g in enumerate(groups)}
-    rep = report_mod.Report(tmp_path, tmp_path, tmp_path / "r.html", groups, {}, summaries, [], [],
-                            ["throughput_mbps", "retrans_per_s", "path0_rtt_ms"])
-    rep.sweep = report_mod.sweep_of(rep, conds)
+    order = ["throughput_mbps", "retrans_per_s", "path0_rtt_ms"]
+    rep = report_mod.Analysis(tmp_path, {"scenario": "sweep"}, [], frozenset(), 0, {}, groups,
+                              {}, {}, summaries, order, [], {}, {})
+    rep.sweep = report_mod.sweep_of(groups, summaries, order, conds)
     return rep
 
 
@@ -397,10 +396,10 @@ def test_a_sweep_gathers_each_conditions_summary_at_its_swept_value(tmp_path):
 
 
 def test_the_sweep_csv_has_a_row_per_metric_line_and_value(tmp_path):
-    from mpstream.runner import report as report_mod
+    from mpstream.runner.reportcsv import write_sweep_csv
 
     rep = _sweep_report(tmp_path)
-    report_mod._write_sweep_csv(rep.sweep, tmp_path / "sweep.csv")
+    write_sweep_csv(rep.sweep, tmp_path / "sweep.csv")
     rows = list(csv.DictReader((tmp_path / "sweep.csv").open()))
     assert len(rows) == 2 * 5  # two metrics, five conditions with trials
     row = next(r for r in rows if r["line"] == "cubic" and r["value"] == "2000"
@@ -431,8 +430,8 @@ def test_the_html_report_tables_a_sweep_by_value_and_line(tmp_path):
     from mpstream.runner import report as report_mod
 
     rep = _sweep_report(tmp_path)
-    report_mod._write_html(rep, {"scenario": "sweep"})
-    page = " ".join(rep.html.read_text().split())
+    report_mod.write_html(rep, tmp_path / "r.html", [])
+    page = " ".join((tmp_path / "r.html").read_text().split())
     assert "<h2>Against q</h2>" in page and page.count("<h3>") == 2
     # 2k-cubic is [3, 5]: its cell in the throughput table's 2k row, after 2k-lia's.
     row = page[page.index("<tr><td>2k</td>"):]
@@ -454,7 +453,7 @@ def test_the_sweep_figure_is_drawn_from_the_report(tmp_path, monkeypatch):
         return path
 
     monkeypatch.setattr(figures, "sweep_lines", capture)
-    assert tmp_path / "sweep.png" in report_mod._write_figures(rep, [], frozenset(), 0)
+    assert tmp_path / "sweep.png" in report_mod.write_figures(rep, tmp_path)
     assert seen["x"] == "q" and seen["tick"] == "2k" and seen["points"] is rep.sweep.points
 
 

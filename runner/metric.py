@@ -1,0 +1,62 @@
+"""The per-trial figures' declarations: each module that computes figures declares each of them
+once, beside its code, with the label and unit the report, the tables and the run pages show
+(`declare`). A per-path figure is declared by the part of its name after `path<i>_`.
+
+A workload says in which order its own figures are shown (`Workload.shown`); the others follow
+in the order they were declared, then any undeclared ones by name."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from mpstream.runner.workloads import workload_kinds
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str  # a per-path figure's: what follows `path<i>_` (rtt_ms for path0_rtt_ms)
+    label: str
+    unit: str = ""
+    per_path: bool = False
+
+
+_TRIAL: dict[str, Metric] = {}
+_PER_PATH: dict[str, Metric] = {}
+
+
+def declare(*metrics: Metric) -> tuple[Metric, ...]:
+    for metric in metrics:
+        table = _PER_PATH if metric.per_path else _TRIAL
+        if metric.name in table and table[metric.name] != metric:
+            raise ValueError(f"figure {metric.name!r} is declared twice, differently")
+        table[metric.name] = metric
+    return metrics
+
+
+def _declared() -> None:
+    # The workloads' modules import every module that declares figures: loading them (once)
+    # makes every declaration known.
+    workload_kinds()
+
+
+def metric_label(name: str) -> tuple[str, str]:
+    """A figure's label and unit (per path: "…, path 1"); an undeclared one: its name."""
+    _declared()
+    if name in _TRIAL:
+        return _TRIAL[name].label, _TRIAL[name].unit
+    if name.startswith("path") and "_" in name:
+        head, rest = name.split("_", 1)
+        if rest in _PER_PATH:
+            return f"{_PER_PATH[rest].label}, path {head[4:]}", _PER_PATH[rest].unit
+        return f"{rest}, path {head[4:]}", ""
+    return name, ""
+
+
+def metric_order(present: Collection[str], first: Sequence[Metric] = ()) -> list[str]:
+    """The figures in `present` in the order they are shown: `first` (a workload's own), the
+    other declared whole-trial ones, then the rest (per path) by name."""
+    _declared()
+    order = list(dict.fromkeys(m.name for m in [*first, *_TRIAL.values()] if not m.per_path
+                               and m.name in present))
+    return order + sorted(set(present) - set(order))
