@@ -118,3 +118,22 @@ def test_concurrent_overlapping_writers_store_each_event_once(engine):
     assert sum(r[0] for r in results) == 400  # each stored once, by whichever writer came first
     assert sum(r[0] + r[1] for r in results) == 2 * 400 + 2 * 375  # everything acknowledged
     assert storage.count_events(engine) == 400
+
+
+def test_the_measured_transport_keeps_the_most_subflows_of_its_latest_transport(engine):
+    new_session(engine, id="seen")
+    storage.record_measured(engine, "seen", "mptcp", 1)
+    storage.record_measured(engine, "seen", "mptcp", 2)
+    storage.record_measured(engine, "seen", "mptcp", 1)  # a subflow closed: the most is kept
+    found = storage.get_session(engine, "seen")
+    assert (found["measured_transport"], found["measured_subflows"]) == ("mptcp", 2)
+    storage.record_measured(engine, "seen", "tcp", 1)  # a new connection, plain TCP
+    listed = {s["id"]: s for s in storage.list_sessions(engine)}
+    assert (listed["seen"]["measured_transport"], listed["seen"]["measured_subflows"]) == \
+        ("tcp", 1)
+    # Measured before its session arrived, and a session never measured.
+    storage.record_measured(engine, "early", "mptcp", 2)
+    new_session(engine, id="early")
+    new_session(engine, id="unseen")
+    assert storage.get_session(engine, "early")["measured_subflows"] == 2
+    assert storage.get_session(engine, "unseen")["measured_transport"] is None
