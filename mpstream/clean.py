@@ -13,7 +13,7 @@ order mpstream/cli.py lists them):
   reported, as the kernel frees them on its own.
 - Host network changes of killed `play --interfaces` / `serve --announce` sessions in this
   network namespace (MPTCP endpoints and limits, policy rules and tables), undone from the
-  record written before each change (mpstream/hostnet.py). Other namespaces' records and live
+  record written before each change (netem/hostnet.py). Other namespaces' records and live
   sessions' stay.
 The core's own: temporary folders of killed sessions (the QUIC hop's, `play --url`'s page,
 Firefox profiles and the server stack's: mpstream/scratch.py).

@@ -28,7 +28,7 @@ SUBCOMMANDS = {
     "demo": "mpstream.runner.cli:demo",
     "doctor": "mpstream.doctor:doctor",
     "clean": "mpstream.clean:clean",
-    "paths": "mpstream.pathcheck:paths",
+    "paths": "mpstream.netem.pathcheck:paths",
     "trace": "mpstream.netem.record:trace",
 }
 

@@ -1,5 +1,6 @@
 """What a trial needs of a network, whatever the network is: an emulated topology in namespaces
-(`mpstream.netem.topology.Topology`) or a real host's own interfaces (`mpstream.hostnet.HostPaths`).
+(`mpstream.netem.topology.Topology`) or a real host's own interfaces
+(`mpstream.netem.hostnet.HostPaths`); both in netem/, the part of the networks.
 
 A trial reads the client's paths (address and interface), the bytes each path carried, runs
 programs on the client or the server host, and tears the network down; it never asks which kind

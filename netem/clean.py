@@ -3,9 +3,8 @@ congestion controls and host network changes that killed programs left."""
 
 from __future__ import annotations
 
-from mpstream import hostnet
 from mpstream.clean import Cleaned
-from mpstream.netem import coupled, teardown
+from mpstream.netem import coupled, hostnet, teardown
 
 
 def topologies() -> Cleaned:

@@ -1,7 +1,7 @@
 """One playback session from any manifest's URL, in the network namespace this process runs in,
 over this host's own interfaces: no emulated topology. The player page and (unless the events go
 to a collector elsewhere) the collector are served on loopback; the interfaces are set up for
-MPTCP for the session and restored after (mpstream.hostnet)."""
+MPTCP for the session and restored after (mpstream.netem.hostnet)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from mpstream.errors import UserError
-from mpstream.hostnet import HostPaths, InterfaceSpec, parse_interfaces, route_interface
+from mpstream.netem.hostnet import HostPaths, InterfaceSpec, parse_interfaces, route_interface
 from mpstream.player.session import PlayRequest, PlayResult, play_session
 from mpstream.scratch import session_tempdir
 from mpstream.server.stack import ServerStack

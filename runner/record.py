@@ -85,7 +85,7 @@ class Measurement(BaseModel):
 
 
 class PathCheck(BaseModel):
-    """What `paths check` measured of a real network (mpstream/pathcheck.py)."""
+    """What `paths check` measured of a real network (netem/pathcheck.py)."""
 
     url: str
     probe_url: str

@@ -173,7 +173,7 @@ def serve(
     results: Path | None,
 ) -> None:
     """Serve media, the player and the QoE collector; prints the URLs; Ctrl-C stops both."""
-    from mpstream.hostnet import announced
+    from mpstream.netem.hostnet import announced
 
     console = Console()
     try:

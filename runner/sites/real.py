@@ -52,7 +52,7 @@ class RealSite(Site):
 
     @classmethod
     def check_condition(cls, scenario: Scenario, cond: Condition) -> None:
-        from mpstream.hostnet import parse_interfaces
+        from mpstream.netem.hostnet import parse_interfaces
 
         if not workload_for(scenario.kind).plays_video:
             raise UserError(f"real conditions play video; a {scenario.kind} scenario runs on "
@@ -95,7 +95,7 @@ class RealSite(Site):
 
     @contextlib.contextmanager
     def around(self, record: TrialRecord) -> Iterator[None]:
-        from mpstream.pathcheck import check_paths
+        from mpstream.netem.pathcheck import check_paths
 
         def check() -> PathCheck:
             return PathCheck.model_validate(check_paths(

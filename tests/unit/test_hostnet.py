@@ -7,7 +7,7 @@ import os
 import pytest
 
 from mpstream.errors import UserError
-from mpstream.hostnet import InterfaceSpec, clean, netns_id, parse_interfaces
+from mpstream.netem.hostnet import InterfaceSpec, clean, netns_id, parse_interfaces
 from mpstream.runner.scenario import parse_scenario
 from mpstream.server.cli import parse_listen
 

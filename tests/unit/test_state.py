@@ -6,8 +6,8 @@ Records only, no namespaces: the root is moved to a temporary folder."""
 import json
 import os
 
-from mpstream import hostnet, state
-from mpstream.netem import teardown
+from mpstream import state
+from mpstream.netem import hostnet, teardown
 
 DEAD = 2**22 + 7  # above the kernel's largest pid
 

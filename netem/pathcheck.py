@@ -6,8 +6,8 @@ Each interface is measured with a timed HTTP download bound to it (`curl --inter
 round trip is the TCP handshake's, the throughput the body's bytes over the transfer time. The
 download is a large file on the server: `mpstream serve` offers one at /probe/blob; for another
 server, name a large file with `probe_url`. The aggregate is the same download over MPTCP with
-the interfaces set up as for a session (mpstream.hostnet), with each interface's share from its
-counters.
+the interfaces set up as for a session (mpstream.netem.hostnet), with each interface's share
+from its counters.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import click
 
 from mpstream.errors import UserError
-from mpstream.hostnet import HostPaths, InterfaceSpec, interface_bytes, parse_interfaces
+from mpstream.netem.hostnet import HostPaths, InterfaceSpec, interface_bytes, parse_interfaces
 from mpstream.progress import working
 from mpstream.transport import TRANSPORTS, Transport, get_transport
 
