@@ -111,6 +111,8 @@ def live_run(tmp_path_factory):
         stop(proc, graceful=signal.SIGINT, timeout=20)
 
 
+# Watches a stream slide for many segments: `make test-live`.
+@pytest.mark.long
 def test_live_stream_slides_serves_whole_segments_and_ends_cleanly(live_run):
     proc, out = live_run
     deadline = time.monotonic() + 30
