@@ -6,6 +6,7 @@ the run goes on; a resumed run does only what is missing; nothing is left runnin
 import csv
 import json
 import subprocess
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,7 @@ def run(tiny_media, tmp_path_factory):
         "name": "mini-bandwidth",
         "trials": 2,
         "seed": 5,
-        "duration_s": 12,
+        "duration_s": 8,
         "players": ["dashjs"],
         "media": {"dir": str(tiny_media)},
         "conditions": [
@@ -82,6 +83,7 @@ def test_report_numbers_match_the_raw_data(run):
     _, out, _ = run
     build_report(out)
     rows = {(r["condition"], r["metric"]): r for r in _csv(out / "report" / "conditions.csv")}
+    segments = _csv(out / "report" / "segments.csv")
     for cond in ("balanced", "single"):
         trials = [r for r in load_trials(out) if r.ok and r.condition == cond]
         assert len(trials) == 2
@@ -113,9 +115,27 @@ def test_report_numbers_match_the_raw_data(run):
             assert float(row["mean"]) == pytest.approx(want.mean, rel=1e-6)
             assert float(row["ci95_high"] or "nan") == pytest.approx(want.ci_high, rel=1e-6,
                                                                       nan_ok=True)
-        # the evidence's figures are there for every condition, computed from the samples
+        # The share of segment time the sender held data back is that of the per-segment
+        # evidence (segments.csv), each segment held for no longer than it took (plus the one
+        # poll interval that can straddle its request).
+        per_trial_held = []
+        for rec in trials:
+            polls = sorted({r["t_s"] for r in rec.samples("server")})
+            poll_s = max(b - a for a, b in pairwise(polls))
+            segs = [r for r in segments if r["trial"] == rec.key
+                    and r["request_page_s"] and r["last_byte_s"] and r["sender_held_s"]]
+            assert segs, rec.key
+            took = [float(r["last_byte_s"]) - float(r["request_page_s"]) for r in segs]
+            held = [float(r["sender_held_s"]) for r in segs]
+            assert all(0 <= h <= t + poll_s + 1e-3 for h, t in zip(held, took, strict=True)), segs
+            per_trial_held.append(sum(held) / sum(max(0.0, t) for t in took))
         assert int(rows[(cond, "held_share")]["n"]) == 2
-        assert 0.0 <= float(rows[(cond, "held_share")]["mean"]) <= 1.0
+        held_share = float(rows[(cond, "held_share")]["mean"])
+        assert held_share == pytest.approx(sum(per_trial_held) / 2, rel=1e-6)
+        # nginx as served (tcp_nopush off, tcp_nodelay on) does not hold data back: a sender
+        # limited by its window has data in flight (docs/penalties/first-split.md: no hold in
+        # 40 trials). Polls that found bytes unsent with some in flight are not holds.
+        assert held_share < 0.05, held_share
         cap = trials[0].record.capacity_bps
         assert cap == 30e6
         assert float(rows[(cond, "download_share")]["mean"]) == pytest.approx(
@@ -124,11 +144,13 @@ def test_report_numbers_match_the_raw_data(run):
 
 def _last_per_socket(path: Path, column: str) -> dict[int, dict[tuple[str, str], int]]:
     """path -> {(local, peer) -> the socket's last value of `column`} (a DESTROYED row, the
-    socket's final counters, comes last when the kernel reported it)."""
+    socket's final counters, comes last when the kernel reported it). A row without the value
+    is skipped: a socket closed by its program lives on in FIN-WAIT-2 as the kernel's mini
+    socket, which ss lists without counters."""
     out: dict[int, dict[tuple[str, str], int]] = {}
     for r in _csv(path):
-        if r["path"] != "":
-            out.setdefault(int(r["path"]), {})[(r["local"], r["peer"])] = int(r[column] or 0)
+        if r["path"] != "" and r[column] != "":
+            out.setdefault(int(r["path"]), {})[(r["local"], r["peer"])] = int(r[column])
     return out
 
 
