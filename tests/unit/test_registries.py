@@ -1,0 +1,91 @@
+"""The kinds as plugins: a scenario's workload kind and a condition's network kind are names
+registered by the modules of runner/workloads/ and runner/sites/, an unknown one refused with the
+kinds there are; a competitor speaks any registered transport, and trial.json records it."""
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from mpstream.errors import UserError
+from mpstream.netem.profile import CompetitorSpec
+from mpstream.runner.record import SCHEMA_VERSION, TrialRecord, migrate
+from mpstream.runner.run import run_scenario
+from mpstream.runner.scenario import parse_scenario
+from mpstream.runner.sites import site_class, site_kinds
+from mpstream.runner.workloads import workload_for, workload_kinds
+from tests.unit.test_runner_scenario import PROFILE, _raw
+
+
+@pytest.fixture
+def base(tmp_path: Path) -> Path:
+    (tmp_path / "p.toml").write_text(PROFILE)
+    return tmp_path
+
+
+def test_the_registries_hold_the_shipped_kinds():
+    assert {"video", "iperf"} <= set(workload_kinds())
+    assert {"emulated", "real"} <= set(site_kinds())
+    assert workload_for("video").plays_video and not workload_for("iperf").plays_video
+    assert site_class("emulated").movable and not site_class("real").movable
+
+
+def test_an_unknown_workload_kind_is_refused_with_the_kinds_there_are(base):
+    with pytest.raises(UserError, match=r"kind: .*no workload kind 'nope'; choose one of "
+                                        r"'video', 'iperf'|kind: .*'iperf', 'video'"):
+        parse_scenario(_raw(kind="nope"), base_dir=base)
+
+
+def test_an_unknown_network_kind_is_refused_with_the_kinds_there_are(base):
+    raw = _raw(conditions=[{"label": "a", "kind": "satellite", "profile": "p.toml"}])
+    with pytest.raises(UserError, match=r"no network kind 'satellite'; choose one of .*"
+                                        r"'emulated'.*'real'"):
+        parse_scenario(raw, base_dir=base)
+
+
+def test_a_trial_record_of_an_unknown_kind_is_refused():
+    with pytest.raises(ValidationError, match="no workload kind 'chat'"):
+        TrialRecord.model_validate({"key": "r00-a", "round": 0, "order": 0, "kind": "chat",
+                                    "condition": {"label": "a", "profile": "p"},
+                                    "started_at": "2026-01-01T00:00:00+00:00"})
+
+
+def test_a_network_kinds_own_fields_are_its_sites_to_check(base):
+    raw = _raw(conditions=[{"label": "a", "profile": "p.toml", "url": "http://x/m.mpd"}])
+    with pytest.raises(UserError, match="`url` and `interfaces` go with kind = \"real\""):
+        parse_scenario(raw, base_dir=base)
+    raw = _raw(kind="iperf", media=None, conditions=[
+        {"label": "w", "kind": "real", "url": "http://192.0.2.1/m.mpd", "interfaces": "eth0"}])
+    with pytest.raises(UserError, match="real conditions play video"):
+        parse_scenario(raw, base_dir=base)
+
+
+def test_a_competitor_speaks_any_registered_transport():
+    quic = CompetitorSpec.model_validate({"transport": "quic", "paths": [{"via": 0}]})
+    assert quic.transport == "quic" and not quic.multipath
+    # `mode` is the older spelling of mptcp and tcp.
+    assert CompetitorSpec.model_validate({"mode": "mptcp", "paths": [{"via": 0}]}).multipath
+    with pytest.raises(ValidationError, match="no transport 'carrier-pigeon'; choose one of"):
+        CompetitorSpec.model_validate({"transport": "carrier-pigeon", "paths": [{"via": 0}]})
+    with pytest.raises(ValidationError, match="disagree"):
+        CompetitorSpec.model_validate({"mode": "tcp", "transport": "quic", "paths": [{"via": 0}]})
+
+
+def test_an_older_records_competitors_get_their_transport():
+    old = {"schema_version": 2, "competitors": [
+        {"host": "user1", "name": "m", "mptcp": True},
+        {"host": "user2", "name": "t", "mptcp": False, "cross_traffic": True}]}
+    new = migrate(old)
+    assert new["schema_version"] == SCHEMA_VERSION
+    assert new["competitors"] == [
+        {"host": "user1", "name": "m", "transport": "mptcp"},
+        {"host": "user2", "name": "t", "transport": "tcp", "cross_traffic": True}]
+
+
+def test_a_media_dir_that_is_no_media_tree_is_refused_before_the_run_folder(base):
+    (base / "not-media").mkdir()
+    scenario = parse_scenario(_raw(media={"dir": "not-media"}), base_dir=base)
+    out = base / "run"
+    with pytest.raises(UserError, match="is not a media tree"):
+        run_scenario(scenario, out, plan_only=True)
+    assert not out.exists()
