@@ -174,7 +174,8 @@ test-live: setup-core
 .PHONY: test-quic
 test-quic: setup
 	@scripts/build-quic.sh --test
-	@scripts/pytest.sh -m long tests/integration/test_quic_hop.py tests/e2e/test_player_quic.py
+	@scripts/pytest.sh -m long tests/integration/test_quic_hop.py tests/e2e/test_player_quic.py \
+		tests/e2e/test_competitor_transport.py
 
 # Path policies and multipath HTTP's slower proofs (about 2 minutes): dash.js over a free and a
 # metered path under the deadline and always policies (docs/cellular.md), and an mphttp download

@@ -127,7 +127,7 @@ def test_a_bulk_scenario_with_a_tcp_user_reports_each_share(tmp_path):
     for trial in sorted((out / "trials").iterdir()):
         record = json.loads((trial / "trial.json").read_text())
         assert record["status"] == "ok", record["reason"]
-        assert record["competitors"] == [{"host": "user1", "name": "tcp-user", "mptcp": False,
+        assert record["competitors"] == [{"host": "user1", "name": "tcp-user", "transport": "tcp",
                                           "cross_traffic": False}]
         user = json.loads((trial / "iperf-user1.json").read_text())
         # The warm-up is iperf3's omitted seconds, outside the figures.
