@@ -30,6 +30,16 @@ def test_page_url_carries_every_parameter():
     }
 
 
+@pytest.mark.parametrize(("transport", "seen_by"), [
+    ("mptcp", None), ("tcp", None), ("mpquic", "carrier"), ("tcp-hop", "carrier"),
+    ("mphttp", "carrier")])
+def test_a_transport_carried_beside_the_browser_is_told_to_the_page(transport, seen_by):
+    # The server sees only the hop's or the proxy's connections: the page must not show them.
+    url = session.page_url("http://10.2.0.2:8080/", player="dashjs", manifest_path="/m.mpd",
+                           session_id="s-1", transport=transport, duration_s=None)
+    assert parse_qs(urlsplit(url).query).get("seen_by", [None])[0] == seen_by
+
+
 @pytest.mark.parametrize("mptcp", [True, False])
 def test_starter_enters_the_namespace_and_passes_arguments(tmp_path, monkeypatch, mptcp):
     monkeypatch.setattr(browsers, "CHROMIUM", "/bin/echo")
