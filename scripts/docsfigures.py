@@ -22,7 +22,8 @@ A measurement in README.md or docs/ is written in one of two ways, both tied to 
 
   `show` is one of mean, mean_ci (mean [95% interval]), ratio (the mean over the baseline
   condition's), pct and pct_ci (a share as a percentage); `rows` lists the conditions (default:
-  all, in the run's order); `digits` the decimals.
+  all, in the run's order); `digits` the decimals; a column's `skip` the conditions it leaves
+  blank (a single path's share of a split).
 - a number in a sentence followed by a comment naming where it comes from, the run, the
   condition, the metric and what of it: `1.04× <!--fig schedulers-2026-11-27 mpquic-ecf
   startup_delay_ms ratio:tcp-->` (mean, lo, hi, pct, min, max, ratio:CONDITION). The number
@@ -126,6 +127,8 @@ def _fmt(x: float | None, digits: int) -> str:
 
 def cell(s: Summary, label: str, col: dict, baseline: str | None) -> str:
     metric, show, d = col["metric"], col.get("show", "mean"), int(col.get("digits", 2))
+    if label in col.get("skip", ()):  # a figure the condition has no use for (one path's share)
+        return "–"
     m = s.metric(label, metric)
     if m is None or m["mean"] is None:
         return "–"

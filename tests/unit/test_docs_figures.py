@@ -122,3 +122,10 @@ def test_a_measurement_with_no_source_fails_unless_marked(tmp_path, data_dir):
 def test_the_repository_docs_pass():
     """What `make docs-check` runs: the tree's docs against docs/data/."""
     assert figs.main([]) == 0
+
+
+def test_a_column_leaves_the_conditions_it_skips_blank(tmp_path, data_dir):
+    spec = SPEC.replace('show = "ratio"\ndigits = 2', 'show = "ratio"\ndigits = 2\nskip = ["tcp"]')
+    page = _page(tmp_path, spec + "x\n<!-- /figures -->\n")
+    text = figs.check_page(page, write=True, data_dir=data_dir).text
+    assert "| TCP, one path | 200.0 [190.0, 210.0] | – | 92.4% [91.0, 93.8] |" in text
