@@ -25,9 +25,9 @@ HUD_TRANSPORT = "document.querySelector('[data-field=\"transport\"]').textConten
 @pytest.fixture(scope="module")
 def served(tiny_media):
     """Two balanced paths; nginx (under mptcpize) and the collector on the server's side."""
-    with Topology.up("thesis-bandwidth-balanced", name=f"ts{os.getpid() % 100000}") as topo:
-        with ServerStack(tiny_media, netns=topo.server_ns, host=topo.server_addr) as stack:
-            yield topo, stack
+    with (Topology.up("thesis-bandwidth-balanced", name=f"ts{os.getpid() % 100000}") as topo,
+          ServerStack(tiny_media, netns=topo.server_ns, host=topo.server_addr) as stack):
+        yield topo, stack
 
 
 def _hud_transport(served, transport: str, want: str) -> tuple[str, str]:
