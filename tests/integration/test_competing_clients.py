@@ -124,6 +124,7 @@ def run_scenario_file(folder: Path, text: str) -> Path:
 
 def test_a_bulk_scenario_with_a_tcp_user_reports_each_share(tmp_path):
     out = run_scenario_file(tmp_path, SCENARIO)
+    received = {}  # condition -> (the client's, the TCP user's) bit/s, as iperf3 said
     for trial in sorted((out / "trials").iterdir()):
         record = json.loads((trial / "trial.json").read_text())
         assert record["status"] == "ok", record["reason"]
@@ -141,14 +142,21 @@ def test_a_bulk_scenario_with_a_tcp_user_reports_each_share(tmp_path):
         client = json.loads((trial / "iperf.json").read_text())
         assert server_down["bytes_out"] > (user["end"]["sum_received"]["bytes"]
                                            + client["end"]["sum_received"]["bytes"])
+        received[record["condition"]["label"]] = (client["end"]["sum_received"]["bits_per_second"],
+                                         user["end"]["sum_received"]["bits_per_second"])
     rows = {(r["condition"], r["metric"]): r for r in
             csv.DictReader((out / "report" / "conditions.csv").open())}
+    # The shares and Jain's index, (a + b)^2 / (2 (a^2 + b^2)), are those of what each user's
+    # iperf3 received (an index of two users is in [0.5, 1] whatever it is computed from).
+    lia, user = received["lia"]
     lia_share = float(rows[("lia", "mptcp_share")]["mean"])
+    assert lia_share == pytest.approx(lia / (lia + user), rel=1e-6)
     assert 0.1 < lia_share < 0.9, lia_share
-    assert 0.5 <= float(rows[("lia", "jain_index")]["mean"]) <= 1.0
+    for cond, (a, b) in received.items():
+        jain = (a + b) ** 2 / (2 * (a * a + b * b))
+        assert float(rows[(cond, "jain_index")]["mean"]) == pytest.approx(jain, rel=1e-6), cond
     # Both users on TCP: nobody speaks MPTCP, so there is no MPTCP share, but a Jain index.
     assert rows[("cubic-tcp", "mptcp_share")]["n"] == "0"
-    assert 0.5 <= float(rows[("cubic-tcp", "jain_index")]["mean"]) <= 1.0
 
 
 CROSS_TRAFFIC = """name = "cross-traffic-mini"
