@@ -64,24 +64,32 @@ if TYPE_CHECKING:
     from mpstream.player.session import PlayRequest, PlayResult
     from mpstream.server.stack import ServerStack
 
-QOE = declare(
+# The session's QoE, from mpstream.qoe: its playback, quality, the media it got, its frames,
+# its downloads and the parts of its startup.
+PLAYBACK = declare(
     Metric("startup_delay_ms", "startup delay", "ms"),
     Metric("stall_count", "stalls", "count"),
     Metric("stall_ms", "stall time", "ms"),
     Metric("longest_stall_ms", "longest stall", "ms"),
     Metric("rebuffer_ratio", "rebuffer ratio"),
+)
+QUALITY = declare(
     Metric("mean_bitrate_mbps", "time-weighted bitrate", "Mbit/s"),
     Metric("switches", "quality switches", "count"),
     Metric("down_switches", "switches down", "count"),
     Metric("bitrate_utilization", "time-weighted bitrate / top rung"),
+)
+MEDIA = declare(
     Metric("segments", "video segments", "count"),
     Metric("played_s", "played time", "s"),
     Metric("live_latency_mean_s", "latency to live, mean", "s"),
     Metric("live_latency_p95_s", "latency to live, p95", "s"),
-    Metric("decoded_frames", "decoded frames", "count"),
-    Metric("dropped_frames", "dropped frames", "count"),
-    Metric("download_rate_mbps", "per-segment download rate", "Mbit/s"),
-    Metric("download_share", "download rate / sum of path rates"),
+)
+FRAMES = declare(Metric("decoded_frames", "decoded frames", "count"),
+                 Metric("dropped_frames", "dropped frames", "count"))
+DOWNLOADS = declare(Metric("download_rate_mbps", "per-segment download rate", "Mbit/s"),
+                    Metric("download_share", "download rate / sum of path rates"))
+STARTUP = declare(
     Metric("manifest_ms", "startup: manifest", "ms"),
     Metric("first_segment_ms", "startup: first segment", "ms"),
     Metric("decode_ms", "startup: decode", "ms"),
@@ -121,7 +129,8 @@ class VideoSession(Workload):
     plays_video = True
     tools = ("ip",)
     # The session's QoE first, then the segment evidence of its startup (runner/evidence.py).
-    shown = (*QOE, *HELD, *AFTER_EVENT, *SCORES, *USERS)
+    shown = (*PLAYBACK, *QUALITY, *MEDIA, *FRAMES, *DOWNLOADS, *STARTUP, *HELD, *AFTER_EVENT,
+             *SCORES, *USERS)
 
     def check(self, scenario: Scenario) -> None:
         check_abrs(scenario)
