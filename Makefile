@@ -32,12 +32,14 @@ system-demo:
 # it imports them, a fraction of the packages' files.
 venv: $(VENV_STAMP)
 $(VENV_STAMP): pyproject.toml
+	@echo "Installing Python packages into .venv for the tests (make test): mpstream with its dev and cluster extras (pytest, ruff, mypy, Ray, ...)"
 	@test -x $(PY) || python3 -m venv .venv
 	@$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
 	@$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,cluster]'
 	@touch $@ $(VENV_DEMO_STAMP)
 venv-demo: $(VENV_DEMO_STAMP)
 $(VENV_DEMO_STAMP): pyproject.toml
+	@echo "Installing Python packages into .venv for the demo: mpstream, Playwright, the sample video"
 	@test -x $(PY) || python3 -m venv .venv
 	@$(PY) -m pip install -q --disable-pip-version-check --no-compile -e '.[demo]'
 	@touch $@
