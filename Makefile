@@ -45,7 +45,7 @@ $(VENV_DEMO_STAMP): pyproject.toml
 	@touch $@
 
 build: emulator player-bundle player-driver dashboard-assets coupled-cc
-build-demo: build/mpstream-linkem player-bundle
+build-demo: build/mpstream-linkem player-bundle dashboard-assets
 
 # --- the QUIC hop (quic/: proxy and gateway of the quic and mpquic transports, Rust) ---
 # Built through a cache outside the clone (scripts/build-quic.sh).
