@@ -46,18 +46,27 @@ set = {{ rate = {rate_bps}, queue_bytes = 30000 }}
     return profile
 
 
-@pytest.mark.parametrize("player", ["dashjs", "hlsjs"])
-def test_throttled_path_stalls_with_durations(tiny_media, player, tmp_path):
+@pytest.fixture(scope="module")
+def throttled(tiny_media, tmp_path_factory):
+    """One topology and server for both players: each session restarts the event clock, which
+    puts the path back to its fast rate and cuts it again THROTTLE_AT_S later."""
     rate = _lowest_rung_bps(tiny_media) // 3
     name = f"ps{os.getpid() % 100000}"
-    with Topology.up(_throttled_profile(tmp_path, rate), name=name) as topo, \
+    profile = _throttled_profile(tmp_path_factory.mktemp("stalls"), rate)
+    with Topology.up(profile, name=name) as topo, \
             ServerStack(tiny_media, netns=topo.server_ns, host=topo.server_addr,
                         mptcp=False) as stack:
-        topo.start_events()
-        result = play(topo, stack, player=player, manifest_path=MANIFESTS[player],
-                              transport="tcp", duration_s=PLAY_S, buffer_s=4.0,
-                              session_id=f"e2e-stall-{player}-{os.getpid()}")
-        events = session_events(stack, result["session"])
+        yield topo, stack, rate
+
+
+@pytest.mark.parametrize("player", ["dashjs", "hlsjs"])
+def test_throttled_path_stalls_with_durations(throttled, player):
+    topo, stack, rate = throttled
+    topo.start_events()
+    result = play(topo, stack, player=player, manifest_path=MANIFESTS[player],
+                  transport="tcp", duration_s=PLAY_S, buffer_s=4.0,
+                  session_id=f"e2e-stall-{player}-{os.getpid()}")
+    events = session_events(stack, result["session"])
     assert result["failure"] is None, result
     assert result["stall_count"] >= 1, result["page"]
     assert result["stall_ms"] > 500
