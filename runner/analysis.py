@@ -17,7 +17,7 @@ from typing import Any, TypedDict
 from mpstream.errors import UserError
 from mpstream.qoe.stats import Summary, summarize
 from mpstream.runner.evidence import TrialEvidence, trial_evidence
-from mpstream.runner.layout import RUN_JSON, TrialData, load_trials, read_json
+from mpstream.runner.layout import RUN_JSON, RunScenario, TrialData, load_trials, read_json
 from mpstream.runner.metric import metric_label, metric_order
 from mpstream.runner.metrics import binned_by_path, n_paths_of, segment_rates, trial_metrics
 from mpstream.runner.record import Measurement
@@ -183,7 +183,8 @@ def analyze(run_dir: Path) -> Analysis:
         raise UserError(f"{run_dir}: no finished trials yet; run `mpstream run` first")
     several = varying_factors(records)
     n_paths = n_paths_of(records)
-    planned = [c["label"] for c in run.get("conditions", [])]
+    conditions = RunScenario.of(run).conditions
+    planned = [c["label"] for c in conditions]
     group_of_trial = {rec.key: group_key(rec, several) for rec in records}
     groups = sorted(dict.fromkeys(group_of_trial.values()), key=lambda g: (
         planned.index(g.condition) if g.condition in planned else len(planned), str(g)))
@@ -213,7 +214,7 @@ def analyze(run_dir: Path) -> Analysis:
     out.reference_rows = _reference_rows(out)
     out.path_checks = path_check_rows(records)
     out.host_rows = host_rows(out)
-    out.sweep = sweep_of(groups, summaries, order, run.get("conditions", []))
+    out.sweep = sweep_of(groups, summaries, order, conditions)
     return out
 
 

@@ -64,7 +64,14 @@ import ray
 from ray.exceptions import GetTimeoutError, RayError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from mpstream.runner.layout import RUN_JSON, TRIAL_JSON, install_trial_dir, read_json, write_json
+from mpstream.runner.layout import (
+    RUN_JSON,
+    TRIAL_JSON,
+    RunScenario,
+    install_trial_dir,
+    read_json,
+    write_json,
+)
 from mpstream.runner.process import TEARDOWN_TIMEOUT_S, Finished, Started, run_trial_process
 from mpstream.runner.record import TrialRecord, load_record, this_host
 from mpstream.runner.scenario import Trial
@@ -219,8 +226,9 @@ class RayTrials:
         run = read_json(run_dir / RUN_JSON)
         run_bytes = json.dumps(run).encode()
         media = ship_media(Path(run["media_dir"])) if run.get("media_dir") else None
-        limit_s = float(run["duration_s"]) + self.margin_s
-        kind = run.get("kind", "video")
+        ran = RunScenario.of(run)
+        limit_s = float(ran.duration_s or 0) + self.margin_s
+        kind = ran.kind
         running: dict[ray.ObjectRef, tuple[Trial, Lane]] = {}
         lost: dict[str, int] = {}  # key -> times the host running it was lost
         no_hosts_since: float | None = None

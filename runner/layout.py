@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,28 @@ def read_json(path: Path, default: Any = None) -> Any:
         return json.loads(path.read_text())
     except FileNotFoundError:
         return default
+
+
+@dataclass(frozen=True)
+class RunScenario:
+    """What readers of run.json need of the scenario it ran: its `scenario_spec` (the whole
+    scenario, written once), or in a run folder of an older mpstream the same fields at
+    run.json's top level."""
+
+    name: str | None
+    description: str
+    kind: str
+    duration_s: float | None
+    conditions: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, run: dict[str, Any]) -> RunScenario:
+        spec = run.get("scenario_spec")
+        if spec is None:  # older run.json: the scenario's fields beside the plan's
+            spec = {**run, "name": run.get("scenario")}
+        return cls(name=spec.get("name"), description=spec.get("description") or "",
+                   kind=spec.get("kind") or "video", duration_s=spec.get("duration_s"),
+                   conditions=list(spec.get("conditions") or []))
 
 
 class TrialData:

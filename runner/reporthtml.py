@@ -16,7 +16,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from mpstream.qoe.stats import Summary
 from mpstream.runner.analysis import Analysis, ReferenceRow, sweep_tick
-from mpstream.runner.layout import TrialData
+from mpstream.runner.layout import RunScenario, TrialData
 from mpstream.runner.metric import metric_label
 from mpstream.runner.reference import THESIS
 
@@ -100,8 +100,8 @@ def write_html(a: Analysis, path: Path, pngs: list[Path]) -> None:
                       autoescape=select_autoescape(default=True, default_for_string=True))
     images = [(p.name, base64.b64encode(p.read_bytes()).decode()) for p in pngs]
     html = env.get_template("report.html.j2").render(
-        name=a.run.get("scenario", a.run_dir.name),
-        description=a.run.get("description", ""),
+        name=RunScenario.of(a.run).name or a.run_dir.name,
+        description=RunScenario.of(a.run).description,
         run_dir=str(a.run_dir),
         now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         n_ok=sum(len(v) for v in a.per_trial.values()),

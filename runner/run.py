@@ -32,6 +32,7 @@ from mpstream.errors import UserError
 from mpstream.proc import signals_interrupt
 from mpstream.runner.layout import (
     RUN_JSON,
+    RunScenario,
     finished_keys,
     read_json,
     remove_partial_trials,
@@ -98,20 +99,11 @@ def refuse_on_cluster(scenario: Scenario, option: str = "--cluster") -> None:
 
 def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
               trials: int, media_dir: Path | None, pcap: bool) -> dict:
+    """run.json: the scenario once (`scenario_spec`, read through layout.RunScenario), the
+    plan and what made it."""
     return {
         **plan_json(scenario, trials, media_dir, pcap),
-        "scenario": scenario.name,
-        "description": scenario.description,
-        "kind": scenario.kind,
         "scenario_file": str(scenario_path) if scenario_path else None,
-        "seed": scenario.seed,
-        "duration_s": scenario.duration_s,
-        "buffer_s": scenario.buffer_s,
-        "live": scenario.live.model_dump(mode="json") if scenario.live else None,
-        "players": scenario.players,
-        "browsers": scenario.browsers,
-        "codecs": scenario.codecs,
-        "conditions": [c.model_dump(mode="json") for c in scenario.all_conditions()],
         "plan": [t.key for t in plan],
         "environment": provenance.environment(),
     }
@@ -196,9 +188,10 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
     n = trials if trials is not None else scenario.trials
     plan = expand_trials(scenario, n)
     previous = read_json(out_dir / RUN_JSON)
-    if previous and previous.get("scenario") != scenario.name:
-        raise UserError(f"{out_dir} holds a run of scenario {previous.get('scenario')!r}, not "
-                        f"{scenario.name!r}; give another --out folder")
+    ran = RunScenario.of(previous).name if previous else None
+    if previous and ran != scenario.name:
+        raise UserError(f"{out_dir} holds a run of scenario {ran!r}, not {scenario.name!r}; "
+                        "give another --out folder")
     if scenario_path and Path(scenario_path).is_file():
         shutil.copyfile(scenario_path, out_dir / "scenario.toml")
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from mpstream.runner.layout import RUN_JSON, TRIAL_JSON, TRIALS, TrialData, read_json
+from mpstream.runner.layout import RUN_JSON, TRIAL_JSON, TRIALS, RunScenario, TrialData, read_json
 from mpstream.runner.record import load_record
 
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=-]{0,199}")
@@ -246,8 +246,9 @@ def run_info(run_dir: Path) -> RunOut:
     if started is None:
         started = datetime.fromtimestamp((run_dir / RUN_JSON).stat().st_mtime, UTC).isoformat()
     ok = sum(1 for t in trials if t.get("status") == "ok")
-    return RunOut(id=run_dir.name, scenario=str(run.get("scenario") or run_dir.name),
-                  description=" ".join(str(run.get("description") or "").split()),
+    ran = RunScenario.of(run)
+    return RunOut(id=run_dir.name, scenario=str(ran.name or run_dir.name),
+                  description=" ".join(ran.description.split()),
                   started=started, trials=len(trials), ok=ok, failed=len(trials) - ok,
                   planned=len(run.get("plan") or []))
 
@@ -261,7 +262,7 @@ def run_detail(run_dir: Path) -> RunDetailOut:
     info = run_info(run_dir)
     records = _trials(run_dir)
     run = read_json(run_dir / RUN_JSON) or {}
-    planned = [str(c.get("label")) for c in run.get("conditions") or []]
+    planned = [str(c.get("label")) for c in RunScenario.of(run).conditions]
     from_csv = _from_report(run_dir, records)
     if from_csv is not None:
         conditions, trials = from_csv

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mpstream.qoe.stats import Summary, summarize
+from mpstream.runner.layout import RunScenario
 from mpstream.runner.report import Report, metric_label
 
 FORMAT = 1
@@ -36,7 +37,7 @@ def _metric(name: str, s: Summary) -> dict[str, Any]:
 
 def _command(run: dict[str, Any]) -> str:
     spec = run.get("scenario_spec") or {}
-    cmd = f"mpstream run {run.get('scenario')}"
+    cmd = f"mpstream run {RunScenario.of(run).name}"
     if run.get("trials") and run.get("trials") != spec.get("trials"):
         cmd += f" --trials {run['trials']}"
     return cmd
@@ -45,7 +46,7 @@ def _command(run: dict[str, Any]) -> str:
 def run_summary(report: Report, run: dict[str, Any], run_id: str) -> dict[str, Any]:
     records = report.trials
     loads = [r.record.load_avg_1m for r in records if r.record.load_avg_1m is not None]
-    by_label = {c["label"]: c for c in run.get("conditions", [])}
+    by_label = {c["label"]: c for c in RunScenario.of(run).conditions}
     conditions = []
     for group in report.groups:
         label = group.condition
@@ -74,7 +75,7 @@ def run_summary(report: Report, run: dict[str, Any], run_id: str) -> dict[str, A
     return {
         "format": FORMAT,
         "run": {
-            "id": run_id, "scenario": run.get("scenario"), "command": _command(run),
+            "id": run_id, "scenario": RunScenario.of(run).name, "command": _command(run),
             "trials_per_condition": run.get("trials"),
             "trials": len(records), "ok": sum(1 for r in records if r.ok),
             "started": min(started) if started else None,
