@@ -1,10 +1,11 @@
 """`mpstream run`: every condition × player × trial of a scenario, raw data kept per trial.
 
 The run plans the trials (a seeded interleaving of the conditions, runner/scenario.py), checks
-once what every trial needs, prepares the media (or starts the live stream), writes the plan to
-run.json and then runs each trial as `mpstream trial RUN_DIR --key KEY` (runner/trial.py) in a
-process of its own: here, one after another, or with `--cluster` on a cluster's hosts, one per
-host at a time (runner/cluster.py; `local:N`, hosts in namespaces of this machine:
+once what every trial needs (what the workload and each condition's network say they need),
+has the workload prepare its inputs (the media, or a live stream), writes the plan to run.json
+and then runs each trial as `mpstream trial RUN_DIR --key KEY` (runner/trial.py) in a process of
+its own (runner/process.py): here, one after another, or with `--cluster` on a cluster's hosts,
+one per host at a time (runner/cluster.py; `local:N`, hosts in namespaces of this machine:
 runner/localcluster.py). A trial that fails is recorded with its reason and the run goes on; a
 trial folder without trial.json (the run was interrupted there) is done again on resume.
 """
@@ -15,7 +16,6 @@ import contextlib
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import (
@@ -44,9 +44,6 @@ from mpstream.runner.scenario import Scenario, Trial, expand_trials
 from mpstream.runner.sites import site_class
 from mpstream.runner.trial import plan_json
 from mpstream.runner.workloads import workload_for
-
-if TYPE_CHECKING:
-    pass
 
 # Seconds a trial may run past the scenario's duration on a cluster before it is stopped and
 # recorded as failed: its network, servers and browser start and stop within it.
