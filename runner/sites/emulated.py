@@ -90,6 +90,12 @@ class EmulatedSite(Site):
             # A CC this kernel lacks stays that condition's failure, recorded per trial.
             with contextlib.suppress(UserError):
                 require_cc(profile.cc)
+        gateways = [t.name for t in [transport, *cls.other_transports(scenario, cond)]
+                     if t.runs_on_server]
+        if len(gateways) > 1:
+            # Each would start its gateway on the one server host, on the same ports.
+            problems.append(f"{len(gateways)} users speak transports that run a gateway on the "
+                            f"server host ({', '.join(gateways)}): one user at most may")
         for user in profile.competitors:
             speaks = get_transport(user.transport)
             if user.traffic == "bulk" and speaks.carries_http_only:

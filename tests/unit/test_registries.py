@@ -89,3 +89,17 @@ def test_a_media_dir_that_is_no_media_tree_is_refused_before_the_run_folder(base
     with pytest.raises(UserError, match="is not a media tree"):
         run_scenario(scenario, out, plan_only=True)
     assert not out.exists()
+
+
+def test_two_users_with_a_gateway_on_the_one_server_are_refused(tmp_path):
+    (tmp_path / "p.toml").write_text(PROFILE + '[[competitors]]\ntransport = "quic"\n'
+                                     'paths = [{ via = 0 }]\n')
+    scenario = parse_scenario(_raw(conditions=[
+        {"label": "hop", "profile": "p.toml", "transport": "mpquic"},
+        {"label": "kernel", "profile": "p.toml"}]), base_dir=tmp_path)
+    site = site_class("emulated")
+    hop, kernel = scenario.all_conditions()
+    assert site.problems(scenario, hop, site.transport_of(scenario, hop)) == [
+        "2 users speak transports that run a gateway on the server host (mpquic, quic): one "
+        "user at most may"]
+    assert site.problems(scenario, kernel, site.transport_of(scenario, kernel)) == []
