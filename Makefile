@@ -7,19 +7,27 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 VENV_STAMP := .venv/.installed
 VENV_DEMO_STAMP := .venv/.installed-demo
+# node and npm: the system's, else those scripts/install-node.sh put into .venv/bin (Node.js from
+# PyPI), which is why .venv/bin comes last here.
+export PATH := $(PATH):$(CURDIR)/.venv/bin
 
 .PHONY: test-real-networks test-paths setup setup-core system venv build emulator player-bundle dashboard-assets event-schema lint test test-unit test-integration test-e2e test-trixie test-live demo doctor bench clean
 
 # Everything, the QUIC hop too. The test targets need only setup-core, so that a fresh machine's
 # `make test` does not pay the hop's first Rust build; `make test-quic` does. The demo needs
 # only setup-demo (scripts/system-packages.txt says which packages are whose).
-.PHONY: setup-demo system-demo venv-demo build-demo
+.PHONY: setup-demo system-demo venv-demo build-demo node
 setup: setup-core quic
 setup-core: system venv build
-# After the Debian packages, pip (mostly waiting on downloads) and the build (npm, esbuild, gcc)
-# run side by side.
+# After the Debian packages (and Node.js, where the system has none: the build needs it), pip
+# (mostly waiting on downloads) and the build (npm, esbuild, gcc) run side by side.
 setup-demo: system-demo
+	@scripts/install-node.sh
 	@$(MAKE) --no-print-directory -j2 venv-demo build-demo
+
+# Node.js and npm from PyPI into .venv when the system has no node and npm (scripts/install-node.sh).
+node:
+	@scripts/install-node.sh
 
 system:
 	@scripts/install-system.sh test
@@ -92,7 +100,7 @@ build/linkem-test: $(LINKEM_LIB) $(LINKEM_DIR)/test_link.c $(LINKEM_HDRS)
 # when a source, the build script or the installed packages changed.
 PLAYER_SRC := $(shell find player/src -type f 2>/dev/null)
 player-bundle: player/dist/index.html
-player/node_modules/.installed: player/package.json player/package-lock.json
+player/node_modules/.installed: player/package.json player/package-lock.json | node
 	@cd player && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 player/dist/index.html: player/node_modules/.installed player/build.mjs $(PLAYER_SRC)
@@ -101,13 +109,13 @@ player/dist/index.html: player/node_modules/.installed player/build.mjs $(PLAYER
 # --- Firefox driver (player/driver/: puppeteer-core, pinned; it downloads no browser) ---
 .PHONY: player-driver
 player-driver: player/driver/node_modules/.installed
-player/driver/node_modules/.installed: player/driver/package.json player/driver/package-lock.json
+player/driver/node_modules/.installed: player/driver/package.json player/driver/package-lock.json | node
 	@cd player/driver && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 # --- collector dashboard's chart library (server/web/, uPlot from npm, served locally) ---
 dashboard-assets: server/web/node_modules/.installed
-server/web/node_modules/.installed: server/web/package.json server/web/package-lock.json
+server/web/node_modules/.installed: server/web/package.json server/web/package-lock.json | node
 	@cd server/web && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 

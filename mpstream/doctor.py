@@ -25,7 +25,8 @@ from rich.console import Console
 from mpstream import hooks
 from mpstream.hop import BUILD_COMMAND as HOP_BUILD_COMMAND
 from mpstream.hop import HOP_BINARY
-from mpstream.paths import BUILD_DIR, REPO_ROOT
+from mpstream.paths import BUILD_DIR, REPO_ROOT, program_env
+from mpstream.paths import program as path_program
 
 PROC_SYS = Path("/proc/sys")
 OS_RELEASE = Path("/etc/os-release")
@@ -62,7 +63,8 @@ def _sysctl(key: str, proc_sys: Path) -> str | None:
 
 def _version(argv: list[str], pattern: str) -> str | None:
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=20,
+                              env=program_env())
     except (OSError, subprocess.TimeoutExpired):
         return None
     match = re.search(pattern, done.stdout + done.stderr)
@@ -134,7 +136,8 @@ def _namespace_probe() -> Finding:
     return Finding("host", "network namespaces", True, "created and removed one")
 
 
-# program -> (area, what it is for, version argv, version pattern, Debian package, required)
+# program -> (area, what it is for, version argv, version pattern, Debian package, required);
+# node and npm have no package: scripts/install-node.sh brings them from PyPI if need be.
 PROGRAMS: list[tuple[str, str, list[str], str, str, bool]] = [
     ("ffmpeg", "encoder", ["ffmpeg", "-version"], r"ffmpeg version (\S+)", "ffmpeg", True),
     ("nginx", "server", ["nginx", "-v"], r"nginx/(\S+)", "nginx-light", True),
@@ -146,8 +149,8 @@ PROGRAMS: list[tuple[str, str, list[str], str, str, bool]] = [
     ("iperf3", "netem", ["iperf3", "--version"], r"iperf (\S+)", "iperf3", True),
     ("gcc", "build", ["gcc", "--version"], r"\) (\S+)", "gcc", True),
     ("make", "build", ["make", "--version"], r"Make (\S+)", "make", True),
-    ("node", "build", ["node", "--version"], r"v(\S+)", "nodejs", True),
-    ("npm", "build", ["npm", "--version"], r"(\S+)", "npm", True),
+    ("node", "build", ["node", "--version"], r"v(\S+)", "", True),
+    ("npm", "build", ["npm", "--version"], r"(\S+)", "", True),
 ]
 
 
@@ -157,7 +160,7 @@ def find_program(program: str) -> str | None:
         return str(found[-1]) if found else shutil.which("initdb")
     # /usr/sbin is not on every user's PATH (nginx lives there).
     sbin = Path("/usr/sbin") / program
-    return shutil.which(program) or (str(sbin) if sbin.exists() else None)
+    return path_program(program) or (str(sbin) if sbin.exists() else None)
 
 
 def check_programs() -> list[Finding]:
@@ -165,8 +168,9 @@ def check_programs() -> list[Finding]:
     for program, area, argv, pattern, package, required in PROGRAMS:
         path = find_program(program)
         if path is None:
-            found.append(Finding(area, program, False, "not found",
-                                 f"apt-get install {package}", required))
+            # node and npm come from PyPI where the system has none (no Debian package).
+            fix = f"apt-get install {package}" if package else "make node"
+            found.append(Finding(area, program, False, "not found", fix, required))
             continue
         version = _version([path, *argv[1:]], pattern) if argv else None
         found.append(Finding(area, program, True, version or path, required=required))

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from mpstream.errors import UserError
 from mpstream.network import Wrapper, in_netns
+from mpstream.paths import program
 from mpstream.proc import pid_alive, stop
 from mpstream.scratch import session_tempdir
 
@@ -135,7 +136,7 @@ def check_browser(browser: str) -> None:
         if not (DRIVER_DIR / "node_modules" / "puppeteer-core").is_dir():
             raise UserError(f"the Firefox driver is not installed ({DRIVER_DIR}/node_modules "
                             "is missing): run `make player-driver`")
-        if shutil.which("node") is None:
+        if program("node") is None:
             raise UserError("node is missing (it runs the Firefox driver): run `make setup`")
 
 
@@ -236,7 +237,8 @@ class FirefoxDriver:
         self._gone: str | None = None
         options = {"executablePath": str(BROWSER_STARTER), "prefs": FIREFOX_PREFS,
                    "launchTimeoutMs": int(LAUNCH_TIMEOUT_S * 1000)}
-        argv = in_netns(netns, ["node", str(DRIVER_SCRIPT), json.dumps(options)])
+        argv = in_netns(netns, [program("node") or "node", str(DRIVER_SCRIPT),
+                                json.dumps(options)])
         # Firefox's temporary profile goes under workdir (removed with it, also after a kill);
         # HOME too, so nothing is written to the user's own ~/.mozilla.
         env = {**browser_starter_env(None, wrap, target=FIREFOX), "TMPDIR": str(workdir),

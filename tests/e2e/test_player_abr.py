@@ -11,10 +11,14 @@ from pathlib import Path
 import pytest
 
 from mpstream.netem.topology import Topology
+from mpstream.paths import program
 from mpstream.player.abr import abr_names, catalog, default_abr
 from mpstream.player.session import MANIFESTS
 from mpstream.server.stack import ServerStack
 from tests.sessions import play, session_events
+
+# The system's node, else the one scripts/install-node.sh put into .venv.
+NODE = program("node") or "node"
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -94,7 +98,7 @@ def test_recorded_decisions_replay_to_the_same_choices(unbalanced, tmp_path, pla
     assert fetched <= set(ladder)
     path = tmp_path / "events.json"
     path.write_text(json.dumps(events))
-    replay = subprocess.run(["node", str(REPLAY), str(path)], capture_output=True, text=True,
+    replay = subprocess.run([NODE, str(REPLAY), str(path)], capture_output=True, text=True,
                             check=False)
     assert replay.returncode == 0, replay.stdout + replay.stderr
     assert json.loads(replay.stdout) == {"decisions": len(decisions), "mismatches": []}
@@ -102,7 +106,7 @@ def test_recorded_decisions_replay_to_the_same_choices(unbalanced, tmp_path, pla
     tampered = [dict(e, data={**e["data"], "index": (e["data"]["index"] + 1) % len(ladder)})
                 if e["type"] == "abr_decision" else e for e in events]
     path.write_text(json.dumps(tampered))
-    caught = subprocess.run(["node", str(REPLAY), str(path)], capture_output=True, text=True,
+    caught = subprocess.run([NODE, str(REPLAY), str(path)], capture_output=True, text=True,
                             check=False)
     assert caught.returncode == 1
     assert len(json.loads(caught.stdout)["mismatches"]) == len(decisions)

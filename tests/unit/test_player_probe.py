@@ -4,13 +4,12 @@ The JavaScript tests live beside the code in player/tests/; the same modules run
 in tests/e2e/test_player_*.py against the real servers.
 """
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from mpstream.paths import REPO_ROOT
+from mpstream.paths import REPO_ROOT, program
 
 PLAYER = REPO_ROOT / "player"
 JS_TESTS = sorted((PLAYER / "tests").glob("*.test.mjs"))
@@ -22,8 +21,8 @@ def test_there_are_js_tests():
 
 @pytest.mark.parametrize("js_test", JS_TESTS, ids=lambda p: p.name)
 def test_js(js_test: Path):
-    node = shutil.which("node")
-    assert node, "node is needed (Debian package nodejs)"
+    node = program("node")
+    assert node, "node is needed: the system's, or `make node` (Node.js from PyPI into .venv)"
     done = subprocess.run([node, "--test", str(js_test)], cwd=PLAYER, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
