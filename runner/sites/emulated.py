@@ -132,9 +132,12 @@ class EmulatedSite(Site):
         if media_dir is None:
             raise UserError("an emulated video trial needs media (the scenario's [media] or "
                             "[live])")
+        # Two collector workers: a trial's players post a few events a second between them,
+        # and the machine-sized default (five on two cores) spent 4-6 s of both cores booting
+        # at every trial's start, then 2-5 s stopping.
         with ServerStack(media_dir, netns=network.netns("server"), host=network.server_addr,
                          workdir=workdir, mptcp=self.transport.kernel_mptcp,
-                         send=self.profile.server) as stack:
+                         send=self.profile.server, collector_workers=2) as stack:
             yield stack, MANIFESTS[player]
 
     def watch(self, network: Network, tdir: Path) -> contextlib.AbstractContextManager[object]:
