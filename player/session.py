@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol, TypedDict
 from urllib.parse import urlencode
@@ -34,7 +34,7 @@ from mpstream.player.browsers import (
 )
 from mpstream.player.codecs import CODECS, family
 from mpstream.scratch import session_tempdir
-from mpstream.transport import Carrier, Transport, get_transport
+from mpstream.transport import Carrier, Transport
 
 DIST_DIR = Path(__file__).resolve().parent / "dist"
 PLAYERS = {"hlsjs": "hls", "dashjs": "dash"}
@@ -51,61 +51,14 @@ HUD_TEXT = """Object.fromEntries([...document.querySelectorAll('#hud dd')]
     .map((dd) => [dd.dataset.field, dd.textContent]))"""
 
 
-def _carried_beside_browser(transport: str) -> bool:
-    """Whether a program beside the browser carries the session (the QUIC hop, mphttp), so
-    that the server cannot see the browser's own transport."""
-    try:
-        return get_transport(transport).carries_http_only
-    except UserError:
-        return False
+# The name under which a PlayRequest field goes to the player page as a query parameter
+# (docs/player.md), sent when it differs from the field's default.
+PAGE_PARAMETER = "page_parameter"
 
 
-def page_url(
-    base_url: str,
-    *,
-    player: str,
-    manifest_path: str,
-    session_id: str,
-    transport: str,
-    duration_s: float | None,
-    scenario: str | None = None,
-    trial: int | None = None,
-    collector: str = "/api/v1",
-    startup_timeout_s: float = STARTUP_TIMEOUT_S,
-    buffer_s: float | None = None,
-    target_latency_s: float | None = None,
-    codec: str = "auto",
-    abr: str | None = None,
-    abr_params: tuple[tuple[str, float], ...] = (),
-) -> str:
-    """The player page's URL for one session (query parameters: see docs/player.md)."""
-    params: dict[str, Any] = {
-        "src": manifest_path,
-        "player": player,
-        "session": session_id,
-        "transport": transport,
-        "collector": collector,
-        "startup_timeout": f"{startup_timeout_s:g}",
-    }
-    if _carried_beside_browser(transport):
-        params["seen_by"] = "carrier"  # the server sees only the carrier's own connections
-    if duration_s is not None:
-        params["duration"] = f"{duration_s:g}"
-    if scenario is not None:
-        params["scenario"] = scenario
-    if trial is not None:
-        params["trial"] = str(trial)
-    if buffer_s is not None:
-        params["buffer"] = f"{buffer_s:g}"
-    if target_latency_s is not None:
-        params["target_latency"] = f"{target_latency_s:g}"
-    if codec != "auto":
-        params["codec"] = codec
-    if abr is not None:
-        params["abr"] = abr
-    if abr_params:
-        params["abr_param"] = [f"{key}={value:g}" for key, value in abr_params]
-    return f"{base_url.rstrip('/')}/player/index.html?{urlencode(params, doseq=True)}"
+def _page(name: str, default: Any = None) -> Any:
+    """A field of PlayRequest that the page is told as its query parameter `name`."""
+    return field(default=default, metadata={PAGE_PARAMETER: name})
 
 
 @dataclass(frozen=True)
@@ -116,24 +69,25 @@ class PlayRequest:
     live edge a live stream is played; `codec` (auto, avc, hevc) restricts the video codec
     family. `abr` names the adaptation rule (docs/abr.md; None: the player's default) and
     `abr_params` its numeric parameters. Events go to `collector_url` when given (a collector on
-    another host), else to the page server's collector."""
+    another host), else to the page server's collector. A new page parameter is a field made
+    by `_page`: page_url sends it."""
 
     player: str
     transport: Transport
     session_id: str
-    duration_s: float
+    duration_s: float = _page("duration", MISSING)
     manifest_path: str = ""
-    scenario: str | None = None
-    trial: int | None = None
+    scenario: str | None = _page("scenario")
+    trial: int | None = _page("trial")
     screenshot: Path | None = None
     startup_timeout_s: float = STARTUP_TIMEOUT_S
-    buffer_s: float | None = None
+    buffer_s: float | None = _page("buffer")
     collector_url: str | None = None
-    target_latency_s: float | None = None
+    target_latency_s: float | None = _page("target_latency")
     browser: str = "chromium"
-    codec: str = "auto"
-    abr: str | None = None
-    abr_params: tuple[tuple[str, float], ...] = ()
+    codec: str = _page("codec", "auto")
+    abr: str | None = _page("abr")
+    abr_params: tuple[tuple[str, float], ...] = _page("abr_param", ())
     # Where the transport's carrier writes (the QUIC hop's statistics and qlog; None: nowhere
     # kept).
     workdir: Path | None = None
@@ -147,6 +101,36 @@ class PlayRequest:
     @property
     def manifest(self) -> str:
         return self.manifest_path or MANIFESTS.get(self.player, "")
+
+
+def page_url(base_url: str, request: PlayRequest, manifest: str | None = None) -> str:
+    """The player page's URL for one session (query parameters: see docs/player.md);
+    `manifest` in place of the request's own (a carrier's address of it)."""
+    r = request
+    params: dict[str, Any] = {
+        "src": manifest or r.manifest,
+        "player": r.player,
+        "session": r.session_id,
+        "transport": r.transport.name,
+        "collector": r.collector_url or "/api/v1",
+        "startup_timeout": f"{r.startup_timeout_s:g}",
+    }
+    if r.transport.carries_http_only:
+        params["seen_by"] = "carrier"  # the server sees only the carrier's own connections
+    for f in fields(r):
+        value = getattr(r, f.name)
+        if PAGE_PARAMETER in f.metadata and value != f.default:
+            params[f.metadata[PAGE_PARAMETER]] = _query_value(value)
+    return f"{base_url.rstrip('/')}/player/index.html?{urlencode(params, doseq=True)}"
+
+
+def _query_value(value: object) -> str | list[str]:
+    """A field's value as the page reads it: numbers shortest, parameter pairs as KEY=VALUE."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, tuple | list):
+        return [f"{key}={number:g}" for key, number in value]
+    return str(value)
 
 
 class PageServer(Protocol):
@@ -358,13 +342,7 @@ def _play(network: Network, server: PageServer, r: PlayRequest, carried: Carrier
     # gives the manifest's address through itself.
     media_url = getattr(carried, "media_url", None)
     manifest = media_url(r.manifest) if media_url is not None else r.manifest
-    url = page_url(carried.base_url, player=r.player, manifest_path=manifest,
-                   session_id=r.session_id, transport=r.transport.name,
-                   duration_s=r.duration_s, scenario=r.scenario, trial=r.trial,
-                   startup_timeout_s=r.startup_timeout_s, buffer_s=r.buffer_s,
-                   collector=r.collector_url or "/api/v1",
-                   target_latency_s=r.target_latency_s, codec=r.codec, abr=r.abr,
-                   abr_params=r.abr_params)
+    url = page_url(carried.base_url, r, manifest)
     before = network.path_bytes()
     proof_before = r.transport.before(network)
     report: JsonObject = {}

@@ -15,8 +15,9 @@ import time
 
 import pytest
 
-from mpstream.player.session import MANIFESTS, page_url
+from mpstream.player.session import MANIFESTS, PlayRequest, page_url
 from mpstream.proc import signals_interrupt
+from mpstream.transport import get_transport
 from tests.compose.stack import (
     REPO,
     ComposeStack,
@@ -57,9 +58,9 @@ def test_player_page_over_mptcp_and_events_reach_postgres(stack):
     stack.wait_healthy("collector", timeout_s=90)
     session = f"compose-{os.getpid()}"
     before = mptcp_counters(stack.container("nginx"))
-    url = page_url(stack.base_url, player="dashjs", manifest_path=MANIFESTS["dashjs"],
-                   session_id=session, transport="mptcp", duration_s=PLAY_S,
-                   scenario="compose")
+    url = page_url(stack.base_url, PlayRequest(
+        player="dashjs", transport=get_transport("mptcp"), manifest_path=MANIFESTS["dashjs"],
+        session_id=session, duration_s=PLAY_S, scenario="compose"))
     with host_browser(mptcp=True) as browser:
         page = browser.new_page()
         page.goto(url, wait_until="load", timeout=60_000)

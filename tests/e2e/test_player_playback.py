@@ -18,7 +18,7 @@ import pytest
 from PIL import Image
 
 from mpstream.netem.topology import Topology
-from mpstream.player.session import MANIFESTS, browser_in_namespace, page_url
+from mpstream.player.session import MANIFESTS, PlayRequest, browser_in_namespace, page_url
 from mpstream.server.accesslog import read_access_log
 from mpstream.server.stack import ServerStack
 from mpstream.transport import get_transport
@@ -251,8 +251,9 @@ def test_stream_that_never_starts_ends_with_an_error(balanced, tiny_media, tmp_p
 def test_closing_the_page_sends_the_rest_by_beacon(balanced):
     topo, stack = balanced
     session_id = f"e2e-beacon-{os.getpid()}"
-    url = page_url(stack.base_url, player="hlsjs", manifest_path=MANIFESTS["hlsjs"],
-                   session_id=session_id, transport="mptcp", duration_s=120.0)
+    url = page_url(stack.base_url, PlayRequest(
+        player="hlsjs", transport=get_transport("mptcp"), manifest_path=MANIFESTS["hlsjs"],
+        session_id=session_id, duration_s=120.0))
     with browser_in_namespace(topo.client_ns, wrap=get_transport("mptcp").wrap) as browser:
         page = browser.new_page()
         page.goto(url)

@@ -5,7 +5,7 @@ import os
 import subprocess
 import threading
 from types import SimpleNamespace
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 from click.testing import CliRunner
@@ -17,10 +17,14 @@ from mpstream.player.cli import play
 from mpstream.transport import get_transport
 
 
+def _request(transport: str = "mptcp", **fields) -> session.PlayRequest:
+    return session.PlayRequest(player="dashjs", transport=get_transport(transport),
+                               session_id="s-1", duration_s=25.0, **fields)
+
+
 def test_page_url_carries_every_parameter():
-    url = session.page_url("http://10.2.0.2:8080/", player="dashjs",
-                           manifest_path="/media/dash/manifest.mpd", session_id="s-1",
-                           transport="mptcp", duration_s=25.0, scenario="bal anced", trial=3)
+    url = session.page_url("http://10.2.0.2:8080/",
+                           _request(scenario="bal anced", trial=3))
     parts = urlsplit(url)
     assert parts.netloc == "10.2.0.2:8080" and parts.path == "/player/index.html"
     assert {k: v[0] for k, v in parse_qs(parts.query).items()} == {
@@ -30,13 +34,24 @@ def test_page_url_carries_every_parameter():
     }
 
 
+def test_page_url_sends_the_optional_parameters_set_in_the_request_order():
+    url = session.page_url("http://h:8080", _request(
+        "mphttp", collector_url="http://c/api/v1", startup_timeout_s=6.0, buffer_s=12.5,
+        target_latency_s=3.0, codec="hevc", abr="bola", abr_params=(("a", 1.5), ("b", 2.0))),
+        "http://m/x.mpd")
+    assert unquote(urlsplit(url).query).split("&") == [
+        "src=http://m/x.mpd", "player=dashjs", "session=s-1", "transport=mphttp",
+        "collector=http://c/api/v1", "startup_timeout=6", "seen_by=carrier", "duration=25",
+        "buffer=12.5", "target_latency=3", "codec=hevc", "abr=bola", "abr_param=a=1.5",
+        "abr_param=b=2"]
+
+
 @pytest.mark.parametrize(("transport", "seen_by"), [
     ("mptcp", None), ("tcp", None), ("mpquic", "carrier"), ("tcp-hop", "carrier"),
     ("mphttp", "carrier")])
 def test_a_transport_carried_beside_the_browser_is_told_to_the_page(transport, seen_by):
     # The server sees only the hop's or the proxy's connections: the page must not show them.
-    url = session.page_url("http://10.2.0.2:8080/", player="dashjs", manifest_path="/m.mpd",
-                           session_id="s-1", transport=transport, duration_s=None)
+    url = session.page_url("http://10.2.0.2:8080/", _request(transport))
     assert parse_qs(urlsplit(url).query).get("seen_by", [None])[0] == seen_by
 
 
