@@ -108,7 +108,7 @@ def page_url(base_url: str, request: PlayRequest, manifest: str | None = None) -
     `manifest` in place of the request's own (a carrier's address of it)."""
     r = request
     params: dict[str, Any] = {
-        "src": manifest or r.manifest,
+        "src": r.manifest if manifest is None else manifest,
         "player": r.player,
         "session": r.session_id,
         "transport": r.transport.name,
@@ -341,68 +341,118 @@ def _play(network: Network, server: PageServer, r: PlayRequest, carried: Carrier
     # A carrier that carries media from a server other than the page's (mphttp with --url)
     # gives the manifest's address through itself.
     media_url = getattr(carried, "media_url", None)
-    manifest = media_url(r.manifest) if media_url is not None else r.manifest
-    url = page_url(carried.base_url, r, manifest)
+    url = page_url(carried.base_url, r, media_url(r.manifest) if media_url is not None else None)
     before = network.path_bytes()
     proof_before = r.transport.before(network)
-    report: JsonObject = {}
-    failure: str | None = None
-    summary: JsonObject | None = None
-    hud: dict[str, str] | None = None
-    console: list[str] = []
-    gone = False  # the browser died under the session
     policy = _policy_controller(network, server, r, carried)
-    with policy.running(), open_page(r.browser, network.netns("client"),
-                                     wrap=r.transport.wrap) as page:
-        console = page.console
-        try:
-            page.goto(url, PAGE_LOAD_TIMEOUT_S)
-        except BrowserTimeout as exc:
-            raise UserError(f"the player page {url} did not load from the server: {exc}") from exc
-        except BrowserGone as exc:
-            failure, gone = str(exc), True
-        except BrowserError as exc:
-            raise UserError(f"the player page {url} did not load from the server: {exc}") from exc
-        if failure is None:
-            try:
-                report, hud = _follow(page, r.duration_s, r.startup_timeout_s, r.screenshot)
-            except BrowserTimeout:
-                failure = (f"the player page did not finish the session within "
-                           f"{r.duration_s + DRAIN_MARGIN_S:g} s")
-                report = _page_report(page)
-            except BrowserGone as exc:
-                failure, gone = str(exc), True
-        if gone and r.collector_url is None:
-            _record_browser_failure(server, r.session_id, f"{r.browser}: {failure}")
-        failure = _text(report.get("failure")) or failure
-        summary = _collector_get(server, None if gone else page,
-                                 f"/sessions/{r.session_id}/summary", r.collector_url)
+    with policy.running():
+        visit = _visit(network, server, r, url)
     after = network.path_bytes()
-    if summary is None and failure is None:
-        failure = (f"the collector has no summary of session {r.session_id} "
-                   f"(page: {report.get('pending')} events unsent, "
-                   f"last error {report.get('sender_error')})")
-    startup = report.get("startup")
-    decoded = summary.get("codec") if summary else None
-    if decoded is None and isinstance(startup, dict):
-        decoded = startup.get("codec")
-    failure = failure or policy.failure or carried.problem()
     found = carried.proof() or r.transport.prove(network, proof_before, r.browser)
-    proof, failure = found.counters or None, failure or found.problem
-    codec = _text(decoded)
-    if r.codec != "auto" and codec and family(codec) != r.codec:
-        failure = failure or f"codec {r.codec} was asked for, but {codec} was decoded"
+    codec = _decoded_codec(visit.summary, visit.report)
+    failures = Failures(
+        page=_text(visit.report.get("failure")), browser=visit.failure,
+        collector=None if visit.summary is not None else _no_summary(r.session_id, visit.report),
+        policy=policy.failure, carrier=carried.problem(), proof=found.problem,
+        codec=_codec_failure(r.codec, codec))
     return PlayResult(
-        summary=summary or {"session": r.session_id, "player": r.player,
-                            "transport": r.transport.name},
+        summary=visit.summary or {"session": r.session_id, "player": r.player,
+                                  "transport": r.transport.name},
         browser=r.browser, transport=r.transport.name, codec_requested=r.codec, codec=codec,
-        paths=_path_report(network, before, after), proof=proof, page=report, url=url,
-        failure=failure, hud=hud, console=list(console),
-        screenshot_taken=r.screenshot is not None,
+        paths=_path_report(network, before, after), proof=found.counters or None,
+        page=visit.report, url=url, failure=failures.first(), hud=visit.hud,
+        console=list(visit.console), screenshot_taken=r.screenshot is not None,
         transport_implementation=carried.implementation, scheduler=r.transport.scheduler_name,
         redundant_bytes=carried.redundant_bytes(),
         path_policy=r.path_policy or pathpolicy.DEFAULT_POLICY, metered=r.metered,
         policy_report=policy.report())
+
+
+@dataclass(frozen=True)
+class Failures:
+    """What went wrong in a session, each None when it did not, in the order that decides which
+    one the session reports (`first`): the page's own account (it names the player's error),
+    the browser (it died, or the page did not finish in time), the collector (it has no summary
+    of the session), the path policy (a toggle failed), the transport's carrier (a program of it
+    exited), the transport's proof on the wire, and a codec other than the one asked for."""
+
+    page: str | None = None
+    browser: str | None = None
+    collector: str | None = None
+    policy: str | None = None
+    carrier: str | None = None
+    proof: str | None = None
+    codec: str | None = None
+
+    def first(self) -> str | None:
+        """The session's failure: the first reason in the order above, or None."""
+        return next(filter(None, (getattr(self, f.name) for f in fields(self))), None)
+
+
+@dataclass
+class _Visit:
+    """What the browser's visit of the page left: the page's report, what the HUD showed, the
+    console, the collector's summary, and why the browser failed (None: it did not)."""
+
+    console: list[str]
+    report: JsonObject = field(default_factory=dict)
+    hud: dict[str, str] | None = None
+    summary: JsonObject | None = None
+    failure: str | None = None
+    gone: bool = False  # the browser died under the session
+
+
+def _visit(network: Network, server: PageServer, r: PlayRequest, url: str) -> _Visit:
+    """Opens the page in a browser on the client host and follows it to the session's end."""
+    with open_page(r.browser, network.netns("client"), wrap=r.transport.wrap) as page:
+        visit = _Visit(console=page.console)
+        try:
+            _load(page, url)
+            visit.report, visit.hud = _follow(page, r.duration_s, r.startup_timeout_s,
+                                              r.screenshot)
+        except BrowserTimeout:
+            visit.failure = (f"the player page did not finish the session within "
+                             f"{r.duration_s + DRAIN_MARGIN_S:g} s")
+            visit.report = _page_report(page)
+        except BrowserGone as exc:
+            visit.failure, visit.gone = str(exc), True
+        if visit.gone and r.collector_url is None:
+            _record_browser_failure(server, r.session_id, f"{r.browser}: {visit.failure}")
+        visit.summary = _collector_get(server, None if visit.gone else page,
+                                       f"/sessions/{r.session_id}/summary", r.collector_url)
+    return visit
+
+
+def _load(page: Page, url: str) -> None:
+    """The page loaded; a browser that died meanwhile fails the session, anything else that
+    kept the page from loading is the server's (or the address's) problem."""
+    try:
+        page.goto(url, PAGE_LOAD_TIMEOUT_S)
+    except BrowserGone:
+        raise
+    except BrowserError as exc:
+        raise UserError(f"the player page {url} did not load from the server: {exc}") from exc
+
+
+def _no_summary(session_id: str, report: JsonObject) -> str:
+    return (f"the collector has no summary of session {session_id} "
+            f"(page: {report.get('pending')} events unsent, "
+            f"last error {report.get('sender_error')})")
+
+
+def _decoded_codec(summary: JsonObject | None, report: JsonObject) -> str | None:
+    """The codec decoded: the collector's account, else the page's startup event's."""
+    decoded = summary.get("codec") if summary else None
+    startup = report.get("startup")
+    if decoded is None and isinstance(startup, dict):
+        decoded = startup.get("codec")
+    return _text(decoded)
+
+
+def _codec_failure(asked: str, decoded: str | None) -> str | None:
+    if asked != "auto" and decoded and family(decoded) != asked:
+        return f"codec {asked} was asked for, but {decoded} was decoded"
+    return None
 
 
 def _policy_controller(network: Network, server: PageServer, r: PlayRequest,

@@ -4,6 +4,7 @@ command's checks. The browser itself runs in tests/e2e/test_player_*.py."""
 import os
 import subprocess
 import threading
+from dataclasses import fields
 from types import SimpleNamespace
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -53,6 +54,21 @@ def test_a_transport_carried_beside_the_browser_is_told_to_the_page(transport, s
     # The server sees only the hop's or the proxy's connections: the page must not show them.
     url = session.page_url("http://10.2.0.2:8080/", _request(transport))
     assert parse_qs(urlsplit(url).query).get("seen_by", [None])[0] == seen_by
+
+
+def test_of_several_failures_the_session_reports_the_first_in_order():
+    order = [f.name for f in fields(session.Failures)]
+    assert order == ["page", "browser", "collector", "policy", "carrier", "proof", "codec"]
+    for k, name in enumerate(order):  # each wins over all after it, empty reasons are none
+        later = {other: f"{other} failed" for other in order[k:]}
+        assert session.Failures(**later, **{other: "" for other in order[:k]}).first() == (
+            f"{name} failed")
+    assert session.Failures(page="", codec=None).first() is None
+    # A browser that died left no summary and no MPTCP connection: the browser is named.
+    died = session.Failures(browser="Chromium exited during the session",
+                            collector="the collector has no summary of session s-1",
+                            proof="chromium opened no MPTCP connection")
+    assert died.first() == "Chromium exited during the session"
 
 
 @pytest.mark.parametrize("mptcp", [True, False])
