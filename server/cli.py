@@ -17,6 +17,7 @@ from mpstream.cli import COLLECTOR_APP_KEY
 from mpstream.errors import UserError
 from mpstream.paths import BUILD_DIR, DEFAULT_MEDIA, MEDIA_CACHE, REPO_ROOT
 from mpstream.sending import SendOptions
+from mpstream.server.app import default_database_url
 from mpstream.server.stack import APP_SPEC, ServerStack
 
 # Where the app with the run pages finds its results folder.
@@ -181,6 +182,33 @@ def serve(
     except ValidationError as exc:
         reason = exc.errors()[0]["msg"].removeprefix("Value error, ")
         raise UserError(f"--sndbuf: {reason}") from None
+    media = _media_to_serve(media, console)
+    app, app_env = run_pages_app(results)
+    if netns:
+        netns = resolve_netns(netns)
+    host, port, addresses = _listen_on(host, port, listens, announce, netns, plain_tcp)
+    database_url = database_url or default_database_url()
+    previous = signal.signal(signal.SIGTERM, _raise_stop)
+    try:
+        with announced(list(announce)), ServerStack(
+            media.resolve(), netns=netns, host=host, port=port, database_url=database_url,
+            mptcp=not plain_tcp, workdir=BUILD_DIR / "serve" / str(port),
+            also_listen=tuple(a for a in addresses if a != (host, port)), send=send,
+            collector_app=app, collector_env=app_env,
+        ) as stack:
+            _say_ready(console, stack, media, app_env, announce,
+                       f"{stack.mptcp_method if not plain_tcp else 'tcp'}"
+                       f"{f' in namespace {netns}' if netns else ''} · database {database_url}")
+            _watch(stack)
+    except (KeyboardInterrupt, _Stop):
+        console.print("stopped nginx and the collector", highlight=False)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _media_to_serve(media: Path | None, console: Console) -> Path:
+    """--media, else the tree found (said on the console); refused when it is not a folder,
+    warned of when it holds no manifest."""
     if media is None:
         media = find_media()
         console.print(f"media      {media}", highlight=False)
@@ -191,9 +219,14 @@ def serve(
         )
     if not any((media / rel).is_file() for rel, _ in MANIFESTS):
         console.print(f"[yellow]warning[/]    {no_manifest(media)}", highlight=False)
-    app, app_env = run_pages_app(results)
-    if netns:
-        netns = resolve_netns(netns)
+    return media
+
+
+def _listen_on(host: str | None, port: int, listens: tuple[str, ...],
+               announce: tuple[str, ...], netns: str | None, plain_tcp: bool
+               ) -> tuple[str, int, list[tuple[str, int]]]:
+    """The main address and port, and every address nginx listens on (--listen's, and the
+    announced ones, which must accept the clients' joins)."""
     addresses = [parse_listen(text) for text in listens]
     if addresses and host is not None:
         raise UserError("give either --listen ADDR:PORT (repeatable) or --host/--port, not both")
@@ -204,50 +237,38 @@ def serve(
         host, port = addresses[0]
     if host is None:
         host = _namespace_address(netns) if netns else "127.0.0.1"
-    # Announced addresses must accept the clients' joins: nginx listens on them too.
     for addr in announce:
         if all(a != addr for a, _ in [(host, port), *addresses]):
             addresses.append((addr, port))
-    if database_url is None:
-        from mpstream.server.app import DEFAULT_SQLITE
+    return host, port, addresses
 
-        DEFAULT_SQLITE.parent.mkdir(parents=True, exist_ok=True)
-        database_url = f"sqlite:///{DEFAULT_SQLITE}"
-    previous = signal.signal(signal.SIGTERM, _raise_stop)
-    try:
-        with announced(list(announce)), ServerStack(
-            media.resolve(), netns=netns, host=host, port=port, database_url=database_url,
-            mptcp=not plain_tcp, workdir=BUILD_DIR / "serve" / str(port),
-            also_listen=tuple(a for a in addresses if a != (host, port)), send=send,
-            collector_app=app, collector_env=app_env,
-        ) as stack:
-            for url in player_urls(stack, media):
-                console.print(f"player     {url}", highlight=False, soft_wrap=True)
-            console.print(f"dashboard  {stack.dashboard_url}", highlight=False)
-            if app_env:
-                console.print(f"runs       {stack.base_url}/runs/ ({app_env[RESULTS_ENV]})",
-                              highlight=False, soft_wrap=True)
-            console.print(f"API        {stack.api_url}", highlight=False)
-            console.print(
-                f"transport  {stack.mptcp_method if not plain_tcp else 'tcp'}"
-                f"{f' in namespace {netns}' if netns else ''} · database {database_url}",
-                highlight=False,
-            )
-            for h, p in stack.also_listen:
-                console.print(f"also on    {h}:{p}", highlight=False)
-            if announce:
-                console.print(f"announced  {', '.join(announce)} (MPTCP signal endpoints)",
-                              highlight=False)
-            console.print("ready; Ctrl-C stops nginx and the collector", highlight=False)
-            while True:
-                for name, proc in (("nginx", stack.nginx), ("collector", stack.collector)):
-                    if proc is not None and proc.poll() is not None:
-                        raise UserError(
-                            f"{name} exited unexpectedly (code {proc.returncode}); "
-                            f"see the logs in {stack.workdir}/logs."
-                        )
-                time.sleep(0.5)
-    except (KeyboardInterrupt, _Stop):
-        console.print("stopped nginx and the collector", highlight=False)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+
+def _say_ready(console: Console, stack: ServerStack, media: Path, app_env: dict[str, str],
+               announce: tuple[str, ...], transport: str) -> None:
+    """The URLs to open, what serves them, and that serving has begun."""
+    for url in player_urls(stack, media):
+        console.print(f"player     {url}", highlight=False, soft_wrap=True)
+    console.print(f"dashboard  {stack.dashboard_url}", highlight=False)
+    if app_env:
+        console.print(f"runs       {stack.base_url}/runs/ ({app_env[RESULTS_ENV]})",
+                      highlight=False, soft_wrap=True)
+    console.print(f"API        {stack.api_url}", highlight=False)
+    console.print(f"transport  {transport}", highlight=False)
+    for h, p in stack.also_listen:
+        console.print(f"also on    {h}:{p}", highlight=False)
+    if announce:
+        console.print(f"announced  {', '.join(announce)} (MPTCP signal endpoints)",
+                      highlight=False)
+    console.print("ready; Ctrl-C stops nginx and the collector", highlight=False)
+
+
+def _watch(stack: ServerStack) -> None:
+    """Until stopped: fails when nginx or the collector exits."""
+    while True:
+        for name, proc in (("nginx", stack.nginx), ("collector", stack.collector)):
+            if proc is not None and proc.poll() is not None:
+                raise UserError(
+                    f"{name} exited unexpectedly (code {proc.returncode}); "
+                    f"see the logs in {stack.workdir}/logs."
+                )
+        time.sleep(0.5)
