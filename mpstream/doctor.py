@@ -141,7 +141,7 @@ def _namespace_probe() -> Finding:
 PROGRAMS: list[tuple[str, str, list[str], str, str, bool]] = [
     ("ffmpeg", "encoder", ["ffmpeg", "-version"], r"ffmpeg version (\S+)", "ffmpeg", True),
     ("nginx", "server", ["nginx", "-v"], r"nginx/(\S+)", "nginx-light", True),
-    ("mptcpize", "server", ["mptcpize", "--version"], r"(\d+\.\d+\S*)", "mptcpd", True),
+    ("mptcpize", "server", ["mptcpize", "--version"], r"(\d+\.\d+\S*)", "mptcpize", True),
     ("initdb", "server", [], "", "postgresql", False),
     ("curl", "server", ["curl", "--version"], r"curl (\S+)", "curl", True),
     ("ip", "netem", ["ip", "-V"], r"iproute2-([\w.]+)", "iproute2", True),

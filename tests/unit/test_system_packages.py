@@ -25,7 +25,7 @@ DEMO_RUNS = {
     "make": "make",
     "ffmpeg": "ffmpeg",
     "nginx": "nginx-light",
-    "mptcpize": "mptcpd",
+    "mptcpize (mptcpd only recommends it)": "mptcpize",
     "curl (nginx's readiness in a namespace)": "curl",
     "ip": "iproute2",
     "ping": "iputils-ping",
