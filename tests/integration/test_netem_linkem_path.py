@@ -321,3 +321,30 @@ def test_sigint_exits_cleanly_with_stats(path):
     stats = json.loads(stats_path.read_text())
     assert stats["a_to_b"]["packets_out"] == 3 and stats["b_to_a"]["packets_out"] == 3
     assert not stats_path.with_name(stats_path.name + ".tmp").exists()
+
+
+# 1 Mbit/s: a 1 000-byte packet takes 8 ms to serialize, and its sojourn counts that too, so of
+# a burst of 20 sent at once the last leaves 20 × 8 = 160 ms after it came, the mean 84 ms.
+BURST_RATE_BPS = 1_000_000
+
+
+def test_a_burst_queues_and_the_delays_are_written(path, tmp_path):
+    log = tmp_path / "delays.jsonl"
+    stats_path = path.start({"rate_bps": BURST_RATE_BPS, "queue_packets": 100}, {},
+                            delay_log=str(log))
+    # -l 20: all 20 echo requests leave at once (ping does not wait for the replies)
+    r = path.run("client", "ping", "-n", "-q", "-c", "20", "-l", "20", "-s", "972", "-W", "2",
+                 SERVER_ADDR, check=False)
+    assert path.stop_emulator() == 0
+    assert " 20 received" in r.stdout, r.stdout
+    up = json.loads(stats_path.read_text())["a_to_b"]
+    assert up["queue_delay_packets"] == up["packets_out"] == 20
+    p50, p95, p99, top = (up[f"queue_delay_{k}_ms"] for k in ("p50", "p95", "p99", "max"))
+    assert 0 <= p50 <= p95 <= p99 and top >= p95 * 0.9  # percentiles from the histogram
+    assert 140 <= top <= 180, up  # the last of the burst waited for the 19 before it
+    assert 70 <= up["queue_delay_mean_ms"] <= 100, up
+    windows = [json.loads(line) for line in log.read_text().splitlines()]
+    mine = [w for w in windows if w["dir"] == "a_to_b" and w["packets"]]
+    assert sum(w["packets"] for w in mine) == 20
+    assert max(w["max_ms"] for w in mine) == pytest.approx(top, abs=0.001)
+    assert all(w["p50_ms"] <= w["p95_ms"] <= w["p99_ms"] for w in mine)
