@@ -32,6 +32,7 @@ EMULATOR = BUILD_DIR / "mpstream-linkem"
 CLIENT_ADDR = "10.77.1.1"
 SERVER_ADDR = "10.77.2.1"
 PING_WAIT_S = 1  # how long ping waits for a reply
+DOWN_EVENT_RTT_S = 0.002  # the down-event test's path: 1 ms each way
 
 def sh(*argv: str, **kw) -> subprocess.CompletedProcess:
     kw.setdefault("check", True)
@@ -251,12 +252,16 @@ def test_down_event_and_event_clock_restart(path):
             up_at = launched  # the path carried a request sent after this
             assert launched < latest + 10, "the path never went down"
         # ping waits PING_WAIT_S after sending the request it then finds lost
-        down_by = time.monotonic() - PING_WAIT_S
+        sent_at = time.monotonic() - PING_WAIT_S
+        # A request is lost if the link goes down before its reply has crossed it, so the loss
+        # proves the link down only by its send time plus the path's round trip.
+        down_by = sent_at + DOWN_EVENT_RTT_S
         assert down_by >= earliest, f"down {earliest - down_by:.3f} s before its event"
         assert up_at < latest, f"still up {up_at - latest:.3f} s after its event"
 
     before = time.monotonic()
-    stats_path = path.start({"delay_ms": 1}, events=[{"at_s": 1.0, "set": {"down": True}}])
+    stats_path = path.start({"delay_ms": DOWN_EVENT_RTT_S * 1000 / 2},
+                            events=[{"at_s": 1.0, "set": {"down": True}}])
     ready = time.monotonic()
     assert pings(5) == 5  # before the event
     # The emulator's clock starts between `before` and `ready`.
