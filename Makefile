@@ -18,8 +18,9 @@ export PATH := $(PATH):$(CURDIR)/.venv/bin
 # only setup-demo (scripts/system-packages.txt says which packages are whose).
 .PHONY: setup-demo system-demo venv-demo build-demo node
 setup: setup-core quic
-setup-core: system venv build
-# After the Debian packages (and Node.js, where the system has none: the build needs it), pip
+setup-core: system node venv build
+# make test (setup-core) and the demo alike: the Debian packages, then Node.js where the system has
+# none (the build needs it). After the Debian packages (and Node.js), pip
 # (mostly waiting on downloads) and the build (npm, esbuild, gcc) run side by side.
 setup-demo: system-demo
 	@scripts/install-node.sh
