@@ -45,7 +45,8 @@ HopMode = Literal["mpquic", "quic", "tcp", "mptcp"]
 QUIC_CCS = ("cubic", "reno", "newreno", "bbr")
 
 
-def build_now(binary: Path = HOP_BINARY) -> bool:
+def build_now(binary: Path = HOP_BINARY,
+              why: str = "the quic and mpquic transports run through it") -> bool:
     """Builds the hop on first need (`make demo` does not: it needs no hop), when this is a
     clone and cargo is here (where scripts/build-quic.sh looks for it); a line says what and
     why first. Whether the binary is there after."""
@@ -57,17 +58,35 @@ def build_now(binary: Path = HOP_BINARY) -> bool:
     cargo = Path(shutil.which("cargo") or Path.home() / ".cargo" / "bin" / "cargo")
     if binary != HOP_BINARY or not cargo.is_file() or not (REPO_ROOT / "Makefile").is_file():
         return False
-    print(f"building the QUIC hop ({BUILD_COMMAND}): the quic and mpquic transports run "
-          "through it; its first build takes a few minutes, later ones come from "
-          "/var/cache/mpstream", file=sys.stderr, flush=True)
+    print(f"building the QUIC hop ({BUILD_COMMAND}): {why}; its first build takes a few "
+          "minutes, later ones come from /var/cache/mpstream", file=sys.stderr, flush=True)
     done = subprocess.run(["make", "-C", str(REPO_ROOT), "--no-print-directory", "quic"],
                           stdout=sys.stderr)
     return done.returncode == 0 and binary.is_file()
 
 
+def hop_stale(binary: Path, root: Path) -> bool:
+    """Whether a hop built in clone `root` is older than a source it is built from (as make
+    decides for `make quic`): a pulled change to quic/ would otherwise run the old binary,
+    which refuses options the Python side now passes."""
+    if not binary.is_file():
+        return False
+    quic = root / "quic"
+    sources = [*quic.glob("src/*.rs"), *quic.glob("patches/*.patch"), quic / "Cargo.toml",
+               quic / "Cargo.lock", root / "scripts" / "build-quic.sh"]
+    built = binary.stat().st_mtime
+    return any(s.is_file() and s.stat().st_mtime > built for s in sources)
+
+
 def hop_missing(binary: Path = HOP_BINARY) -> list[str]:
     """What this machine lacks to run the hop, each with its fix (it is built here first when
-    it can be)."""
+    it can be, and built again when its sources are newer)."""
+    from mpstream.paths import REPO_ROOT
+
+    if (binary == HOP_BINARY and hop_stale(binary, REPO_ROOT)
+            and not build_now(binary, why="its sources changed since it was built")):
+        return [f"the QUIC hop ({binary}) is older than its sources in quic/ and could not be "
+                f"built again: run `{BUILD_COMMAND}` (needs cargo, Rust 1.88 or newer)"]
     if binary.is_file() or build_now(binary):
         return []
     return [f"the QUIC hop is not built ({binary} is missing): run `{BUILD_COMMAND}` "

@@ -4,6 +4,7 @@ gateway's statistics prove (or not) that QUIC carried the session, and the hop's
 registered as the trial expects."""
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mpstream.errors import UserError
-from mpstream.hop import HOP_BINARY, HopOptions, QuicHop, hop_missing, quic_cc
+from mpstream.hop import HOP_BINARY, HopOptions, QuicHop, hop_missing, hop_stale, quic_cc
 from mpstream.proc import ready_line
 from mpstream.transport import get_transport
 
@@ -30,6 +31,21 @@ def test_a_built_hop_is_not_missing(tmp_path):
     binary = tmp_path / "mpstream-quic"
     binary.write_text("")
     assert hop_missing(binary) == []
+
+
+def test_a_hop_older_than_a_source_is_stale(tmp_path):
+    binary = tmp_path / "build" / "mpstream-quic"
+    source = tmp_path / "quic" / "src" / "holds.rs"
+    for f in (binary, source, tmp_path / "quic" / "Cargo.toml"):
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("")
+    os.utime(source, (1000, 1000))
+    os.utime(tmp_path / "quic" / "Cargo.toml", (1000, 1000))
+    os.utime(binary, (2000, 2000))
+    assert not hop_stale(binary, tmp_path)
+    os.utime(source, (3000, 3000))  # a pulled change to one source
+    assert hop_stale(binary, tmp_path)
+    assert not hop_stale(tmp_path / "build" / "absent", tmp_path)
 
 
 @pytest.mark.parametrize(("cc", "name"), [(None, "cubic"), ("cubic", "cubic"), ("reno", "newreno"),
