@@ -114,6 +114,7 @@ class PathEventOut(BaseModel):
     t_s: float
     path: int
     what: str
+    detail: str = ""  # why (a path policy's reason for a toggle)
 
 
 class TimelineOut(BaseModel):
@@ -463,6 +464,8 @@ def _path_events(rec: TrialData, names: list[str]) -> list[PathEventOut]:
     if t0 is not None:
         for tg in rec.record.path_policy_toggles:
             what = "joins" if tg.action == "nobackup" else "leaves"
+            if tg.buffer_s is not None:
+                what += f" at {tg.buffer_s:g} s buffered"
             out.append(PathEventOut(t_s=round(tg.t_unix - t0, 3), path=tg.path,
-                                    what=f"policy: {what}"))
+                                    what=f"policy: {what}", detail=tg.reason))
     return sorted(out, key=lambda e: e.t_s)

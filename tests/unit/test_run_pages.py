@@ -183,6 +183,21 @@ def test_trial_keys_that_lead_elsewhere_are_404(client):
         assert client.get(url).status_code == 404, url
 
 
+def test_a_path_policy_toggle_is_a_path_event_with_its_buffer_and_reason(client, results):
+    folder = results / "demo-run" / "trials" / "r00-unbalanced-dashjs"
+    t0 = json.loads((folder / "clock.json").read_text())["t0_unix"]
+    record = json.loads((folder / "trial.json").read_text())
+    reason = "buffer 1.5 s below the low mark 4 s and not filling (2.5 s before)"
+    record["path_policy_toggles"] = [{"t_s": 6.0, "t_unix": t0 + 6.25, "path": 1,
+                                      "action": "nobackup", "reason": reason, "buffer_s": 1.5}]
+    (folder / "trial.json").write_text(json.dumps(record))
+    tl = client.get("/api/runs/demo-run/trials/r00-unbalanced-dashjs/timeline").json
+    assert {"t_s": 6.25, "path": 1, "what": "policy: joins at 1.5 s buffered",
+            "detail": reason} in tl["path_events"]
+    page = client.get("/runs/demo-run/trials/r00-unbalanced-dashjs").get_data(as_text=True)
+    assert "Path events" in page and reason in page
+
+
 def test_pages_render_the_run(client):
     listing = client.get("/runs/").get_data(as_text=True)
     assert 'href="/runs/demo-run"' in listing
