@@ -62,6 +62,12 @@ FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 # What a measurement looks like when it is written by hand.
 INTERVAL = re.compile(r"\d(?:\.\d+)?[ \t]*(?:ms|s|Mbit/s|%|MB)?[ \t]*\[-?\d+(?:\.\d+)?,[ \t]*-?\d")
 RATIO = re.compile(r"\d+\.\d+[ \t]*(?:×|x(?![\w-]))(?![ \t]*<!--(?:fig|setting|goal))")
+# A spread of two decimals ("0.51-0.57", "1.07 s to 1.40 s"): the range some runs gave (not
+# a range of Python versions).
+SPREAD = re.compile(r"(?<![\w.])(?<!Python )\d+\.\d+[ \t]*(?:ms|s|Mbit/s|%|MB)?[ \t]*"
+                    r"(?:-|–|to)[ \t]*\d+\.\d+(?![\w.])"
+                    r"(?![ \t]*(?:ms|s|Mbit/s|%|MB)?[ \t]*<!--(?:setting|goal))")
+MEASURED = (INTERVAL, RATIO, SPREAD)
 
 
 class FigureError(Exception):
@@ -229,9 +235,9 @@ def check_page(page: Path, write: bool = False, data_dir: Path = DATA_DIR) -> Pa
 
     rest = FENCE.sub(blank, BLOCK.sub(blank, text))
     for m in UNCHECKED.finditer(rest):
-        res.unchecked += len(INTERVAL.findall(m["body"])) + len(RATIO.findall(m["body"]))
+        res.unchecked += sum(len(p.findall(m["body"])) for p in MEASURED)
     rest = UNCHECKED.sub(blank, INLINE.sub(blank, rest))
-    for pattern in (INTERVAL, RATIO):
+    for pattern in MEASURED:
         for m in pattern.finditer(rest):
             res.errors.append(f"{rel}:{_line(rest, m.start())}: '{m[0].strip()}' reads as a "
                               "measurement with no source: generate it from docs/data/, tie it "

@@ -119,6 +119,16 @@ def test_a_measurement_with_no_source_fails_unless_marked(tmp_path, data_dir):
     assert res.unchecked == 2
 
 
+def test_a_spread_of_runs_with_no_source_fails_unless_marked(tmp_path, data_dir):
+    text = ("LIA took 0.51-0.57 of the link; the rates ran 1.07 s to 1.40 s.\n\n"
+            "Python 3.11-3.13, a queue of 0.5-2.0 ms <!--setting--> and version 1.2.3-4.5.6.\n\n"
+            "<!-- unchecked: a run whose folder was not kept -->\n0.32-0.47\n<!-- /unchecked -->\n")
+    res = figs.check_page(_page(tmp_path, text), data_dir=data_dir)
+    assert [e.split(" reads")[0].rsplit("/", 1)[-1] for e in res.errors] == [
+        "page.md:3: '0.51-0.57'", "page.md:3: '1.07 s to 1.40'"]
+    assert res.unchecked == 1
+
+
 def test_the_repository_docs_pass():
     """What `make docs-check` runs: the tree's docs against docs/data/."""
     assert figs.main([]) == 0
