@@ -39,8 +39,15 @@ for pair in "${parts[@]}"; do
   sed_expr+=(-e "s#^mpstream/$part/#$folder/#")
 done
 
+# mypy's cache outside the clone, as the other builds' ($MPSTREAM_CACHE): a fresh clone then
+# checks in about 5 s instead of 35. mypy checks each cached module against its source's
+# hash, so clones of other commits share it safely; where it cannot be made, build/typecheck's.
+cache=${MPSTREAM_CACHE:-/var/cache/mpstream}/mypy
+mkdir -p "$cache" 2>/dev/null && [[ -w $cache ]] || cache="$tree/.mypy_cache"
+
 cd "$tree"
 set +e
-${MYPY:-"$py" -m mypy} --config-file "$here/pyproject.toml" --python-executable "$py" -p mpstream "$@" \
+${MYPY:-"$py" -m mypy} --config-file "$here/pyproject.toml" --python-executable "$py" \
+  --cache-dir "$cache" -p mpstream "$@" \
   | sed "${sed_expr[@]}"
 exit "${PIPESTATUS[0]}"
