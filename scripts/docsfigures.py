@@ -23,7 +23,8 @@ A measurement in README.md or docs/ is written in one of two ways, both tied to 
   `show` is one of mean, mean_ci (mean [95% interval]), ratio (the mean over the baseline
   condition's), pct and pct_ci (a share as a percentage); `rows` lists the conditions (default:
   all, in the run's order); `digits` the decimals; a column's `skip` the conditions it leaves
-  blank (a single path's share of a split).
+  blank (a single path's share of a split), its `scale` a factor for another unit (1e-6:
+  bytes shown as MB), its `baseline` the condition its ratio is of (default: the table's).
 - a number in a sentence followed by a comment naming where it comes from, the run, the
   condition, the metric and what of it: `1.04× <!--fig schedulers-2026-11-27 mpquic-ecf
   startup_delay_ms ratio:tcp-->` (mean, lo, hi, pct, min, max, ratio:CONDITION). The number
@@ -138,6 +139,9 @@ def cell(s: Summary, label: str, col: dict, baseline: str | None) -> str:
     m = s.metric(label, metric)
     if m is None or m["mean"] is None:
         return "–"
+    # `scale` shows a metric in another unit (1e-6: bytes as MB); a ratio needs none.
+    k = float(col.get("scale", 1))
+    m = {**m, "mean": m["mean"] * k, "ci95": [None if v is None else v * k for v in m["ci95"]]}
     lo, hi = m["ci95"]
     if show == "mean":
         return _fmt(m["mean"], d)

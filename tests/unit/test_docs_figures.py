@@ -139,3 +139,13 @@ def test_a_column_leaves_the_conditions_it_skips_blank(tmp_path, data_dir):
     page = _page(tmp_path, spec + "x\n<!-- /figures -->\n")
     text = figs.check_page(page, write=True, data_dir=data_dir).text
     assert "| TCP, one path | 200.0 [190.0, 210.0] | – | 92.4% [91.0, 93.8] |" in text
+
+
+def test_a_scaled_column_shows_the_metric_in_its_unit(tmp_path, data_dir):
+    spec = SPEC.replace('show = "mean_ci"\ndigits = 1',
+                        'show = "mean_ci"\ndigits = 2\nscale = 0.001')
+    page = _page(tmp_path, spec + "x\n<!-- /figures -->\n")
+    text = figs.check_page(page, write=True, data_dir=data_dir).text
+    # 200 ms as seconds, [190, 210] with it; the ratio beside it is of the unscaled means.
+    assert "| TCP, one path | 0.20 [0.19, 0.21] | 1.00 |" in text
+    assert "| mptcp | 0.26 [0.24, 0.27] | 1.28 |" in text
