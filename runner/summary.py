@@ -51,7 +51,8 @@ def run_summary(report: Report, run: dict[str, Any], run_id: str) -> dict[str, A
     for group in report.groups:
         label = group.condition
         cond = by_label.get(label, {})
-        mine = [r for r in records if r.condition == label]
+        # The group's own trials (a condition played with two adaptation rules is two groups).
+        mine = [r for r in records if report.group_of_trial.get(r.key) == group]
         metrics = {m: _metric(m, s) for m, s in report.summaries.get(group, {}).items()
                    if s.n > 0}
         load = summarize(r.record.load_avg_1m for r in mine if r.ok)

@@ -67,3 +67,20 @@ def test_a_single_trial_has_no_interval_and_an_older_run_no_provenance(tmp_path)
     assert data["run"]["environment"] is None and data["run"]["load_avg_1m"] is None
     startup = data["conditions"][0]["metrics"]["startup_delay_ms"]
     assert startup["n"] == 1 and startup["sd"] is None and startup["ci95"] == [None, None]
+
+
+def test_a_condition_played_with_two_rules_counts_each_groups_own_trials(tmp_path):
+    run = _run(tmp_path)
+    for trial in (run / "trials").glob("r01-*/trial.json"):  # one round of three under BBA-0
+        trial.write_text(json.dumps({**json.loads(trial.read_text()), "abr": "bba0"}))
+    out = tmp_path / "summary.json"
+    result = CliRunner().invoke(report, [str(run), "--out", str(tmp_path / "rep"),
+                                       "--summary", str(out)])
+    assert result.exit_code == 0, result.output
+    conditions = json.loads(out.read_text())["conditions"]
+    counts = {c["group"]: (c["trials_ok"], c["metrics"]["startup_delay_ms"]["n"])
+              for c in conditions}
+    assert counts["balanced/bba0"] == (1, 1)
+    assert sorted(counts) == sorted(f"{c}/{a}" for c in ("balanced", "unbalanced", "single")
+                                    for a in ("bba0", "default"))
+    assert {n for g, n in counts.items() if g.endswith("/default")} == {(2, 2)}
