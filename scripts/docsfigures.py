@@ -24,7 +24,8 @@ A measurement in README.md or docs/ is written in one of two ways, both tied to 
   condition's), pct and pct_ci (a share as a percentage); `rows` lists the conditions (default:
   all, in the run's order); `digits` the decimals; a column's `skip` the conditions it leaves
   blank (a single path's share of a split), its `scale` a factor for another unit (1e-6:
-  bytes shown as MB), its `baseline` the condition its ratio is of (default: the table's).
+  bytes shown as MB), its `baseline` the condition its ratio is of (default: the row's in the
+  table's `[baselines]`, else the table's `baseline`).
 - a number in a sentence followed by a comment naming where it comes from, the run, the
   condition, the metric and what of it: `1.04× <!--fig schedulers-2026-11-27 mpquic-ecf
   startup_delay_ms ratio:tcp-->` (mean, lo, hi, pct, min, max, ratio:CONDITION). The number
@@ -176,8 +177,9 @@ def render(spec_text: str, page: Path) -> str:
              + " |", "|" + "---|" * (len(cols) + 1)]
     for label in rows:
         s.condition(label)  # a row the summary lacks is an error, not an empty row
-        cells = [names.get(label, label)] + [cell(s, label, c, spec.get("baseline"))
-                                             for c in cols]
+        # A row may have its own baseline (MPQUIC's rows against MPQUIC's `always`).
+        base = spec.get("baselines", {}).get(label, spec.get("baseline"))
+        cells = [names.get(label, label)] + [cell(s, label, c, base) for c in cols]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -149,3 +149,11 @@ def test_a_scaled_column_shows_the_metric_in_its_unit(tmp_path, data_dir):
     # 200 ms as seconds, [190, 210] with it; the ratio beside it is of the unscaled means.
     assert "| TCP, one path | 0.20 [0.19, 0.21] | 1.00 |" in text
     assert "| mptcp | 0.26 [0.24, 0.27] | 1.28 |" in text
+
+
+def test_a_row_can_have_its_own_baseline(tmp_path, data_dir):
+    spec = SPEC.replace('baseline = "tcp"\n', 'baseline = "tcp"\n[baselines]\nmptcp = "mptcp"\n')
+    page = _page(tmp_path, spec + "x\n<!-- /figures -->\n")
+    text = figs.check_page(page, write=True, data_dir=data_dir).text
+    assert "| TCP, one path | 200.0 [190.0, 210.0] | 1.00 |" in text
+    assert "| mptcp | 256.0 [240.4, 271.6] | 1.00 |" in text  # its own, not 1.28 of TCP's
