@@ -450,6 +450,19 @@ def trial_timeline(run_dir: Path, key: str) -> TimelineOut:
         path_events=path_events, end_s=round(max(ends, default=0.0), 3))
 
 
+def _event_detail(event: dict[str, Any]) -> str:
+    """What a profile's path event set, beside what it did: "downlink, rate 2000000"."""
+    parts = []
+    for key, value in event.items():
+        if key in ("at_s", "path", "action") or value is None:
+            continue
+        if isinstance(value, dict):
+            parts += [f"{k} {v}" for k, v in value.items() if v is not None]
+        else:
+            parts.append(str(value) if key == "dir" else f"{key} {value}")
+    return ", ".join(parts)
+
+
 def _path_events(rec: TrialData, names: list[str]) -> list[PathEventOut]:
     """The profile's timed path events and the path policy's toggles on the trial clock."""
     t0, started = rec.t0_unix, rec.record.events_started_unix
@@ -459,13 +472,15 @@ def _path_events(rec: TrialData, names: list[str]) -> list[PathEventOut]:
             ref = e.get("path")
             path = names.index(ref) if isinstance(ref, str) and ref in names else ref
             if isinstance(path, int) and e.get("at_s") is not None:
+                detail = _event_detail(e)
                 out.append(PathEventOut(t_s=round(started + float(e["at_s"]) - t0, 3),
-                                        path=path, what=str(e.get("action", "event"))))
+                                        path=path, what=str(e.get("action", "event")),
+                                        detail=detail))
     if t0 is not None:
         for tg in rec.record.path_policy_toggles:
             what = "joins" if tg.action == "nobackup" else "leaves"
             if tg.buffer_s is not None:
-                what += f" at {tg.buffer_s:g} s buffered"
+                what += f" at {tg.buffer_s:.1f} s buffered"
             out.append(PathEventOut(t_s=round(tg.t_unix - t0, 3), path=tg.path,
                                     what=f"policy: {what}", detail=tg.reason))
     return sorted(out, key=lambda e: e.t_s)

@@ -218,3 +218,12 @@ def test_the_results_folder_can_be_a_link_itself(tmp_path, results):
     link.symlink_to(results, target_is_directory=True)
     client = create_app(Path(link)).test_client()
     assert client.get("/api/runs/demo-run").status_code == 200
+
+
+def test_a_profile_events_detail_names_what_it_set():
+    from mpstream.runner.runfolders import _event_detail
+
+    event = {"at_s": 15.0, "path": 0, "action": "change", "dir": "downlink",
+             "set": {"rate": 2000000, "delay_ms": None, "loss": 0.01}}
+    assert _event_detail(event) == "downlink, rate 2000000, loss 0.01"
+    assert _event_detail({"at_s": 20.0, "path": 1, "action": "down"}) == ""
