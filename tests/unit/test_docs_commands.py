@@ -75,7 +75,7 @@ def test_the_readme_links_the_reference():
     readme = (REPO_ROOT / "README.md").read_text()
     assert "docs/commands.md" in readme
     for link in re.findall(r"\]\((docs/[^)#]+)", readme):
-        assert (REPO_ROOT / link).is_file(), f"README links {link}, which does not exist"
+        assert (REPO_ROOT / link).exists(), f"README links {link}, which does not exist"
 
 
 def test_help_of_every_command_works():
