@@ -65,17 +65,16 @@ def build_now(binary: Path = HOP_BINARY,
     return done.returncode == 0 and binary.is_file()
 
 
-def hop_stale(binary: Path, root: Path) -> bool:
-    """Whether a hop built in clone `root` is older than a source it is built from (as make
-    decides for `make quic`): a pulled change to quic/ would otherwise run the old binary,
-    which refuses options the Python side now passes."""
-    if not binary.is_file():
+def hop_stale(root: Path) -> bool:
+    """Whether clone `root`'s built hop is older than a source it is built from, as its
+    Makefile's rule for it says (`make -q`: the one list of those sources). A pulled change to
+    quic/ would otherwise run the old binary, which refuses options the Python side passes."""
+    rel = Path("build") / HOP_BINARY.name  # the Makefile's target, from the clone's root
+    if not (root / rel).is_file():
         return False
-    quic = root / "quic"
-    sources = [*quic.glob("src/*.rs"), *quic.glob("patches/*.patch"), quic / "Cargo.toml",
-               quic / "Cargo.lock", root / "scripts" / "build-quic.sh"]
-    built = binary.stat().st_mtime
-    return any(s.is_file() and s.stat().st_mtime > built for s in sources)
+    done = subprocess.run(["make", "-q", "-C", str(root), str(rel)], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    return done.returncode == 1
 
 
 def hop_missing(binary: Path = HOP_BINARY) -> list[str]:
@@ -83,7 +82,7 @@ def hop_missing(binary: Path = HOP_BINARY) -> list[str]:
     it can be, and built again when its sources are newer)."""
     from mpstream.paths import REPO_ROOT
 
-    if (binary == HOP_BINARY and hop_stale(binary, REPO_ROOT)
+    if (binary == HOP_BINARY and hop_stale(REPO_ROOT)
             and not build_now(binary, why="its sources changed since it was built")):
         return [f"the QUIC hop ({binary}) is older than its sources in quic/ and could not be "
                 f"built again: run `{BUILD_COMMAND}` (needs cargo, Rust 1.88 or newer)"]

@@ -6,6 +6,7 @@ registered as the trial expects."""
 import json
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 
 from mpstream.errors import UserError
 from mpstream.hop import HOP_BINARY, HopOptions, QuicHop, hop_missing, hop_stale, quic_cc
+from mpstream.paths import REPO_ROOT
 from mpstream.proc import ready_line
 from mpstream.transport import get_transport
 
@@ -34,18 +36,23 @@ def test_a_built_hop_is_not_missing(tmp_path):
 
 
 def test_a_hop_older_than_a_source_is_stale(tmp_path):
+    """Decided by the clone's own Makefile rule (copied here with the files it names)."""
+    shutil.copy(REPO_ROOT / "Makefile", tmp_path / "Makefile")
     binary = tmp_path / "build" / "mpstream-quic"
     source = tmp_path / "quic" / "src" / "holds.rs"
-    for f in (binary, source, tmp_path / "quic" / "Cargo.toml"):
+    others = [tmp_path / "quic" / n for n in ("Cargo.toml", "Cargo.lock")]
+    others.append(tmp_path / "scripts" / "build-quic.sh")
+    for f in (binary, source, *others):
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text("")
-    os.utime(source, (1000, 1000))
-    os.utime(tmp_path / "quic" / "Cargo.toml", (1000, 1000))
+    for f in (source, *others):
+        os.utime(f, (1000, 1000))
     os.utime(binary, (2000, 2000))
-    assert not hop_stale(binary, tmp_path)
+    assert not hop_stale(tmp_path)
     os.utime(source, (3000, 3000))  # a pulled change to one source
-    assert hop_stale(binary, tmp_path)
-    assert not hop_stale(tmp_path / "build" / "absent", tmp_path)
+    assert hop_stale(tmp_path)
+    binary.unlink()
+    assert not hop_stale(tmp_path)  # not built at all is missing, not stale
 
 
 @pytest.mark.parametrize(("cc", "name"), [(None, "cubic"), ("cubic", "cubic"), ("reno", "newreno"),
