@@ -103,3 +103,54 @@ def test_two_users_with_a_gateway_on_the_one_server_are_refused(tmp_path):
         "2 users speak transports that run a gateway on the server host (mpquic, quic): one "
         "user at most may"]
     assert site.problems(scenario, kernel, site.transport_of(scenario, kernel)) == []
+
+
+def _docs_example() -> str:
+    """The workload docs/architecture.md shows under "Adding a workload", as it is written."""
+    page = (Path(__file__).parents[2] / "docs" / "architecture.md").read_text()
+    section = page.split("### Adding a workload", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.fixture
+def ping_plugin(tmp_path: Path):
+    """The docs' example dropped as one file into a folder the workload registry searches, as
+    a file in runner/workloads/ would be; removed again afterwards."""
+    import sys
+
+    from mpstream.runner import metric, workloads
+    (tmp_path / "ping.py").write_text(_docs_example())
+    registry = workloads.WORKLOADS
+    workloads.__path__.append(str(tmp_path))
+    registry.path.append(str(tmp_path))
+    registry.loaded = False
+    try:
+        yield registry
+    finally:
+        workloads.__path__.remove(str(tmp_path))
+        registry.path.remove(str(tmp_path))
+        registry.items.pop("ping", None)
+        metric._TRIAL.pop("ping_rtt_ms", None)
+        sys.modules.pop("mpstream.runner.workloads.ping", None)
+
+
+def test_the_docs_example_workload_is_one_file_and_nothing_else_names_it(ping_plugin, base,
+                                                                          tmp_path):
+    from mpstream.runner.layout import TrialData
+    from mpstream.runner.metric import metric_label
+    assert "ping" in workload_kinds()
+    scenario = parse_scenario(_raw(kind="ping"), base_dir=base)
+    assert scenario.kind == "ping" and workload_for(scenario.kind).tools == ("ping",)
+    record = TrialRecord.model_validate({
+        "key": "r00-a", "round": 0, "order": 0, "kind": "ping",
+        "condition": {"label": "a", "profile": "p"},
+        "started_at": "2026-01-01T00:00:00+00:00"})
+    assert record.kind == "ping"
+    # Its figure: computed from the trial's own file, shown with the label it declared.
+    trial = tmp_path / "trial"
+    trial.mkdir()
+    (trial / "ping.txt").write_text(
+        "5 packets transmitted, 5 received, 0% packet loss, time 4005ms\n"
+        "rtt min/avg/max/mdev = 20.101/20.412/21.003/0.311 ms\n")
+    assert workload_for("ping").metrics(TrialData(trial, record)) == {"ping_rtt_ms": 20.412}
+    assert metric_label("ping_rtt_ms") == ("mean round trip", "ms")
