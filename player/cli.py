@@ -24,7 +24,7 @@ from mpstream.player.browsers import BROWSERS, check_browser
 from mpstream.player.codecs import CODECS, check_codec
 from mpstream.player.session import MANIFESTS, PlayRequest, PlayResult, play_session
 from mpstream.progress import Working, working
-from mpstream.transport import TRANSPORTS, for_network_mode, get_transport
+from mpstream.transport import TRANSPORTS, Transport, for_network_mode, get_transport
 
 # What --json prints at least (issue: the player), in this order.
 JSON_FIELDS = (
@@ -232,18 +232,7 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
             raise UserError("--url plays from a server elsewhere: leave out --media and --profile")
         player = _player_for(url, player)
         rule, rule_params = _abr_choice(player, abr, abr_params)
-        chosen = get_transport(transport or "mptcp").with_scheduler(scheduler)
-        if scheduler is not None and chosen.kernel_mptcp:
-            raise UserError(f"--scheduler {scheduler}: on a real host the kernel's MPTCP "
-                            "scheduler is the host's own setting (sysctl net.mptcp.scheduler), "
-                            "which mpstream does not change: leave out --scheduler")
-        if path_policy not in (None, DEFAULT_POLICY):
-            raise UserError(f"--path-policy {path_policy}: a real host's interfaces say nothing "
-                            "of which is metered, and mpstream does not change a host's MPTCP "
-                            "endpoints: play over an emulated --profile")
-        if chosen.runs_on_server:
-            raise UserError(f"transport {chosen.name} runs a gateway on the server host, and "
-                            "mpstream runs nothing on a server elsewhere: use --profile")
+        chosen = _real_transport(transport, scheduler, path_policy)
         session_id = session_id or f"play-{player}-{chosen.name}-{time.strftime('%Y%m%dT%H%M%S')}"
         from mpstream.player.real import play_url
 
@@ -260,14 +249,9 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
     if interfaces is not None or collector_url is not None:
         raise UserError("--interfaces and --collector go with --url (a real server); with "
                         "--profile the topology's paths are used")
-    from mpstream.netem.profile import load_profile
-
     # A scheduler the transport lacks is refused first, whatever else is missing: its names are
     # what the user needs to know next.
-    if scheduler is not None and transport is not None:
-        get_transport(transport).with_scheduler(scheduler)
-    elif scheduler is not None and profile is not None:
-        for_network_mode(load_profile(profile).mode).with_scheduler(scheduler)
+    _check_scheduler(transport, scheduler, profile)
     if media is None or profile is None or player is None:
         raise UserError("give --media DIR --profile PROFILE --player P (an emulated session), "
                         "or --url URL (a real one)")
@@ -276,22 +260,10 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
     _check_media(media, player)
     # Before anything is built: a rule this player does not have is refused here.
     rule, rule_params = _abr_choice(player, abr, abr_params)
-    prof = load_profile(profile)
-    if prof.competitors:
-        raise UserError(f"profile {prof.name} has competing clients: they play (or download) "
-                        "in scenarios, where each user's figures are recorded: put the profile "
-                        "in a scenario and use `mpstream run`")
     # Before anything is built: a codec this browser cannot decode is refused here. (With --url
     # the page refuses it, from the manifest it loads, before playing.)
     check_codec(browser, codec, media, player)
-    chosen = (get_transport(transport) if transport else for_network_mode(prof.mode)
-              ).with_scheduler(scheduler)
-    prof = chosen.fit_profile(prof)
-    check_policy_for(path_policy, chosen, prof)
-    prof = fit_policy(prof, path_policy)
-    refusal = chosen.refuses_cc(prof.cc)
-    if refusal:
-        raise UserError(f"profile {prof.name}: {refusal}")
+    prof, chosen = _emulated_choice(profile, transport, scheduler, path_policy)
     session_id = session_id or f"play-{player}-{chosen.name}-{time.strftime('%Y%m%dT%H%M%S')}"
     console = Console(stderr=True)
     with working("play", steps=3, console=console) as progress, \
@@ -310,6 +282,58 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
                 abr_params=rule_params, path_policy=path_policy,
                 metered=prof.metered_paths(), deadline_marks=marks))
     _output(result, session_id, as_json)
+
+
+def _real_transport(transport: str | None, scheduler: str | None,
+                    path_policy: str | None) -> Transport:
+    """The transport of a session from a server elsewhere (mptcp unless told), refused where it
+    would need mpstream to change the host's own settings or to run something on the server."""
+    chosen = get_transport(transport or "mptcp").with_scheduler(scheduler)
+    if scheduler is not None and chosen.kernel_mptcp:
+        raise UserError(f"--scheduler {scheduler}: on a real host the kernel's MPTCP "
+                        "scheduler is the host's own setting (sysctl net.mptcp.scheduler), "
+                        "which mpstream does not change: leave out --scheduler")
+    if path_policy not in (None, DEFAULT_POLICY):
+        raise UserError(f"--path-policy {path_policy}: a real host's interfaces say nothing "
+                        "of which is metered, and mpstream does not change a host's MPTCP "
+                        "endpoints: play over an emulated --profile")
+    if chosen.runs_on_server:
+        raise UserError(f"transport {chosen.name} runs a gateway on the server host, and "
+                        "mpstream runs nothing on a server elsewhere: use --profile")
+    return chosen
+
+
+def _check_scheduler(transport: str | None, scheduler: str | None,
+                     profile: str | None) -> None:
+    """Refuses a scheduler the session's transport (as told, or the profile's mode) lacks."""
+    from mpstream.netem.profile import load_profile
+
+    if scheduler is not None and transport is not None:
+        get_transport(transport).with_scheduler(scheduler)
+    elif scheduler is not None and profile is not None:
+        for_network_mode(load_profile(profile).mode).with_scheduler(scheduler)
+
+
+def _emulated_choice(profile: str, transport: str | None, scheduler: str | None,
+                     path_policy: str | None) -> tuple[Any, Transport]:
+    """The profile as the chosen transport and path policy run it, and that transport; refused
+    when the profile has competing users (a scenario's) or a CC the transport cannot use."""
+    from mpstream.netem.profile import load_profile
+
+    prof = load_profile(profile)
+    if prof.competitors:
+        raise UserError(f"profile {prof.name} has competing clients: they play (or download) "
+                        "in scenarios, where each user's figures are recorded: put the profile "
+                        "in a scenario and use `mpstream run`")
+    chosen = (get_transport(transport) if transport else for_network_mode(prof.mode)
+              ).with_scheduler(scheduler)
+    prof = chosen.fit_profile(prof)
+    check_policy_for(path_policy, chosen, prof)
+    prof = fit_policy(prof, path_policy)
+    refusal = chosen.refuses_cc(prof.cc)
+    if refusal:
+        raise UserError(f"profile {prof.name}: {refusal}")
+    return prof, chosen
 
 
 @contextlib.contextmanager
