@@ -69,7 +69,12 @@ RATIO = re.compile(r"\d+\.\d+[ \t]*(?:×|x(?![\w-]))(?![ \t]*<!--(?:fig|setting|
 SPREAD = re.compile(r"(?<![\w.])(?<!Python )\d+\.\d+[ \t]*(?:ms|s|Mbit/s|%|MB)?[ \t]*"
                     r"(?:-|–|to)[ \t]*\d+\.\d+(?![\w.])"
                     r"(?![ \t]*(?:ms|s|Mbit/s|%|MB)?[ \t]*<!--(?:setting|goal))")
-MEASURED = (INTERVAL, RATIO, SPREAD)
+# A decimal with a unit ("22.7 Mbit/s", "0.14 s", "18.7%"): what a run printed. A setting or a
+# definition written so says so with <!--setting--> after it. (A whole number with a unit is
+# far more often a setting, "25 Mbit/s", than a figure, so it is not held to this.)
+PLAIN = re.compile(r"(?<![\w.])\d+\.\d+[ \t]*(?:ms|s|Mbit/s|Gbit/s|kbit/s|%|MB|GB|KB|kB)"
+                   r"(?![\w/])(?![ \t]*<!--(?:fig|setting|goal))")
+MEASURED = (INTERVAL, RATIO, SPREAD, PLAIN)
 
 
 class FigureError(Exception):
@@ -193,6 +198,16 @@ class PageResult:
     unchecked: int = 0
 
 
+def measured_shapes(text: str) -> list[re.Match]:
+    """The places in `text` shaped like a measurement, each once: a decimal that is part of an
+    interval, a ratio or a spread is that, not a plain figure as well."""
+    found: list[re.Match] = []
+    for pattern in MEASURED:
+        found += [m for m in pattern.finditer(text)
+                  if not any(m.start() < f.end() and f.start() < m.end() for f in found)]
+    return found
+
+
 def _line(text: str, pos: int) -> int:
     return text.count("\n", 0, pos) + 1
 
@@ -241,14 +256,13 @@ def check_page(page: Path, write: bool = False, data_dir: Path = DATA_DIR) -> Pa
 
     rest = FENCE.sub(blank, BLOCK.sub(blank, text))
     for m in UNCHECKED.finditer(rest):
-        res.unchecked += sum(len(p.findall(m["body"])) for p in MEASURED)
+        res.unchecked += len(measured_shapes(m["body"]))
     rest = UNCHECKED.sub(blank, INLINE.sub(blank, rest))
-    for pattern in MEASURED:
-        for m in pattern.finditer(rest):
-            res.errors.append(f"{rel}:{_line(rest, m.start())}: '{m[0].strip()}' reads as a "
-                              "measurement with no source: generate it from docs/data/, tie it "
-                              "to a summary with <!--fig ...-->, or mark the region unchecked "
-                              "with the reason")
+    for m in measured_shapes(rest):
+        res.errors.append(f"{rel}:{_line(rest, m.start())}: '{m[0].strip()}' reads as a "
+                          "measurement with no source: generate it from docs/data/, tie it to "
+                          "a summary with <!--fig ...-->, mark it <!--setting--> when it is a "
+                          "setting or a definition, or mark the region unchecked with the reason")
     return res
 
 

@@ -157,3 +157,15 @@ def test_a_row_can_have_its_own_baseline(tmp_path, data_dir):
     text = figs.check_page(page, write=True, data_dir=data_dir).text
     assert "| TCP, one path | 200.0 [190.0, 210.0] | 1.00 |" in text
     assert "| mptcp | 256.0 [240.4, 271.6] | 1.00 |" in text  # its own, not 1.28 of TCP's
+
+
+def test_a_plain_decimal_with_a_unit_fails_unless_sourced_or_marked(tmp_path, data_dir):
+    text = ("The counter moved 0.14 s later and the path carried 18.7% of the bytes.\n\n"
+            "It polls every 0.25 s <!--setting-->, on 25 Mbit/s paths.\n\n"
+            "A spread, 1.07 s to 1.40 s, is one figure, not three.\n\n"
+            "<!-- unchecked: a run whose folder was not kept -->\n22.7 Mbit/s\n"
+            "<!-- /unchecked -->\n")
+    res = figs.check_page(_page(tmp_path, text), data_dir=data_dir)
+    assert sorted(e.split(" reads")[0].rsplit("/", 1)[-1] for e in res.errors) == [
+        "page.md:3: '0.14 s'", "page.md:3: '18.7%'", "page.md:7: '1.07 s to 1.40'"]
+    assert res.unchecked == 1
