@@ -7,7 +7,7 @@ A measurement in README.md or docs/ is written in one of two ways, both tied to 
 - a table generated from a summary, between a spec and an end marker:
 
       <!-- figures
-      data = "data/schedulers-2026-11-27.json"
+      data = "data/schedulers-idle-2026-11-27.json"
       baseline = "tcp"
       [names]
       tcp = "TCP, one 30 Mbit/s path"
@@ -27,7 +27,7 @@ A measurement in README.md or docs/ is written in one of two ways, both tied to 
   bytes shown as MB), its `baseline` the condition its ratio is of (default: the row's in the
   table's `[baselines]`, else the table's `baseline`).
 - a number in a sentence followed by a comment naming where it comes from, the run, the
-  condition, the metric and what of it: `1.04× <!--fig schedulers-2026-11-27 mpquic-ecf
+  condition, the metric and what of it: `1.04× <!--fig schedulers-idle-2026-11-27 mpquic-ecf
   startup_delay_ms ratio:tcp-->` (mean, lo, hi, pct, min, max, ratio:CONDITION). The number
   must equal that figure at the precision it is written with.
 

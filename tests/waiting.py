@@ -4,6 +4,8 @@ machine a fixed sleep is sometimes too short, and always too long otherwise."""
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -62,3 +64,21 @@ def descendants(pid: int) -> dict[int, str]:
             found[child] = " ".join(arg.decode(errors="replace") for arg in argv).strip()
         todo += children.get(child, [])
     return found
+
+
+def ctrl_c(proc: subprocess.Popen, timeout_s: float = 60) -> None:
+    """What a terminal's Ctrl-C does to `proc`'s process group (SIGINT), then its exit waited
+    for; killed when it does not exit in time, so that a failing test leaves nothing."""
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=timeout_s)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def namespaces_of(name: str) -> list[str]:
+    """The network namespaces a topology called `name` left (mps-NAME-...)."""
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.startswith(f"mps-{name}-")]

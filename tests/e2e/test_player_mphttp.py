@@ -14,7 +14,7 @@ import pytest
 
 from mpstream.netem.teardown import netns_pids
 from mpstream.proc import pid_alive
-from tests.waiting import command_lines, wait_until
+from tests.waiting import command_lines, ctrl_c, namespaces_of, wait_until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -56,8 +56,7 @@ def test_dashjs_plays_over_mphttp_on_both_paths(tiny_media):
     # Both paths carried media, the 25 Mbit/s one most of it (the kernel's counters).
     rx = [p["rx_bytes"] for p in result["paths"]]
     assert min(rx) > 0.05 * sum(rx) and rx[0] > rx[1], rx
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert f"mps-{name}-" not in out
+    assert namespaces_of(name) == []
 
 
 def start_playing(tiny_media, name: str) -> tuple[subprocess.Popen[str], list[int]]:
@@ -73,16 +72,9 @@ def start_playing(tiny_media, name: str) -> tuple[subprocess.Popen[str], list[in
 def test_ctrl_c_stops_the_proxy(tiny_media):
     name = f"pi{os.getpid() % 100000}"
     proc, found = start_playing(tiny_media, name)
-    try:
-        os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    ctrl_c(proc)
     assert [pid for pid in found if pid_alive(pid)] == []
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert f"mps-{name}-" not in out
+    assert namespaces_of(name) == []
 
 
 def test_after_kill_9_the_proxy_ends_and_clean_removes_the_rest(tiny_media):
@@ -97,5 +89,4 @@ def test_after_kill_9_the_proxy_ends_and_clean_removes_the_rest(tiny_media):
     finally:
         # The browser and the topology are left to `mpstream clean`, as after a real kill -9.
         subprocess.run([*MPSTREAM, "clean"], capture_output=True, timeout=120)
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert f"mps-{name}-" not in out
+    assert namespaces_of(name) == []

@@ -18,7 +18,7 @@ import pytest
 from mpstream.netem.teardown import netns_pids
 from mpstream.proc import pid_alive
 from mpstream.scratch import session_folders
-from tests.waiting import command_lines, wait_until
+from tests.waiting import command_lines, ctrl_c, namespaces_of, wait_until
 
 pytestmark = [pytest.mark.long, pytest.mark.timeout(300)]  # make test-quic
 
@@ -66,8 +66,7 @@ def test_a_cc_the_quic_library_lacks_is_refused_before_any_topology(tiny_media, 
     assert done.returncode != 0
     assert "'lia' is not one the QUIC library (noq) has" in done.stderr
     assert "cubic, reno, bbr" in done.stderr
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert f"mps-{name}-" not in out
+    assert namespaces_of(name) == []
 
 
 def hop_pids() -> set[int]:
@@ -105,17 +104,10 @@ def start_playing(tiny_media, name: str) -> tuple[subprocess.Popen[str], set[int
 def test_ctrl_c_stops_the_hop(tiny_media):
     name = f"pc{os.getpid() % 100000}"
     proc, hop = start_playing(tiny_media, name)
-    try:
-        os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    ctrl_c(proc)
     assert len(hop) == 2
     assert [pid for pid in hop if pid_alive(pid)] == []
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert f"mps-{name}-" not in out
+    assert namespaces_of(name) == []
 
 
 def test_kill_9_then_clean_leaves_no_hop(tiny_media):
@@ -133,5 +125,4 @@ def test_kill_9_then_clean_leaves_no_hop(tiny_media):
     assert not list(Path(tempfile.gettempdir()).glob(tempdirs))
     # nor the files of the session's server stack (nginx's, the collector's database)
     assert not session_folders("server", proc.pid)
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert f"mps-{name}-" not in out
+    assert namespaces_of(name) == []

@@ -18,6 +18,7 @@ from mpstream.netem.profile import load_profile, profile_from_dict
 from mpstream.netem.topology import Topology
 from mpstream.proc import pid_alive
 from mpstream.server.stack import ServerStack
+from tests.pathbytes import cut_path0_during
 from tests.waiting import command_lines, wait_until
 
 pytestmark = pytest.mark.timeout(300)
@@ -118,19 +119,11 @@ def test_a_path_that_fails_mid_transfer_does_not_hang_the_download(media, tmp_pa
         ServerStack(media, netns=topo.server_ns, host=topo.server_addr, port=PORT),
         MultipathHTTPProxy(topo, f"http://{topo.server_addr}:{PORT}", tmp_path) as proxy,
     ):
-        curl = topo.popen("client", [
-            "curl", "-s", "-o", str(tmp_path / "huge"), "-w", "%{http_code} %{size_download}",
-            f"{proxy.base_url}/media/dash/huge.m4s"], stdout=subprocess.PIPE, text=True)
         # 18 MiB at 2 x 10 Mbit/s takes about 8 s.
-        wait_until(lambda: topo.path_bytes()[0]["rx_bytes"] > 1_000_000, 20,
-                   "the first path carries the download")
-        topo.run("link", ["ip", "link", "set", "c0", "down"], check=True)
-        try:
-            out, _ = curl.communicate(timeout=90)
-        finally:
-            if curl.poll() is None:
-                curl.kill()
-        assert curl.returncode == 0 and out == f"200 {3 * FILE_BYTES}", (out, proxy.problem())
+        code, out = cut_path0_during(topo, [
+            "curl", "-s", "-o", str(tmp_path / "huge"), "-w", "%{http_code} %{size_download}",
+            f"{proxy.base_url}/media/dash/huge.m4s"], 90)
+        assert code == 0 and out == f"200 {3 * FILE_BYTES}", (out, proxy.problem())
         assert proxy.problem() is None
     assert sha256(tmp_path / "huge") == sha256(media / "dash" / "huge.m4s")
     lines = stats(proxy)

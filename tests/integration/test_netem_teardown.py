@@ -68,10 +68,8 @@ def test_ctrl_c_while_the_topology_is_being_built_leaves_nothing(delay_s):
                              "--foreground"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             text=True)
     state = state_dir() / f"{topo_name}.json"
-    deadline = time.monotonic() + 30
-    while not state.exists() and time.monotonic() < deadline:
-        time.sleep(0.001)
-    time.sleep(delay_s)
+    wait_until(state.exists, 30, "the build's state file appears", 0.001)
+    time.sleep(delay_s)  # where in the build the interrupt lands: the test's parameter
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=30)
     assert leftovers(topo_name) == []

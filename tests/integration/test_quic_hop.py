@@ -20,7 +20,7 @@ from mpstream.hop import HopOptions, QuicHop
 from mpstream.netem.profile import profile_from_dict
 from mpstream.netem.topology import Topology
 from mpstream.server.stack import ServerStack
-from tests.pathbytes import moved, rx, seconds_until, still
+from tests.pathbytes import cut_path0_during, moved, rx, seconds_until, still
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.long, pytest.mark.timeout(300)]  # make test-quic
@@ -153,19 +153,11 @@ def test_a_path_that_fails_mid_transfer_does_not_hang_the_download(media, tmp_pa
         ServerStack(media, netns=topo.server_ns, host=topo.server_addr, port=PORT),
         QuicHop(topo, PORT, HopOptions("mpquic"), tmp_path) as hop,
     ):
-        curl = topo.popen("client", [
-            "curl", "-sf", "-o", "/dev/null", "-w", "%{size_download}",
-            f"{hop.base_url}/media/dash/huge.m4s"], stdout=subprocess.PIPE, text=True)
         # 18 MiB at 2 x 10 Mbit/s takes about 8 s.
-        wait_until(lambda: topo.path_bytes()[0]["rx_bytes"] > 1_000_000, 20,
-                   "the first path carries the download")
-        topo.run("link", ["ip", "link", "set", "c0", "down"], check=True)
-        try:
-            out, _ = curl.communicate(timeout=60)
-        finally:
-            if curl.poll() is None:
-                curl.kill()
-        assert curl.returncode == 0 and int(out) == 3 * FILE_BYTES, hop.problem()
+        code, out = cut_path0_during(topo, [
+            "curl", "-sf", "-o", "/dev/null", "-w", "%{size_download}",
+            f"{hop.base_url}/media/dash/huge.m4s"], 60)
+        assert code == 0 and int(out) == 3 * FILE_BYTES, hop.problem()
         assert hop.problem() is None
     events = [line for line in lines(hop.proxy_stats) if line.get("event") == "abandoned"]
     assert any(e["path"] == 0 and e["reason"] == "TimedOut" for e in events), events
