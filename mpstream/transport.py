@@ -3,7 +3,7 @@
 The trial, the player session, the bulk transfer and the report never branch on a transport's
 name: they ask its object how to wrap a program, which paths it may use, how an emulated network
 must be configured for it and what proves on the wire that it was spoken. Adding a transport is
-one subclass here (or in a module of its own) and one `register` call.
+one module in mpstream/transports/: a subclass and one `register` call.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from mpstream.network import Network
 from mpstream.proof import Proof
 
 # The interface and the registry, in a module of their own that the transports in modules of
-# their own (mpstream/mphttp_transport.py) import; imported from here by everyone else.
+# their own (mpstream/transports/) import; imported from here by everyone else.
 from mpstream.transportbase import (  # noqa: F401
     NAME_PATTERN,
     TRANSPORTS,
@@ -243,7 +243,16 @@ def for_network_mode(mode: str) -> Transport:
     raise UserError(f"no transport runs a network in mode {mode!r}")
 
 
-# Transports in modules of their own register themselves when imported (they import the
-# registry from mpstream/transportbase.py); importing them here makes every importer of this
-# module see them.
-import mpstream.mphttp_transport  # noqa: E402, F401
+def _load_transport_modules() -> None:
+    """Imports every module of mpstream/transports/: each registers its transport when
+    imported (from mpstream/transportbase.py), so every importer of this module sees them."""
+    import importlib
+    import pkgutil
+
+    import mpstream.transports as folder
+
+    for module in pkgutil.iter_modules(folder.__path__):
+        importlib.import_module(f"{folder.__name__}.{module.name}")
+
+
+_load_transport_modules()

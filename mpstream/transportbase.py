@@ -1,7 +1,7 @@
 """The transport interface and its registry, below every transport: `Transport` (what one
 transport says and does), `Carrier` (how a session's client reaches the server), `register`.
 The built-in transports are in mpstream/transport.py, others in modules of their own
-(mpstream/mphttp_transport.py); everyone else imports all of it from mpstream/transport.py.
+(mpstream/transports/, one file each); everyone else imports all of it from mpstream/transport.py.
 """
 
 from __future__ import annotations

@@ -13,11 +13,11 @@ import sys
 
 import pytest
 
-from mpstream.mphttp_transport import MultipathHTTPProxy
 from mpstream.netem.profile import load_profile, profile_from_dict
 from mpstream.netem.topology import Topology
 from mpstream.proc import pid_alive
 from mpstream.server.stack import ServerStack
+from mpstream.transports.mphttp import MultipathHTTPProxy
 from tests.pathbytes import cut_path0_during
 from tests.waiting import command_lines, wait_until
 

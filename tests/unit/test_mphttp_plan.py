@@ -253,7 +253,7 @@ def test_with_a_page_elsewhere_only_the_servers_media_go_through_the_proxy(tmp_p
     """`play --url`: the page is on loopback, the media on the network's server (named by a
     host name here): the manifest's address is given through the proxy, which starts for that
     origin; the page, and other origins, are asked directly."""
-    from mpstream.mphttp_transport import MultipathHTTPProxy
+    from mpstream.transports.mphttp import MultipathHTTPProxy
 
     class RealNetwork:
         server_addr = "127.0.0.1"

@@ -154,3 +154,26 @@ def test_the_docs_example_workload_is_one_file_and_nothing_else_names_it(ping_pl
         "rtt min/avg/max/mdev = 20.101/20.412/21.003/0.311 ms\n")
     assert workload_for("ping").metrics(TrialData(trial, record)) == {"ping_rtt_ms": 20.412}
     assert metric_label("ping_rtt_ms") == ("mean round trip", "ms")
+
+
+def test_a_transport_is_one_module_in_the_transports_folder(tmp_path):
+    """A module dropped into a folder of mpstream/transports/ registers its transport once
+    mpstream/transport.py loads the folder: nothing else names it."""
+    import sys
+
+    import mpstream.transports as folder
+    from mpstream import transport
+    (tmp_path / "pigeon.py").write_text(
+        "from mpstream.transportbase import Transport, register\n\n\n"
+        "class Pigeon(Transport):\n"
+        "    name = 'pigeon'\n    label = 'pigeon'\n    kernel_mptcp = False\n"
+        "    network_mode = 'tcp'\n\n\n"
+        "register(Pigeon())\n")
+    folder.__path__.append(str(tmp_path))
+    try:
+        transport._load_transport_modules()
+        assert transport.get_transport("pigeon").label == "pigeon"
+    finally:
+        folder.__path__.remove(str(tmp_path))
+        transport.TRANSPORTS.pop("pigeon", None)
+        sys.modules.pop("mpstream.transports.pigeon", None)
