@@ -130,8 +130,10 @@ class HopOptions:
     scheduler: str = "lowest-id"
     packet_size: int = 1472  # UDP payload: fills a 1500-byte link as TCP's 1448-byte segments
     # With multipath: room to reopen failed paths. Ids are not reused, and a path that never
-    # validated (opened while its link was down) keeps its id (noq issue 804).
-    max_paths: int = 16
+    # validated (opened while its link was down) keeps its id (noq issue 804): the proxy tries
+    # a failed path about every 4 s (a 1 s pause and a validation that times out in about 3 s),
+    # so 64 ids last through minutes of outage.
+    max_paths: int = 64
     path_idle_ms: int = 1000
     path_keepalive_ms: int = 250
     idle_timeout_ms: int = 30_000  # a single path's outage must not end the connection
