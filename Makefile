@@ -187,6 +187,8 @@ test-quic: setup
 	@scripts/build-quic.sh --test
 	@scripts/pytest.sh -m long tests/integration/test_quic_hop.py tests/e2e/test_player_quic.py \
 		tests/e2e/test_competitor_transport.py
+	@# The unit tests of a built hop, which make test (it builds no hop) skips on a fresh clone.
+	@scripts/pytest.sh tests/unit/test_hop.py -k "hops_default_scheduler or control_channel" -rs
 
 # Path policies and multipath HTTP's slower proofs (about 2 minutes): dash.js over a free and a
 # metered path under the deadline and always policies (docs/cellular.md), and an mphttp download
