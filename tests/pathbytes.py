@@ -4,6 +4,8 @@ or off it: the client interface's counter, how soon it moved or stood still."""
 import subprocess
 import time
 
+from tests.waiting import wait_until
+
 
 def rx(topo, path):
     return topo.path_bytes()[path]["rx_bytes"]
@@ -40,8 +42,6 @@ def cut_path0_during(topo, argv, timeout_s):
     """Runs `argv` (a download) in the client namespace and, once path 0 has carried 1 MB of it,
     takes path 0's link down. Returns the download's exit code and what it printed; a download
     still running at `timeout_s` is killed (its code then says so)."""
-    from tests.waiting import wait_until
-
     proc = topo.popen("client", argv, stdout=subprocess.PIPE, text=True)
     try:
         wait_until(lambda: rx(topo, 0) > 1_000_000, 20, "the first path carries the download")
