@@ -25,7 +25,8 @@ A measurement in README.md or docs/ is written in one of two ways, both tied to 
   all, in the run's order); `digits` the decimals; a column's `skip` the conditions it leaves
   blank (a single path's share of a split), its `scale` a factor for another unit (1e-6:
   bytes shown as MB), its `baseline` the condition its ratio is of (default: the row's in the
-  table's `[baselines]`, else the table's `baseline`).
+  table's `[baselines]`, else the table's `baseline`), its `data` another summary of the same
+  conditions (one scenario run two ways, side by side).
 - a number in a sentence followed by a comment naming where it comes from, the run, the
   condition, the metric and what of it: `1.04× <!--fig schedulers-idle-2026-11-27 mpquic-ecf
   startup_delay_ms ratio:tcp-->` (mean, lo, hi, pct, min, max, ratio:CONDITION). The number
@@ -175,16 +176,21 @@ def render(spec_text: str, page: Path) -> str:
     except tomllib.TOMLDecodeError as e:
         raise FigureError(f"the figures spec does not parse: {e}") from e
     s = load_summary((page.parent / spec["data"]).resolve())
+    # A column may read another run of the same conditions (here against on a cluster).
+    col_data = {c["data"]: load_summary((page.parent / c["data"]).resolve())
+                for c in spec["columns"] if "data" in c}
     names = spec.get("names", {})
     rows = spec.get("rows") or [c["group"] for c in s.data["conditions"]]
     cols = spec["columns"]
     lines = ["| " + " | ".join([spec.get("first", "condition")] + [c["head"] for c in cols])
              + " |", "|" + "---|" * (len(cols) + 1)]
     for label in rows:
-        s.condition(label)  # a row the summary lacks is an error, not an empty row
+        for summary in (s, *col_data.values()):
+            summary.condition(label)  # a row a summary lacks is an error, not an empty row
         # A row may have its own baseline (MPQUIC's rows against MPQUIC's `always`).
         base = spec.get("baselines", {}).get(label, spec.get("baseline"))
-        cells = [names.get(label, label)] + [cell(s, label, c, base) for c in cols]
+        cells = [names.get(label, label)] + [cell(col_data.get(c.get("data"), s), label, c, base)
+                                             for c in cols]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

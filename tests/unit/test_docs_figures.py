@@ -169,3 +169,18 @@ def test_a_plain_decimal_with_a_unit_fails_unless_sourced_or_marked(tmp_path, da
     assert sorted(e.split(" reads")[0].rsplit("/", 1)[-1] for e in res.errors) == [
         "page.md:3: '0.14 s'", "page.md:3: '18.7%'", "page.md:7: '1.07 s to 1.40'"]
     assert res.unchecked == 1
+
+
+def test_a_column_can_read_another_run_of_the_same_conditions(tmp_path, data_dir):
+    other = json.loads((data_dir / "run-a.json").read_text())
+    other["conditions"][1]["metrics"]["startup_delay_ms"] = _metric(301.0, 280.0, 322.0)
+    (data_dir / "run-b.json").write_text(json.dumps(other))
+    spec = SPEC.replace('show = "ratio"\ndigits = 2',
+                        'show = "mean"\ndigits = 0\ndata = "data/run-b.json"')
+    page = _page(tmp_path, spec + "x\n<!-- /figures -->\n")
+    text = figs.check_page(page, write=True, data_dir=data_dir).text
+    assert "| mptcp | 256.0 [240.4, 271.6] | 301 | – |" in text  # each column from its own run
+    other["conditions"].pop(0)  # a run without a row of the table is an error, not a blank
+    (data_dir / "run-b.json").write_text(json.dumps(other))
+    assert "run-b.json has no condition 'tcp'" in \
+        figs.check_page(page, data_dir=data_dir).errors[0]
