@@ -18,9 +18,10 @@ from mpstream.runner.report import Report, metric_label
 
 FORMAT = 1
 # The figures each trial gives in the summary as well as their condition's statistics: what a
-# reader checks first when an interval is wide (which trial, at what load).
+# reader checks first when an interval is wide (which trial, at what load), and the time a
+# returning path took, whose spread over trials is the finding (a timer that fired or not).
 PER_TRIAL = ("startup_delay_ms", "download_share", "longest_stall_ms", "mean_bitrate_mbps",
-             "throughput_mbps")
+             "throughput_mbps", "path0_return_s", "path1_return_s")
 # Six significant digits: far below any interval the docs quote, and the file stays stable
 # when the same run is summarized again.
 DIGITS = 6
