@@ -35,9 +35,12 @@ A measurement in README.md or docs/ is written in one of two ways, both tied to 
 Anything else shaped like a measurement (a number with an interval `[a, b]` beside it, or a
 ratio `1.20×`) is an error, unless it stands in a region that says why it is not checked yet:
 `<!-- unchecked: REASON -->` ... `<!-- /unchecked -->` (for instance figures from a run whose
-folder was not kept: the check counts them, so the debt stays visible). Settings and goals
-written with `×` (a 2× buffer, a goal of 1.05× TCP's) are marked `<!--setting-->` or
-`<!--goal-->` after the number.
+folder was not kept: the check counts them, so the debt stays visible). A decimal with a unit
+(`0.14 s`) and a whole number of milliseconds or percent (`1138 ms`, `17%`) read as measured
+too. Settings and goals written so (a 2× buffer, a 100 ms poll, a goal of 1.05× TCP's) are
+marked `<!--setting-->` or `<!--goal-->` after the number (a publication's own figure,
+`<!--cited-->`), or stand in a region that says what
+they are: `<!-- settings: WHAT -->` ... `<!-- /settings -->` (a table of presets).
 
     scripts/docsfigures.py          check; exit 1 with each wrong or unsourced figure
     scripts/docsfigures.py --write  regenerate the tables from the summaries
@@ -64,18 +67,24 @@ UNCHECKED = re.compile(r"<!-- unchecked: (?P<why>.*?) -->(?P<body>.*?)<!-- /unch
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 # What a measurement looks like when it is written by hand.
 INTERVAL = re.compile(r"\d(?:\.\d+)?[ \t]*(?:ms|s|Mbit/s|%|MB)?[ \t]*\[-?\d+(?:\.\d+)?,[ \t]*-?\d")
-RATIO = re.compile(r"\d+\.\d+[ \t]*(?:×|x(?![\w-]))(?![ \t]*<!--(?:fig|setting|goal))")
+RATIO = re.compile(r"\d+\.\d+[ \t]*(?:×|x(?![\w-]))(?![ \t]*<!--(?:fig|setting|goal|cited))")
 # A spread of two decimals ("0.51-0.57", "1.07 s to 1.40 s"): the range some runs gave (not
 # a range of Python versions).
 SPREAD = re.compile(r"(?<![\w.])(?<!Python )\d+\.\d+[ \t]*(?:ms|s|Mbit/s|%|MB)?[ \t]*"
                     r"(?:-|–|to)[ \t]*\d+\.\d+(?![\w.])"
-                    r"(?![ \t]*(?:ms|s|Mbit/s|%|MB)?[ \t]*<!--(?:setting|goal))")
+                    r"(?![ \t]*(?:ms|s|Mbit/s|%|MB)?[ \t]*<!--(?:setting|goal|cited))")
 # A decimal with a unit ("22.7 Mbit/s", "0.14 s", "18.7%"): what a run printed. A setting or a
-# definition written so says so with <!--setting--> after it. (A whole number with a unit is
-# far more often a setting, "25 Mbit/s", than a figure, so it is not held to this.)
+# definition written so says so with <!--setting--> after it.
 PLAIN = re.compile(r"(?<![\w.])\d+\.\d+[ \t]*(?:ms|s|Mbit/s|Gbit/s|kbit/s|%|MB|GB|KB|kB)"
-                   r"(?![\w/])(?![ \t]*<!--(?:fig|setting|goal))")
-MEASURED = (INTERVAL, RATIO, SPREAD, PLAIN)
+                   r"(?![\w/])(?![ \t]*<!--(?:fig|setting|goal|cited))")
+# A whole number of milliseconds or percent ("1138 ms", "17%"): a startup delay, a share. (Whole
+# rates and sizes, "25 Mbit/s", "60 s", are far more often settings than figures, and are not
+# held to this.)
+WHOLE = re.compile(r"(?<![\w.,])\d+[ \t]*(?:ms|%)(?![\w/])(?![ \t]*<!--(?:fig|setting|goal|cited))")
+MEASURED = (INTERVAL, RATIO, SPREAD, PLAIN, WHOLE)
+# A region of settings or definitions (a table of presets, a test's bounds): its numbers are
+# what was set, not what was measured.
+SETTINGS = re.compile(r"<!-- settings: (?P<why>.*?) -->(?P<body>.*?)<!-- /settings -->", re.S)
 
 
 class FigureError(Exception):
@@ -260,7 +269,7 @@ def check_page(page: Path, write: bool = False, data_dir: Path = DATA_DIR) -> Pa
     def blank(m: re.Match) -> str:
         return re.sub(r"[^\n]", " ", m[0])
 
-    rest = FENCE.sub(blank, BLOCK.sub(blank, text))
+    rest = FENCE.sub(blank, BLOCK.sub(blank, SETTINGS.sub(blank, text)))
     for m in UNCHECKED.finditer(rest):
         res.unchecked += len(measured_shapes(m["body"]))
     rest = UNCHECKED.sub(blank, INLINE.sub(blank, rest))

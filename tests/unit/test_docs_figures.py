@@ -184,3 +184,14 @@ def test_a_column_can_read_another_run_of_the_same_conditions(tmp_path, data_dir
     (data_dir / "run-b.json").write_text(json.dumps(other))
     assert "run-b.json has no condition 'tcp'" in \
         figs.check_page(page, data_dir=data_dir).errors[0]
+
+
+def test_a_whole_number_of_ms_or_percent_is_held_to_a_source_unless_marked(tmp_path, data_dir):
+    text = ("MPTCP started in 1138 ms and carried 17% of the bytes.\n\n"
+            "The sampler polls every 100 ms <!--setting-->; the goal is 85% <!--goal-->; the\n"
+            "paper saw 99% <!--cited-->; TCP started in 200 ms <!--fig run-a tcp startup_delay_ms mean-->.\n\n"
+            "<!-- settings: the presets' paths -->\n| preset | 10 ms, 5% loss |\n<!-- /settings -->\n\n"
+            "25 Mbit/s paths of 60 s sessions, 2,000 ms\n")
+    res = figs.check_page(_page(tmp_path, text), data_dir=data_dir)
+    assert sorted(e.split(" reads")[0].rsplit("/", 1)[-1] for e in res.errors) == [
+        "page.md:3: '1138 ms'", "page.md:3: '17%'"]
