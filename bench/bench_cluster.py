@@ -6,6 +6,10 @@ the trials' median length / hosts) and the gap between one trial's end and the n
 on the same host (its median: the per-trial dispatch cost), and every trial ok.
 
     .venv/bin/python bench/bench_cluster.py [--rounds 4] [--seconds 8] [--hosts 2]
+        [--summary docs/data/bench-cluster-DATE.json]
+
+`--summary` writes the figures as a run summary, each place (here, local:N) a condition, for
+the docs to quote (scripts/docsfigures.py).
 
 The local cluster's hosts share this machine's cores, so this measures what dispatch costs,
 not how much faster a real cluster is: with two cores, two hosts running trials side by side
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import statistics
+import sys
 import tempfile
 import time
 from datetime import datetime
@@ -27,6 +32,10 @@ from rich.console import Console
 from mpstream.runner.layout import TrialData, load_trials
 from mpstream.runner.run import run_scenario
 from mpstream.runner.scenario import parse_scenario
+from mpstream.runner.summary import bench_command, write_bench_summary
+
+UNITS = {"trials": "", "ok": "", "makespan_s": "s", "wall_s": "s", "ideal_s": "s", "trial_s": "s",
+         "gap_s": "s", "over_ideal": ""}
 
 
 def scenario(rounds: int, seconds: float):
@@ -62,7 +71,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--hosts", type=int, nargs="+", default=[2])
+    parser.add_argument("--summary", type=Path, help="also write the figures as a run summary")
     args = parser.parse_args()
+    started = datetime.now().astimezone().isoformat()
     sc = scenario(args.rounds, args.seconds)
     quiet = Console(quiet=True)
     rows = []
@@ -81,6 +92,12 @@ def main() -> None:
               f"{f['makespan_s']:>11.1f} {f['ideal_s']:>8.1f} "
               f"{f['makespan_s'] / f['ideal_s'] - 1:>+9.0%} {f['wall_s']:>10.1f} "
               f"{f['gap_s']:>6.2f}")
+    if args.summary:
+        rounds = {where: [{**f, "over_ideal": f["makespan_s"] / f["ideal_s"] - 1}]
+                  for where, f in rows}
+        out = write_bench_summary(args.summary, bench_command(sys.argv), rounds, UNITS,
+                                  started=started)
+        print(f"summary: {out}")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ share is the same for every CC). Prints the medians and each CC's ratio to cubic
     .venv/bin/python bench/bench_coupled_cc.py [--rounds 3] [--rate 100mbit] [--size 250M]
         [--cc wvegas ...]
 
-`--cc` times only the CCs named, beside cubic (the baseline of every ratio).
+`--cc` times only the CCs named, beside cubic (the baseline of every ratio). `--summary PATH`
+writes each CC's rounds and ratios as a run summary for the docs (scripts/docsfigures.py).
 
 `--rate unshaped` uses plain links (no emulator): the transfer then runs as fast as the CPU
 lets it, where a per-ACK cost shows most.
@@ -21,7 +22,9 @@ import os
 import signal
 import statistics
 import subprocess
+import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 from rich.console import Console
@@ -31,6 +34,7 @@ from mpstream.netem import coupled
 from mpstream.netem.profile import profile_from_dict
 from mpstream.netem.topology import Topology
 from mpstream.proc import machine_busy_seconds, process_cpu_seconds, signals_interrupt
+from mpstream.runner.summary import bench_command, write_bench_summary
 from mpstream.transport import get_transport
 
 CCS = ("cubic", *coupled.COUPLED)
@@ -84,7 +88,9 @@ def main() -> None:
     parser.add_argument("--size", default="250M")
     parser.add_argument("--cc", action="append", choices=CCS,
                         help="a CC to time beside cubic (repeatable; default: all)")
+    parser.add_argument("--summary", type=Path, help="also write the figures as a run summary")
     args = parser.parse_args()
+    started = datetime.now().astimezone().isoformat()
     ccs = ("cubic", *[cc for cc in CCS if cc in args.cc and cc != "cubic"]) if args.cc else CCS
     console = Console()
     results: dict[str, list[dict[str, float]]] = {cc: [] for cc in ccs}
@@ -98,13 +104,21 @@ def main() -> None:
         table.add_column(column)
     base = {k: statistics.median(r[k] for r in results["cubic"])
             for k in ("sender_s_per_gb", "busy_s_per_gb")}
+    derived: dict[str, dict[str, float]] = {}
     for cc in ccs:
         med = {k: statistics.median(r[k] for r in results[cc]) for k in results[cc][0]}
+        derived[cc] = {"sender_vs_cubic": med["sender_s_per_gb"] / base["sender_s_per_gb"],
+                       "busy_vs_cubic": med["busy_s_per_gb"] / base["busy_s_per_gb"]}
         table.add_row(cc, f"{med['mbit_s']:.1f}", f"{med['sender_s_per_gb']:.2f}",
                       f"{med['sender_s_per_gb'] / base['sender_s_per_gb']:.3f}",
                       f"{med['busy_s_per_gb']:.2f}",
                       f"{med['busy_s_per_gb'] / base['busy_s_per_gb']:.3f}")
     console.print(table)
+    if args.summary:
+        units = {"mbit_s": "Mbit/s", "sender_s_per_gb": "s/GB", "busy_s_per_gb": "s/GB"}
+        out = write_bench_summary(args.summary, bench_command(sys.argv), results, units,
+                                  derived, started=started)
+        console.print(f"summary: {out}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,10 @@ and quic against tcp; mptcp-hop and mpquic against mptcp), and the hop's CPU per
 nginx's own in the direct download.
 
     .venv/bin/python bench/bench_quic_hop.py [--rounds 3] [--rate 100mbit] [--size 200M]
+        [--summary docs/data/bench-quic-hop-DATE.json]
+
+`--summary` writes each mode's rounds, and the ratios printed, as a run summary for the docs
+(scripts/docsfigures.py).
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ import argparse
 import os
 import signal
 import statistics
+import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 from rich.console import Console
@@ -31,6 +37,7 @@ from mpstream.netem.teardown import netns_pids
 from mpstream.netem.topology import Topology
 from mpstream.network import Network
 from mpstream.proc import machine_busy_seconds, process_cpu_seconds, signals_interrupt
+from mpstream.runner.summary import bench_command, write_bench_summary
 from mpstream.server.stack import ServerStack
 from mpstream.transport import get_transport
 
@@ -99,7 +106,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rate", default="100mbit")
     parser.add_argument("--size", default="200M", help="bytes to download (K, M, G suffixes)")
+    parser.add_argument("--summary", type=Path, help="also write the figures as a run summary")
     args = parser.parse_args()
+    started = datetime.now().astimezone().isoformat()
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     size = int(args.size[:-1]) * units[args.size[-1]] if args.size[-1] in units else int(args.size)
     path = {"rate": args.rate, "delay_ms": 5, "queue_packets": 200}
@@ -146,6 +155,14 @@ def main() -> None:
                       if mode in BESIDE and base["nginx_s_per_gb"] else "",
                       f"{m['busy_s_per_gb']:.2f}")
     console.print(table)
+    if args.summary:
+        derived = {mode: {"rate_vs_direct": med[mode]["mbit_s"]
+                          / med[BESIDE.get(mode, mode)]["mbit_s"]} for mode in MODES}
+        units = {"mbit_s": "Mbit/s", "hop_s_per_gb": "s/GB", "nginx_s_per_gb": "s/GB",
+                 "busy_s_per_gb": "s/GB", "rate_vs_direct": ""}
+        out = write_bench_summary(args.summary, bench_command(sys.argv), results, units,
+                                  derived, started=started)
+        console.print(f"summary: {out}")
 
 
 if __name__ == "__main__":

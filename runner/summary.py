@@ -2,16 +2,19 @@
 each metric's n, mean, sd and 95% interval, and what made the run (its command, the code's
 commit, the kernel, the cores, the machine's load). Kilobytes where the run folder holds
 megabytes, so that every figure the docs quote can be checked in and checked
-(scripts/docsfigures.py)."""
+(scripts/docsfigures.py). A benchmark under bench/ writes its figures in the same form
+(`--summary`), each of its modes a condition."""
 
 from __future__ import annotations
 
 import json
 import math
 import statistics
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from mpstream import provenance
 from mpstream.qoe.stats import Summary, summarize
 from mpstream.runner.layout import RunScenario
 from mpstream.runner.report import Report, metric_label
@@ -88,6 +91,65 @@ def run_summary(report: Report, run: dict[str, Any], run_id: str) -> dict[str, A
         },
         "conditions": conditions,
     }
+
+
+def bench_summary(command: str, rounds: dict[str, list[dict[str, float]]],
+                  units: dict[str, str], derived: dict[str, dict[str, float]] | None = None,
+                  started: str | None = None) -> dict[str, Any]:
+    """A benchmark's figures in a run summary's form, so that the docs quote them as they
+    quote a run's: per condition (a mode, a CC, a cluster size) each figure's n, mean, median
+    and interval over the bench's rounds, and `derived` figures computed from those (a ratio
+    of two medians) with n 1. `units` names each figure's unit."""
+    def metric(name: str, values: list[float]) -> dict[str, Any]:
+        s = summarize(values)
+        kept = [v for v in values if v is not None and not math.isnan(v)]
+        return {"unit": units.get(name, ""), "n": s.n, "mean": _num(s.mean),
+                "median": _num(statistics.median(kept)) if kept else None, "sd": _num(s.sd),
+                "ci95": [_num(s.ci_low), _num(s.ci_high)]}
+
+    conditions = []
+    for label, rows in rounds.items():
+        names = list(dict.fromkeys(k for row in rows for k in row))
+        metrics = {k: metric(k, [row.get(k, math.nan) for row in rows]) for k in names}
+        metrics.update({k: metric(k, [v]) for k, v in (derived or {}).get(label, {}).items()})
+        conditions.append({"group": label, "label": label, "metrics": metrics,
+                           "trials": [{"key": f"round {i}", **{k: _num(v) for k, v in row.items()}}
+                                      for i, row in enumerate(rows)]})
+    env = provenance.environment()
+    return {
+        "format": FORMAT,
+        "run": {"id": None, "scenario": None, "command": command,
+                "trials_per_condition": max((len(r) for r in rounds.values()), default=0),
+                "started": started, "finished": datetime.now(UTC).isoformat(),
+                "environment": env,
+                "load_avg_1m": {"min": env["load_avg_1m"], "median": env["load_avg_1m"],
+                                "max": env["load_avg_1m"]}},
+        "conditions": conditions,
+    }
+
+
+def bench_command(argv: list[str]) -> str:
+    """The command line that reproduces a benchmark's figures: its own, less `--summary PATH`."""
+    args, skip = [], False
+    for a in argv[1:]:
+        if skip or a == "--summary":
+            skip = not skip
+            continue
+        if not a.startswith("--summary="):
+            args.append(a)
+    script = Path(argv[0])
+    return " ".join([".venv/bin/python", f"bench/{script.name}", *args])
+
+
+def write_bench_summary(out: Path, command: str, rounds: dict[str, list[dict[str, float]]],
+                        units: dict[str, str], derived: dict[str, dict[str, float]] | None = None,
+                        started: str | None = None) -> Path:
+    data = bench_summary(command, rounds, units, derived, started)
+    data["run"]["id"] = Path(out).stem
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(dumps(data))
+    return out
 
 
 def write_summary(report: Report, run: dict[str, Any], out: Path) -> Path:

@@ -20,16 +20,16 @@ A measurement in README.md or docs/ is written in one of two ways, both tied to 
       | ... written by `make docs-figures` ...
       <!-- /figures -->
 
-  `show` is one of mean, mean_ci (mean [95% interval]), ratio (the mean over the baseline
-  condition's), pct and pct_ci (a share as a percentage); `rows` lists the conditions (default:
-  all, in the run's order); `digits` the decimals; a column's `skip` the conditions it leaves
-  blank (a single path's share of a split), its `scale` a factor for another unit (1e-6:
-  bytes shown as MB), its `baseline` the condition its ratio is of (default: the row's in the
-  table's `[baselines]`, else the table's `baseline`), its `data` another summary of the same
-  conditions (one scenario run two ways, side by side).
+  `show` is one of mean, median (a benchmark's, over its rounds), mean_ci (mean [95% interval]),
+  ratio (the mean over the baseline condition's), pct and pct_ci (a share as a percentage);
+  `rows` lists the conditions (default: all, in the run's order); `digits` the decimals; a
+  column's `skip` the conditions it leaves blank (a single path's share of a split), its `scale`
+  a factor for another unit (1e-6: bytes shown as MB), its `baseline` the condition its ratio is
+  of (default: the row's in the table's `[baselines]`, else the table's `baseline`), its `data`
+  another summary of the same conditions (one scenario run two ways, side by side).
 - a number in a sentence followed by a comment naming where it comes from, the run, the
   condition, the metric and what of it: `1.04× <!--fig schedulers-idle-2026-11-27 mpquic-ecf
-  startup_delay_ms ratio:tcp-->` (mean, lo, hi, pct, min, max, ratio:CONDITION). The number
+  startup_delay_ms ratio:tcp-->` (mean, median, lo, hi, pct, min, max, ratio:CONDITION). The number
   must equal that figure at the precision it is written with.
 
 Anything else shaped like a measurement (a number with an interval `[a, b]` beside it, or a
@@ -61,7 +61,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / "docs" / "data"
 
 BLOCK = re.compile(r"<!-- figures\n(?P<spec>.*?)-->\n(?P<body>.*?)<!-- /figures -->", re.S)
-INLINE = re.compile(r"(?P<num>-?\d+(?:\.\d+)?)(?P<unit>[ \t]*(?:×|x|%|ms|s|Mbit/s|MB)?)[ \t]*"
+INLINE = re.compile(r"(?P<num>-?\d+(?:\.\d+)?)(?P<unit>[ \t]*(?:×|%|[A-Za-zµ/]+)?)[ \t]*"
                     r"<!--fig (?P<run>\S+) (?P<cond>\S+) (?P<metric>\S+) (?P<what>\S+)\s*-->")
 UNCHECKED = re.compile(r"<!-- unchecked: (?P<why>.*?) -->(?P<body>.*?)<!-- /unchecked -->", re.S)
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
@@ -123,6 +123,8 @@ class Summary:
             return None
         if what == "mean":
             return m["mean"]
+        if what == "median":  # a benchmark's figure: the median of its rounds
+            return m.get("median")
         if what in ("lo", "hi"):
             return m["ci95"][0 if what == "lo" else 1]
         if what == "pct":
@@ -132,7 +134,7 @@ class Summary:
             if base is None or not base["mean"]:
                 return None
             return m["mean"] / base["mean"]
-        raise FigureError(f"unknown figure {what!r}: mean, lo, hi, pct, min, max or "
+        raise FigureError(f"unknown figure {what!r}: mean, median, lo, hi, pct, min, max or "
                           "ratio:CONDITION")
 
 
@@ -161,6 +163,8 @@ def cell(s: Summary, label: str, col: dict, baseline: str | None) -> str:
     lo, hi = m["ci95"]
     if show == "mean":
         return _fmt(m["mean"], d)
+    if show == "median":
+        return _fmt(None if m.get("median") is None else m["median"] * k, d)
     if show == "mean_ci":
         if lo is None:
             return _fmt(m["mean"], d)

@@ -189,9 +189,36 @@ def test_a_column_can_read_another_run_of_the_same_conditions(tmp_path, data_dir
 def test_a_whole_number_of_ms_or_percent_is_held_to_a_source_unless_marked(tmp_path, data_dir):
     text = ("MPTCP started in 1138 ms and carried 17% of the bytes.\n\n"
             "The sampler polls every 100 ms <!--setting-->; the goal is 85% <!--goal-->; the\n"
-            "paper saw 99% <!--cited-->; TCP started in 200 ms <!--fig run-a tcp startup_delay_ms mean-->.\n\n"
-            "<!-- settings: the presets' paths -->\n| preset | 10 ms, 5% loss |\n<!-- /settings -->\n\n"
+            "paper saw 99% <!--cited-->; TCP started in 200 ms "
+            "<!--fig run-a tcp startup_delay_ms mean-->.\n\n"
+            "<!-- settings: the presets' paths -->\n| preset | 10 ms, 5% loss |\n"
+            "<!-- /settings -->\n\n"
             "25 Mbit/s paths of 60 s sessions, 2,000 ms\n")
     res = figs.check_page(_page(tmp_path, text), data_dir=data_dir)
     assert sorted(e.split(" reads")[0].rsplit("/", 1)[-1] for e in res.errors) == [
         "page.md:3: '1138 ms'", "page.md:3: '17%'"]
+
+
+def test_a_benchmarks_summary_gives_its_medians(tmp_path, data_dir, monkeypatch):
+    from mpstream.runner import summary
+
+    monkeypatch.setattr(summary.provenance, "environment",
+                        lambda: {"commit": "abc", "kernel": "6.18", "cpus": 2, "load_avg_1m": 0.5})
+    rounds = {"cubic": [{"busy_s_per_gb": 18.0}, {"busy_s_per_gb": 19.0},
+                        {"busy_s_per_gb": 30.0}],
+              "lia": [{"busy_s_per_gb": 20.0}, {"busy_s_per_gb": 19.0}, {"busy_s_per_gb": 21.0}]}
+    out = summary.write_bench_summary(
+        data_dir / "bench-cc.json", summary.bench_command(["bench/bench_coupled_cc.py",
+                                                           "--summary", "x.json", "--rounds", "3"]),
+        rounds, {"busy_s_per_gb": "s/GB"}, derived={"lia": {"busy_vs_cubic": 20.0 / 19.0}})
+    data = json.loads(out.read_text())
+    assert data["run"]["command"] == ".venv/bin/python bench/bench_coupled_cc.py --rounds 3"
+    assert data["run"]["id"] == "bench-cc" and data["run"]["environment"]["commit"] == "abc"
+    text = ("cubic took 19.0 s/GB <!--fig bench-cc cubic busy_s_per_gb median--> (mean "
+            "22.3 <!--fig bench-cc cubic busy_s_per_gb mean-->), lia "
+            "1.05× <!--fig bench-cc lia busy_vs_cubic mean--> that.\n")
+    res = figs.check_page(_page(tmp_path, text), data_dir=data_dir)
+    assert res.errors == [] and res.inline == 3
+    wrong = text.replace("19.0 s/GB", "18.0 s/GB")
+    assert "18.0 is not bench-cc's cubic busy_s_per_gb median (19.0)" in \
+        figs.check_page(_page(tmp_path, wrong), data_dir=data_dir).errors[0]
