@@ -86,12 +86,11 @@ class EmulatedPath:
             sh("ip", "netns", "exec", ns, "sysctl", "-q", "-w",
                "net.ipv4.tcp_congestion_control=cubic", "net.ipv4.tcp_no_metrics_save=1")
         # A veth drops what it is given until the kernel has brought its link up.
-        deadline = time.monotonic() + 5
         for ns, dev in ((self.client, "c0"), (self.link, "r0"), (self.link, "r1"),
                         (self.server, "s0")):
-            while json.loads(sh("ip", "-n", ns, "-j", "link", "show", dev).stdout)[0].get(
-                    "operstate") != "UP" and time.monotonic() < deadline:
-                time.sleep(0.01)
+            wait_until(lambda ns=ns, dev=dev: json.loads(
+                sh("ip", "-n", ns, "-j", "link", "show", dev).stdout)[0].get("operstate") == "UP",
+                5, f"{dev} in {ns} is up", interval_s=0.01)
 
     def start(self, a_to_b: dict, b_to_a: dict | None = None, **extra) -> Path:
         """Starts the emulator (a = client side) and waits for `ready`; returns stats path."""
@@ -130,10 +129,8 @@ class EmulatedPath:
 
     def iperf3(self, *args: str, seconds: int = 5) -> dict:
         server = self.popen("server", "iperf3", "-s", "-1", "-B", SERVER_ADDR)
-        for _ in range(100):
-            if self.run("server", "ss", "-ltn", "sport = :5201").stdout.count("LISTEN"):
-                break
-            time.sleep(0.02)
+        wait_until(lambda: "LISTEN" in self.run("server", "ss", "-ltn", "sport = :5201").stdout,
+                   2, "iperf3 listens", interval_s=0.02)
         r = self.run("client", "iperf3", "-c", SERVER_ADDR, "-J", "-t", str(seconds), *args,
                      timeout=seconds + 30)
         server.wait(timeout=10)
