@@ -32,7 +32,7 @@ from rich.console import Console
 from mpstream.runner.layout import TrialData, load_trials
 from mpstream.runner.run import run_scenario
 from mpstream.runner.scenario import parse_scenario
-from mpstream.runner.summary import bench_command, write_bench_summary
+from mpstream.runner.summary import BenchRecord
 
 UNITS = {"trials": "", "ok": "", "makespan_s": "s", "wall_s": "s", "ideal_s": "s", "trial_s": "s",
          "gap_s": "s", "over_ideal": ""}
@@ -73,7 +73,7 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, nargs="+", default=[2])
     parser.add_argument("--summary", type=Path, help="also write the figures as a run summary")
     args = parser.parse_args()
-    started = datetime.now().astimezone().isoformat()
+    record = BenchRecord()
     sc = scenario(args.rounds, args.seconds)
     quiet = Console(quiet=True)
     rows = []
@@ -95,8 +95,7 @@ def main() -> None:
     if args.summary:
         rounds = {where: [{**f, "over_ideal": f["makespan_s"] / f["ideal_s"] - 1}]
                   for where, f in rows}
-        out = write_bench_summary(args.summary, bench_command(sys.argv), rounds, UNITS,
-                                  started=started)
+        out = record.write(args.summary, sys.argv, rounds, UNITS)
         print(f"summary: {out}")
 
 

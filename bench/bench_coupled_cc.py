@@ -24,7 +24,6 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 
 from rich.console import Console
@@ -34,7 +33,7 @@ from mpstream.netem import coupled
 from mpstream.netem.profile import profile_from_dict
 from mpstream.netem.topology import Topology
 from mpstream.proc import machine_busy_seconds, process_cpu_seconds, signals_interrupt
-from mpstream.runner.summary import bench_command, write_bench_summary
+from mpstream.runner.summary import BenchRecord
 from mpstream.transport import get_transport
 
 CCS = ("cubic", *coupled.COUPLED)
@@ -90,7 +89,7 @@ def main() -> None:
                         help="a CC to time beside cubic (repeatable; default: all)")
     parser.add_argument("--summary", type=Path, help="also write the figures as a run summary")
     args = parser.parse_args()
-    started = datetime.now().astimezone().isoformat()
+    record = BenchRecord()
     ccs = ("cubic", *[cc for cc in CCS if cc in args.cc and cc != "cubic"]) if args.cc else CCS
     console = Console()
     results: dict[str, list[dict[str, float]]] = {cc: [] for cc in ccs}
@@ -116,8 +115,7 @@ def main() -> None:
     console.print(table)
     if args.summary:
         units = {"mbit_s": "Mbit/s", "sender_s_per_gb": "s/GB", "busy_s_per_gb": "s/GB"}
-        out = write_bench_summary(args.summary, bench_command(sys.argv), results, units,
-                                  derived, started=started)
+        out = record.write(args.summary, sys.argv, results, units, derived)
         console.print(f"summary: {out}")
 
 

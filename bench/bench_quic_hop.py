@@ -25,7 +25,6 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 
 from rich.console import Console
@@ -37,7 +36,7 @@ from mpstream.netem.teardown import netns_pids
 from mpstream.netem.topology import Topology
 from mpstream.network import Network
 from mpstream.proc import machine_busy_seconds, process_cpu_seconds, signals_interrupt
-from mpstream.runner.summary import bench_command, write_bench_summary
+from mpstream.runner.summary import BenchRecord
 from mpstream.server.stack import ServerStack
 from mpstream.transport import get_transport
 
@@ -108,7 +107,7 @@ def main() -> None:
     parser.add_argument("--size", default="200M", help="bytes to download (K, M, G suffixes)")
     parser.add_argument("--summary", type=Path, help="also write the figures as a run summary")
     args = parser.parse_args()
-    started = datetime.now().astimezone().isoformat()
+    record = BenchRecord()
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     size = int(args.size[:-1]) * units[args.size[-1]] if args.size[-1] in units else int(args.size)
     path = {"rate": args.rate, "delay_ms": 5, "queue_packets": 200}
@@ -160,8 +159,7 @@ def main() -> None:
                           / med[BESIDE.get(mode, mode)]["mbit_s"]} for mode in MODES}
         units = {"mbit_s": "Mbit/s", "hop_s_per_gb": "s/GB", "nginx_s_per_gb": "s/GB",
                  "busy_s_per_gb": "s/GB", "rate_vs_direct": ""}
-        out = write_bench_summary(args.summary, bench_command(sys.argv), results, units,
-                                  derived, started=started)
+        out = record.write(args.summary, sys.argv, results, units, derived)
         console.print(f"summary: {out}")
 
 

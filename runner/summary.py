@@ -93,42 +93,58 @@ def run_summary(report: Report, run: dict[str, Any], run_id: str) -> dict[str, A
     }
 
 
-def bench_summary(command: str, rounds: dict[str, list[dict[str, float]]],
-                  units: dict[str, str], derived: dict[str, dict[str, float]] | None = None,
-                  started: str | None = None) -> dict[str, Any]:
-    """A benchmark's figures in a run summary's form, so that the docs quote them as they
-    quote a run's: per condition (a mode, a CC, a cluster size) each figure's n, mean, median
-    and interval over the bench's rounds, and `derived` figures computed from those (a ratio
-    of two medians) with n 1. `units` names each figure's unit."""
-    def metric(name: str, values: list[float]) -> dict[str, Any]:
-        s = summarize(values)
-        kept = [v for v in values if v is not None and not math.isnan(v)]
-        return {"unit": units.get(name, ""), "n": s.n, "mean": _num(s.mean),
-                "median": _num(statistics.median(kept)) if kept else None, "sd": _num(s.sd),
-                "ci95": [_num(s.ci_low), _num(s.ci_high)]}
+class BenchRecord:
+    """What a benchmark records beside its figures for `--summary`: when it started, and the
+    machine's load then and at the end. Made before the first round, written after the last."""
 
-    conditions = []
-    for label, rows in rounds.items():
-        names = list(dict.fromkeys(k for row in rows for k in row))
-        metrics = {k: metric(k, [row.get(k, math.nan) for row in rows]) for k in names}
-        metrics.update({k: metric(k, [v]) for k, v in (derived or {}).get(label, {}).items()})
-        conditions.append({"group": label, "label": label, "metrics": metrics,
-                           "trials": [{"key": f"round {i}", **{k: _num(v) for k, v in row.items()}}
-                                      for i, row in enumerate(rows)]})
-    env = provenance.environment()
-    return {
-        "format": FORMAT,
-        "run": {"id": None, "scenario": None, "command": command,
-                "trials_per_condition": max((len(r) for r in rounds.values()), default=0),
-                "started": started, "finished": datetime.now(UTC).isoformat(),
-                "environment": env,
-                "load_avg_1m": {"min": env["load_avg_1m"], "median": env["load_avg_1m"],
-                                "max": env["load_avg_1m"]}},
-        "conditions": conditions,
-    }
+    def __init__(self) -> None:
+        self.started = datetime.now(UTC).isoformat()
+        self.load_at_start = provenance.load_avg_1m()
+
+    def write(self, out: Path, argv: list[str], rounds: dict[str, list[dict[str, float]]],
+              units: dict[str, str], derived: dict[str, dict[str, float]] | None = None) -> Path:
+        """Writes the figures to `out`, per condition (a mode, a CC, a cluster size) each
+        figure's n, mean, median and interval over the rounds, and `derived` figures computed
+        from those (a ratio of two medians) with n 1; `units` names each figure's unit, `argv`
+        is the benchmark's command line, which the summary keeps without `--summary`."""
+        out = Path(out)
+        data = self.summary(out.stem, _bench_command(argv), rounds, units, derived or {})
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(dumps(data))
+        return out
+
+    def summary(self, run_id: str, command: str, rounds: dict[str, list[dict[str, float]]],
+                units: dict[str, str], derived: dict[str, dict[str, float]]) -> dict[str, Any]:
+        def metric(name: str, values: list[float]) -> dict[str, Any]:
+            s = summarize(values)
+            kept = [v for v in values if v is not None and not math.isnan(v)]
+            return {"unit": units.get(name, ""), "n": s.n, "mean": _num(s.mean),
+                    "median": _num(statistics.median(kept)) if kept else None,
+                    "sd": _num(s.sd), "ci95": [_num(s.ci_low), _num(s.ci_high)]}
+
+        conditions = []
+        for label, rows in rounds.items():
+            names = list(dict.fromkeys(k for row in rows for k in row))
+            metrics = {k: metric(k, [row.get(k, math.nan) for row in rows]) for k in names}
+            metrics.update({k: metric(k, [v]) for k, v in derived.get(label, {}).items()})
+            conditions.append({"group": label, "label": label, "metrics": metrics, "trials": [
+                {"key": f"round {i}", **{k: _num(v) for k, v in row.items()}}
+                for i, row in enumerate(rows)]})
+        env = provenance.environment()
+        loads = [x for x in (self.load_at_start, provenance.load_avg_1m()) if x is not None]
+        return {
+            "format": FORMAT,
+            "run": {"id": run_id, "scenario": None, "command": command,
+                    "trials_per_condition": max((len(r) for r in rounds.values()), default=0),
+                    "started": self.started, "finished": datetime.now(UTC).isoformat(),
+                    "environment": env,
+                    "load_avg_1m": {"min": min(loads), "median": statistics.median(loads),
+                                    "max": max(loads)} if loads else None},
+            "conditions": conditions,
+        }
 
 
-def bench_command(argv: list[str]) -> str:
+def _bench_command(argv: list[str]) -> str:
     """The command line that reproduces a benchmark's figures: its own, less `--summary PATH`."""
     args, skip = [], False
     for a in argv[1:]:
@@ -137,19 +153,7 @@ def bench_command(argv: list[str]) -> str:
             continue
         if not a.startswith("--summary="):
             args.append(a)
-    script = Path(argv[0])
-    return " ".join([".venv/bin/python", f"bench/{script.name}", *args])
-
-
-def write_bench_summary(out: Path, command: str, rounds: dict[str, list[dict[str, float]]],
-                        units: dict[str, str], derived: dict[str, dict[str, float]] | None = None,
-                        started: str | None = None) -> Path:
-    data = bench_summary(command, rounds, units, derived, started)
-    data["run"]["id"] = Path(out).stem
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(dumps(data))
-    return out
+    return " ".join([".venv/bin/python", f"bench/{Path(argv[0]).name}", *args])
 
 
 def write_summary(report: Report, run: dict[str, Any], out: Path) -> Path:

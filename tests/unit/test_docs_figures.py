@@ -59,6 +59,11 @@ TABLE = """| condition | startup (ms) | × TCP | share |
 """
 
 
+def _unsourced(res) -> list[str]:
+    """Each figure the check found with no source, as `page.md:LINE: 'TEXT'`, in order."""
+    return sorted(e.split(" reads")[0].rsplit("/", 1)[-1] for e in res.errors)
+
+
 def _page(tmp_path, body: str):
     page = tmp_path / "page.md"
     page.write_text("# A page\n\n" + body)
@@ -114,7 +119,7 @@ def test_a_measurement_with_no_source_fails_unless_marked(tmp_path, data_dir):
             "<!-- unchecked: a run whose folder was not kept -->\n"
             "Unbalanced: 0.844 [0.82, 0.86], 1.28×.\n<!-- /unchecked -->\n")
     res = figs.check_page(_page(tmp_path, text), data_dir=data_dir)
-    assert sorted(e.split(" reads")[0].rsplit("/", 1)[-1] for e in res.errors) == [
+    assert _unsourced(res) == [
         "page.md:3: '1.10×'", "page.md:3: '5% [1.04, 1'"]
     assert res.unchecked == 2
 
@@ -124,7 +129,7 @@ def test_a_spread_of_runs_with_no_source_fails_unless_marked(tmp_path, data_dir)
             "Python 3.11-3.13, a queue of 0.5-2.0 ms <!--setting--> and version 1.2.3-4.5.6.\n\n"
             "<!-- unchecked: a run whose folder was not kept -->\n0.32-0.47\n<!-- /unchecked -->\n")
     res = figs.check_page(_page(tmp_path, text), data_dir=data_dir)
-    assert [e.split(" reads")[0].rsplit("/", 1)[-1] for e in res.errors] == [
+    assert _unsourced(res) == [
         "page.md:3: '0.51-0.57'", "page.md:3: '1.07 s to 1.40'"]
     assert res.unchecked == 1
 
@@ -166,7 +171,7 @@ def test_a_plain_decimal_with_a_unit_fails_unless_sourced_or_marked(tmp_path, da
             "<!-- unchecked: a run whose folder was not kept -->\n22.7 Mbit/s\n"
             "<!-- /unchecked -->\n")
     res = figs.check_page(_page(tmp_path, text), data_dir=data_dir)
-    assert sorted(e.split(" reads")[0].rsplit("/", 1)[-1] for e in res.errors) == [
+    assert _unsourced(res) == [
         "page.md:3: '0.14 s'", "page.md:3: '18.7%'", "page.md:7: '1.07 s to 1.40'"]
     assert res.unchecked == 1
 
@@ -195,25 +200,29 @@ def test_a_whole_number_of_ms_or_percent_is_held_to_a_source_unless_marked(tmp_p
             "<!-- /settings -->\n\n"
             "25 Mbit/s paths of 60 s sessions, 2,000 ms\n")
     res = figs.check_page(_page(tmp_path, text), data_dir=data_dir)
-    assert sorted(e.split(" reads")[0].rsplit("/", 1)[-1] for e in res.errors) == [
+    assert _unsourced(res) == [
         "page.md:3: '1138 ms'", "page.md:3: '17%'"]
 
 
 def test_a_benchmarks_summary_gives_its_medians(tmp_path, data_dir, monkeypatch):
     from mpstream.runner import summary
 
+    monkeypatch.setattr(summary.provenance, "load_avg_1m", lambda: 0.25)
+    record = summary.BenchRecord()  # the load as the bench starts
+    monkeypatch.setattr(summary.provenance, "load_avg_1m", lambda: 0.5)  # and as it ends
     monkeypatch.setattr(summary.provenance, "environment",
                         lambda: {"commit": "abc", "kernel": "6.18", "cpus": 2, "load_avg_1m": 0.5})
     rounds = {"cubic": [{"busy_s_per_gb": 18.0}, {"busy_s_per_gb": 19.0},
                         {"busy_s_per_gb": 30.0}],
               "lia": [{"busy_s_per_gb": 20.0}, {"busy_s_per_gb": 19.0}, {"busy_s_per_gb": 21.0}]}
-    out = summary.write_bench_summary(
-        data_dir / "bench-cc.json", summary.bench_command(["bench/bench_coupled_cc.py",
-                                                           "--summary", "x.json", "--rounds", "3"]),
-        rounds, {"busy_s_per_gb": "s/GB"}, derived={"lia": {"busy_vs_cubic": 20.0 / 19.0}})
+    out = record.write(data_dir / "bench-cc.json",
+                       ["bench/bench_coupled_cc.py", "--summary", "x.json", "--rounds", "3"],
+                       rounds, {"busy_s_per_gb": "s/GB"},
+                       derived={"lia": {"busy_vs_cubic": 20.0 / 19.0}})
     data = json.loads(out.read_text())
     assert data["run"]["command"] == ".venv/bin/python bench/bench_coupled_cc.py --rounds 3"
     assert data["run"]["id"] == "bench-cc" and data["run"]["environment"]["commit"] == "abc"
+    assert data["run"]["load_avg_1m"] == {"min": 0.25, "median": 0.375, "max": 0.5}
     text = ("cubic took 19.0 s/GB <!--fig bench-cc cubic busy_s_per_gb median--> (mean "
             "22.3 <!--fig bench-cc cubic busy_s_per_gb mean-->), lia "
             "1.05× <!--fig bench-cc lia busy_vs_cubic mean--> that.\n")
