@@ -95,14 +95,15 @@ def refuse_on_cluster(scenario: Scenario, option: str = "--cluster") -> None:
 
 
 def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
-              trials: int, media_dir: Path | None, pcap: bool) -> dict:
+              trials: int, media_dir: Path | None, pcap: bool, cluster: str | None = None) -> dict:
     """run.json: the scenario once (`scenario_spec`, read through layout.RunScenario), the
-    plan and what made it."""
+    plan and what made it (the `--cluster` too, for the command a summary names)."""
     return {
         **plan_json(scenario, trials, media_dir, pcap),
         "scenario_file": str(scenario_path) if scenario_path else None,
         "plan": [t.key for t in plan],
         "environment": provenance.environment(),
+        "cluster": cluster,
     }
 
 
@@ -162,14 +163,15 @@ def run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None = None
     with signals_interrupt():
         return _run_scenario(scenario, out_dir, trials=trials, scenario_path=scenario_path,
                              retry_failed=retry_failed, console=console, progress=progress,
-                             pcap=pcap, runner=None if plan_only else runner, only=only)
+                             pcap=pcap, runner=None if plan_only else runner, only=only,
+                             cluster=cluster)
 
 
 def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
                   scenario_path: Path | None, retry_failed: bool, console: Console | None,
                   progress: bool, pcap: bool = False,
                   runner: TrialRunner | None = None,
-                  only: list[str] | None = None) -> dict[str, str]:
+                  only: list[str] | None = None, cluster: str | None = None) -> dict[str, str]:
     """With no `runner`, only the run folder is prepared."""
     console = console or Console()
     labels = [c.label for c in scenario.all_conditions()]
@@ -207,7 +209,7 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
                                                         progress, resources)
         # Written before the first trial: it is the plan each `mpstream trial` reads.
         write_json(out_dir / RUN_JSON, _run_json(scenario, scenario_path, plan, n, media_dir,
-                                                 pcap))
+                                                 pcap, cluster))
         if runner is None:
             console.print(f"planned: {len(todo)} trial(s) to run, keys in {out_dir / RUN_JSON} "
                           f"(`plan`); each: mpstream trial {out_dir} --key KEY")

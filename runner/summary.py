@@ -39,11 +39,17 @@ def _metric(name: str, s: Summary) -> dict[str, Any]:
             "ci95": [_num(s.ci_low), _num(s.ci_high)]}
 
 
-def _command(run: dict[str, Any]) -> str:
+def _command(run: dict[str, Any], ran: list[str]) -> str:
+    """The `mpstream run` that made the trials: with `--condition` for each condition that ran
+    when not all of the scenario's did, and the `--cluster` the run was given."""
     spec = run.get("scenario_spec") or {}
     cmd = f"mpstream run {RunScenario.of(run).name}"
     if run.get("trials") and run.get("trials") != spec.get("trials"):
         cmd += f" --trials {run['trials']}"
+    if set(ran) < {c["label"] for c in RunScenario.of(run).conditions}:
+        cmd += "".join(f" --condition {label}" for label in dict.fromkeys(ran))
+    if run.get("cluster"):
+        cmd += f" --cluster {run['cluster']}"
     return cmd
 
 
@@ -80,7 +86,8 @@ def run_summary(report: Report, run: dict[str, Any], run_id: str) -> dict[str, A
     return {
         "format": FORMAT,
         "run": {
-            "id": run_id, "scenario": RunScenario.of(run).name, "command": _command(run),
+            "id": run_id, "scenario": RunScenario.of(run).name,
+            "command": _command(run, [str(c["label"]) for c in conditions]),
             "trials_per_condition": run.get("trials"),
             "trials": len(records), "ok": sum(1 for r in records if r.ok),
             "started": min(started) if started else None,

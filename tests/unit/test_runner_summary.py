@@ -4,6 +4,7 @@ the run; from run folders built of the golden fixture's real trials."""
 
 import csv
 import json
+import shutil
 
 from click.testing import CliRunner
 
@@ -84,3 +85,24 @@ def test_a_condition_played_with_two_rules_counts_each_groups_own_trials(tmp_pat
     assert sorted(counts) == sorted(f"{c}/{a}" for c in ("balanced", "unbalanced", "single")
                                     for a in ("bba0", "default"))
     assert {n for g, n in counts.items() if g.endswith("/default")} == {(2, 2)}
+
+
+def test_the_command_names_the_conditions_that_ran_and_the_cluster(tmp_path):
+    run = _run(tmp_path)
+    out = tmp_path / "summary.json"
+
+    def command():
+        result = CliRunner().invoke(report, [str(run), "--out", str(tmp_path / "rep"),
+                                           "--summary", str(out)])
+        assert result.exit_code == 0, result.output
+        return json.loads(out.read_text())["run"]["command"]
+
+    assert command() == "mpstream run demo --trials 3"  # every condition ran: none is named
+    singles = list((run / "trials").glob("*-single-*"))
+    assert len(singles) == 3
+    for trial in singles:  # as if run with --condition balanced --condition unbalanced
+        shutil.rmtree(trial)
+    meta = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**meta, "cluster": "local:2"}))
+    assert command() == ("mpstream run demo --trials 3 --condition balanced "
+                         "--condition unbalanced --cluster local:2")
