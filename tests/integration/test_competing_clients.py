@@ -19,6 +19,7 @@ import pytest
 from mpstream.netem.profile import profile_from_dict
 from mpstream.netem.teardown import leftovers
 from mpstream.netem.topology import Topology
+from mpstream.runner.metrics import received_bps
 
 pytestmark = [pytest.mark.long, pytest.mark.timeout(400)]  # make test-sharing
 
@@ -193,12 +194,18 @@ def test_cross_traffic_runs_on_its_schedule_through_the_shared_link(tmp_path):
     cross = json.loads((trial / "iperf-user1.json").read_text())
     assert cross["start"]["test_start"]["duration"] == 3
     client = json.loads((trial / "iperf.json").read_text())
-    # The client's one-second intervals: alone it has the link; from 3 s to 6 s it shares it.
+    # The client's one-second intervals: alone it has the link, before 3 s and after 6 s.
     per_s = [i["sum"]["bits_per_second"] / 1e6 for i in client["intervals"]]
     alone = per_s[1:3] + per_s[7:8]
-    shared = per_s[4:6]
     assert min(alone) > 8, per_s
-    assert max(shared) < 7.5, per_s
+    # From 3 s to 6 s the cross traffic came through the client's 10 Mbit/s emulator: what
+    # both received then fits in it (two links would carry about 19 Mbit/s). How fast the
+    # newcomer takes its half is TCP's business, not the tool's, so no split is asserted;
+    # the 0.5 s allowed on top covers the cross traffic's start a little after 3 s.
+    cross_mbit = received_bps(cross) * 3 / 1e6
+    assert cross_mbit > 1.5, cross_mbit  # it ran: not a few packets
+    assert sum(per_s[3:6]) + cross_mbit < 10 * 3.5, (per_s, cross_mbit)
     rows = {(r["condition"], r["metric"]): r for r in
             csv.DictReader((out / "report" / "conditions.csv").open())}
-    assert 2 < float(rows[("tcp", "cross_traffic_mbps")]["mean"]) < 8
+    reported = float(rows[("tcp", "cross_traffic_mbps")]["mean"])
+    assert reported == pytest.approx(received_bps(cross) / 1e6, rel=1e-6)
