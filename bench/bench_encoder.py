@@ -1,6 +1,7 @@
 """Encoder benchmark: the one-decode pipeline against one ffmpeg process per rung.
 
     .venv/bin/python bench/bench_encoder.py [--duration 60] [--ladder standard]
+        [--summary docs/data/bench-encoder-DATE.json]
 
 Both variants produce the same renditions (every rung of the ladder in H.264 and HEVC, the
 same rate control and GOPs) from the looped sample clip. The pipeline decodes the source once
@@ -8,7 +9,8 @@ and scales each rung once; the baseline runs one ffmpeg per rung, one after the 
 decoding the source again. Each variant runs in its own child process so that its peak memory
 (ru_maxrss of its largest ffmpeg) and its CPU time (user + system of its ffmpeg processes) are
 measured separately. On a shared machine wall-clock time depends on what else runs; CPU time
-much less so, which is why both are printed.
+much less so, which is why both are printed. `--summary` writes each variant's figures, and the
+ratios printed, as a run summary for the docs (scripts/docsfigures.py).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from mpstream.encoder.pipeline import encode_media
 from mpstream.encoder.runner import run_ffmpeg
 from mpstream.encoder.sources import resolve_source
 from mpstream.encoder.tools import require_tools
+from mpstream.runner.summary import BenchRecord
 
 SEGMENT = 4.0
 
@@ -65,6 +68,7 @@ def main() -> None:
     parser.add_argument("--skip-full", action="store_true",
                         help="leave out the full encode_media run (encode + package + validate)")
     parser.add_argument("--variant", help=argparse.SUPPRESS)
+    parser.add_argument("--summary", type=Path, help="also write the figures as a run summary")
     args = parser.parse_args()
     # Stopping the benchmark stops its ffmpeg too (run_ffmpeg cleans up on any exception).
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
@@ -72,6 +76,7 @@ def main() -> None:
         print(json.dumps(_variant(args.variant, args.ladder, args.duration)))
         return
 
+    record = BenchRecord()
     ladder = load_ladder(args.ladder)
     renditions = sum(len(r.codecs) for r in ladder.rungs)
     print(f"{args.duration:g} s of the sample, ladder {args.ladder}: {len(ladder.rungs)} rungs,"
@@ -86,6 +91,7 @@ def main() -> None:
         )
         results[variant] = json.loads(done.stdout.strip().splitlines()[-1])
         r = results[variant]
+        r["realtime_x"] = args.duration / r["wall_s"]
         print(f"  {variant:9s} {r['wall_s']:7.1f} s wall  {args.duration / r['wall_s']:5.2f}x real"
               f" time  {r['cpu_s']:7.1f} s CPU  peak RSS {r['peak_rss_mib']:7.1f} MiB",
               flush=True)
@@ -95,6 +101,15 @@ def main() -> None:
     if "full" in results:
         print(f"full encode_media (encode + package + validate): real-time factor"
               f" {args.duration / results['full']['wall_s']:.2f}")
+    if args.summary:
+        rounds = {v: [{k: r[k] for k in UNITS if k in r}] for v, r in results.items()}
+        derived = {"per-rung": {"wall_vs_pipeline": rung["wall_s"] / pipe["wall_s"],
+                                "cpu_vs_pipeline": rung["cpu_s"] / pipe["cpu_s"]}}
+        print(f"summary: {record.write(args.summary, sys.argv, rounds, UNITS, derived)}")
+
+
+UNITS = {"wall_s": "s", "realtime_x": "x", "cpu_s": "s", "peak_rss_mib": "MiB",
+         "wall_vs_pipeline": "", "cpu_vs_pipeline": ""}
 
 
 if __name__ == "__main__":

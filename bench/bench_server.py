@@ -2,9 +2,12 @@
 durability under kill -9, and nginx segment serving over MPTCP vs TCP on loopback.
 
     .venv/bin/python bench/bench_server.py [--seconds 8] [--clients 8]
+        [--summary docs/data/bench-server-DATE.json]
 
-Prints figures; not a pass/fail test. Runs as root (nginx drops to www-data). The machine's
-CPU is shared: compare the ratios measured side by side, not absolute numbers across runs.
+Prints figures; not a pass/fail test. `--summary` writes them as a run summary for the docs
+(scripts/docsfigures.py): each part's rounds, and the ratios printed. Runs as root (nginx
+drops to www-data). The machine's CPU is shared: compare the ratios measured side by side,
+not absolute numbers across runs.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import requests
 import sqlalchemy as sa
 
 from mpstream.paths import REPO_ROOT
+from mpstream.runner.summary import BenchRecord
 from mpstream.server import storage
 from mpstream.server.stack import ServerStack
 
@@ -35,6 +39,9 @@ from tests.servers import make_tiny_media
 
 IPPROTO_MPTCP = 262
 BATCH = 50
+ROUNDS = 3  # each part alternates its two sides this many times
+
+Rounds = dict[str, list[dict[str, float]]]  # a part's side -> one figure dict per round
 
 
 def session_body(sid: str) -> dict:
@@ -109,15 +116,17 @@ def ingest(stack: ServerStack, path_for, clients: int, seconds: float) -> dict:
     }
 
 
-def bench_ingest(media: Path, clients: int, seconds: float) -> None:
+def bench_ingest(media: Path, clients: int, seconds: float) -> tuple[Rounds, dict]:
+    """Stored ingest against the no-op endpoint, alternated; each side's rounds and the ratio
+    of their median rates."""
     print(f"== ingest: {clients} concurrent clients, batches of {BATCH} events, "
-          f"{seconds:.0f} s per run, alternating store / no-op twice")  # fmt: skip
+          f"{seconds:.0f} s per run, alternating store / no-op {ROUNDS} times")  # fmt: skip
     with (
         tempfile.TemporaryDirectory(prefix="mps-bench-") as tmp,
         ServerStack(media, port=free_port(), noop_endpoint=True, workdir=Path(tmp) / "w") as stack,
     ):
-        runs = {"store": [], "noop": []}
-        for _ in range(2):
+        runs: dict[str, list[dict]] = {"store": [], "noop": []}
+        for _ in range(ROUNDS):
             runs["store"].append(
                 ingest(stack, lambda sid: f"/sessions/{sid}/events", clients, seconds)
             )
@@ -125,15 +134,16 @@ def bench_ingest(media: Path, clients: int, seconds: float) -> None:
         engine = storage.make_engine(stack.database_url)
         stored = storage.count_events(engine)
         engine.dispose()
-    for kind, rs in runs.items():
-        best = max(rs, key=lambda r: r["events_per_s"])
-        print(f"  {kind:5s}: {best['events_per_s']:8.0f} events/s  p50 {best['p50_ms']:6.1f} ms"
-              f"  p99 {best['p99_ms']:6.1f} ms  ({best['requests']} requests, "
-              f"{sum(r['errors'] for r in rs)} errors)")  # fmt: skip
-    ratio = max(r["events_per_s"] for r in runs["store"]) / max(
-        r["events_per_s"] for r in runs["noop"]
-    )
+    med = {kind: {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+           for kind, rs in runs.items()}
+    for kind, m in med.items():
+        print(f"  {kind:5s}: {m['events_per_s']:8.0f} events/s  p50 {m['p50_ms']:6.1f} ms"
+              f"  p99 {m['p99_ms']:6.1f} ms  (medians of {ROUNDS}; "
+              f"{sum(r['errors'] for r in runs[kind])} errors)")  # fmt: skip
+    ratio = med["store"]["events_per_s"] / med["noop"]["events_per_s"]
     print(f"  store / no-op throughput ratio: {ratio:.2f}   (events in the database: {stored})")
+    return ({f"ingest-{kind}": rs for kind, rs in runs.items()},
+            {"ingest-store": {"store_vs_noop": ratio}})
 
 
 # ------------------------------------------------------------------------------ durability
@@ -149,7 +159,9 @@ def gunicorn_workers(master: int) -> list[int]:
     return out
 
 
-def bench_durability(media: Path, clients: int, seconds: float) -> None:
+def bench_durability(media: Path, clients: int, seconds: float) -> Rounds:
+    """Ingest while the collector's workers, then its master, are killed; then a new collector
+    on the same database takes what was not acknowledged again. Its one round's counts."""
     print("== durability: kill -9 the collector's workers, then its master, during ingest")
     with tempfile.TemporaryDirectory(prefix="mps-bench-") as tmp:
         db = storage.sqlite_url(str(Path(tmp) / "durable.sqlite3"))
@@ -224,6 +236,9 @@ def bench_durability(media: Path, clients: int, seconds: float) -> None:
         n_sent = sum(len(v) for v in sent.values())
         print(f"  after a restart and re-sending the {resent} unacknowledged events: "
               f"stored {total} of {n_sent} sent, {dupes} recognised as duplicates")  # fmt: skip
+    return {"durability": [{
+        "acked": n_acked, "stored": n_stored, "lost": lost, "unacked_stored": unacked_stored,
+        "resent": resent, "sent": n_sent, "stored_after_resend": total, "duplicates": dupes}]}
 
 
 # ----------------------------------------------------------------------------------- nginx
@@ -316,7 +331,9 @@ def ttfb(addr, path: str, proto: int, n: int) -> tuple[float, float]:
     return statistics.median(cold), statistics.median(warm)
 
 
-def bench_nginx(media: Path, seconds: float) -> None:
+def bench_nginx(media: Path, seconds: float) -> tuple[Rounds, dict]:
+    """Segment requests over MPTCP and TCP against one listener, alternated; each side's
+    rounds, and its time to first byte and the MPTCP / TCP ratio of the median rates."""
     seg = "/media/hls/360p/seg_001.ts"
     size = (media / "hls/360p/seg_001.ts").stat().st_size
     print(f"== nginx over loopback: 2 s segment of {size} bytes, 4 keep-alive connections, "
@@ -324,8 +341,8 @@ def bench_nginx(media: Path, seconds: float) -> None:
     port = free_port()
     with ServerStack(media, port=port) as stack:
         addr = ("127.0.0.1", port)
-        rates = {"mptcp": [], "tcp": []}
-        for _ in range(3):
+        rates: dict[str, list[float]] = {"mptcp": [], "tcp": []}
+        for _ in range(ROUNDS):
             rates["mptcp"].append(request_rate(addr, seg, IPPROTO_MPTCP, 4, seconds / 2))
             rates["tcp"].append(request_rate(addr, seg, socket.IPPROTO_TCP, 4, seconds / 2))
         times = {
@@ -333,13 +350,18 @@ def bench_nginx(media: Path, seconds: float) -> None:
             "tcp": ttfb(addr, seg, socket.IPPROTO_TCP, 100),
         }
         print(f"  listener: {stack.mptcp_method}")
+    derived = {}
     for kind in ("mptcp", "tcp"):
         r = statistics.median(rates[kind])
         cold, warm = times[kind]
         print(f"  {kind:5s}: {r:7.0f} segment requests/s ({r * size * 8 / 1e9:5.2f} Gbit/s)  "
               f"TTFB new connection {cold:5.2f} ms, kept-alive {warm:5.2f} ms")  # fmt: skip
+        derived[f"nginx-{kind}"] = {"ttfb_new_ms": cold, "ttfb_kept_ms": warm}
     ratio = statistics.median(rates["mptcp"]) / statistics.median(rates["tcp"])
     print(f"  MPTCP / TCP request-rate ratio: {ratio:.2f}")
+    derived["nginx-mptcp"]["mptcp_vs_tcp"] = ratio
+    return ({f"nginx-{kind}": [{"requests_per_s": r, "gbit_s": r * size * 8 / 1e9} for r in rs]
+             for kind, rs in rates.items()}, derived)
 
 
 def main() -> None:
@@ -347,16 +369,34 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--only", choices=["ingest", "durability", "nginx"])
+    parser.add_argument("--summary", type=Path, help="also write the figures as a run summary")
     args = parser.parse_args()
+    record = BenchRecord()
+    rounds: Rounds = {}
+    derived: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="mps-bench-media-") as tmp:
         media = make_tiny_media(Path(tmp), seconds=4)
         os.chmod(tmp, 0o755)
         if args.only in (None, "ingest"):
-            bench_ingest(media, args.clients, args.seconds)
+            part, ratios = bench_ingest(media, args.clients, args.seconds)
+            rounds |= part
+            derived |= ratios
         if args.only in (None, "durability"):
-            bench_durability(media, args.clients, args.seconds)
+            rounds |= bench_durability(media, args.clients, args.seconds)
         if args.only in (None, "nginx"):
-            bench_nginx(media, args.seconds)
+            part, ratios = bench_nginx(media, args.seconds)
+            rounds |= part
+            derived |= ratios
+    if args.summary:
+        out = record.write(args.summary, sys.argv, rounds, UNITS, derived)
+        print(f"summary: {out}")
+
+
+UNITS = {"events_per_s": "events/s", "p50_ms": "ms", "p99_ms": "ms", "errors": "",
+         "requests": "", "store_vs_noop": "", "acked": "events", "stored": "events",
+         "lost": "events", "unacked_stored": "events", "resent": "events", "sent": "events",
+         "stored_after_resend": "events", "duplicates": "events", "requests_per_s": "req/s",
+         "gbit_s": "Gbit/s", "ttfb_new_ms": "ms", "ttfb_kept_ms": "ms", "mptcp_vs_tcp": ""}
 
 
 if __name__ == "__main__":

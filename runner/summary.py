@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from mpstream import provenance
+from mpstream.errors import UserError
 from mpstream.qoe.stats import Summary, summarize
-from mpstream.runner.layout import RunScenario
+from mpstream.runner.layout import RUN_JSON, RunScenario, load_trials, read_json
 from mpstream.runner.report import Report, metric_label
 
 FORMAT = 1
@@ -115,28 +116,15 @@ class BenchRecord:
         from those (a ratio of two medians) with n 1; `units` names each figure's unit, `argv`
         is the benchmark's command line, which the summary keeps without `--summary`."""
         out = Path(out)
-        data = self.summary(out.stem, _bench_command(argv), rounds, units, derived or {})
+        data = self.summary(out.stem, script_command(argv, "bench"), rounds, units,
+                            derived or {})
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(dumps(data))
         return out
 
     def summary(self, run_id: str, command: str, rounds: dict[str, list[dict[str, float]]],
                 units: dict[str, str], derived: dict[str, dict[str, float]]) -> dict[str, Any]:
-        def metric(name: str, values: list[float]) -> dict[str, Any]:
-            s = summarize(values)
-            kept = [v for v in values if v is not None and not math.isnan(v)]
-            return {"unit": units.get(name, ""), "n": s.n, "mean": _num(s.mean),
-                    "median": _num(statistics.median(kept)) if kept else None,
-                    "sd": _num(s.sd), "ci95": [_num(s.ci_low), _num(s.ci_high)]}
-
-        conditions = []
-        for label, rows in rounds.items():
-            names = list(dict.fromkeys(k for row in rows for k in row))
-            metrics = {k: metric(k, [row.get(k, math.nan) for row in rows]) for k in names}
-            metrics.update({k: metric(k, [v]) for k, v in derived.get(label, {}).items()})
-            conditions.append({"group": label, "label": label, "metrics": metrics, "trials": [
-                {"key": f"round {i}", **{k: _num(v) for k, v in row.items()}}
-                for i, row in enumerate(rows)]})
+        conditions = figure_conditions(rounds, units, derived)
         env = provenance.environment()
         loads = [x for x in (self.load_at_start, provenance.load_avg_1m()) if x is not None]
         return {
@@ -151,16 +139,80 @@ class BenchRecord:
         }
 
 
-def _bench_command(argv: list[str]) -> str:
-    """The command line that reproduces a benchmark's figures: its own, less `--summary PATH`."""
+def figure_conditions(rows: dict[str, list[dict[str, Any]]], units: dict[str, str],
+                      derived: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
+    """A summary's conditions from figures given per round or per trial (a condition's label ->
+    one dict of figures each, with the trial's "key" when it is a trial): each figure's unit,
+    n, mean, median, sd and 95% interval, and `derived` figures (computed from those: a ratio,
+    a correlation) with n 1; every round's or trial's figures beside, for min and max."""
+    def metric(name: str, values: list[float]) -> dict[str, Any]:
+        s = summarize(values)
+        kept = [v for v in values if v is not None and not math.isnan(v)]
+        return {"unit": units.get(name, ""), "n": s.n, "mean": _num(s.mean),
+                "median": _num(statistics.median(kept)) if kept else None,
+                "sd": _num(s.sd), "ci95": [_num(s.ci_low), _num(s.ci_high)]}
+
+    conditions = []
+    for label in dict.fromkeys([*rows, *derived]):
+        given = rows.get(label, [])
+        names = list(dict.fromkeys(k for row in given for k in row if k != "key"))
+        metrics = {k: metric(k, [row.get(k, math.nan) for row in given]) for k in names}
+        metrics.update({k: metric(k, [v]) for k, v in derived.get(label, {}).items()})
+        conditions.append({"group": label, "label": label, "metrics": metrics, "trials": [
+            {"key": row.get("key", f"round {i}"),
+             **{k: _num(v) for k, v in row.items() if k != "key"}}
+            for i, row in enumerate(given)]})
+    return conditions
+
+
+def write_analysis(run_dir: Path, argv: list[str], rows: dict[str, list[dict[str, Any]]],
+                   units: dict[str, str], derived: dict[str, dict[str, float]],
+                   out: Path) -> Path:
+    """Figures a script computes per trial from a run folder, beyond the report's
+    (scripts/penalty_figures.py), written as a summary: per condition each figure over the
+    trials and each trial's own; `argv` is the script's command line, and the run's provenance (the
+    `mpstream run` that made it, its commit, kernel, dates and load) comes from the folder."""
+    run = read_json(Path(run_dir) / RUN_JSON)
+    if run is None:
+        raise UserError(f"{run_dir} is not a run folder (it has no {RUN_JSON}): give the folder "
+                        "`mpstream run --out` wrote")
+    records = [r for r in load_trials(Path(run_dir)) if r.ok and r.condition in rows]
+    loads = [r.record.load_avg_1m for r in records if r.record.load_avg_1m is not None]
+    finished = [r.record.finished_at for r in records if r.record.finished_at]
+    out = Path(out)
+    data = {
+        "format": FORMAT,
+        "run": {
+            "id": out.stem, "scenario": RunScenario.of(run).name,
+            "command": script_command(argv, "scripts", Path(run_dir)),
+            "of_run": _command(run, list(rows)),
+            "trials_per_condition": run.get("trials"),
+            "started": min((r.record.started_at for r in records), default=None),
+            "finished": max(finished, default=None),
+            "environment": run.get("environment"),
+            "load_avg_1m": {"min": min(loads), "median": statistics.median(loads),
+                            "max": max(loads)} if loads else None,
+        },
+        "conditions": figure_conditions(rows, units, derived),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(dumps(data))
+    return out
+
+
+def script_command(argv: list[str], folder: str, run_dir: Path | None = None) -> str:
+    """The command line that reproduces a script's figures (a benchmark's in bench/, an
+    analysis in scripts/): its own, less `--summary PATH`, with a run folder it read as RUN_DIR
+    (the folder is on no other machine)."""
     args, skip = [], False
     for a in argv[1:]:
         if skip or a == "--summary":
             skip = not skip
             continue
-        if not a.startswith("--summary="):
-            args.append(a)
-    return " ".join([".venv/bin/python", f"bench/{Path(argv[0]).name}", *args])
+        if a.startswith("--summary="):
+            continue
+        args.append("RUN_DIR" if run_dir is not None and Path(a) == Path(run_dir) else a)
+    return " ".join([".venv/bin/python", f"{folder}/{Path(argv[0]).name}", *args])
 
 
 def write_summary(report: Report, run: dict[str, Any], out: Path) -> Path:

@@ -31,6 +31,10 @@ path in packets (10th, 50th, 90th percentile and largest, over its polls).
 sender-windows (results.md and coupled-cc.md, the MPCC sweep's wVegas): per trial of an iperf
 run, its throughput and, over the polls that found a sender's socket on the path sending, the
 window in packets and the smoothed RTT (10th, 50th, 90th percentile) and the least smoothed RTT.
+
+Each takes `--summary docs/data/NAME.json` (one run folder): it also writes the figures it
+prints as a summary the docs cite (scripts/docsfigures.py), per condition each figure over the
+trials and each trial's own, with the run's provenance and this command.
 """
 
 from __future__ import annotations
@@ -39,8 +43,11 @@ import argparse
 import math
 import random
 import statistics
+import sys
 from pathlib import Path
+from typing import Any
 
+from mpstream.errors import UserError
 from mpstream.jsonlines import read_json_lines
 from mpstream.runner.evidence import path_returns, return_s, trial_evidence
 from mpstream.runner.layout import load_trials
@@ -51,9 +58,21 @@ from mpstream.runner.metrics import (
     socket_increments,
     trial_metrics,
 )
+from mpstream.runner.summary import write_analysis
 from mpstream.runner.workloads.bulk import iperf_metrics
 
 SLOW_PATH = 1
+Rows = dict[str, list[dict[str, Any]]]  # a condition -> one dict of figures per trial
+Derived = dict[str, dict[str, float]]  # a condition (or "all") -> figures over its trials
+UNITS = {"first_video_ms": "ms", "first_audio_ms": "ms", "slow_share": "",
+         "predicted_ms": "ms", "over_prediction_ms": "ms", "correlation": "", "trials": "",
+         "startup_delay_ms": "ms", "startup_ratio": "", "ratio_lo": "", "ratio_hi": "",
+         "peak_notsent_kb": "KB", "return_s": "s", "abandoned_after_s": "s",
+         "reopened_after_s": "s", "counted_lost": "packets", "dropped": "packets",
+         "packets_in": "packets", "drop_share": "", "cwnd_p10": "packets",
+         "cwnd_p50": "packets", "cwnd_p90": "packets", "cwnd_max": "packets",
+         "throughput_mbps": "Mbit/s", "srtt_p10_ms": "ms", "srtt_p50_ms": "ms",
+         "srtt_p90_ms": "ms", "srtt_min_ms": "ms"}
 
 
 UNBALANCED = "unbalanced,unbalanced-bbr,unbalanced-queue20"  # nginx without the cork
@@ -67,8 +86,13 @@ def _trials(run_dirs: list[Path], conditions: str):
                 yield rec
 
 
-def first_segment(run_dirs: list[Path], conditions: str) -> None:
+def _add(rows: Rows, rec, **figures: Any) -> None:
+    rows.setdefault(rec.condition, []).append({"key": rec.key, **figures})
+
+
+def first_segment(run_dirs: list[Path], conditions: str) -> tuple[Rows, Derived]:
     predicted, observed = [], []
+    rows: Rows = {}
     for rec in _trials(run_dirs, conditions):
         first = {}
         for e in sorted((e for e in rec.events if e.get("type") == "segment"),
@@ -82,15 +106,24 @@ def first_segment(run_dirs: list[Path], conditions: str) -> None:
                f"audio {audio:4.0f} ms"
         n_paths = len(rec.profile["paths"])
         share = trial_evidence(rec, n_paths).metrics.get(f"path{SLOW_PATH}_first_segment_share")
+        figures = {"first_video_ms": took["video"], "first_audio_ms": audio}
         if share is not None:  # two paths: what the slow path's part needs at its rate
             slow_bps = float(rec.profile["paths"][SLOW_PATH]["rate"])
             predicted.append(1000 * share * first["video"]["bytes"] * 8 / slow_bps)
             observed.append(took["video"])
             line += f"  slow share {share:.2f}  predicted {predicted[-1]:4.0f} ms"
+            figures |= {"slow_share": share, "predicted_ms": predicted[-1],
+                        "over_prediction_ms": took["video"] - predicted[-1]}
         print(line)
+        _add(rows, rec, **figures)
+    derived: Derived = {}
     if len(observed) > 2:
-        print(f"correlation {statistics.correlation(predicted, observed):.2f} "
-              f"over {len(observed)} trials")
+        correlation = statistics.correlation(predicted, observed)
+        print(f"correlation {correlation:.2f} over {len(observed)} trials")
+        over = statistics.mean(o - p for p, o in zip(predicted, observed, strict=True))
+        derived["all"] = {"correlation": correlation, "trials": len(observed),
+                          "over_prediction_ms": over}
+    return rows, derived
 
 
 def late_segments(run_dirs: list[Path], conditions: str, from_index: int) -> None:
@@ -126,32 +159,35 @@ def bootstrap_ratio(xs: list[float], ys: list[float], resamples: int = 10_000,
             boot[int(0.975 * resamples)])
 
 
-def ratio(run_dir: Path, a: str, b: str) -> None:
-    startup = {a: [], b: []}
+def ratio(run_dir: Path, a: str, b: str) -> tuple[Rows, Derived]:
+    rows: Rows = {a: [], b: []}
     for rec in load_trials(run_dir):
-        if rec.ok and rec.condition in startup:
-            startup[rec.condition].append(trial_metrics(rec, 2)["startup_delay_ms"])
-    xs, ys = startup[a], startup[b]
+        if rec.ok and rec.condition in rows:
+            _add(rows, rec, startup_delay_ms=trial_metrics(rec, 2)["startup_delay_ms"])
+    xs, ys = ([r["startup_delay_ms"] for r in rows[c]] for c in (a, b))
     if len(xs) < 2 or len(ys) < 2:
         raise SystemExit(f"ratio: need two or more ok trials of each; {a} has {len(xs)}, "
                          f"{b} has {len(ys)} in {run_dir}")
     value, low, high = bootstrap_ratio(xs, ys)
     print(f"{a} {statistics.mean(xs):.0f} ms (n={len(xs)}) / {b} {statistics.mean(ys):.0f} ms "
           f"(n={len(ys)}) = {value:.3f}; bootstrap 95% [{low:.2f}, {high:.2f}]")
+    return rows, {a: {"startup_ratio": value, "ratio_lo": low, "ratio_hi": high}}
 
 
-def peak_notsent(run_dirs: list[Path], conditions: str) -> None:
-    by_condition: dict[str, list[int]] = {}
+def peak_notsent(run_dirs: list[Path], conditions: str) -> tuple[Rows, Derived]:
+    rows: Rows = {}
     for rec in _trials(run_dirs, conditions):
         peak = max((r["notsent"] or 0 for r in trial_evidence(rec, 2).server), default=0)
-        by_condition.setdefault(rec.condition, []).append(peak)
-    for condition, peaks in by_condition.items():
+        _add(rows, rec, peak_notsent_kb=peak // 1024)
+    for condition, trials in rows.items():
+        peaks = [t["peak_notsent_kb"] for t in trials]
         print(f"{condition:24} n={len(peaks):3}  peak subflow notsent per trial "
-              f"{min(peaks) // 1024}-{max(peaks) // 1024} KB: "
-              f"{', '.join(str(p // 1024) for p in peaks)}")
+              f"{min(peaks)}-{max(peaks)} KB: {', '.join(str(p) for p in peaks)}")
+    return rows, {}
 
 
-def path_return(run_dirs: list[Path], conditions: str) -> None:
+def path_return(run_dirs: list[Path], conditions: str) -> tuple[Rows, Derived]:
+    rows: Rows = {}
     for rec in _trials(run_dirs, conditions):
         events = {e["action"]: e for e in rec.profile.get("events", []) if e.get("action")
                   in ("down", "up")}
@@ -164,6 +200,7 @@ def path_return(run_dirs: list[Path], conditions: str) -> None:
         after = return_s(incs, path, up)  # the report's path<i>_return_s
         back = None if math.isnan(after) else up + after
         line = f"{rec.key:28} path {path} carries data again {_after(back, up)}"
+        figures = {"return_s": after}
         proxy = read_json_lines(rec.dir / "quic-proxy.jsonl")
         if proxy:
             local = rec.record.paths[path].client_addr
@@ -175,10 +212,15 @@ def path_return(run_dirs: list[Path], conditions: str) -> None:
                          default=None)
             line += (f"; abandoned {_after(abandoned, down)} the failure, opened again "
                      f"{_after(opened, up)}")
+            figures |= {"abandoned_after_s": math.nan if abandoned is None else abandoned - down,
+                        "reopened_after_s": math.nan if opened is None else opened - up}
         print(line)
+        _add(rows, rec, **figures)
+    return rows, {}
 
 
-def link_losses(run_dirs: list[Path], conditions: str, path: int) -> None:
+def link_losses(run_dirs: list[Path], conditions: str, path: int) -> tuple[Rows, Derived]:
+    rows: Rows = {}
     for rec in _trials(run_dirs, conditions):
         sender = [r for r in rec.sender_samples if r["path"] == path]
         counted = sum(inc for _, _, inc in socket_increments(sender, "retrans_total"))
@@ -193,9 +235,14 @@ def link_losses(run_dirs: list[Path], conditions: str, path: int) -> None:
               f"{link['packets_in']} ({dropped / max(link['packets_in'], 1):.2%}); window "
               f"p10/p50/p90 {spread}, at most "
               f"{windows[-1] if windows else '-'} packets")
+        _add(rows, rec, counted_lost=counted, dropped=dropped, packets_in=link["packets_in"],
+             drop_share=dropped / max(link["packets_in"], 1), **_spread("cwnd_p", windows),
+             cwnd_max=windows[-1] if windows else math.nan)
+    return rows, {}
 
 
-def sender_windows(run_dirs: list[Path], conditions: str, path: int) -> None:
+def sender_windows(run_dirs: list[Path], conditions: str, path: int) -> tuple[Rows, Derived]:
+    rows: Rows = {}
     for rec in _trials(run_dirs, conditions):
         polls = [r for r, _ in sending_polls(rec.sender_samples, path)
                  if r["cwnd"] and r["rtt_ms"] is not None]
@@ -207,10 +254,22 @@ def sender_windows(run_dirs: list[Path], conditions: str, path: int) -> None:
         print(f"{rec.key:28} {iperf_metrics(rec)['throughput_mbps']:6.1f} Mbit/s; while sending "
               f"({len(polls)} polls): window p10/p50/p90 {_deciles(windows, '{}')} packets, "
               f"smoothed RTT {_deciles(rtts, '{:.1f}')} ms, least {rtts[0]:.1f} ms")
+        _add(rows, rec, throughput_mbps=iperf_metrics(rec)["throughput_mbps"],
+             **_spread("cwnd_p", windows),
+             **{f"srtt_{k[5:]}_ms": v for k, v in _spread("srtt_p", rtts).items()},
+             srtt_min_ms=rtts[0])
+    return rows, {}
 
 
 def _deciles(xs: list, fmt: str) -> str:
-    return "/".join(fmt.format(xs[int(len(xs) * q)]) for q in (0.1, 0.5, 0.9))
+    return "/".join(fmt.format(x) for x in _spread("", xs).values())
+
+
+def _spread(prefix: str, xs: list) -> dict[str, float]:
+    """The 10th, 50th and 90th percentile of sorted `xs` (the element at that rank), named
+    prefix10, prefix50, prefix90; NaN when there is none."""
+    return {f"{prefix}{int(q * 100)}": xs[int(len(xs) * q)] if xs else math.nan
+            for q in (0.1, 0.5, 0.9)}
 
 
 def _after(t: float | None, since: float) -> str:
@@ -245,21 +304,34 @@ def main() -> None:
     p.add_argument("run", type=Path)
     p.add_argument("a")
     p.add_argument("b")
+    for p in sub.choices.values():
+        p.add_argument("--summary", type=Path, help="also write the figures as a summary")
     args = parser.parse_args()
-    if args.what == "first-segment":
-        first_segment(args.runs, args.conditions)
-    elif args.what == "late-segments":
+    if args.what == "late-segments":
+        if args.summary:
+            raise SystemExit("late-segments writes no summary: its figures are per download")
         late_segments(args.runs, args.conditions, args.from_index)
-    elif args.what == "peak-notsent":
-        peak_notsent(args.runs, args.conditions)
-    elif args.what == "path-return":
-        path_return(args.runs, args.conditions)
-    elif args.what == "link-losses":
-        link_losses(args.runs, args.conditions, args.path)
-    elif args.what == "sender-windows":
-        sender_windows(args.runs, args.conditions, args.path)
+        return
+    if args.what == "ratio":
+        runs = [args.run]
+        rows, derived = ratio(args.run, args.a, args.b)
     else:
-        ratio(args.run, args.a, args.b)
+        runs = args.runs
+        rows, derived = {
+            "first-segment": lambda: first_segment(runs, args.conditions),
+            "peak-notsent": lambda: peak_notsent(runs, args.conditions),
+            "path-return": lambda: path_return(runs, args.conditions),
+            "link-losses": lambda: link_losses(runs, args.conditions, args.path),
+            "sender-windows": lambda: sender_windows(runs, args.conditions, args.path),
+        }[args.what]()
+    if args.summary:
+        if len(runs) != 1:
+            raise SystemExit("--summary takes the figures of one run folder: give one")
+        try:
+            out = write_analysis(runs[0], sys.argv, rows, UNITS, derived, args.summary)
+        except UserError as e:
+            raise SystemExit(str(e)) from e
+        print(f"summary: {out}")
 
 
 if __name__ == "__main__":

@@ -166,3 +166,39 @@ def test_sender_windows_reads_the_window_and_rtt_only_while_a_socket_sends(tmp_p
     out = capsys.readouterr().out
     assert "55.5 Mbit/s; while sending (3 polls)" in out
     assert "window p10/p50/p90 60/70/80 packets, smoothed RTT 30.6/31.0/32.5 ms, least 30.6" in out
+
+
+def test_a_summary_holds_each_trials_figures_the_runs_provenance_and_the_command(
+        tmp_path, monkeypatch, capsys):
+    run = _run(tmp_path / "run", {"balanced": [500.0, 520.0, 480.0],
+                                  "single": [400.0, 420.0, 380.0]})
+    out = tmp_path / "data" / "ratio-a.json"
+    argv = ["scripts/penalty_figures.py", "ratio", str(run), "balanced", "single",
+            "--summary", str(out)]
+    monkeypatch.setattr("sys.argv", argv)
+    with pytest.raises(SystemExit, match=r"not a run folder \(it has no run\.json\)"):
+        figures.main()
+    assert not out.exists()
+    (run / "run.json").write_text(json.dumps({
+        "trials": 3, "environment": {"commit": "abc", "kernel": "6.18", "cpus": 2},
+        "scenario_spec": {"name": "startup", "trials": 3, "conditions": [
+            {"label": "balanced"}, {"label": "single"}, {"label": "unbalanced"}]}}))
+    figures.main()
+    data = json.loads(out.read_text())
+    assert data["run"]["command"] == (".venv/bin/python scripts/penalty_figures.py ratio "
+                                      "RUN_DIR balanced single")
+    assert data["run"]["of_run"] == ("mpstream run startup --condition balanced "
+                                     "--condition single")
+    assert data["run"]["environment"]["commit"] == "abc"
+    balanced = next(c for c in data["conditions"] if c["label"] == "balanced")
+    assert [t["startup_delay_ms"] for t in balanced["trials"]] == [500.0, 520.0, 480.0]
+    assert balanced["trials"][0]["key"] == "r00-balanced-dashjs"
+    assert balanced["metrics"]["startup_ratio"]["mean"] == 1.25
+    assert balanced["metrics"]["startup_delay_ms"]["n"] == 3
+    # The docs cite it as any summary: the check reads the figure and its trials' spread.
+    docsfigures = load_script("docsfigures")
+    page = tmp_path / "page.md"
+    page.write_text("1.25× <!--fig ratio-a balanced startup_ratio mean--> as late, the "
+                    "slowest 520 ms <!--fig ratio-a balanced startup_delay_ms max-->.\n")
+    res = docsfigures.check_page(page, data_dir=out.parent)
+    assert res.errors == [] and res.inline == 2
