@@ -10,9 +10,9 @@ folders.
     .venv/bin/python scripts/penalty_figures.py sender-windows RUN_DIR [--conditions A,B] [--path 0]
 
 first-segment (first-split.md, startup.md): per trial of the unbalanced conditions
-(--conditions), the first video and audio downloads' times at the page, the slow path's (path
-1's) share of the bytes during the video one, and the time that share needs at the slow path's
-rate, with their correlation.
+(--conditions), the first video and audio downloads' times at the page (and the video one's
+first byte after its request), the slow path's (path 1's) share of the bytes during the video
+one, and the time that share needs at the slow path's rate, with their correlation.
 late-segments (tail.md): per unbalanced condition, the downloads from --from-index on (after the
 buffer filled): time, slow path's share, peak RTT of the slow path.
 ratio (startup.md, negatives.md): startup delay of A over B, with a bootstrap 95% interval of
@@ -64,8 +64,9 @@ from mpstream.runner.workloads.bulk import iperf_metrics
 SLOW_PATH = 1
 Rows = dict[str, list[dict[str, Any]]]  # a condition -> one dict of figures per trial
 Derived = dict[str, dict[str, float]]  # a condition (or "all") -> figures over its trials
-UNITS = {"first_video_ms": "ms", "first_audio_ms": "ms", "slow_share": "",
-         "predicted_ms": "ms", "over_prediction_ms": "ms", "correlation": "", "trials": "",
+UNITS = {"first_video_ms": "ms", "first_audio_ms": "ms", "first_byte_ms": "ms",
+         "slow_share": "", "predicted_ms": "ms", "over_prediction_ms": "ms", "correlation": "",
+         "trials": "",
          "startup_delay_ms": "ms", "startup_ratio": "", "ratio_lo": "", "ratio_hi": "",
          "peak_notsent_kb": "KB", "return_s": "s", "abandoned_after_s": "s",
          "reopened_after_s": "s", "counted_lost": "packets", "dropped": "packets",
@@ -106,7 +107,8 @@ def first_segment(run_dirs: list[Path], conditions: str) -> tuple[Rows, Derived]
                f"audio {audio:4.0f} ms"
         n_paths = len(rec.profile["paths"])
         share = trial_evidence(rec, n_paths).metrics.get(f"path{SLOW_PATH}_first_segment_share")
-        figures = {"first_video_ms": took["video"], "first_audio_ms": audio}
+        figures = {"first_video_ms": took["video"], "first_audio_ms": audio,
+                   "first_byte_ms": first["video"]["t_first_byte"] - first["video"]["t_request"]}
         if share is not None:  # two paths: what the slow path's part needs at its rate
             slow_bps = float(rec.profile["paths"][SLOW_PATH]["rate"])
             predicted.append(1000 * share * first["video"]["bytes"] * 8 / slow_bps)
