@@ -2,6 +2,7 @@
 docs/coupled-cc.md's queue section, from a bulk run made with `--pcap`.
 
     .venv/bin/python scripts/burst_losses.py RUN_DIR [--gap-us 200] [--burst 3]
+        [--summary docs/data/NAME.json]
 
 For each trial, from the server's capture (trials/<key>/pcap/server-eth0.pcap.gz, taken before
 the emulated links, so every packet the server sent is in it, lost or not): per class of flow
@@ -10,6 +11,8 @@ sent again (a sequence number seen twice: lost at the bottleneck), the part of t
 left in a burst (at least --burst segments of one flow with less than --gap-us between them), and
 the part of the losses whose first sending was in such a burst. A capture on a veth device sees
 segmentation-offload packets of several segments; each counts as its payload in segments.
+`--summary` also writes these figures as a summary the docs cite (scripts/docsfigures.py): per
+condition each figure over the trials and each trial's own, with the run's provenance.
 """
 
 from __future__ import annotations
@@ -17,12 +20,15 @@ from __future__ import annotations
 import argparse
 import gzip
 import struct
+import sys
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from mpstream.errors import UserError
 from mpstream.runner.layout import load_trials
+from mpstream.runner.summary import write_analysis
 
 MSS = 1428  # a segment of the emulated paths' 1500-byte MTU with MPTCP's options, about
 LINKTYPE_ETHERNET = 1
@@ -133,7 +139,9 @@ def main() -> None:
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--gap-us", type=float, default=200.0)
     ap.add_argument("--burst", type=int, default=3)
+    ap.add_argument("--summary", type=Path, help="also write the figures as a summary")
     a = ap.parse_args()
+    rows: dict[str, list[dict]] = {}
     print("trial | loss per segment: MPTCP, TCP, ratio | segments in bursts: MPTCP, TCP "
           "| losses in bursts: MPTCP, TCP")
     for t in sorted(load_trials(a.run_dir), key=lambda t: (t.condition, t.key)):
@@ -151,6 +159,18 @@ def main() -> None:
         print(f"{t.key} | {lm:.4f} {lc:.4f} {times:.1f}"
               f" | {_ratio(m.in_bursts, m.segments):.3f} {_ratio(c.in_bursts, c.segments):.3f}"
               f" | {_ratio(m.lost_in_bursts, m.lost):.2f} {_ratio(c.lost_in_bursts, c.lost):.2f}")
+        rows.setdefault(t.condition, []).append({
+            "key": t.key, "mptcp_loss_per_segment": lm, "tcp_loss_per_segment": lc,
+            "loss_vs_tcp": times, "mptcp_in_bursts": _ratio(m.in_bursts, m.segments),
+            "tcp_in_bursts": _ratio(c.in_bursts, c.segments),
+            "mptcp_lost_in_bursts": _ratio(m.lost_in_bursts, m.lost),
+            "tcp_lost_in_bursts": _ratio(c.lost_in_bursts, c.lost)})
+    if a.summary:
+        try:
+            out = write_analysis(a.run_dir, sys.argv, rows, {}, {}, a.summary)
+        except UserError as e:
+            raise SystemExit(str(e)) from e
+        print(f"summary: {out}")
 
 
 if __name__ == "__main__":
