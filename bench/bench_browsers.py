@@ -4,6 +4,7 @@ with the startup delay, the CPU seconds the browser spent per minute of playback
 dropped frames; then the ratios Firefox/Chromium (AVC) and HEVC/AVC (Firefox).
 
     .venv/bin/python bench/bench_browsers.py [--seconds 30] [--repeat 1] [--media DIR]
+        [--summary docs/data/bench-browsers-DATE.json]
 
 The media is one 720p rung at 4 Mbit/s in both codecs (encoded once, unless --media names a
 tree with both), so the browsers and codecs decode the same picture at the same rate.
@@ -11,14 +12,18 @@ tree with both), so the browsers and codecs decode the same picture at the same 
 CPU time: every process in the client namespace (the browser and its child processes, but not
 the drivers: Playwright's runs outside, the Firefox driver's node is left out) is read from
 /proc twice a second; a process that exits keeps its last reading. The machine's CPU is shared:
-startup delays and CPU times move with its load, so compare within one run.
+startup delays and CPU times move with its load, so compare within one run. `--summary` writes
+each case's sessions, and the ratios printed, as a run summary for the docs
+(scripts/docsfigures.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -27,6 +32,7 @@ from mpstream.netem.teardown import netns_pids
 from mpstream.netem.topology import Topology
 from mpstream.player.session import PlayRequest, play_session
 from mpstream.proc import signals_interrupt
+from mpstream.runner.summary import BenchRecord
 from mpstream.server.stack import ServerStack
 from mpstream.transport import get_transport
 
@@ -91,7 +97,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--media", type=Path, default=None)
+    parser.add_argument("--summary", type=Path, help="also write the figures as a run summary")
     args = parser.parse_args()
+    record = BenchRecord()
     with tempfile.TemporaryDirectory(prefix="mps-bench-browsers-") as tmp:
         media = args.media
         if media is None:
@@ -119,10 +127,14 @@ def main() -> None:
     print(f"{'browser':8} {'codec':5} {'decoded':16} {'startup ms':>10} {'CPU s/min':>9} "
           f"{'frames':>7} {'dropped':>7}")
     agg: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    rounds: dict[str, list[dict[str, float]]] = {}
     for browser, codec, r, cpu_s in rows:
         played = r.get("played_s") or args.seconds
         per_min = cpu_s / played * 60
         agg.setdefault((browser, codec), []).append((r.get("startup_delay_ms") or 0, per_min))
+        rounds.setdefault(f"{browser}-{codec}", []).append({
+            "startup_delay_ms": r.get("startup_delay_ms") or math.nan, "cpu_s_per_min": per_min,
+            "frames": r.get("total_frames") or 0, "dropped_frames": r.get("dropped_frames") or 0})
         print(f"{browser:8} {codec:5} {r.get('codec')!s:16} "
               f"{r.get('startup_delay_ms') or 0:10.0f} {per_min:9.1f} "
               f"{r.get('total_frames') or 0:7d} {r.get('dropped_frames') or 0:7d}")
@@ -132,10 +144,17 @@ def main() -> None:
         return sum(values) / len(values)
 
     print()
+    derived: dict[str, dict[str, float]] = {}
     for (a, b), label in ((((("firefox", "avc"), ("chromium", "avc"))), "Firefox/Chromium, AVC"),
                           ((("firefox", "hevc"), ("firefox", "avc")), "HEVC/AVC, Firefox")):
-        print(f"{label}: startup delay {mean(a, 0) / max(mean(b, 0), 1):.2f}x, "
-              f"CPU per minute {mean(a, 1) / max(mean(b, 1), 1e-9):.2f}x")
+        startup, cpu = mean(a, 0) / max(mean(b, 0), 1), mean(a, 1) / max(mean(b, 1), 1e-9)
+        print(f"{label}: startup delay {startup:.2f}x, CPU per minute {cpu:.2f}x")
+        derived["-".join(a)] = {f"startup_vs_{'-'.join(b)}": startup,
+                                f"cpu_vs_{'-'.join(b)}": cpu}
+    if args.summary:
+        units = {"startup_delay_ms": "ms", "cpu_s_per_min": "s/min", "frames": "",
+                 "dropped_frames": ""}
+        print(f"summary: {record.write(args.summary, sys.argv, rounds, units, derived)}")
 
 
 if __name__ == "__main__":
