@@ -155,10 +155,12 @@ def main() -> None:
                       f"{m['busy_s_per_gb']:.2f}")
     console.print(table)
     if args.summary:
+        # A download that ended short is in no round's figures: the summary counts them.
         derived = {mode: {"rate_vs_direct": med[mode]["mbit_s"]
-                          / med[BESIDE.get(mode, mode)]["mbit_s"]} for mode in MODES}
+                          / med[BESIDE.get(mode, mode)]["mbit_s"],
+                          "failed_downloads": len(failures[mode])} for mode in MODES}
         units = {"mbit_s": "Mbit/s", "hop_s_per_gb": "s/GB", "nginx_s_per_gb": "s/GB",
-                 "busy_s_per_gb": "s/GB", "rate_vs_direct": ""}
+                 "busy_s_per_gb": "s/GB", "rate_vs_direct": "", "failed_downloads": ""}
         out = record.write(args.summary, sys.argv, results, units, derived)
         console.print(f"summary: {out}")
 
