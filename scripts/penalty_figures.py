@@ -8,6 +8,7 @@ folders.
     .venv/bin/python scripts/penalty_figures.py path-return RUN_DIR [--conditions A,B]
     .venv/bin/python scripts/penalty_figures.py link-losses RUN_DIR [--conditions A,B] [--path 0]
     .venv/bin/python scripts/penalty_figures.py sender-windows RUN_DIR [--conditions A,B] [--path 0]
+    .venv/bin/python scripts/penalty_figures.py rung-rates RUN_DIR
 
 first-segment (first-split.md, startup.md): per trial of the unbalanced conditions
 (--conditions), the first video and audio downloads' times at the page (and the video one's
@@ -31,6 +32,10 @@ path in packets (10th, 50th, 90th percentile and largest, over its polls).
 sender-windows (results.md and coupled-cc.md, the MPCC sweep's wVegas): per trial of an iperf
 run, its throughput and, over the polls that found a sender's socket on the path sending, the
 window in packets and the smoothed RTT (10th, 50th, 90th percentile) and the least smoothed RTT.
+rung-rates (results.md, adaptation rules): per trial, for each rung of the ladder (by its
+nominal bitrate), the median download rate and size of the video segments played at that rung;
+per group of the report (condition and rule), so that a rate can be set beside the segments'
+size.
 
 Each takes `--summary docs/data/NAME.json` (one run folder): it also writes the figures it
 prints as a summary the docs cite (scripts/docsfigures.py), per condition each figure over the
@@ -49,6 +54,8 @@ from typing import Any
 
 from mpstream.errors import UserError
 from mpstream.jsonlines import read_json_lines
+from mpstream.qoe.metrics import video_segments
+from mpstream.runner.analysis import group_of, varying_factors
 from mpstream.runner.evidence import path_returns, return_s, trial_evidence
 from mpstream.runner.layout import load_trials
 from mpstream.runner.metrics import (
@@ -263,6 +270,30 @@ def sender_windows(run_dirs: list[Path], conditions: str, path: int) -> tuple[Ro
     return rows, {}
 
 
+def rung_rates(run_dirs: list[Path]) -> tuple[Rows, Derived]:
+    rows: Rows = {}
+    for run_dir in run_dirs:
+        records = [r for r in load_trials(run_dir) if r.ok]
+        several = varying_factors(records)
+        for rec in records:
+            by_rung: dict[int, list] = {}
+            for seg in video_segments(rec.events):
+                if seg.rate_bps is not None:
+                    by_rung.setdefault(round(seg.bitrate_bps / 1000), []).append(seg)
+            figures = {}
+            for kbps, segs in sorted(by_rung.items()):
+                figures[f"rate_mbps_{kbps}k"] = statistics.median(s.rate_bps for s in segs) / 1e6
+                figures[f"kbytes_{kbps}k"] = statistics.median(s.bytes for s in segs) / 1000
+                figures[f"segments_{kbps}k"] = len(segs)
+            group = group_of(rec, several)
+            rows.setdefault(group, []).append({"key": rec.key, **figures})
+            print(f"{group:34} {rec.key:40} " + "  ".join(
+                f"{k}k: {statistics.median(s.rate_bps for s in v) / 1e6:.2f} Mbit/s "
+                f"({len(v)} of {statistics.median(s.bytes for s in v) / 1000:.0f} kB)"
+                for k, v in sorted(by_rung.items())))
+    return rows, {}
+
+
 def _deciles(xs: list, fmt: str) -> str:
     return "/".join(fmt.format(x) for x in _spread("", xs).values())
 
@@ -302,6 +333,8 @@ def main() -> None:
     p.add_argument("runs", nargs="+", type=Path)
     p.add_argument("--conditions", required=True, help="comma-separated labels")
     p.add_argument("--path", type=int, default=0)
+    p = sub.add_parser("rung-rates")
+    p.add_argument("runs", nargs="+", type=Path)
     p = sub.add_parser("ratio")
     p.add_argument("run", type=Path)
     p.add_argument("a")
@@ -325,12 +358,16 @@ def main() -> None:
             "path-return": lambda: path_return(runs, args.conditions),
             "link-losses": lambda: link_losses(runs, args.conditions, args.path),
             "sender-windows": lambda: sender_windows(runs, args.conditions, args.path),
+            "rung-rates": lambda: rung_rates(runs),
         }[args.what]()
     if args.summary:
         if len(runs) != 1:
             raise SystemExit("--summary takes the figures of one run folder: give one")
         try:
-            out = write_analysis(runs[0], sys.argv, rows, UNITS, derived, args.summary)
+            names = {k for trials in rows.values() for t in trials for k in t}
+            units = UNITS | {k: "Mbit/s" for k in names if k.startswith("rate_mbps_")} \
+                | {k: "kB" for k in names if k.startswith("kbytes_")}
+            out = write_analysis(runs[0], sys.argv, rows, units, derived, args.summary)
         except UserError as e:
             raise SystemExit(str(e)) from e
         print(f"summary: {out}")

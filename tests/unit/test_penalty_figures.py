@@ -202,3 +202,27 @@ def test_a_summary_holds_each_trials_figures_the_runs_provenance_and_the_command
                     "slowest 520 ms <!--fig ratio-a balanced startup_delay_ms max-->.\n")
     res = docsfigures.check_page(page, data_dir=out.parent)
     assert res.errors == [] and res.inline == 2
+
+
+def test_rung_rates_gives_each_rungs_median_rate_and_size_per_trial(tmp_path, capsys):
+    d = tmp_path / "trials" / "r00-mptcp-dashjs"
+    d.mkdir(parents=True)
+    (d / "trial.json").write_text(trial_record("r00-mptcp-dashjs", "mptcp").model_dump_json())
+
+    def seg(index, bitrate, kbytes, ms):  # a segment of `kbytes` downloaded in `ms`
+        return {"seq": index, "t_ms": 1000.0 * index + ms, "type": "segment", "data": {
+            "url": f"/v/{index}.m4s", "kind": "video", "index": index, "bitrate": bitrate,
+            "bytes": kbytes * 1000, "t_request": 1000.0 * index,
+            "t_done": 1000.0 * index + ms, "duration_s": 4.0}}
+
+    # Three segments of the 300 kbit/s rung (150 kB at 1.2, 0.6 and 2.4 Mbit/s) and one of the
+    # 1.5 Mbit/s rung (600 kB at 2.4 Mbit/s).
+    (d / "events.json").write_text(json.dumps([
+        seg(0, 300_000, 150, 1000), seg(1, 300_000, 150, 2000), seg(2, 300_000, 150, 500),
+        seg(3, 1_500_000, 600, 2000)]))
+    rows, _ = figures.rung_rates([tmp_path])
+    [trial] = rows["mptcp"]
+    assert trial["rate_mbps_300k"] == pytest.approx(1.2)
+    assert trial["segments_300k"] == 3 and trial["kbytes_300k"] == 150
+    assert trial["rate_mbps_1500k"] == pytest.approx(2.4) and trial["kbytes_1500k"] == 600
+    assert "300k: 1.20 Mbit/s (3 of 150 kB)" in capsys.readouterr().out
