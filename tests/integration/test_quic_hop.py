@@ -278,11 +278,14 @@ def test_each_scheduler_carries_a_download_whole(media, unequal_net, tmp_path, s
 def test_minrtt_keeps_a_download_on_the_low_rtt_path_that_lowest_id_splits(unequal_net,
                                                                            tmp_path):
     """noq's own order (lowest-id) offers every packet to path 0 first: once a first download
-    has opened both windows, path 0 (40 ms each way) takes about half of each small download
-    that follows (seen here: 0.44-0.51 on path 1). minrtt offers them to path 1 (2 ms), which
-    has room for them, and holds path 0 back meanwhile: they stay on path 1 (seen: all of
-    them), and end sooner. Read from the gateway's per-path statistics, as a trial reads
-    them."""
+    has opened both windows, path 0 (40 ms each way) takes a part of each small download that
+    follows. minrtt offers them to path 1 (2 ms), which has room for them, and holds path 0
+    back meanwhile: they stay on path 1 (seen: all of them), and end sooner. How large
+    lowest-id's part is depends on path 0's window after the first download, which its losses
+    set and the test does not: path 1 carried 0.45-0.49 in nine runs here and 0.80 in one CI
+    run. So the test asserts that path 0 carries a real part under lowest-id (a tenth or more)
+    and less under minrtt, a quarter at most (seen: next to nothing), not the part's size. Read from the gateway's per-path
+    statistics, as a trial reads them."""
     shares = {}
     for scheduler in ("lowest-id", "minrtt"):
         options = HopOptions("mpquic", scheduler=scheduler)
@@ -297,4 +300,5 @@ def test_minrtt_keeps_a_download_on_the_low_rtt_path_that_lowest_id_splits(unequ
         assert sum(sent) >= 3 * SMALL_BYTES, sent
         shares[scheduler] = sent[1] / sum(sent)
     assert shares["minrtt"] >= 0.75, shares
-    assert shares["lowest-id"] <= 0.65, shares
+    assert shares["lowest-id"] <= 0.9, shares
+    assert shares["minrtt"] > shares["lowest-id"], shares
