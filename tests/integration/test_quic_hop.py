@@ -284,8 +284,8 @@ def test_minrtt_keeps_a_download_on_the_low_rtt_path_that_lowest_id_splits(unequ
     lowest-id's part is depends on path 0's window after the first download, which its losses
     set and the test does not: path 1 carried 0.45-0.49 in nine runs here and 0.80 in one CI
     run. So the test asserts that path 0 carries a real part under lowest-id (a tenth or more)
-    and less under minrtt, a quarter at most (seen: next to nothing), not the part's size. Read from the gateway's per-path
-    statistics, as a trial reads them."""
+    and less under minrtt, a quarter at most (seen: next to nothing), not the part's size.
+    Read from the gateway's per-path statistics, as a trial reads them."""
     shares = {}
     for scheduler in ("lowest-id", "minrtt"):
         options = HopOptions("mpquic", scheduler=scheduler)
