@@ -40,6 +40,13 @@ def _metric(name: str, s: Summary) -> dict[str, Any]:
             "ci95": [_num(s.ci_low), _num(s.ci_high)]}
 
 
+def _load_span(loads: list[float]) -> dict[str, float] | None:
+    """The least, median and most of the load averages sampled while a run or bench ran."""
+    if not loads:
+        return None
+    return {"min": min(loads), "median": statistics.median(loads), "max": max(loads)}
+
+
 def _command(run: dict[str, Any], ran: list[str]) -> str:
     """The `mpstream run` that made the trials: with `--condition` for each condition that ran
     when not all of the scenario's did, and the `--cluster` the run was given."""
@@ -94,8 +101,7 @@ def run_summary(report: Report, run: dict[str, Any], run_id: str) -> dict[str, A
             "started": min(started) if started else None,
             "finished": max(finished) if finished else None,
             "environment": run.get("environment"),
-            "load_avg_1m": {"min": min(loads), "median": statistics.median(loads),
-                            "max": max(loads)} if loads else None,
+            "load_avg_1m": _load_span(loads),
         },
         "conditions": conditions,
     }
@@ -133,8 +139,7 @@ class BenchRecord:
                     "trials_per_condition": max((len(r) for r in rounds.values()), default=0),
                     "started": self.started, "finished": datetime.now(UTC).isoformat(),
                     "environment": env,
-                    "load_avg_1m": {"min": min(loads), "median": statistics.median(loads),
-                                    "max": max(loads)} if loads else None},
+                    "load_avg_1m": _load_span(loads)},
             "conditions": conditions,
         }
 
@@ -190,8 +195,7 @@ def write_analysis(run_dir: Path, argv: list[str], rows: dict[str, list[dict[str
             "started": min((r.record.started_at for r in records), default=None),
             "finished": max(finished, default=None),
             "environment": run.get("environment"),
-            "load_avg_1m": {"min": min(loads), "median": statistics.median(loads),
-                            "max": max(loads)} if loads else None,
+            "load_avg_1m": _load_span(loads),
         },
         "conditions": figure_conditions(rows, units, derived),
     }
