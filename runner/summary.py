@@ -181,7 +181,10 @@ def write_analysis(run_dir: Path, argv: list[str], rows: dict[str, list[dict[str
     if run is None:
         raise UserError(f"{run_dir} is not a run folder (it has no {RUN_JSON}): give the folder "
                         "`mpstream run --out` wrote")
-    records = [r for r in load_trials(Path(run_dir)) if r.ok and r.condition in rows]
+    # The trials the figures came from, by key: a row's label may be a report group
+    # (condition/rule), not a condition.
+    keys = {t["key"] for trials in rows.values() for t in trials if "key" in t}
+    records = [r for r in load_trials(Path(run_dir)) if r.key in keys]
     loads = [r.record.load_avg_1m for r in records if r.record.load_avg_1m is not None]
     finished = [r.record.finished_at for r in records if r.record.finished_at]
     out = Path(out)
@@ -190,7 +193,7 @@ def write_analysis(run_dir: Path, argv: list[str], rows: dict[str, list[dict[str
         "run": {
             "id": out.stem, "scenario": RunScenario.of(run).name,
             "command": script_command(argv, "scripts", Path(run_dir)),
-            "of_run": _command(run, list(rows)),
+            "of_run": _command(run, [r.condition for r in records]),
             "trials_per_condition": run.get("trials"),
             "started": min((r.record.started_at for r in records), default=None),
             "finished": max(finished, default=None),

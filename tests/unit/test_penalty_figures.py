@@ -190,6 +190,7 @@ def test_a_summary_holds_each_trials_figures_the_runs_provenance_and_the_command
     assert data["run"]["of_run"] == ("mpstream run startup --condition balanced "
                                      "--condition single")
     assert data["run"]["environment"]["commit"] == "abc"
+    assert data["run"]["started"] == "2026-11-22T12:00:00+00:00"  # from the trials it read
     balanced = next(c for c in data["conditions"] if c["label"] == "balanced")
     assert [t["startup_delay_ms"] for t in balanced["trials"]] == [500.0, 520.0, 480.0]
     assert balanced["trials"][0]["key"] == "r00-balanced-dashjs"
@@ -202,6 +203,13 @@ def test_a_summary_holds_each_trials_figures_the_runs_provenance_and_the_command
                     "slowest 520 ms <!--fig ratio-a balanced startup_delay_ms max-->.\n")
     res = docsfigures.check_page(page, data_dir=out.parent)
     assert res.errors == [] and res.inline == 2
+    # Rows labelled by a report group (condition/rule) still find their trials, by key.
+    from mpstream.runner.summary import write_analysis
+    grouped = write_analysis(run, argv, {"single/bba0": [{"key": "r01-single-dashjs", "x": 1.0}]},
+                             {}, {}, tmp_path / "data" / "grouped.json")
+    run_block = json.loads(grouped.read_text())["run"]
+    assert run_block["of_run"] == "mpstream run startup --condition single"
+    assert run_block["started"] == "2026-11-22T12:00:00+00:00"
 
 
 def test_rung_rates_gives_each_rungs_median_rate_and_size_per_trial(tmp_path, capsys):
