@@ -26,7 +26,10 @@ A measurement in README.md or docs/ is written in one of two ways, both tied to 
   column's `skip` the conditions it leaves blank (a single path's share of a split), its `scale`
   a factor for another unit (1e-6: bytes shown as MB), its `baseline` the condition its ratio is
   of (default: the row's in the table's `[baselines]`, else the table's `baseline`), its `data`
-  another summary of the same conditions (one scenario run two ways, side by side).
+  another summary of the same conditions (one scenario run two ways, side by side). A sweep's
+  one metric is laid out by its two factors with a `[grid]` in place of the columns: `rows` and
+  `columns` (the factors' values), `label` (how they name a condition, "{row}-{column}"),
+  `metric`, `show` and `digits`; `[names]` names the rows and columns.
 - a number in a sentence followed by a comment naming where it comes from, the run, the
   condition, the metric and what of it: `1.04× <!--fig schedulers-idle-2026-11-27 mpquic-ecf
   startup_delay_ms ratio:tcp-->` (mean, median, lo, hi, pct, min, max, ratio:CONDITION). The number
@@ -189,6 +192,8 @@ def render(spec_text: str, page: Path) -> str:
     except tomllib.TOMLDecodeError as e:
         raise FigureError(f"the figures spec does not parse: {e}") from e
     s = load_summary((page.parent / spec["data"]).resolve())
+    if "grid" in spec:
+        return render_grid(s, spec)
     # A column may read another run of the same conditions (here against on a cluster).
     col_data = {c["data"]: load_summary((page.parent / c["data"]).resolve())
                 for c in spec["columns"] if "data" in c}
@@ -205,6 +210,25 @@ def render(spec_text: str, page: Path) -> str:
         cells = [names.get(label, label)] + [cell(col_data.get(c.get("data"), s), label, c, base)
                                              for c in cols]
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def render_grid(s: Summary, spec: dict) -> str:
+    """One metric of a sweep's conditions laid out by its two factors: a row per value of one,
+    a column per value of the other, each cell the condition `label` names ("{row}-{column}":
+    375k-cubic)."""
+    g, names = spec["grid"], spec.get("names", {})
+    lines = ["| " + " | ".join([spec.get("first", "condition")]
+                               + [names.get(c, c) for c in g["columns"]]) + " |",
+             "|" + "---|" * (len(g["columns"]) + 1)]
+    for row in g["rows"]:
+        labels = [g.get("label", "{row}-{column}").format(row=row, column=col)
+                  for col in g["columns"]]
+        for label in labels:
+            s.condition(label)  # a cell the summary lacks is an error, not an empty cell
+        lines.append("| " + " | ".join([names.get(row, row)]
+                                       + [cell(s, label, g, spec.get("baseline"))
+                                          for label in labels]) + " |")
     return "\n".join(lines) + "\n"
 
 

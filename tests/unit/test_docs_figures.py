@@ -231,3 +231,36 @@ def test_a_benchmarks_summary_gives_its_medians(tmp_path, data_dir, monkeypatch)
     wrong = text.replace("19.0 s/GB", "18.0 s/GB")
     assert "18.0 is not bench-cc's cubic busy_s_per_gb median (19.0)" in \
         figs.check_page(_page(tmp_path, wrong), data_dir=data_dir).errors[0]
+
+
+def test_a_grid_lays_one_metric_out_by_a_sweeps_two_factors(tmp_path, data_dir):
+    conds = [{"group": f"{buf}-{cc}", "label": f"{buf}-{cc}",
+              "metrics": {"rtt_ms": _metric(rtt, rtt - 1, rtt + 1)}}
+             for buf, cc, rtt in [("375k", "cubic", 51.7), ("375k", "lia", 45.5),
+                                  ("1000k", "cubic", 94.6), ("1000k", "lia", 80.8)]]
+    (data_dir / "sweep.json").write_text(json.dumps({"format": 1, "run": {"id": "sweep"},
+                                                     "conditions": conds}))
+    spec = """<!-- figures
+data = "data/sweep.json"
+first = "buffer"
+[names]
+375k = "375 KB"
+[grid]
+rows = ["375k", "1000k"]
+columns = ["cubic", "lia"]
+metric = "rtt_ms"
+show = "mean_ci"
+digits = 1
+-->
+"""
+    page = _page(tmp_path, spec + "x\n<!-- /figures -->\n")
+    res = figs.check_page(page, write=True, data_dir=data_dir)
+    assert res.errors == []
+    assert ("| buffer | cubic | lia |\n|---|---|---|\n"
+            "| 375 KB | 51.7 [50.7, 52.7] | 45.5 [44.5, 46.5] |\n"
+            "| 1000k | 94.6 [93.6, 95.6] | 80.8 [79.8, 81.8] |\n") in res.text
+    # A cell the run lacks (a condition not run yet) is an error, not a blank.
+    missing = spec.replace('"lia"]', '"lia", "olia"]')
+    res = figs.check_page(_page(tmp_path, missing + "x\n<!-- /figures -->\n"), write=True,
+                          data_dir=data_dir)
+    assert any("no condition '375k-olia'" in e for e in res.errors)
