@@ -40,10 +40,11 @@ ratio `1.20×`) is an error, unless it stands in a region that says why it is no
 `<!-- unchecked: REASON -->` ... `<!-- /unchecked -->` (for instance figures from a run whose
 folder was not kept: the check counts them, so the debt stays visible). A decimal with a unit
 (`0.14 s`) and a whole number of milliseconds or percent (`1138 ms`, `17%`) read as measured
-too. Settings and goals written so (a 2× buffer, a 100 ms poll, a goal of 1.05× TCP's) are
-marked `<!--setting-->` or `<!--goal-->` after the number (a publication's own figure,
-`<!--cited-->`), or stand in a region that says what
-they are: `<!-- settings: WHAT -->` ... `<!-- /settings -->` (a table of presets).
+too, and so does a bare share of two or more decimals (`0.872`); inline code is not read.
+Settings and goals written so (a 2× buffer, a 100 ms poll, a goal of 1.05× TCP's) are marked
+`<!--setting-->` or `<!--goal-->` after the number (a publication's own figure,
+`<!--cited-->`), or stand in a region that says what they are: `<!-- settings: WHAT -->` ...
+`<!-- /settings -->` (a table of presets).
 
     scripts/docsfigures.py          check; exit 1 with each wrong or unsourced figure
     scripts/docsfigures.py --write  regenerate the tables from the summaries
@@ -84,7 +85,15 @@ PLAIN = re.compile(r"(?<![\w.])\d+\.\d+[ \t]*(?:ms|s|Mbit/s|Gbit/s|kbit/s|%|MB|G
 # rates and sizes, "25 Mbit/s", "60 s", are far more often settings than figures, and are not
 # held to this.)
 WHOLE = re.compile(r"(?<![\w.,])\d+[ \t]*(?:ms|%)(?![\w/])(?![ \t]*<!--(?:fig|setting|goal|cited))")
-MEASURED = (INTERVAL, RATIO, SPREAD, PLAIN, WHOLE)
+# A share written bare ("0.872 of the path sum", "0.37 of the first segment"): the docs' most
+# common figure, and the one two pages quoted differently before they were generated.
+# (With a unit after it, it is one of the shapes above.)
+SHARE = re.compile(r"(?<![\w.])0\.\d{2,}(?![\w.])"
+                   r"(?![ \t]*(?:×|x(?![\w-])|%|<!--(?:fig|setting|goal|cited)"
+                   r"|(?:ms|s|Mbit/s|Gbit/s|kbit/s|MB|GB|KB|kB)(?![\w/])))")
+# Inline code (`paths.1.loss=0.05`): a command or a setting, not a figure.
+CODE = re.compile(r"`[^`\n]+`")
+MEASURED = (INTERVAL, RATIO, SPREAD, PLAIN, WHOLE, SHARE)
 # A region of settings or definitions (a table of presets, a test's bounds): its numbers are
 # what was set, not what was measured.
 SETTINGS = re.compile(r"<!-- settings: (?P<why>.*?) -->(?P<body>.*?)<!-- /settings -->", re.S)
@@ -300,7 +309,7 @@ def check_page(page: Path, write: bool = False, data_dir: Path = DATA_DIR) -> Pa
     rest = FENCE.sub(blank, BLOCK.sub(blank, SETTINGS.sub(blank, text)))
     for m in UNCHECKED.finditer(rest):
         res.unchecked += len(measured_shapes(m["body"]))
-    rest = UNCHECKED.sub(blank, INLINE.sub(blank, rest))
+    rest = CODE.sub(blank, UNCHECKED.sub(blank, INLINE.sub(blank, rest)))
     for m in measured_shapes(rest):
         res.errors.append(f"{rel}:{_line(rest, m.start())}: '{m[0].strip()}' reads as a "
                           "measurement with no source: generate it from docs/data/, tie it to "

@@ -264,3 +264,14 @@ digits = 1
     res = figs.check_page(_page(tmp_path, missing + "x\n<!-- /figures -->\n"), write=True,
                           data_dir=data_dir)
     assert any("no condition '375k-olia'" in e for e in res.errors)
+
+
+def test_a_bare_share_fails_unless_sourced_or_marked(tmp_path, data_dir):
+    # The issue's own example: 0.844 on one page, 0.872 on another, neither tied to a run.
+    text = ("Unbalanced MPTCP took 0.844 of the path sum; its capacity share is "
+            "0.83 <!--setting-->.\n\n"
+            "It kept 0.92 <!--fig run-a tcp download_share mean--> of it, a goal of "
+            "0.95×<!--goal-->; 0.5 of a segment, `--set paths.1.loss=0.05`.\n\n"
+            "A share with a unit is one figure: 0.14 s.\n")
+    res = figs.check_page(_page(tmp_path, text), data_dir=data_dir)
+    assert _unsourced(res) == ["page.md:3: '0.844'", "page.md:7: '0.14 s'"]
