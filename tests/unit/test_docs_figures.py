@@ -112,26 +112,41 @@ def test_a_sourced_number_matches_its_figure_at_its_precision(tmp_path, data_dir
                                                data_dir=data_dir).errors[0]
 
 
-def test_a_measurement_with_no_source_fails_unless_marked(tmp_path, data_dir):
-    text = ("Balanced MPTCP starts 1.10× as late (95% [1.04, 1.16]).\n\n"
-            "A buffer of 2.5 × <!--setting--> the target.\n\n"
-            "```\nlog: 1.5x [1.0, 2.0]\n```\n\n"
-            "<!-- unchecked: a run whose folder was not kept -->\n"
-            "Unbalanced: 0.844 [0.82, 0.86], 1.28×.\n<!-- /unchecked -->\n")
+@pytest.mark.parametrize(("text", "unsourced", "unchecked"), [
+    pytest.param(
+        "Balanced MPTCP starts 1.10× as late (95% [1.04, 1.16]).\n\n"
+        "A buffer of 2.5 × <!--setting--> the target.\n\n"
+        "```\nlog: 1.5x [1.0, 2.0]\n```\n\n"
+        "<!-- unchecked: a run whose folder was not kept -->\n"
+        "Unbalanced: 0.844 [0.82, 0.86], 1.28×.\n<!-- /unchecked -->\n",
+        ["page.md:3: '1.10×'", "page.md:3: '5% [1.04, 1'"], 2, id="ratio and interval"),
+    pytest.param(
+        "LIA took 0.51-0.57 of the link; the rates ran 1.07 s to 1.40 s.\n\n"
+        "Python 3.11-3.13, a queue of 0.5-2.0 ms <!--setting--> and version 1.2.3-4.5.6.\n\n"
+        "<!-- unchecked: a run whose folder was not kept -->\n0.32-0.47\n<!-- /unchecked -->\n",
+        ["page.md:3: '0.51-0.57'", "page.md:3: '1.07 s to 1.40'"], 1, id="spread of runs"),
+    pytest.param(
+        "The counter moved 0.14 s later and the path carried 18.7% of the bytes.\n\n"
+        "It polls every 0.25 s <!--setting-->, on 25 Mbit/s paths.\n\n"
+        "A spread, 1.07 s to 1.40 s, is one figure, not three.\n\n"
+        "<!-- unchecked: a run whose folder was not kept -->\n22.7 Mbit/s\n"
+        "<!-- /unchecked -->\n",
+        ["page.md:3: '0.14 s'", "page.md:3: '18.7%'", "page.md:7: '1.07 s to 1.40'"], 1,
+        id="decimal with a unit"),
+    # The issue's own example: 0.844 on one page, 0.872 on another, neither tied to a run.
+    pytest.param(
+        "Unbalanced MPTCP took 0.844 of the path sum; its capacity share is "
+        "0.83 <!--setting-->.\n\n"
+        "It kept 0.92 <!--fig run-a tcp download_share mean--> of it, a goal of "
+        "0.95×<!--goal-->; 0.5 of a segment, `--set paths.1.loss=0.05`.\n\n"
+        "A share with a unit is one figure: 0.14 s.\n",
+        ["page.md:3: '0.844'", "page.md:7: '0.14 s'"], 0, id="bare share"),
+])
+def test_a_figure_with_no_source_fails_unless_marked(tmp_path, data_dir, text, unsourced,
+                                                     unchecked):
     res = figs.check_page(_page(tmp_path, text), data_dir=data_dir)
-    assert _unsourced(res) == [
-        "page.md:3: '1.10×'", "page.md:3: '5% [1.04, 1'"]
-    assert res.unchecked == 2
-
-
-def test_a_spread_of_runs_with_no_source_fails_unless_marked(tmp_path, data_dir):
-    text = ("LIA took 0.51-0.57 of the link; the rates ran 1.07 s to 1.40 s.\n\n"
-            "Python 3.11-3.13, a queue of 0.5-2.0 ms <!--setting--> and version 1.2.3-4.5.6.\n\n"
-            "<!-- unchecked: a run whose folder was not kept -->\n0.32-0.47\n<!-- /unchecked -->\n")
-    res = figs.check_page(_page(tmp_path, text), data_dir=data_dir)
-    assert _unsourced(res) == [
-        "page.md:3: '0.51-0.57'", "page.md:3: '1.07 s to 1.40'"]
-    assert res.unchecked == 1
+    assert _unsourced(res) == unsourced
+    assert res.unchecked == unchecked
 
 
 def test_the_repository_docs_pass():
@@ -162,18 +177,6 @@ def test_a_row_can_have_its_own_baseline(tmp_path, data_dir):
     text = figs.check_page(page, write=True, data_dir=data_dir).text
     assert "| TCP, one path | 200.0 [190.0, 210.0] | 1.00 |" in text
     assert "| mptcp | 256.0 [240.4, 271.6] | 1.00 |" in text  # its own, not 1.28 of TCP's
-
-
-def test_a_plain_decimal_with_a_unit_fails_unless_sourced_or_marked(tmp_path, data_dir):
-    text = ("The counter moved 0.14 s later and the path carried 18.7% of the bytes.\n\n"
-            "It polls every 0.25 s <!--setting-->, on 25 Mbit/s paths.\n\n"
-            "A spread, 1.07 s to 1.40 s, is one figure, not three.\n\n"
-            "<!-- unchecked: a run whose folder was not kept -->\n22.7 Mbit/s\n"
-            "<!-- /unchecked -->\n")
-    res = figs.check_page(_page(tmp_path, text), data_dir=data_dir)
-    assert _unsourced(res) == [
-        "page.md:3: '0.14 s'", "page.md:3: '18.7%'", "page.md:7: '1.07 s to 1.40'"]
-    assert res.unchecked == 1
 
 
 def test_a_column_can_read_another_run_of_the_same_conditions(tmp_path, data_dir):
@@ -264,14 +267,3 @@ digits = 1
     res = figs.check_page(_page(tmp_path, missing + "x\n<!-- /figures -->\n"), write=True,
                           data_dir=data_dir)
     assert any("no condition '375k-olia'" in e for e in res.errors)
-
-
-def test_a_bare_share_fails_unless_sourced_or_marked(tmp_path, data_dir):
-    # The issue's own example: 0.844 on one page, 0.872 on another, neither tied to a run.
-    text = ("Unbalanced MPTCP took 0.844 of the path sum; its capacity share is "
-            "0.83 <!--setting-->.\n\n"
-            "It kept 0.92 <!--fig run-a tcp download_share mean--> of it, a goal of "
-            "0.95×<!--goal-->; 0.5 of a segment, `--set paths.1.loss=0.05`.\n\n"
-            "A share with a unit is one figure: 0.14 s.\n")
-    res = figs.check_page(_page(tmp_path, text), data_dir=data_dir)
-    assert _unsourced(res) == ["page.md:3: '0.844'", "page.md:7: '0.14 s'"]
