@@ -47,15 +47,36 @@ def _load_span(loads: list[float]) -> dict[str, float] | None:
     return {"min": min(loads), "median": statistics.median(loads), "max": max(loads)}
 
 
+def _planned_conditions(run: dict[str, Any]) -> list[str] | None:
+    """The conditions run.json's plan holds trials of (a run given `--condition` plans only
+    those), in the scenario's order; None for a run folder with no plan. A trial's key is
+    `rNN-<condition>` with the player and the like after it, so the longest label that begins
+    it is its condition's ("single-tcp" before "single")."""
+    plan = run.get("plan")
+    if not plan:
+        return None
+    labels = [str(c["label"]) for c in RunScenario.of(run).conditions]
+    longest_first = sorted(labels, key=len, reverse=True)
+    found = set()
+    for key in plan:
+        rest = str(key).split("-", 1)[-1]
+        found.update(next(([label] for label in longest_first
+                           if rest == label or rest.startswith(label + "-")), []))
+    return [label for label in labels if label in found]
+
+
 def _command(run: dict[str, Any], ran: list[str]) -> str:
-    """The `mpstream run` that made the trials: with `--condition` for each condition that ran
-    when not all of the scenario's did, and the `--cluster` the run was given."""
+    """The `mpstream run` that made the trials: with `--condition` for each condition its plan
+    holds when that is not all of the scenario's (else for each condition that ran), and the
+    `--cluster` the run was given. A run stopped part way is still the whole run's command; the
+    summary's `planned` says how far it got."""
     spec = run.get("scenario_spec") or {}
     cmd = f"mpstream run {RunScenario.of(run).name}"
     if run.get("trials") and run.get("trials") != spec.get("trials"):
         cmd += f" --trials {run['trials']}"
-    if set(ran) < {c["label"] for c in RunScenario.of(run).conditions}:
-        cmd += "".join(f" --condition {label}" for label in dict.fromkeys(ran))
+    chosen = _planned_conditions(run) or ran
+    if set(chosen) < {c["label"] for c in RunScenario.of(run).conditions}:
+        cmd += "".join(f" --condition {label}" for label in dict.fromkeys(chosen))
     if run.get("cluster"):
         cmd += f" --cluster {run['cluster']}"
     return cmd
@@ -98,6 +119,7 @@ def run_summary(report: Report, run: dict[str, Any], run_id: str) -> dict[str, A
             "command": _command(run, [str(c["label"]) for c in conditions]),
             "trials_per_condition": run.get("trials"),
             "trials": len(records), "ok": sum(1 for r in records if r.ok),
+            "planned": len(run.get("plan") or []) or None,
             "started": min(started) if started else None,
             "finished": max(finished) if finished else None,
             "environment": run.get("environment"),

@@ -103,6 +103,37 @@ def test_the_command_names_the_conditions_that_ran_and_the_cluster(tmp_path):
     for trial in singles:  # as if run with --condition balanced --condition unbalanced
         shutil.rmtree(trial)
     meta = json.loads((run / "run.json").read_text())
-    (run / "run.json").write_text(json.dumps({**meta, "cluster": "local:2"}))
+    plan = [k for k in meta["plan"] if "-single-" not in k]
+    (run / "run.json").write_text(json.dumps({**meta, "cluster": "local:2", "plan": plan}))
     assert command() == ("mpstream run demo --trials 3 --condition balanced "
                          "--condition unbalanced --cluster local:2")
+
+
+def test_a_run_stopped_part_way_keeps_the_whole_runs_command_and_says_how_far_it_got(tmp_path):
+    # A long sweep is run in parts, each resuming the last: a summary written between parts has
+    # trials of some conditions only, and must not read as a run of those conditions.
+    run = _run(tmp_path)
+    for trial in (run / "trials").glob("*-single-*"):
+        shutil.rmtree(trial)
+    for trial in (run / "trials").glob("r02-*"):
+        shutil.rmtree(trial, ignore_errors=True)
+    out = tmp_path / "summary.json"
+    result = CliRunner().invoke(report, [str(run), "--out", str(tmp_path / "rep"),
+                                       "--summary", str(out)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())["run"]
+    assert data["command"] == "mpstream run demo --trials 3"
+    assert (data["trials"], data["planned"]) == (4, 9)
+
+
+def test_a_plans_keys_name_their_conditions_by_the_longest_label_that_begins_them():
+    from mpstream.runner.summary import _planned_conditions
+
+    spec = {"name": "x", "conditions": [{"label": "single"}, {"label": "single-tcp"},
+                                        {"label": "375k-bbr"}, {"label": "1000k-bbr"}]}
+    run = {"scenario_spec": spec, "plan": ["r00-single-tcp-dashjs", "r01-single-tcp-dashjs",
+                                           "r00-1000k-bbr"]}
+    assert _planned_conditions(run) == ["single-tcp", "1000k-bbr"]
+    run["plan"].append("r00-single-dashjs")
+    assert _planned_conditions(run) == ["single", "single-tcp", "1000k-bbr"]
+    assert _planned_conditions({"scenario_spec": spec}) is None  # an older run folder
