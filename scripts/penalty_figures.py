@@ -8,6 +8,7 @@ folders.
     .venv/bin/python scripts/penalty_figures.py path-return RUN_DIR [--conditions A,B]
     .venv/bin/python scripts/penalty_figures.py link-losses RUN_DIR [--conditions A,B] [--path 0]
     .venv/bin/python scripts/penalty_figures.py sender-windows RUN_DIR [--conditions A,B] [--path 0]
+    .venv/bin/python scripts/penalty_figures.py restart-losses RUN_DIR [--conditions A,B] [--path 0]
     .venv/bin/python scripts/penalty_figures.py rung-rates RUN_DIR
 
 first-segment (first-split.md, startup.md): per trial of the unbalanced conditions
@@ -32,6 +33,11 @@ path in packets (10th, 50th, 90th percentile and largest, over its polls).
 sender-windows (results.md and coupled-cc.md, the MPCC sweep's wVegas): per trial of an iperf
 run, its throughput and, over the polls that found a sender's socket on the path sending, the
 window in packets and the smoothed RTT (10th, 50th, 90th percentile) and the least smoothed RTT.
+restart-losses (results.md, QUIC on one path): per trial, the sender's downloads that start after
+a pause of a second or more (a player's segment after its buffer filled; not the session's first
+download): the share of all the losses on the path that fell in their first second, the window
+at the last poll before each (what the sender kept through the pause) and the largest in that
+first second, in packets (medians over the downloads).
 rung-rates (results.md, adaptation rules): per trial, for each rung of the ladder (by its
 nominal bitrate), the median download rate and size of the video segments played at that rung;
 per group of the report (condition and rule), so that a rate can be set beside the segments'
@@ -45,6 +51,7 @@ trials and each trial's own, with the run's provenance and this command.
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import random
 import statistics
@@ -80,7 +87,8 @@ UNITS = {"first_video_ms": "ms", "first_audio_ms": "ms", "first_byte_ms": "ms",
          "packets_in": "packets", "drop_share": "", "cwnd_p10": "packets",
          "cwnd_p50": "packets", "cwnd_p90": "packets", "cwnd_max": "packets",
          "throughput_mbps": "Mbit/s", "srtt_p10_ms": "ms", "srtt_p50_ms": "ms",
-         "srtt_p90_ms": "ms", "srtt_min_ms": "ms"}
+         "srtt_p90_ms": "ms", "srtt_min_ms": "ms", "restarts": "", "restart_loss_share": "",
+         "cwnd_before_restart": "packets", "cwnd_restart_peak": "packets"}
 
 
 UNBALANCED = "unbalanced,unbalanced-bbr,unbalanced-queue20"  # nginx without the cork
@@ -270,6 +278,54 @@ def sender_windows(run_dirs: list[Path], conditions: str, path: int) -> tuple[Ro
     return rows, {}
 
 
+# A poll that carried fewer bytes than this (about ten packets) is a pause: keep-alive pings and
+# acknowledgements, not a download.
+SENDING_BYTES = 15_000
+PAUSE_S = 1.0  # what counts as a pause before a download
+FIRST_S = 1.0  # the part of a download after a pause whose losses and window are read
+
+
+def _per_poll(increments: list[tuple[float, int | None, int]]) -> dict[float, int]:
+    """The increments of every socket summed per poll (the sampler polls them all at once)."""
+    out: dict[float, int] = {}
+    for t, _, inc in increments:
+        out[round(t, 2)] = out.get(round(t, 2), 0) + inc
+    return out
+
+
+def restart_losses(run_dirs: list[Path], conditions: str, path: int) -> tuple[Rows, Derived]:
+    rows: Rows = {}
+    for rec in _trials(run_dirs, conditions):
+        sender = [r for r in rec.sender_samples if r["path"] == path]
+        sent = _per_poll(socket_increments(sender, "bytes_sent"))
+        lost = _per_poll(socket_increments(sender, "retrans_total"))
+        window: dict[float, int] = {}
+        for r in sender:
+            if r["state"] == "ESTAB" and r["cwnd"]:
+                t = round(r["t_s"], 2)
+                window[t] = max(window.get(t, 0), int(r["cwnd"]))
+        busy = sorted(t for t, b in sent.items() if b >= SENDING_BYTES)
+        starts = [t for prev, t in itertools.pairwise(busy) if t - prev > PAUSE_S]
+        polls = sorted(window)
+        in_first, before, peak = 0, [], []
+        for t0 in starts:
+            in_first += sum(n for t, n in lost.items() if t0 <= t < t0 + FIRST_S)
+            kept = [window[t] for t in polls if t < t0]
+            if kept:
+                before.append(kept[-1])
+            peak.append(max((window[t] for t in polls if t0 <= t < t0 + FIRST_S), default=0))
+        total = sum(lost.values())
+        share = in_first / total if total else math.nan
+        med_before = statistics.median(before) if before else math.nan
+        med_peak = statistics.median(peak) if peak else math.nan
+        print(f"{rec.key:28} {len(starts)} downloads after a pause: {in_first} of {total} losses "
+              f"({share:.0%}) in their first second; window before {med_before} packets, "
+              f"largest in that second {med_peak} (medians)")
+        _add(rows, rec, restarts=len(starts), restart_loss_share=share,
+             cwnd_before_restart=med_before, cwnd_restart_peak=med_peak)
+    return rows, {}
+
+
 def rung_rates(run_dirs: list[Path]) -> tuple[Rows, Derived]:
     rows: Rows = {}
     for run_dir in run_dirs:
@@ -333,6 +389,10 @@ def main() -> None:
     p.add_argument("runs", nargs="+", type=Path)
     p.add_argument("--conditions", required=True, help="comma-separated labels")
     p.add_argument("--path", type=int, default=0)
+    p = sub.add_parser("restart-losses")
+    p.add_argument("runs", nargs="+", type=Path)
+    p.add_argument("--conditions", default="single-tcp,single-quic", help="comma-separated labels")
+    p.add_argument("--path", type=int, default=0)
     p = sub.add_parser("rung-rates")
     p.add_argument("runs", nargs="+", type=Path)
     p = sub.add_parser("ratio")
@@ -358,6 +418,7 @@ def main() -> None:
             "path-return": lambda: path_return(runs, args.conditions),
             "link-losses": lambda: link_losses(runs, args.conditions, args.path),
             "sender-windows": lambda: sender_windows(runs, args.conditions, args.path),
+            "restart-losses": lambda: restart_losses(runs, args.conditions, args.path),
             "rung-rates": lambda: rung_rates(runs),
         }[args.what]()
     if args.summary:

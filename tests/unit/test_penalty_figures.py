@@ -107,26 +107,35 @@ def test_path_return_times_the_failed_path_over_the_quic_hop(tmp_path, capsys):
     assert "abandoned 1.25 s after the failure, opened again 5.50 s after" in out
 
 
-def test_link_losses_sets_the_senders_count_beside_the_links_drops(tmp_path, capsys):
+def _sender_trial(tmp_path, label: str, polls: list[dict]):
+    """A one-path trial of `label` whose server's sampler wrote `polls` (each a row's fields
+    beyond the empty ones; ESTAB sockets on the server)."""
     import csv
 
     from mpstream.runner.record import PathLabel
     from mpstream.runner.sampler import FIELDS
 
-    d = tmp_path / "trials" / "r00-single-tcp-dashjs"
+    key = f"r00-{label}-dashjs"
+    d = tmp_path / "trials" / key
     d.mkdir(parents=True)
     (d / "trial.json").write_text(trial_record(
-        "r00-single-tcp-dashjs", "single-tcp", transport="tcp", paths_in_use=[0],
+        key, label, transport="tcp", paths_in_use=[0],
         paths=[PathLabel(index=0, name="p0", client_addr="10.1.0.2")]).model_dump_json())
     with (d / "samples-server.csv").open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=FIELDS)
         w.writeheader()
-        # Two sockets on path 0 retransmitting 3 + 4, and one on path 1 that must not count.
+        for poll in polls:
+            w.writerow({k: "" for k in FIELDS}
+                       | {"host": "server", "peer": "x", "state": "ESTAB"} | poll)
+    return d
+
+
+def test_link_losses_sets_the_senders_count_beside_the_links_drops(tmp_path, capsys):
+    # Two sockets on path 0 retransmitting 3 + 4, and one on path 1 that must not count.
+    d = _sender_trial(tmp_path, "single-tcp", [
+        {"t_s": t, "path": path, "local": local, "retrans_total": retrans, "cwnd": cwnd}
         for t, local, path, retrans, cwnd in ((0.1, "a", 0, 1, 10), (0.2, "a", 0, 3, 40),
-                                              (0.2, "b", 0, 4, 20), (0.3, "c", 1, 9, 99)):
-            w.writerow({k: "" for k in FIELDS} | {
-                "t_s": t, "host": "server", "path": path, "local": local, "peer": "x",
-                "state": "ESTAB", "retrans_total": retrans, "cwnd": cwnd})
+                                              (0.2, "b", 0, 4, 20), (0.3, "c", 1, 9, 99))])
     # The data direction is down (the server sends); the uplink's and an outage's drops differ.
     (d / "link-stats.json").write_text(json.dumps({"path0": {
         "a_to_b": {"packets_in": 50, "dropped_queue_packets": 40},
@@ -234,3 +243,25 @@ def test_rung_rates_gives_each_rungs_median_rate_and_size_per_trial(tmp_path, ca
     assert trial["segments_300k"] == 3 and trial["kbytes_300k"] == 150
     assert trial["rate_mbps_1500k"] == pytest.approx(2.4) and trial["kbytes_1500k"] == 600
     assert "300k: 1.20 Mbit/s (3 of 150 kB)" in capsys.readouterr().out
+
+
+def test_restart_losses_reads_the_first_second_of_each_download_after_a_pause(tmp_path, capsys):
+    # (t, bytes sent so far, losses so far, window): the session's first download (0-0.3 s,
+    # not a restart: no pause before it), a pause with a ping, a download at 2.0 s that loses
+    # 6 packets in its first second and 1 after it, and one at 4.5 s that loses 2; a socket on
+    # path 1 whose losses must not count.
+    polls = [(0.1, 20_000, 0, 10), (0.2, 60_000, 1, 40), (0.3, 100_000, 1, 80),
+             (1.0, 100_100, 1, 80), (2.0, 140_000, 5, 150), (2.5, 180_000, 7, 200),
+             (3.1, 220_000, 8, 100), (3.2, 220_000, 8, 100), (4.5, 260_000, 10, 120)]
+    _sender_trial(tmp_path, "single-quic", [
+        {"t_s": t, "path": path, "local": local, "bytes_sent": sent,
+         "retrans_total": lost * (1 + 2 * path), "cwnd": 999 if path else cwnd}
+        for t, sent, lost, cwnd in polls for path, local in ((0, "a"), (1, "c"))])
+    rows, _ = figures.restart_losses([tmp_path], "single-quic", 0)
+    out = capsys.readouterr().out
+    assert "2 downloads after a pause: 8 of 10 losses (80%) in their first second" in out
+    (trial,) = rows["single-quic"]
+    assert trial["restarts"] == 2 and trial["restart_loss_share"] == 0.8
+    # The window kept through each pause (80, then 100) and the largest in each first second
+    # (200, then 120): medians of two.
+    assert (trial["cwnd_before_restart"], trial["cwnd_restart_peak"]) == (90, 160)
