@@ -322,6 +322,15 @@ class Trial(_Strict):
         return f"r{self.round:02d}-{self.condition.label}{who}"
 
 
+def condition_of_key(key: str, labels: list[str]) -> str | None:
+    """The condition of a trial key (`Trial.key`: r<round>-<condition>, then the player and the
+    like, each after a "-"), of the condition `labels` a plan has: the longest that begins it,
+    so that "single-tcp" is not read as "single"; None when none does."""
+    rest = key.split("-", 1)[-1]
+    return next((label for label in sorted(labels, key=len, reverse=True)
+                 if rest == label or rest.startswith(label + "-")), None)
+
+
 def expand_trials(scenario: Scenario, trials: int | None = None) -> list[Trial]:
     n = trials if trials is not None else scenario.trials
     video = workload_for(scenario.kind).plays_video

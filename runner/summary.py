@@ -19,6 +19,7 @@ from mpstream.errors import UserError
 from mpstream.qoe.stats import Summary, summarize
 from mpstream.runner.layout import RUN_JSON, RunScenario, load_trials, read_json
 from mpstream.runner.report import Report, metric_label
+from mpstream.runner.scenario import condition_of_key
 
 FORMAT = 1
 # The figures each trial gives in the summary as well as their condition's statistics: what a
@@ -49,19 +50,12 @@ def _load_span(loads: list[float]) -> dict[str, float] | None:
 
 def _planned_conditions(run: dict[str, Any]) -> list[str] | None:
     """The conditions run.json's plan holds trials of (a run given `--condition` plans only
-    those), in the scenario's order; None for a run folder with no plan. A trial's key is
-    `rNN-<condition>` with the player and the like after it, so the longest label that begins
-    it is its condition's ("single-tcp" before "single")."""
+    those), in the scenario's order; None for a run folder with no plan."""
     plan = run.get("plan")
     if not plan:
         return None
     labels = [str(c["label"]) for c in RunScenario.of(run).conditions]
-    longest_first = sorted(labels, key=len, reverse=True)
-    found = set()
-    for key in plan:
-        rest = str(key).split("-", 1)[-1]
-        found.update(next(([label] for label in longest_first
-                           if rest == label or rest.startswith(label + "-")), []))
+    found = {condition_of_key(str(key), labels) for key in plan}
     return [label for label in labels if label in found]
 
 

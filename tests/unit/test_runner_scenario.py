@@ -9,6 +9,7 @@ from mpstream.runner.layout import RUN_JSON, write_json
 from mpstream.runner.scenario import (
     SCENARIOS_DIR,
     build_profile,
+    condition_of_key,
     expand_trials,
     load_scenario,
     parse_scenario,
@@ -60,6 +61,17 @@ def test_every_shipped_scenario_loads_and_builds_its_profiles(trace_store):
             # A condition's transport sets the network's mode (mpquic: every path, as mptcp).
             wanted = get_transport(cond.transport).network_mode if cond.transport else None
             assert profile.mode == (wanted or profile.mode)
+
+
+def test_a_trials_key_names_its_condition_in_every_shipped_scenario(trace_store):
+    # quic-bandwidth's single-tcp and single-tcp-hop, abr's players and rules after the label:
+    # a summary reads a plan's conditions from its keys (runner/summary.py).
+    for path in sorted(SCENARIOS_DIR.glob("*.toml")):
+        sc = load_scenario(path.stem)
+        labels = [c.label for c in sc.all_conditions()]
+        for t in expand_trials(sc, 1):
+            assert condition_of_key(t.key, labels) == t.condition.label, (path.stem, t.key)
+    assert condition_of_key("r00-other-dashjs", ["single"]) is None
 
 
 def test_thesis_single_path_is_tcp_and_mptcp_conditions_are_not(base):
