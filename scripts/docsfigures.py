@@ -29,7 +29,8 @@ A measurement in README.md or docs/ is written in one of two ways, both tied to 
   another summary of the same conditions (one scenario run two ways, side by side). A sweep's
   one metric is laid out by its two factors with a `[grid]` in place of the columns: `rows` and
   `columns` (the factors' values), `label` (how they name a condition, "{row}-{column}"),
-  `metric`, `show` and `digits`; `[names]` names the rows and columns.
+  `metric`, `show` and `digits`; `[names]` names the rows and columns; `[grid.data]` gives a
+  column its own summary (a sweep run a column at a time).
 - a number in a sentence followed by a comment naming where it comes from, the run, the
   condition, the metric and what of it: `1.04× <!--fig schedulers-idle-2026-11-27 mpquic-ecf
   startup_delay_ms ratio:tcp-->` (mean, median, lo, hi, pct, min, max, ratio:CONDITION). The number
@@ -202,7 +203,7 @@ def render(spec_text: str, page: Path) -> str:
         raise FigureError(f"the figures spec does not parse: {e}") from e
     s = load_summary((page.parent / spec["data"]).resolve())
     if "grid" in spec:
-        return render_grid(s, spec)
+        return render_grid(s, spec, page)
     # A column may read another run of the same conditions (here against on a cluster).
     col_data = {c["data"]: load_summary((page.parent / c["data"]).resolve())
                 for c in spec["columns"] if "data" in c}
@@ -222,22 +223,29 @@ def render(spec_text: str, page: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_grid(s: Summary, spec: dict) -> str:
+def render_grid(s: Summary, spec: dict, page: Path) -> str:
     """One metric of a sweep's conditions laid out by its two factors: a row per value of one,
     a column per value of the other, each cell the condition `label` names ("{row}-{column}":
-    375k-cubic)."""
+    375k-cubic). A column may come from a run of its own (`[grid.data]`, column = summary): a
+    sweep too long for one sitting is run a column at a time, each run whole."""
     g, names = spec["grid"], spec.get("names", {})
+    col_data = {col: load_summary((page.parent / path).resolve())
+                for col, path in g.get("data", {}).items()}
+    unknown = set(col_data) - set(g["columns"])
+    if unknown:
+        raise FigureError(f"[grid.data] names {sorted(unknown)}, which are not among the "
+                          f"grid's columns {g['columns']}")
     lines = ["| " + " | ".join([spec.get("first", "condition")]
                                + [names.get(c, c) for c in g["columns"]]) + " |",
              "|" + "---|" * (len(g["columns"]) + 1)]
     for row in g["rows"]:
-        labels = [g.get("label", "{row}-{column}").format(row=row, column=col)
-                  for col in g["columns"]]
-        for label in labels:
-            s.condition(label)  # a cell the summary lacks is an error, not an empty cell
-        lines.append("| " + " | ".join([names.get(row, row)]
-                                       + [cell(s, label, g, spec.get("baseline"))
-                                          for label in labels]) + " |")
+        cells = [names.get(row, row)]
+        for col in g["columns"]:
+            label = g.get("label", "{row}-{column}").format(row=row, column=col)
+            summary = col_data.get(col, s)
+            summary.condition(label)  # a cell the summary lacks is an error, not an empty cell
+            cells.append(cell(summary, label, g, spec.get("baseline")))
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -267,3 +267,44 @@ digits = 1
     res = figs.check_page(_page(tmp_path, missing + "x\n<!-- /figures -->\n"), write=True,
                           data_dir=data_dir)
     assert any("no condition '375k-olia'" in e for e in res.errors)
+
+
+def test_a_grids_column_may_come_from_a_run_of_its_own(tmp_path, data_dir):
+    """A sweep run a column at a time: each column's cells from its own run's summary, and a
+    column the named run lacks an error rather than a cell taken from another run."""
+    def summary(name, cells):
+        conds = [{"group": label, "label": label, "metrics": {"rtt_ms": _metric(v, v - 1, v + 1)}}
+                 for label, v in cells]
+        (data_dir / f"{name}.json").write_text(json.dumps(
+            {"format": 1, "run": {"id": name}, "conditions": conds}))
+
+    summary("cubic", [("375k-cubic", 51.7), ("1000k-cubic", 94.6)])
+    # The lia run also holds a cubic condition of its own: the grid must not read it.
+    summary("lia", [("375k-lia", 45.5), ("1000k-lia", 80.8), ("375k-cubic", 99.0),
+                    ("1000k-cubic", 99.0)])
+    spec = """<!-- figures
+data = "data/cubic.json"
+first = "buffer"
+[grid]
+rows = ["375k", "1000k"]
+columns = ["cubic", "lia"]
+metric = "rtt_ms"
+show = "mean"
+digits = 1
+[grid.data]
+lia = "data/lia.json"
+-->
+"""
+    res = figs.check_page(_page(tmp_path, spec + "x\n<!-- /figures -->\n"), write=True,
+                          data_dir=data_dir)
+    assert res.errors == []
+    assert ("| buffer | cubic | lia |\n|---|---|---|\n"
+            "| 375k | 51.7 | 45.5 |\n| 1000k | 94.6 | 80.8 |\n") in res.text
+    # The lia column read from the cubic run, which has no lia: an error naming the cell.
+    res = figs.check_page(_page(tmp_path, spec.replace('lia = "data/lia.json"', "")
+                                + "x\n<!-- /figures -->\n"), write=True, data_dir=data_dir)
+    assert any("no condition '375k-lia'" in e for e in res.errors)
+    # A [grid.data] entry for a column the grid does not have is a mistake, said as one.
+    res = figs.check_page(_page(tmp_path, spec.replace("lia = ", "olia = ")
+                                + "x\n<!-- /figures -->\n"), write=True, data_dir=data_dir)
+    assert any("[grid.data] names ['olia']" in e for e in res.errors)
