@@ -94,14 +94,30 @@ def refuse_on_cluster(scenario: Scenario, option: str = "--cluster") -> None:
                             f"move to other hosts: run it without {option}")
 
 
+def chosen_conditions(plan: list[Trial], previous: dict | None, only: list[str] | None,
+                      done: dict[str, str]) -> list[str] | None:
+    """The conditions a run folder is a run of, over every `mpstream run` into it: None for all
+    of its scenario's (one run without `--condition` makes it so), else those the `--condition`s
+    named, with the conditions of trials already there (a folder from before this was kept)."""
+    if not only or (previous and "chosen" in previous and previous["chosen"] is None):
+        return None
+    before = set((previous or {}).get("chosen") or
+                 {t.condition.label for t in plan if t.key in done})
+    labels = [t.condition.label for t in plan]
+    return [label for label in dict.fromkeys(labels) if label in before | set(only)]
+
+
 def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
-              trials: int, media_dir: Path | None, pcap: bool, cluster: str | None = None) -> dict:
+              trials: int, media_dir: Path | None, pcap: bool, cluster: str | None = None,
+              chosen: list[str] | None = None) -> dict:
     """run.json: the scenario once (`scenario_spec`, read through layout.RunScenario), the
-    plan and what made it (the `--cluster` too, for the command a summary names)."""
+    plan and what made it (the `--cluster` and the `--condition`s too, for the command and the
+    trials planned that a summary names)."""
     return {
         **plan_json(scenario, trials, media_dir, pcap),
         "scenario_file": str(scenario_path) if scenario_path else None,
         "plan": [t.key for t in plan],
+        "chosen": chosen,
         "environment": provenance.environment(),
         "cluster": cluster,
     }
@@ -196,6 +212,7 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
 
     remove_partial_trials(out_dir)
     done = finished_keys(out_dir)
+    chosen = chosen_conditions(plan, previous, only, done)
     selected = [t for t in plan if not only or t.condition.label in only]
     todo = [t for t in selected
             if t.key not in done or (retry_failed and done[t.key] == "failed")]
@@ -209,7 +226,7 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
                                                         progress, resources)
         # Written before the first trial: it is the plan each `mpstream trial` reads.
         write_json(out_dir / RUN_JSON, _run_json(scenario, scenario_path, plan, n, media_dir,
-                                                 pcap, cluster))
+                                                 pcap, cluster, chosen))
         if runner is None:
             console.print(f"planned: {len(todo)} trial(s) to run, keys in {out_dir / RUN_JSON} "
                           f"(`plan`); each: mpstream trial {out_dir} --key KEY")

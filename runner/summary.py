@@ -49,14 +49,23 @@ def _load_span(loads: list[float]) -> dict[str, float] | None:
 
 
 def _planned_conditions(run: dict[str, Any]) -> list[str] | None:
-    """The conditions run.json's plan holds trials of (a run given `--condition` plans only
-    those), in the scenario's order; None for a run folder with no plan."""
+    """The conditions the run is a run of, in the scenario's order: those its `--condition`s
+    chose (run.json's `chosen`), else all its plan holds; None for a run folder with no plan."""
     plan = run.get("plan")
     if not plan:
         return None
     labels = [str(c["label"]) for c in RunScenario.of(run).conditions]
-    found = {condition_of_key(str(key), labels) for key in plan}
+    found = run.get("chosen") or {condition_of_key(str(key), labels) for key in plan}
     return [label for label in labels if label in found]
+
+
+def _planned_trials(run: dict[str, Any]) -> int | None:
+    """How many trials the run is to have: those of its plan in the conditions it is a run of."""
+    chosen = _planned_conditions(run)
+    if chosen is None:
+        return None
+    labels = [str(c["label"]) for c in RunScenario.of(run).conditions]
+    return sum(1 for key in run["plan"] if condition_of_key(str(key), labels) in chosen)
 
 
 def _command(run: dict[str, Any], ran: list[str]) -> str:
@@ -113,7 +122,7 @@ def run_summary(report: Report, run: dict[str, Any], run_id: str) -> dict[str, A
             "command": _command(run, [str(c["label"]) for c in conditions]),
             "trials_per_condition": run.get("trials"),
             "trials": len(records), "ok": sum(1 for r in records if r.ok),
-            "planned": len(run.get("plan") or []) or None,
+            "planned": _planned_trials(run),
             "started": min(started) if started else None,
             "finished": max(finished) if finished else None,
             "environment": run.get("environment"),

@@ -52,6 +52,14 @@ def test_a_run_of_some_conditions_plans_them_all_and_runs_only_those(tmp_path):
     assert "planned: 2 trial(s)" in said
     assert sorted(json.loads((out / "run.json").read_text())["plan"]) == [
         "r00-balanced", "r00-single", "r01-balanced", "r01-single"]
+    # What the run is a run of (its summary's command and trials planned): the conditions named
+    # over every `run` into the folder, until one names none.
+    assert json.loads((out / "run.json").read_text())["chosen"] == ["single"]
+    _mpstream("run", str(scenario), "--out", str(out), "--plan-only", "--trials", "2",
+              "--condition", "balanced")
+    assert json.loads((out / "run.json").read_text())["chosen"] == ["balanced", "single"]
+    _mpstream("run", str(scenario), "--out", str(out), "--plan-only", "--trials", "2")
+    assert json.loads((out / "run.json").read_text())["chosen"] is None
 
     refused = subprocess.run([sys.executable, "-m", "mpstream.cli", "run", str(scenario),
                               "--out", str(tmp_path / "other"), "--condition", "singel"],

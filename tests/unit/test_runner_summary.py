@@ -103,10 +103,12 @@ def test_the_command_names_the_conditions_that_ran_and_the_cluster(tmp_path):
     for trial in singles:  # as if run with --condition balanced --condition unbalanced
         shutil.rmtree(trial)
     meta = json.loads((run / "run.json").read_text())
-    plan = [k for k in meta["plan"] if "-single-" not in k]
-    (run / "run.json").write_text(json.dumps({**meta, "cluster": "local:2", "plan": plan}))
+    # The plan keeps every condition (run.py); `chosen` is what the --conditions named.
+    (run / "run.json").write_text(json.dumps({**meta, "cluster": "local:2",
+                                              "chosen": ["unbalanced", "balanced"]}))
     assert command() == ("mpstream run demo --trials 3 --condition balanced "
                          "--condition unbalanced --cluster local:2")
+    assert json.loads(out.read_text())["run"]["planned"] == 6
 
 
 def test_a_run_stopped_part_way_keeps_the_whole_runs_command_and_says_how_far_it_got(tmp_path):
@@ -134,3 +136,22 @@ def test_a_plans_conditions_come_in_the_scenarios_order_and_none_without_a_plan(
     run = {"scenario_spec": spec, "plan": ["r00-1000k-bbr", "r00-single-tcp-dashjs"]}
     assert _planned_conditions(run) == ["single-tcp", "1000k-bbr"]
     assert _planned_conditions({"scenario_spec": spec}) is None  # an older run folder
+    assert _planned_conditions({**run, "chosen": ["1000k-bbr", "single"]}) == ["single",
+                                                                              "1000k-bbr"]
+
+
+def test_the_conditions_chosen_add_up_over_the_runs_into_a_folder(tmp_path):
+    from mpstream.runner.run import chosen_conditions
+    from mpstream.runner.scenario import expand_trials, parse_scenario
+
+    sc = parse_scenario({"name": "x", "kind": "iperf", "trials": 2, "duration_s": 1,
+                         "conditions": [{"label": label, "profile": "disjoint-2x10"}
+                                        for label in ("a", "b", "c")]}, base_dir=tmp_path)
+    plan = expand_trials(sc, 2)
+    assert chosen_conditions(plan, None, [], {}) is None  # no --condition: all of them
+    assert chosen_conditions(plan, None, ["c", "a"], {}) == ["a", "c"]
+    assert chosen_conditions(plan, {"chosen": ["b"]}, ["c"], {}) == ["b", "c"]
+    assert chosen_conditions(plan, {"chosen": None}, ["c"], {}) is None  # once all, all
+    # A folder from before `chosen` was kept: the conditions its finished trials are of.
+    done = {t.key: "ok" for t in plan if t.condition.label == "b"}
+    assert chosen_conditions(plan, {"plan": []}, ["c"], done) == ["b", "c"]
