@@ -43,7 +43,8 @@ RESULTS_DIR = REPO_ROOT / "results"
                    "batch system's array job (docs/cluster.md).")
 @click.option("--condition", "conditions", multiple=True, metavar="LABEL",
               help="Run only this condition of the scenario (repeatable), e.g. one added to a "
-                   "scenario whose run folder has the others.")
+                   "scenario whose run folder has the others; a pattern names several "
+                   "('*-cubic': a sweep's cubic column).")
 def run(scenario: str, trials: int | None, out_dir: Path | None, retry_failed: bool,
         make_report: bool, pcap: bool, cluster: str | None, trial_margin: float,
         balance_hosts: bool, plan_only: bool, conditions: tuple[str, ...]) -> None:

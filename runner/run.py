@@ -13,6 +13,7 @@ trial folder without trial.json (the run was interrupted there) is done again on
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import os
 import shutil
 from pathlib import Path
@@ -92,6 +93,18 @@ def refuse_on_cluster(scenario: Scenario, option: str = "--cluster") -> None:
             raise UserError(f"scenario {scenario.name!r}: condition(s) {', '.join(bound)} are "
                             f'kind = "{kind}", {site.bound_because}, so their trials cannot '
                             f"move to other hosts: run it without {option}")
+
+
+def conditions_named(scenario: Scenario, names: list[str]) -> list[str]:
+    """The conditions `--condition`s name, in the scenario's order; a name may be a pattern
+    (`*-cubic`, a sweep's column). A name that matches none is refused with those there are."""
+    labels = [c.label for c in scenario.all_conditions()]
+    unknown = [name for name in names
+               if not any(fnmatch.fnmatchcase(label, name) for label in labels)]
+    if unknown:
+        raise UserError(f"scenario {scenario.name!r} has no condition "
+                        f"{', '.join(map(repr, unknown))}; its conditions: {', '.join(labels)}")
+    return [label for label in labels if any(fnmatch.fnmatchcase(label, name) for name in names)]
 
 
 def chosen_conditions(plan: list[Trial], previous: dict | None, only: list[str] | None,
@@ -190,11 +203,8 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
                   only: list[str] | None = None, cluster: str | None = None) -> dict[str, str]:
     """With no `runner`, only the run folder is prepared."""
     console = console or Console()
-    labels = [c.label for c in scenario.all_conditions()]
-    unknown = [label for label in only or [] if label not in labels]
-    if unknown:
-        raise UserError(f"scenario {scenario.name!r} has no condition "
-                        f"{', '.join(map(repr, unknown))}; its conditions: {', '.join(labels)}")
+    if only:
+        only = conditions_named(scenario, only)
     # Absolute: the servers of a trial run from their own working directories.
     out_dir = Path(out_dir).resolve()
     # An input the scenario names that cannot be used is refused before the run folder exists.

@@ -99,6 +99,20 @@ def test_sweep_expands_to_every_combination_with_overrides_applied():
     assert [profile.link(i, "downlink").queue_bytes for i in range(2)] == [550000, 550000]
 
 
+def test_a_pattern_names_a_sweeps_column_and_a_name_matching_nothing_is_refused():
+    from mpstream.runner.run import conditions_named
+
+    sc = load_scenario("mpcc-buffer-sweep")
+    # Patterns name a column (one cc at every buffer), in the scenario's order; a plain label
+    # still names itself only (1000k-bbr, not also 1000k-bbr-like labels).
+    assert conditions_named(sc, ["*-bbr"]) == [f"{b}-bbr" for b in
+                                              ("375k", "400k", "550k", "700k", "850k", "1000k")]
+    assert conditions_named(sc, ["1000k-lia", "375k-*"])[-1] == "1000k-lia"
+    assert len(conditions_named(sc, ["1000k-lia", "375k-*"])) == 7
+    with pytest.raises(UserError, match=r"no condition '\*-reno'; its conditions: 375k-cubic"):
+        conditions_named(sc, ["*-lia", "*-reno"])
+
+
 def test_a_sweep_keeps_its_trial_keys_through_the_run_folders_plan(tmp_path):
     # The sweep lists the buffer before the cc, against the alphabet; run.json's keys are
     # sorted, and every planned key must still be found by `mpstream trial`.
