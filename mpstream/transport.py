@@ -230,9 +230,9 @@ register(TCPHop())
 def get_transport(name: str) -> Transport:
     """The transport registered as `name`; a clear error naming the ones there are."""
     try:
-        return TRANSPORTS[name]
-    except KeyError:
-        raise UserError(f"transport {name!r}: choose one of {', '.join(TRANSPORTS)}") from None
+        return TRANSPORTS.get(name)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
 
 
 def for_network_mode(mode: str) -> Transport:
@@ -241,18 +241,3 @@ def for_network_mode(mode: str) -> Transport:
         if transport.network_mode == mode:
             return transport
     raise UserError(f"no transport runs a network in mode {mode!r}")
-
-
-def _load_transport_modules() -> None:
-    """Imports every module of mpstream/transports/: each registers its transport when
-    imported (from mpstream/transportbase.py), so every importer of this module sees them."""
-    import importlib
-    import pkgutil
-
-    import mpstream.transports as folder
-
-    for module in pkgutil.iter_modules(folder.__path__):
-        importlib.import_module(f"{folder.__name__}.{module.name}")
-
-
-_load_transport_modules()

@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import re
 from abc import ABC
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
+import mpstream.transports as transports_folder
 from mpstream import pathpolicy
 from mpstream.errors import UserError
 from mpstream.network import Network
 from mpstream.proof import Proof
+from mpstream.registry import Registry
 
 
 class Carrier(Protocol):
@@ -148,16 +149,11 @@ class Transport(ABC):
         yield Direct(base_url)
 
 
-TRANSPORTS: dict[str, Transport] = {}
 # What a transport's name may be: it names sessions in the collector (a 16-character column) and
 # the page's `transport` parameter (player/src/probe/params.js checks the same pattern).
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,15}$"
-
-
-def register(transport: Transport) -> Transport:
-    if not re.fullmatch(NAME_PATTERN, transport.name):
-        raise ValueError(f"transport name {transport.name!r} does not match {NAME_PATTERN}")
-    if transport.name in TRANSPORTS:
-        raise ValueError(f"a transport named {transport.name!r} is registered already")
-    TRANSPORTS[transport.name] = transport
-    return transport
+# The built-in transports register themselves from mpstream/transport.py; the folder's modules
+# are imported on the first lookup.
+TRANSPORTS: Registry[Transport] = Registry(transports_folder.__name__, transports_folder.__path__,
+                                           "transport", lambda t: t.name, NAME_PATTERN)
+register = TRANSPORTS.register

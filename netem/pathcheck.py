@@ -145,7 +145,7 @@ def paths() -> None:
                                   f"{PROBE_PATH}, which `mpstream serve` offers].")
 @click.option("--seconds", type=click.FloatRange(0.5, 60), default=3.0, show_default=True,
               help="Length of each timed download.")
-@click.option("--transport", type=click.Choice(list(TRANSPORTS)), default="mptcp",
+@click.option("--transport", type=click.Choice(TRANSPORTS.names()), default="mptcp",
               show_default=True, help="Transport of the aggregate measurement.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def check(url: str, interfaces: str, probe_url: str | None, seconds: float, transport: str,

@@ -289,9 +289,7 @@ class CompetitorSpec(_Strict):
     @field_validator("transport")
     @classmethod
     def _registered(cls, name: str) -> str:
-        if name not in TRANSPORTS:
-            raise ValueError(f"no transport {name!r}; choose one of {', '.join(TRANSPORTS)}")
-        return name
+        return TRANSPORTS.check(name)
 
     @property
     def multipath(self) -> bool:

@@ -50,8 +50,7 @@ def _fmt_rate(bps: Any) -> str:
 
 def _transport_label(name: object) -> str:
     """A transport's label for people (MPTCP, TCP); its name as given when none is known."""
-    transport = TRANSPORTS.get(str(name))
-    return transport.label if transport else str(name)
+    return TRANSPORTS.get(str(name)).label if str(name) in TRANSPORTS else str(name)
 
 
 def _print_human(result: dict[str, Any], console: Console) -> None:
@@ -177,7 +176,7 @@ def _player_for(url: str, player: str | None) -> str:
               help="Video codec family to play: auto lets the player pick among what the "
                    "browser decodes; avc or hevc keep only that family (refused up front if the "
                    "browser cannot decode it).")
-@click.option("--transport", type=click.Choice(list(TRANSPORTS)), default=None,
+@click.option("--transport", type=click.Choice(TRANSPORTS.names()), default=None,
               help="The browser's sockets: mptcp (under mptcpize) or plain tcp. "
                    "Default: the profile's mode (mptcp with --url).")
 @click.option("--scheduler", default=None,

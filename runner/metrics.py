@@ -59,7 +59,8 @@ def client_speaks_mptcp(rec: TrialData) -> bool:
 def speaks_mptcp(transport: str | None) -> bool:
     """Whether a user of transport `transport` is in the MPTCP class of the fairness figures
     (the kernel's MPTCP at both ends); every other transport is in the other class."""
-    return transport in TRANSPORTS and get_transport(transport).kernel_mptcp
+    return (transport is not None and transport in TRANSPORTS
+            and get_transport(transport).kernel_mptcp)
 
 
 def jain_index(rates: list[float]) -> float:

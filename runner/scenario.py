@@ -44,14 +44,8 @@ Browser = Literal["chromium", "firefox"]
 Codec = Literal["auto", "avc", "hevc"]
 
 
-def _registered_transport(name: str) -> str:
-    if name not in TRANSPORTS:
-        raise ValueError(f"no transport {name!r}; choose one of {', '.join(TRANSPORTS)}")
-    return name
-
-
 # A registered transport's name (mpstream.transport.TRANSPORTS), checked when a scenario loads.
-TransportName = Annotated[str, AfterValidator(_registered_transport)]
+TransportName = Annotated[str, AfterValidator(TRANSPORTS.check)]
 
 
 class _Strict(BaseModel):

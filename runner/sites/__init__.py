@@ -2,7 +2,7 @@
 per condition kind ("emulated", "real", …) that makes the condition's network for one trial and
 says what it needs, what it checks and whether its trials can move to a cluster's host.
 
-This module is the registry (runner/registry.py): a condition's `kind` is a name registered
+This module is the registry (mpstream/registry.py): a condition's `kind` is a name registered
 here. A new network is one module in this folder: a `Site` subclass and `register(TheSite)`.
 """
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import AfterValidator
 
-from mpstream.runner.registry import Registry
+from mpstream.registry import Registry
 
 if TYPE_CHECKING:
     from mpstream.runner.sites.base import Site

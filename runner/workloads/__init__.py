@@ -2,7 +2,7 @@
 `Workload` (runner/workloads/base.py) says what it needs, prepares it (media), runs one trial
 and computes its own figures from a trial's data.
 
-This module is the registry (runner/registry.py): a scenario's and a trial record's `kind` is a
+This module is the registry (mpstream/registry.py): a scenario's and a trial record's `kind` is a
 name registered here. A new workload is one module in this folder: a `Workload` subclass and
 `register(TheWorkload())`.
 """
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import AfterValidator
 
-from mpstream.runner.registry import Registry
+from mpstream.registry import Registry
 
 if TYPE_CHECKING:
     from mpstream.runner.workloads.base import Workload
