@@ -107,8 +107,8 @@ def conditions_named(scenario: Scenario, names: list[str]) -> list[str]:
     return [label for label in labels if any(fnmatch.fnmatchcase(label, name) for name in names)]
 
 
-def chosen_conditions(plan: list[Trial], previous: dict | None, only: list[str] | None,
-                      done: dict[str, str]) -> list[str] | None:
+def chosen_conditions(scenario: Scenario, plan: list[Trial], previous: dict | None,
+                      only: list[str] | None, done: dict[str, str]) -> list[str] | None:
     """The conditions a run folder is a run of, over every `mpstream run` into it: None for all
     of its scenario's (one run without `--condition` makes it so), else those the `--condition`s
     named, with the conditions of trials already there (a folder from before this was kept)."""
@@ -116,8 +116,7 @@ def chosen_conditions(plan: list[Trial], previous: dict | None, only: list[str] 
         return None
     before = set((previous or {}).get("chosen") or
                  {t.condition.label for t in plan if t.key in done})
-    labels = [t.condition.label for t in plan]
-    return [label for label in dict.fromkeys(labels) if label in before | set(only)]
+    return [c.label for c in scenario.all_conditions() if c.label in before | set(only)]
 
 
 def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
@@ -222,7 +221,7 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
 
     remove_partial_trials(out_dir)
     done = finished_keys(out_dir)
-    chosen = chosen_conditions(plan, previous, only, done)
+    chosen = chosen_conditions(scenario, plan, previous, only, done)
     selected = [t for t in plan if not only or t.condition.label in only]
     todo = [t for t in selected
             if t.key not in done or (retry_failed and done[t.key] == "failed")]

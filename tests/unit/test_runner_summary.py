@@ -148,10 +148,10 @@ def test_the_conditions_chosen_add_up_over_the_runs_into_a_folder(tmp_path):
                          "conditions": [{"label": label, "profile": "disjoint-2x10"}
                                         for label in ("a", "b", "c")]}, base_dir=tmp_path)
     plan = expand_trials(sc, 2)
-    assert chosen_conditions(plan, None, [], {}) is None  # no --condition: all of them
-    assert chosen_conditions(plan, None, ["c", "a"], {}) == ["a", "c"]
-    assert chosen_conditions(plan, {"chosen": ["b"]}, ["c"], {}) == ["b", "c"]
-    assert chosen_conditions(plan, {"chosen": None}, ["c"], {}) is None  # once all, all
+    assert chosen_conditions(sc, plan, None, [], {}) is None  # no --condition: all of them
+    assert chosen_conditions(sc, plan, None, ["c", "a"], {}) == ["a", "c"]
+    assert chosen_conditions(sc, plan, {"chosen": ["b"]}, ["c"], {}) == ["b", "c"]
+    assert chosen_conditions(sc, plan, {"chosen": None}, ["c"], {}) is None  # once all, all
     # A folder from before `chosen` was kept: the conditions its finished trials are of.
     done = {t.key: "ok" for t in plan if t.condition.label == "b"}
-    assert chosen_conditions(plan, {"plan": []}, ["c"], done) == ["b", "c"]
+    assert chosen_conditions(sc, plan, {"plan": []}, ["c"], done) == ["b", "c"]
