@@ -16,8 +16,9 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    """The plugins of package `package` (its folder `path`), each under the name `name_of`
-    gives it; `what` names one in errors ("workload kind")."""
+    """The plugins of package `package` (its folder `path`, kept as given so that a folder
+    added to the package's path is seen), each under the name `name_of` gives it, which must
+    match `name_pattern` when one is given; `what` names one in errors ("workload kind")."""
 
     def __init__(self, package: str, path: Iterable[str], what: str,
                  name_of: Callable[[T], str], name_pattern: str | None = None):

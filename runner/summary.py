@@ -69,8 +69,9 @@ def _planned_trials(run: dict[str, Any]) -> int | None:
 
 
 def _command(run: dict[str, Any], ran: list[str]) -> str:
-    """The `mpstream run` that made the trials: with `--condition` for each condition its plan
-    holds when that is not all of the scenario's (else for each condition that ran), and the
+    """The `mpstream run` that made the trials: with `--condition` for each condition the run
+    is a run of when that is not all of the scenario's (`_planned_conditions`; else for each
+    condition that ran), and the
     `--cluster` the run was given. A run stopped part way is still the whole run's command; the
     summary's `planned` says how far it got."""
     spec = run.get("scenario_spec") or {}
