@@ -7,13 +7,13 @@
 # $MPSTREAM_CACHE (default /var/cache/mpstream). Each run lays a throw-away overlay on it and,
 # chrooted into that overlay inside private mount and PID namespaces:
 #   1. clones the current commit (HEAD: uncommitted changes are not part of the run) and runs
-#      `make setup` there: the project's installer, pip and npm on that release. This step
+#      `make setup` there: the project's installer, uv and npm on that release. This step
 #      alone uses the host's network, to reach the package registries;
 #   2. in a network namespace of its own: the unit tests and a short encode;
 #   3. in that kind of network namespace too, under the heavy lock ($MPSTREAM_HEAVY_LOCK,
 #      default /tmp/mps-heavy.lock) because it measures: one `mpstream netem check` of a preset
 #      and one `mpstream play` session (Chromium, dash.js) whose JSON result is checked.
-# Downloaded .deb files, pip's and npm's caches are kept beside the root file system, so a
+# Downloaded .deb files, pip's, uv's and npm's caches are kept beside the root file system, so a
 # second run installs everything again without downloading it again.
 #
 # Cleanup is the kernel's: when the last process of a step's namespaces ends, its mounts, the
@@ -79,9 +79,10 @@ if [[ ${1:-} == --inside ]]; then
   ln -s /proc/self/fd/2 "$root/dev/stderr"
   # `ip netns add` keeps its namespaces under /run/netns: this /run, not the host's.
   mount -t tmpfs -o mode=755,nosuid,nodev tmpfs "$root/run"
-  mkdir -p "$root/root/.cache/pip" "$root/root/.npm"
+  mkdir -p "$root/root/.cache/pip" "$root/root/.cache/uv" "$root/root/.npm"
   mount --bind "$cache/downloads/apt" "$root/var/cache/apt/archives"
   mount --bind "$cache/downloads/pip" "$root/root/.cache/pip"
+  mount --bind "$cache/downloads/uv" "$root/root/.cache/uv"
   mount --bind "$cache/downloads/npm" "$root/root/.npm"
   case $step in
     setup)
@@ -150,7 +151,7 @@ if [[ -n $(git -C "$repo" status --porcelain --untracked-files=no) ]]; then
   echo "note: uncommitted changes are not tested; the run clones commit ${commit:0:12}" >&2
 fi
 mkdir -p "$cache/runs" "$cache/downloads/apt/partial" "$cache/downloads/pip" \
-  "$cache/downloads/npm"
+  "$cache/downloads/uv" "$cache/downloads/npm"
 
 # The root file system, built once. The stamp says how it was made; a change rebuilds it.
 rootfs=${given_rootfs:-$cache/rootfs}
