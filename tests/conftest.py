@@ -60,14 +60,18 @@ TINY_MEDIA_SECONDS = 30.0
 
 @pytest.fixture(scope="session")
 def tiny_media(tmp_path_factory) -> Path:
-    """The `tiny` ladder from the synthetic source, made once per test session (or a tree made
-    earlier, named by $MPSTREAM_TEST_MEDIA, to save the encode when iterating)."""
+    """The `tiny` ladder from the synthetic source, once per test session: a copy of the
+    encode the cache outside the clone holds for this code and this ffmpeg (tests/mediacache.py),
+    or a tree made earlier, named by $MPSTREAM_TEST_MEDIA."""
     prepared = os.environ.get("MPSTREAM_TEST_MEDIA")
     if prepared:
         return Path(prepared)
     from mpstream.encoder.pipeline import encode_media
+    from tests.mediacache import cached_media
 
     out = tmp_path_factory.getbasetemp() / "player-tiny-media"
     if not (out / "media.json").is_file():
-        encode_media("synthetic", "tiny", 2.0, TINY_MEDIA_SECONDS, out, progress=False)
+        cached_media(out, lambda folder: encode_media("synthetic", "tiny", 2.0,
+                                                      TINY_MEDIA_SECONDS, folder, progress=False),
+                     "synthetic", "tiny", 2.0, TINY_MEDIA_SECONDS)
     return out
