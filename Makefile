@@ -152,8 +152,13 @@ docs-check: venv
 docs-figures: venv
 	@$(PY) scripts/docsfigures.py --write
 
+# The unit tests on both cores (pytest-xdist), then the integration and end-to-end tests one at a
+# time: they measure rates and delays on emulated paths and must not share the CPU. Both sets
+# run even when the first fails, so that one run shows every failure.
 test: setup-core lint docs-check
-	@scripts/pytest.sh -m "(unit or integration or e2e) and not long" --durations=25
+	@rc=0; scripts/pytest.sh -m "unit and not long" -n 2 --durations=10 || rc=$$?; \
+	scripts/pytest.sh -m "(integration or e2e) and not long" --durations=25 || rc=$$?; \
+	exit $$rc
 
 test-unit: venv
 	@scripts/pytest.sh -m unit
@@ -193,6 +198,18 @@ test-quic: setup
 		tests/e2e/test_competitor_transport.py
 	@# The unit tests of a built hop, which make test (it builds no hop) skips on a fresh clone.
 	@scripts/pytest.sh tests/unit/test_hop.py -k "hops_default_scheduler or control_channel" -rs
+
+# The second browser (about a minute): hls.js in Firefox over both paths, dash.js playing the HEVC
+# set, a codec the browser lacks refused, Firefox killed mid-session (docs/firefox-hevc.md).
+.PHONY: test-firefox
+test-firefox: setup-core
+	@scripts/pytest.sh -m long tests/e2e/test_player_firefox.py
+
+# The collector's API fuzzed from its OpenAPI document (about a minute): on SQLite, and on a
+# throwaway PostgreSQL cluster, which is stricter (docs/server.md).
+.PHONY: test-api
+test-api: setup-core
+	@scripts/pytest.sh -m long tests/integration/test_server_stack.py
 
 # Path policies and multipath HTTP's slower proofs (about 2 minutes): dash.js over a free and a
 # metered path under the deadline and always policies (docs/cellular.md), and an mphttp download

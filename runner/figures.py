@@ -17,8 +17,11 @@ from mpstream.qoe.stats import Summary, summarize
 DPI = 110
 
 
-def _save(fig, path: Path) -> Path:
-    fig.tight_layout()
+def _save(fig, path: Path, *, tight: bool = True) -> Path:
+    # tight_layout draws the whole figure once more to measure its labels: a figure of fixed
+    # layout sets its margins itself and passes tight=False.
+    if tight:
+        fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return path
@@ -140,6 +143,9 @@ def subflow_timeline(path: Path, title: str, series: dict[int, dict[str, list]],
     data back with nothing in flight; `toggles`: the path policy's (time, what) changes of a
     metered path, as labelled green lines."""
     fig, (top, middle, bottom) = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
+    # Fixed margins (one of these is drawn for every trial, and tight_layout's extra draw was
+    # a third of each): room for the y labels' ticks of up to five digits and the x label.
+    fig.subplots_adjust(left=0.085, right=0.985, top=0.96, bottom=0.065, hspace=0.1)
     for p in range(n_paths):
         s = series.get(p)
         if not s:
@@ -176,7 +182,7 @@ def subflow_timeline(path: Path, title: str, series: dict[int, dict[str, list]],
     top.set_title(title)
     _legend(top)
     _legend(bottom)
-    return _save(fig, path)
+    return _save(fig, path, tight=False)
 
 
 def sweep_lines(path: Path, x_name: str, points: dict[str, dict[str, dict[float, Summary]]],

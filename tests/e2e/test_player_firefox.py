@@ -20,7 +20,7 @@ from mpstream.player.session import MANIFESTS
 from mpstream.server.stack import ServerStack
 from tests.sessions import collector_get, play, session_events
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.long, pytest.mark.timeout(600)]  # make test-firefox
 
 PLAY_S = 12.0
 REPO = Path(__file__).resolve().parents[2]

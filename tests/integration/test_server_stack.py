@@ -209,6 +209,7 @@ def test_collector_graceful_restart_keeps_answering(stack):
     assert failures == 0
 
 
+@pytest.mark.long  # make test-api
 def test_stack_on_postgresql(media, tmp_path):
     with throwaway_postgres() as url, ServerStack(media, port=free_port(), database_url=url) as s:
         body = {**SESSION, "id": "pg-1"}
@@ -245,6 +246,7 @@ def fuzz(api_url: str, cwd: Path, examples: int) -> None:
     assert cases and int(cases.group(2)) >= 200, done.stdout[-2000:]  # it really ran
 
 
+@pytest.mark.long  # make test-api
 def test_fuzzing_from_openapi_finds_no_server_error(stack, tmp_path):
     fuzz(stack.api_url, tmp_path, examples=25)
 
