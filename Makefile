@@ -154,12 +154,12 @@ docs-check: venv
 docs-figures: venv
 	@$(PY) scripts/docsfigures.py --write
 
-# The project's own modules compiled ahead (into __pycache__/, ignored by git): every mpstream
-# process the tests start imports them, and with PYTHONDONTWRITEBYTECODE set none would keep
-# what it compiled. Up-to-date files are skipped.
+# The clone's Python files compiled ahead (into __pycache__/, ignored by git): every mpstream
+# process the tests start imports the project's modules, and with PYTHONDONTWRITEBYTECODE set
+# none would keep what it compiled. Up-to-date files are skipped.
 .PHONY: bytecode
 bytecode: venv
-	@$(PY) -m compileall -q -j 0 -x node_modules mpstream encoder manifests server player netem runner >/dev/null
+	@$(PY) -m compileall -q -j 0 -x '/(\.venv|node_modules|build)/' . >/dev/null
 
 # The unit tests on both cores (pytest-xdist), then the integration and end-to-end tests one at a
 # time: they measure rates and delays on emulated paths and must not share the CPU. Both sets

@@ -60,7 +60,8 @@ def cached_media(out: Path, make: Callable[[Path], None], *args: object) -> Path
             # Atomic: a session beside this one finds a whole tree or none.
             os.replace(work / "media", entry)
         except OSError:
-            pass  # another session put the same entry there first
+            if not entry.is_dir():  # else another session put the same entry there first
+                raise
         finally:
             shutil.rmtree(work, ignore_errors=True)
         _prune(entry.parent, keep=entry)
