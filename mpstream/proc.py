@@ -74,26 +74,30 @@ def stop_pids(pids: list[int], timeout: float = 3.0) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
-def _live_processes() -> Iterator[tuple[int, int, int]]:
-    """(pid, parent pid, process group) of every live (non-zombie) process, from /proc."""
+def _live_processes() -> Iterator[tuple[int, int, int, str]]:
+    """(pid, parent pid, process group, command name) of every live (non-zombie) process, each
+    from one read of its /proc stat, so a process that exits meanwhile is simply left out."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+            head, tail = (entry / "stat").read_text().split("(", 1)[1].rsplit(")", 1)
+            fields = tail.split()
+        except (OSError, IndexError, ValueError):
             continue
         if fields[0] != "Z":
-            yield int(entry.name), int(fields[1]), int(fields[2])
+            yield int(entry.name), int(fields[1]), int(fields[2]), head
 
 
 def _group_has_members(pgid: int) -> bool:
-    return any(pgrp == pgid for _, _, pgrp in _live_processes())
+    return any(pgrp == pgid for _, _, pgrp, _ in _live_processes())
 
 
-def child_pids(pid: int) -> set[int]:
-    """The live children of `pid` (not grandchildren)."""
-    return {child for child, ppid, _ in _live_processes() if ppid == pid}
+def child_pids(pid: int, name: str | None = None) -> set[int]:
+    """The live children of `pid` (not grandchildren); with `name`, only those whose command
+    name (/proc's comm, at most 15 characters) is `name`."""
+    return {child for child, ppid, _, comm in _live_processes()
+            if ppid == pid and (name is None or comm == name)}
 
 
 @contextlib.contextmanager

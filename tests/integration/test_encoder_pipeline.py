@@ -187,9 +187,8 @@ def test_interrupt_leaves_no_tree_no_staging_and_no_ffmpeg(tmp_path, signum):
          "--duration", "120", "--segment-duration", "2", "--out", str(out), "--quiet"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
-    ffmpeg = wait_until(lambda: {p for p in child_pids(proc.pid)
-                                 if Path(f"/proc/{p}/comm").read_text().strip() == "ffmpeg"},
-                        60, "the encode starts ffmpeg", 0.2)
+    ffmpeg = wait_until(lambda: child_pids(proc.pid, "ffmpeg"), 60, "the encode starts ffmpeg",
+                        0.2)
     # Interrupted mid-encode: ffmpeg has written into the staging folder.
     wait_until(lambda: any(f.stat().st_size > 0
                            for f in tmp_path.glob(".media.partial-*/work/*") if f.is_file()),

@@ -47,3 +47,41 @@ def test_await_ready_names_the_program_and_its_last_words_or_the_hint():
     with pytest.raises(UserError, match=r"^the proxy was not ready after 0.3 s \(is it up\?\)$"):
         await_ready(slow, "the proxy", 0.3, lambda: "", " (is it up?)")
     assert slow.poll() is not None  # stopped, not left behind
+
+
+
+def test_child_pids_by_name_reads_each_process_once_and_leaves_out_the_exited(tmp_path):
+    """The name comes from the same read of /proc/PID/stat as the parent: a child that exits
+    between listing and naming is left out, not an error (a test raced on that once). A name
+    may hold spaces and parentheses."""
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+
+    from mpstream.proc import child_pids
+    from tests.waiting import wait_until
+
+    odd = tmp_path / "odd ) (x"
+    shutil.copy(shutil.which("sleep"), odd)
+    parent = subprocess.Popen(
+        [sys.executable, "-c",
+         "import subprocess, sys, time\n"
+         f"a = subprocess.Popen(['sleep', '30']); b = subprocess.Popen([{str(odd)!r}, '30'])\n"
+         "c = subprocess.Popen(['true']); c.wait()\n"
+         "print('ready', flush=True); time.sleep(30)\n"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert parent.stdout is not None and parent.stdout.readline() == "ready\n"
+        sleeps = wait_until(lambda: child_pids(parent.pid, "sleep"), 10, "sleep starts", 0.05)
+        oddly = child_pids(parent.pid, "odd ) (x")
+        assert len(sleeps) == 1 and len(oddly) == 1
+        assert child_pids(parent.pid) == sleeps | oddly  # `true` was reaped: not a child now
+        assert child_pids(parent.pid, "ffmpeg") == set()
+    finally:
+        for pid in child_pids(parent.pid):
+            os.kill(pid, signal.SIGKILL)
+        parent.kill()
+        parent.wait()
