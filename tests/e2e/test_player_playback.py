@@ -125,6 +125,9 @@ def test_mptcp_plays_over_both_paths(balanced, player, tmp_path):
         support = result["page"]["codec_support"]
         assert any(c.startswith(("hvc1", "hev1")) for c in support), support
         assert not any(ok for c, ok in support.items() if c.startswith(("hvc1", "hev1")))
+        # Its segments came through the per-request XHR loader put in place of its own.
+        loader = result["page"]["segment_loader"]
+        assert loader["xhr"] == "per-request" and loader["instances"] >= 1, loader
 
     # The screenshot: the video shows frames, the HUD shows numbers.
     hud = result["hud"]

@@ -29,6 +29,13 @@ def run(tmp_path_factory):
     raw.update(trials=2, duration_s=30, players=["hlsjs"],
                conditions=[c for c in raw["conditions"] if c["label"] in keep])
     raw["live"]["window_s"] = 20
+    # The scenario's balanced paths (2 x 300 kbit/s) carry the top rung (about 430 kbit/s with
+    # audio) with little to spare, so stalls there are part of what it measures, and how far
+    # latency climbs after them varies from trial to trial. Here they get room (2 x 1.5 Mbit/s),
+    # so that latency staying near the target is a property of the player, the live server and
+    # the report, which this test checks; the failure condition keeps the scenario's rates.
+    balanced = next(c for c in raw["conditions"] if c["label"] == "balanced")
+    balanced["set"] = {**balanced["set"], "paths.*.rate": "1500kbit"}
     scenario = parse_scenario(raw, base_dir=full.base_dir)
     out = tmp_path_factory.mktemp("run-live") / "live"
     out.parent.chmod(0o755)

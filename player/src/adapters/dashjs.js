@@ -3,6 +3,7 @@
 // instead (same clock as everything else, sub-millisecond, true first byte).
 import { MediaPlayer } from 'dashjs';
 import { configureAbr } from './dashjs-abr.js';
+import { perRequestXhrLoader } from './dashjs-xhr.js';
 import { codecFamily, codecProblem, ladderOf, pageClock, resourceTiming, stripCmcd } from './common.js';
 
 const E = MediaPlayer.events;
@@ -63,6 +64,13 @@ function kindOf(request) {
 
 export function createAdapter({ video, config, probe, fail, bufferAhead }) {
   const player = MediaPlayer().create();
+  // Each request's abort cancels that request, not the loader's latest (dashjs-xhr.js says why).
+  // Counted, so that a session's report shows dash.js loaded through it.
+  let xhrLoaders = 0;
+  player.extend('XHRLoader', () => {
+    xhrLoaders += 1;
+    return perRequestXhrLoader();
+  }, false);
   // dash.js drops representations Media Source cannot decode (the MPD's HEVC set in a browser
   // without an HEVC decoder, so AVC plays); what the browser said is kept for the record.
   let offered = {};
@@ -167,6 +175,7 @@ export function createAdapter({ video, config, probe, fail, bufferAhead }) {
     protocol: 'dash',
     version: player.getVersion(),
     codecSupport: () => offered,
+    segmentLoader: () => ({ xhr: 'per-request', instances: xhrLoaders }),
     recoversMediaErrors: true,
     start() {
       player.initialize(video, config.src, true);

@@ -53,6 +53,8 @@ function sessionReport(session) {
     sender_error: sender.lastError,
     rejected: sender.rejected.length,
     codec_support: adapter.codecSupport ? adapter.codecSupport() : {},
+    // The player library's own loader, or ours in its place (dash.js: adapters/dashjs-xhr.js).
+    segment_loader: adapter.segmentLoader ? adapter.segmentLoader() : null,
   };
 }
 
