@@ -4,6 +4,13 @@
 # that needs more installs it then, saying what and why.
 
 SHELL := /bin/bash
+# Python keeps what it compiles (in __pycache__/, ignored by git; in .venv) even where the
+# environment says not to: every process the tests start imports the same modules, and where
+# PYTHONDONTWRITEBYTECODE is set (as on the machines CI runs on) each compiled them anew.
+# Compiled as they are first imported, only what runs is compiled; ahead of time (uv's
+# --compile-bytecode) also compiled the many modules of Ray and the others no test imports.
+unexport PYTHONDONTWRITEBYTECODE
+
 PY := .venv/bin/python
 VENV_STAMP := .venv/.installed
 VENV_DEMO_STAMP := .venv/.installed-demo
@@ -38,10 +45,7 @@ system-demo:
 # Reinstalled only when pyproject.toml changes. The demo's are the package and its `demo` extra
 # (Playwright, the sample video); the tests' add the `dev` and `cluster` extras.
 # The packages go in with uv (pinned here, itself from PyPI by pip): it installs the tests' set in
-# seconds where pip took over a minute, from its cache outside the clone (~/.cache/uv). The
-# tests' set is byte-compiled as it goes in: where PYTHONDONTWRITEBYTECODE is set (as on the
-# machines these tests run on), Python would otherwise compile every module it imports anew in
-# every process the tests start. The demo's is not (a fraction of it is ever imported). It trusts
+# seconds where pip took over a minute, from its cache outside the clone (~/.cache/uv). It trusts
 # the system's certificate store, as pip here does (a proxy that inspects TLS adds its CA there).
 UV_VERSION := 0.13.9
 UV := .venv/bin/uv
@@ -51,7 +55,7 @@ $(UV):
 venv: $(VENV_STAMP)
 $(VENV_STAMP): pyproject.toml | $(UV)
 	@echo "Installing Python packages into .venv for the tests (make test): mpstream with its dev and cluster extras (pytest, ruff, mypy, Ray, ...)"
-	@$(UV) pip install -q --system-certs --compile-bytecode --python $(PY) -e '.[dev,cluster]'
+	@$(UV) pip install -q --system-certs --python $(PY) -e '.[dev,cluster]'
 	@touch $@ $(VENV_DEMO_STAMP)
 venv-demo: $(VENV_DEMO_STAMP)
 $(VENV_DEMO_STAMP): pyproject.toml | $(UV)
@@ -154,17 +158,10 @@ docs-check: venv
 docs-figures: venv
 	@$(PY) scripts/docsfigures.py --write
 
-# The clone's Python files compiled ahead (into __pycache__/, ignored by git): every mpstream
-# process the tests start imports the project's modules, and with PYTHONDONTWRITEBYTECODE set
-# none would keep what it compiled. Up-to-date files are skipped.
-.PHONY: bytecode
-bytecode: venv
-	@$(PY) -m compileall -q -j 0 -x '/(\.venv|node_modules|build)/' . >/dev/null
-
 # The unit tests on both cores (pytest-xdist), then the integration and end-to-end tests one at a
 # time: they measure rates and delays on emulated paths and must not share the CPU. Both sets
 # run even when the first fails, so that one run shows every failure.
-test: setup-core lint docs-check bytecode
+test: setup-core lint docs-check
 	@rc=0; scripts/pytest.sh -m "unit and not long" -n 2 --durations=10 || rc=$$?; \
 	scripts/pytest.sh -m "(integration or e2e) and not long" --durations=25 || rc=$$?; \
 	exit $$rc

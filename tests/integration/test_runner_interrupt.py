@@ -17,7 +17,7 @@ from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(300)
 
-SCENARIO = balanced_and_single("iperf-mini", duration_s=6)
+SCENARIO = balanced_and_single("iperf-mini", duration_s=4)
 
 
 def _mpstream(*args: str, **kw) -> subprocess.Popen:
