@@ -44,8 +44,10 @@ browser_in_namespace = chromium_in_namespace
 
 PAGE_LOAD_TIMEOUT_S = 60.0
 STARTUP_TIMEOUT_S = 30.0
-# The page drains its event queue for up to 15 s after the end; a little more on top.
-DRAIN_MARGIN_S = 25.0
+# The page drains its event queue for up to its report_timeout (15 s unless told) after the
+# end; a little more on top.
+REPORT_TIMEOUT_S = 15.0
+DRAIN_MARGIN_S = 10.0
 SCREENSHOT_AFTER_S = 4.0
 HUD_TEXT = """Object.fromEntries([...document.querySelectorAll('#hud dd')]
     .map((dd) => [dd.dataset.field, dd.textContent]))"""
@@ -81,6 +83,8 @@ class PlayRequest:
     trial: int | None = _page("trial")
     screenshot: Path | None = None
     startup_timeout_s: float = STARTUP_TIMEOUT_S
+    # How long the page keeps sending unsent events after the end (None: the page's 15 s).
+    report_timeout_s: float | None = _page("report_timeout")
     buffer_s: float | None = _page("buffer")
     collector_url: str | None = None
     target_latency_s: float | None = _page("target_latency")
@@ -409,10 +413,10 @@ def _visit(network: Network, server: PageServer, r: PlayRequest, url: str) -> _V
         try:
             _load(page, url)
             visit.report, visit.hud = _follow(page, r.duration_s, r.startup_timeout_s,
-                                              r.screenshot)
+                                              r.screenshot, _finish_within(r))
         except BrowserTimeout:
             visit.failure = (f"the player page did not finish the session within "
-                             f"{r.duration_s + DRAIN_MARGIN_S:g} s")
+                             f"{_finish_within(r):g} s")
             visit.report = _page_report(page)
         except BrowserGone as exc:
             visit.failure, visit.gone = str(exc), True
@@ -478,8 +482,14 @@ def _page_report(page: Page) -> dict[str, Any]:
     return {}
 
 
+def _finish_within(r: PlayRequest) -> float:
+    """Seconds from the play request until the page must have ended and reported."""
+    return r.duration_s + (r.report_timeout_s or REPORT_TIMEOUT_S) + DRAIN_MARGIN_S
+
+
 def _follow(page: Page, duration_s: float, startup_timeout_s: float,
-            screenshot: Path | None) -> tuple[dict[str, Any], dict[str, str] | None]:
+            screenshot: Path | None, finish_within_s: float
+            ) -> tuple[dict[str, Any], dict[str, str] | None]:
     """Waits for the page to play and to finish; the page's report and (with a screenshot)
     what the HUD showed."""
     hud = None
@@ -490,5 +500,5 @@ def _follow(page: Page, duration_s: float, startup_timeout_s: float,
         screenshot.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(screenshot)
         hud = page.evaluate(HUD_TEXT)
-    page.wait_for("window.mpstream.state === 'done'", duration_s + DRAIN_MARGIN_S)
+    page.wait_for("window.mpstream.state === 'done'", finish_within_s)
     return page.evaluate("window.mpstream ? window.mpstream.report() : {}") or {}, hud

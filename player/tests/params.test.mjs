@@ -6,8 +6,10 @@ import { transportText } from '../src/session/transport.js';
 test('all parameters are read', () => {
   const { config, errors } = parseParams('?src=/media/dash/manifest.mpd&player=dashjs&session=s_1&scenario=bal&trial=2&transport=mptcp&collector=/api/v1/&duration=25');
   assert.equal(parseParams('?buffer=4').config.buffer, 4);
+  assert.equal(parseParams('?report_timeout=2.5').config.reportTimeout, 2.5);
+  assert.deepEqual(parseParams('?report_timeout=0').errors.length, 1);
   assert.deepEqual(errors, []);
-  assert.deepEqual(config, { src: '/media/dash/manifest.mpd', player: 'dashjs', session: 's_1', scenario: 'bal', trial: 2, transport: 'mptcp', seenBy: 'server', codec: 'auto', collector: '/api/v1', duration: 25, startupTimeout: 30, buffer: null, targetLatency: null, abr: 'dynamic', abrParams: {} });
+  assert.deepEqual(config, { src: '/media/dash/manifest.mpd', player: 'dashjs', session: 's_1', scenario: 'bal', trial: 2, transport: 'mptcp', seenBy: 'server', codec: 'auto', collector: '/api/v1', duration: 25, startupTimeout: 30, reportTimeout: 15, buffer: null, targetLatency: null, abr: 'dynamic', abrParams: {} });
 });
 
 test('the player follows the manifest when not given, and defaults fill in', () => {

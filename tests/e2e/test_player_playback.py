@@ -222,7 +222,7 @@ def test_collector_down_is_reported(balanced):
     stack = balanced[1]
     stack.stop_collector()
     try:
-        result = _play(balanced, "dashjs", "mptcp", "down", duration_s=6.0)
+        result = _play(balanced, "dashjs", "mptcp", "down", duration_s=6.0, report_timeout_s=3.0)
     finally:
         stack.start_collector()
     assert result["failure"] and "collector" in result["failure"], result["failure"]

@@ -28,7 +28,7 @@ def run(tiny_media, tmp_path_factory):
         "name": "mini-bandwidth",
         "trials": 2,
         "seed": 5,
-        "duration_s": 8,
+        "duration_s": 5,
         "players": ["dashjs"],
         "media": {"dir": str(tiny_media)},
         "conditions": [

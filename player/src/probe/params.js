@@ -17,6 +17,8 @@ export const SESSION_ID_RULE = /^[A-Za-z0-9_-]{1,64}$/;
 
 const DEFAULT_SOURCES = { hlsjs: '/media/hls/master.m3u8', dashjs: '/media/dash/manifest.mpd' };
 const DEFAULT_STARTUP_TIMEOUT_S = 30;
+// After the end record: how long unsent events may take to reach the collector (s).
+const DEFAULT_REPORT_TIMEOUT_S = 15;
 
 function randomSessionId() {
   const bytes = new Uint8Array(8);
@@ -137,6 +139,7 @@ export function parseParams(search) {
   const collector = (params.get('collector') || '/api/v1').replace(/\/+$/, '');
   const duration = positiveNumber(params, 'duration', errors);
   const startupTimeout = positiveNumber(params, 'startup_timeout', errors) ?? DEFAULT_STARTUP_TIMEOUT_S;
+  const reportTimeout = positiveNumber(params, 'report_timeout', errors) ?? DEFAULT_REPORT_TIMEOUT_S;
   // How far ahead the player may buffer (s); the library's own default when absent.
   const buffer = positiveNumber(params, 'buffer', errors);
   // Live streams: how far behind the live edge to play (s); the library's default when absent.
@@ -144,7 +147,7 @@ export function parseParams(search) {
   const { abr, abrParams } = abrOf(params, player, errors);
 
   return {
-    config: { src, player, session, scenario, trial, transport, seenBy, codec, collector, duration, startupTimeout, buffer, targetLatency, abr, abrParams },
+    config: { src, player, session, scenario, trial, transport, seenBy, codec, collector, duration, startupTimeout, reportTimeout, buffer, targetLatency, abr, abrParams },
     errors,
   };
 }

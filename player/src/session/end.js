@@ -3,9 +3,6 @@
 import { showProblem } from '../problem.js';
 import { hudView, playbackSample } from './media.js';
 
-// After the end record: how long unsent events may take to reach the collector.
-const DRAIN_TIMEOUT_MS = 15000;
-
 /** A fatal failure: the first one is the session's failure; the session ends with `error`. */
 export function failSession(session, message) {
   if (session.failed) return;
@@ -33,9 +30,10 @@ async function finish(session, reason) {
     console.warn('stopping the player:', err);
   }
   let endReason = reason;
+  const drainMs = config.reportTimeout * 1000; // the page parameter report_timeout
   if (sender.failures > 0) {
     // The collector has been failing: give it time before the session is declared unreported.
-    await sender.drain(DRAIN_TIMEOUT_MS);
+    await sender.drain(drainMs);
     if (sender.pending > 0) {
       const message = `collector unreachable at ${config.collector}: ${sender.lastError}`;
       probe.error({ message, fatal: true, code: 'collector_unreachable' });
@@ -44,7 +42,7 @@ async function finish(session, reason) {
     }
   }
   probe.end({ reason: endReason, position: sample.position });
-  await sender.drain(sender.failures > 0 ? 2000 : DRAIN_TIMEOUT_MS);
+  await sender.drain(sender.failures > 0 ? Math.min(2000, drainMs) : drainMs);
   control.state = 'done';
   return control.report();
 }
