@@ -135,6 +135,34 @@ def test_kill_9_of_the_owner_then_clean_unloads_it(no_coupled_cc_loaded):
         profile.unlink(missing_ok=True)
 
 
+
+@pytest.mark.long  # a run's start-up: make test-sharing
+def test_an_interrupted_run_unregisters_it(no_coupled_cc_loaded, tmp_path):
+    """Ctrl-C during a trial of a run whose paths run LIA: the CC is unregistered and its
+    record gone with the trial's topology (a struct_ops map its sockets still hold is the
+    kernel's to free; the test below)."""
+    from tests.waiting import wait_until
+
+    scenario = tmp_path / "lia.toml"
+    scenario.write_text('name = "lia-interrupt"\nkind = "iperf"\ntrials = 1\nseed = 1\n'
+                        'duration_s = 20\n[[conditions]]\nlabel = "lia"\n'
+                        'profile = "thesis-bandwidth-balanced"\ntransport = "mptcp"\n'
+                        'set = { cc = "lia" }\n')
+    proc = subprocess.Popen([MPSTREAM, "run", str(scenario), "--out", str(tmp_path / "run"),
+                             "--no-report"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        wait_until(lambda: "mps_lia" in registered() and any(
+            coupled.records_dir().glob("lia.*.use")), 120, "the trial loads LIA", 0.2)
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, output
+    assert "mps_lia" not in registered(), output
+    assert not list(coupled.records_dir().glob("lia.*")), output
+
 def struct_ops_ids(name: str) -> set[int]:
     shown = subprocess.run(["bpftool", "-j", "struct_ops", "show"], capture_output=True,
                            text=True, check=True)
