@@ -16,10 +16,11 @@ RESULTS_DIR = REPO_ROOT / "results"
 @click.command()
 @click.argument("scenario")
 @click.option("--trials", type=click.IntRange(1, 1000), default=None,
-              help="Trials per condition (default: the scenario's).")
+              help="Trials per condition (default: the scenario's; on resume, the run's).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Run folder (default: results/<scenario>-<UTC time>). Give an existing run "
-                   "folder to resume it.")
+                   "folder to resume it: with the trials, conditions and --pcap it was "
+                   "planned with, unless given again.")
 @click.option("--retry-failed", is_flag=True, help="On resume, run failed trials again too.")
 @click.option("--report/--no-report", "make_report", default=True,
               help="Write the report when the run ends (default: yes).")
@@ -44,7 +45,8 @@ RESULTS_DIR = REPO_ROOT / "results"
 @click.option("--condition", "conditions", multiple=True, metavar="LABEL",
               help="Run only this condition of the scenario (repeatable), e.g. one added to a "
                    "scenario whose run folder has the others; a pattern names several "
-                   "('*-cubic': a sweep's cubic column).")
+                   "('*-cubic': a sweep's cubic column; '*': all). On resume, the conditions "
+                   "the run was planned with, unless given.")
 def run(scenario: str, trials: int | None, out_dir: Path | None, retry_failed: bool,
         make_report: bool, pcap: bool, cluster: str | None, trial_margin: float,
         balance_hosts: bool, plan_only: bool, conditions: tuple[str, ...]) -> None:

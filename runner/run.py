@@ -110,13 +110,29 @@ def conditions_named(scenario: Scenario, names: list[str]) -> list[str]:
 def chosen_conditions(scenario: Scenario, plan: list[Trial], previous: dict | None,
                       only: list[str] | None, done: dict[str, str]) -> list[str] | None:
     """The conditions a run folder is a run of, over every `mpstream run` into it: None for all
-    of its scenario's (one run without `--condition` makes it so), else those the `--condition`s
-    named, with the conditions of trials already there (a folder from before this was kept)."""
+    of its scenario's (once they have all been named, `--condition '*'`, or one run had no
+    `--condition`), else those the `--condition`s named, with the conditions of trials already
+    there (a folder from before this was kept)."""
     if not only or (previous and "chosen" in previous and previous["chosen"] is None):
         return None
     before = set((previous or {}).get("chosen") or
                  {t.condition.label for t in plan if t.key in done})
-    return [c.label for c in scenario.all_conditions() if c.label in before | set(only)]
+    labels = [c.label for c in scenario.all_conditions()]
+    chosen = [label for label in labels if label in before | set(only)]
+    return None if chosen == labels else chosen
+
+
+def as_planned(scenario: Scenario, previous: dict | None, trials: int | None,
+               only: list[str] | None, pcap: bool) -> tuple[int, list[str] | None, bool]:
+    """The trials per condition, the conditions and the capture a run is to have: what the
+    command gives, else what the run folder was planned with (so that a run resumed with
+    `mpstream run SCENARIO --out FOLDER` goes on as it began), else the scenario's."""
+    if previous is None:
+        return trials or scenario.trials, only, pcap
+    labels = {c.label for c in scenario.all_conditions()}
+    before = [label for label in previous.get("chosen") or [] if label in labels]
+    return (trials or previous.get("trials") or scenario.trials, only or before or None,
+            pcap or bool(previous.get("pcap")))
 
 
 def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
@@ -208,14 +224,14 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
     out_dir = Path(out_dir).resolve()
     # An input the scenario names that cannot be used is refused before the run folder exists.
     workload_for(scenario.kind).check_inputs(scenario)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    n = trials if trials is not None else scenario.trials
-    plan = expand_trials(scenario, n)
     previous = read_json(out_dir / RUN_JSON)
     ran = RunScenario.of(previous).name if previous else None
     if previous and ran != scenario.name:
         raise UserError(f"{out_dir} holds a run of scenario {ran!r}, not {scenario.name!r}; "
                         "give another --out folder")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    n, only, pcap = as_planned(scenario, previous, trials, only, pcap)
+    plan = expand_trials(scenario, n)
     if scenario_path and Path(scenario_path).is_file():
         shutil.copyfile(scenario_path, out_dir / "scenario.toml")
 

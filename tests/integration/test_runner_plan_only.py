@@ -53,12 +53,12 @@ def test_a_run_of_some_conditions_plans_them_all_and_runs_only_those(tmp_path):
     assert sorted(json.loads((out / "run.json").read_text())["plan"]) == [
         "r00-balanced", "r00-single", "r01-balanced", "r01-single"]
     # What the run is a run of (its summary's command and trials planned): the conditions named
-    # over every `run` into the folder, until one names none.
+    # over every `run` into the folder, until all are.
     assert json.loads((out / "run.json").read_text())["chosen"] == ["single"]
-    _mpstream("run", str(scenario), "--out", str(out), "--plan-only", "--trials", "2",
-              "--condition", "balanced")
-    assert json.loads((out / "run.json").read_text())["chosen"] == ["balanced", "single"]
-    _mpstream("run", str(scenario), "--out", str(out), "--plan-only", "--trials", "2")
+    said = _mpstream("run", str(scenario), "--out", str(out), "--plan-only", "--trials", "2",
+                     "--condition", "balanced")
+    assert "planned: 2 trial(s)" in said  # balanced's
+    # Both named, all are: the run is one of the whole scenario (null), as with '*'.
     assert json.loads((out / "run.json").read_text())["chosen"] is None
 
     refused = subprocess.run([sys.executable, "-m", "mpstream.cli", "run", str(scenario),
@@ -68,3 +68,23 @@ def test_a_run_of_some_conditions_plans_them_all_and_runs_only_those(tmp_path):
     said = " ".join((refused.stdout + refused.stderr).split())
     assert "has no condition 'singel'; its conditions: balanced, single" in said
     assert not (tmp_path / "other").exists()
+
+
+def test_a_run_resumed_with_no_options_goes_on_as_it_was_planned(tmp_path):
+    """`mpstream run SCENARIO --out FOLDER`, what an interrupted run says to resume it with:
+    the trials per condition, the conditions and the capture it was begun with, not the
+    scenario's; `--condition '*'` widens it to all."""
+    scenario = tmp_path / "plan-only.toml"
+    scenario.write_text(SCENARIO)
+    out = tmp_path / "run"
+    _mpstream("run", str(scenario), "--out", str(out), "--plan-only", "--trials", "3",
+              "--condition", "single", "--pcap")
+    said = _mpstream("run", str(scenario), "--out", str(out), "--plan-only")
+    assert "planned: 3 trial(s)" in said
+    run = json.loads((out / "run.json").read_text())
+    assert (run["trials"], run["chosen"], run["pcap"]) == (3, ["single"], True)
+    assert len(run["plan"]) == 6
+
+    said = _mpstream("run", str(scenario), "--out", str(out), "--plan-only", "--condition", "*")
+    assert "planned: 6 trial(s)" in said
+    assert json.loads((out / "run.json").read_text())["chosen"] is None
