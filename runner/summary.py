@@ -24,9 +24,11 @@ from mpstream.runner.scenario import condition_of_key
 FORMAT = 1
 # The figures each trial gives in the summary as well as their condition's statistics: what a
 # reader checks first when an interval is wide (which trial, at what load), and the time a
-# returning path took, whose spread over trials is the finding (a timer that fired or not).
+# returning path took, whose spread over trials is the finding (a timer that fired or not);
+# a sweep's RTT and retransmissions, where one trial can set a wide interval apart.
 PER_TRIAL = ("startup_delay_ms", "download_share", "longest_stall_ms", "mean_bitrate_mbps",
-             "throughput_mbps", "path0_return_s", "path1_return_s")
+             "throughput_mbps", "path0_rtt_ms", "path1_rtt_ms", "retrans_per_s",
+             "path0_return_s", "path1_return_s")
 # Six significant digits: far below any interval the docs quote, and the file stays stable
 # when the same run is summarized again.
 DIGITS = 6
