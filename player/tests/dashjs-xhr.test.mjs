@@ -85,6 +85,29 @@ test('reset and a bare abort cancel every request in flight, and only those', ()
   assert.equal(FakeXhr.made[4].aborted, false);
 });
 
+test('a request loaded again cancels its open XHR, and its abort then cancels the new one', () => {
+  FakeXhr.made = [];
+  const ended = [];
+  const loader = perRequestXhrLoader(FakeXhr);
+  const segment = request('/dash/avc-360p/seg_00002.m4s', ended);
+  loader.load(segment, {});
+  loader.load(segment, {});
+  const [first, again] = FakeXhr.made;
+  assert.equal(first.aborted, true, 'the first XHR would end into the same callbacks');
+  assert.equal(again.aborted, false);
+  first.dispatchEvent(new Event('loadend')); // late: it must not forget the new XHR
+  segment.customData.abort();
+  assert.equal(again.aborted, true);
+  // A retry after the first ended: nothing left open to cancel, the retry loads.
+  const retried = request('/dash/avc-360p/seg_00003.m4s', ended);
+  loader.load(retried, {});
+  FakeXhr.made[2].finish();
+  loader.load(retried, {});
+  assert.equal(FakeXhr.made[3].aborted, false);
+  FakeXhr.made[3].finish();
+  assert.deepEqual(ended, ['/dash/avc-360p/seg_00003.m4s', '/dash/avc-360p/seg_00003.m4s']);
+});
+
 test('parseHeaders keeps names as given and values whole', () => {
   assert.deepEqual(parseHeaders('A: 1\r\nDate: Sat, 28 Nov 2026 10:00:00 GMT\r\n'),
     { A: '1', Date: 'Sat, 28 Nov 2026 10:00:00 GMT' });

@@ -35,6 +35,9 @@ export function perRequestXhrLoader(Xhr = globalThis.XMLHttpRequest) {
   }
 
   function load(request, response) {
+    // A request loaded again (dash.js retries with the same object) while its last XHR is still
+    // open: that one is cancelled, or both would end into the same callbacks.
+    abortOne(request);
     const xhr = new Xhr();
     latest = xhr;
     xhr.open(request.method, request.url, true);
