@@ -78,9 +78,10 @@ RATIO = re.compile(r"\d+\.\d+[ \t]*(?:×|x(?![\w-]))(?![ \t]*<!--(?:fig|setting|
 SPREAD = re.compile(r"(?<![\w.])(?<!Python )\d+\.\d+[ \t]*(?:ms|s|Mbit/s|%|MB)?[ \t]*"
                     r"(?:-|–|to)[ \t]*\d+\.\d+(?![\w.])"
                     r"(?![ \t]*(?:ms|s|Mbit/s|%|MB)?[ \t]*<!--(?:setting|goal|cited))")
-# A decimal with a unit ("22.7 Mbit/s", "0.14 s", "18.7%"): what a run printed. A setting or a
-# definition written so says so with <!--setting--> after it.
-PLAIN = re.compile(r"(?<![\w.])\d+\.\d+[ \t]*(?:ms|s|Mbit/s|Gbit/s|kbit/s|%|MB|GB|KB|kB)"
+# A decimal with a unit ("22.7 Mbit/s", "0.14 s", "18.7%", "93.97 bytes"): what a run printed.
+# A setting or a definition written so says so with <!--setting--> after it.
+PLAIN = re.compile(r"(?<![\w.])\d+\.\d+[ \t]*(?:ms|µs|us|s|Mbit/s|Gbit/s|kbit/s|Mbps|%|MB|GB|KB|kB"
+                   r"|MiB|GiB|KiB|B|bytes|packets|pkts|segments)"
                    r"(?![\w/])(?![ \t]*<!--(?:fig|setting|goal|cited))")
 # A whole number of milliseconds or percent ("1138 ms", "17%"): a startup delay, a share. (Whole
 # rates and sizes, "25 Mbit/s", "60 s", are far more often settings than figures, and are not

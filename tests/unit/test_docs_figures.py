@@ -127,11 +127,13 @@ def test_a_sourced_number_matches_its_figure_at_its_precision(tmp_path, data_dir
         ["page.md:3: '0.51-0.57'", "page.md:3: '1.07 s to 1.40'"], 1, id="spread of runs"),
     pytest.param(
         "The counter moved 0.14 s later and the path carried 18.7% of the bytes.\n\n"
-        "It polls every 0.25 s <!--setting-->, on 25 Mbit/s paths.\n\n"
+        "It polls every 0.25 s <!--setting-->, on 25 Mbit/s paths, 1500 bytes a packet.\n\n"
+        "The interface carried 93.97 bytes a packet more, and 12.5 packets a poll.\n\n"
         "A spread, 1.07 s to 1.40 s, is one figure, not three.\n\n"
         "<!-- unchecked: a run whose folder was not kept -->\n22.7 Mbit/s\n"
         "<!-- /unchecked -->\n",
-        ["page.md:3: '0.14 s'", "page.md:3: '18.7%'", "page.md:7: '1.07 s to 1.40'"], 1,
+        ["page.md:3: '0.14 s'", "page.md:3: '18.7%'", "page.md:7: '12.5 packets'",
+         "page.md:7: '93.97 bytes'", "page.md:9: '1.07 s to 1.40'"], 1,
         id="decimal with a unit"),
     # The issue's own example: 0.844 on one page, 0.872 on another, neither tied to a run.
     pytest.param(
