@@ -34,7 +34,9 @@ A measurement in README.md or docs/ is written in one of two ways, both tied to 
 - a number in a sentence followed by a comment naming where it comes from, the run, the
   condition, the metric and what of it: `1.04× <!--fig schedulers-idle-2026-11-27 mpquic-ecf
   startup_delay_ms ratio:tcp-->` (mean, median, lo, hi, pct, min, max, ratio:CONDITION). The number
-  must equal that figure at the precision it is written with.
+  must equal that figure at the precision it is written with. The run as a whole is the
+  condition `run`: its `minutes` (from its first trial's start to its last's end) and its
+  `seconds_a_trial` (those minutes over its trials), as `<!--fig RUN run minutes mean-->`.
 
 Anything else shaped like a measurement (a number with an interval `[a, b]` beside it, or a
 ratio `1.20×`) is an error, unless it stands in a region that says why it is not checked yet:
@@ -60,6 +62,7 @@ import re
 import sys
 import tomllib
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,6 +104,11 @@ MEASURED = (INTERVAL, RATIO, SPREAD, PLAIN, WHOLE, SHARE)
 SETTINGS = re.compile(r"<!-- settings: (?P<why>.*?) -->(?P<body>.*?)<!-- /settings -->", re.S)
 
 
+# The run as a whole, in a figure's condition, and what it gives.
+RUN = "run"
+RUN_METRICS = ("minutes", "seconds_a_trial")
+
+
 class FigureError(Exception):
     pass
 
@@ -122,7 +130,22 @@ class Summary:
         raise FigureError(f"{self.path.name} has no condition {label!r} (it has {names})")
 
     def metric(self, label: str, metric: str) -> dict | None:
+        if label == RUN and not any(c["label"] == RUN for c in self.data["conditions"]):
+            return self.run_metric(metric)
         return self.condition(label)["metrics"].get(metric)
+
+    def run_metric(self, metric: str) -> dict:
+        """How long the run took: its trials' wall time, whole or a trial."""
+        run = self.data["run"]
+        if metric not in RUN_METRICS:
+            raise FigureError(f"the run has no figure {metric!r}: {', '.join(RUN_METRICS)}")
+        started, finished = run.get("started"), run.get("finished")
+        if not started or not finished or not run.get("trials"):
+            return {"mean": None}
+        seconds = (datetime.fromisoformat(finished) - datetime.fromisoformat(started)
+                   ).total_seconds()
+        value = seconds / 60 if metric == "minutes" else seconds / run["trials"]
+        return {"mean": value, "ci95": [None, None]}
 
     def value(self, label: str, metric: str, what: str) -> float | None:
         """One figure of the summary: mean, lo, hi, pct (the mean as a percentage), min or max

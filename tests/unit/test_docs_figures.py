@@ -19,7 +19,9 @@ def _metric(mean, lo, hi, n=5):
 def data_dir(tmp_path):
     d = tmp_path / "data"
     d.mkdir()
-    (d / "run-a.json").write_text(json.dumps({"format": 1, "run": {"id": "run-a"}, "conditions": [
+    run = {"id": "run-a", "trials": 4, "started": "2026-11-28T10:00:00+00:00",
+           "finished": "2026-11-28T10:26:14+00:00"}
+    (d / "run-a.json").write_text(json.dumps({"format": 1, "run": run, "conditions": [
         {"group": "tcp", "label": "tcp", "metrics": {
             "startup_delay_ms": _metric(200.0, 190.0, 210.0),
             "download_share": _metric(0.9243, 0.91, 0.938)}},
@@ -107,6 +109,13 @@ def test_a_sourced_number_matches_its_figure_at_its_precision(tmp_path, data_dir
     spread = ("From 231 ms <!--fig run-a mptcp startup_delay_ms min--> to 763.8 ms "
               "<!--fig run-a mptcp startup_delay_ms max-->.\n")
     assert figs.check_page(_page(tmp_path, spread), data_dir=data_dir).errors == []
+    # The run as a whole: 26 min 14 s from its first trial's start to its last's end, 4 trials.
+    took = ("Its trials took 26.2 minutes <!--fig run-a run minutes mean-->, "
+            "393.5 s <!--fig run-a run seconds_a_trial mean--> a trial.\n")
+    assert figs.check_page(_page(tmp_path, took), data_dir=data_dir).errors == []
+    wrong = "They took 35 minutes <!--fig run-a run minutes mean-->.\n"
+    assert "35 is not run-a's run minutes mean (26)" in figs.check_page(
+        _page(tmp_path, wrong), data_dir=data_dir).errors[0]
     missing = "It took 3 s <!--fig run-b mptcp startup_delay_ms mean-->.\n"
     assert "no run summary" in figs.check_page(_page(tmp_path, missing),
                                                data_dir=data_dir).errors[0]
