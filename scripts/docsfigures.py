@@ -35,8 +35,9 @@ A measurement in README.md or docs/ is written in one of two ways, both tied to 
   condition, the metric and what of it: `1.04× <!--fig schedulers-idle-2026-11-27 mpquic-ecf
   startup_delay_ms ratio:tcp-->` (mean, median, lo, hi, pct, min, max, ratio:CONDITION). The number
   must equal that figure at the precision it is written with. The run as a whole is the
-  condition `run`: its `minutes` (from its first trial's start to its last's end) and its
-  `seconds_a_trial` (those minutes over its trials), as `<!--fig RUN run minutes mean-->`.
+  condition `run`: its `minutes` (from its first trial's start to its last's end), its
+  `seconds_a_trial` (that time over its trials), as `<!--fig RUN run minutes mean-->`, and the
+  `load` average sampled while it ran (`<!--fig RUN run load max-->`, or min or median).
 
 Anything else shaped like a measurement (a number with an interval `[a, b]` beside it, or a
 ratio `1.20×`) is an error, unless it stands in a region that says why it is not checked yet:
@@ -130,27 +131,35 @@ class Summary:
         raise FigureError(f"{self.path.name} has no condition {label!r} (it has {names})")
 
     def metric(self, label: str, metric: str) -> dict | None:
-        if label == RUN and not any(c["label"] == RUN for c in self.data["conditions"]):
-            return self.run_metric(metric)
         return self.condition(label)["metrics"].get(metric)
 
-    def run_metric(self, metric: str) -> dict:
-        """How long the run took: its trials' wall time, whole or a trial."""
+    def is_run(self, label: str) -> bool:
+        return label == RUN and not any(c["label"] == RUN for c in self.data["conditions"])
+
+    def run_value(self, metric: str, what: str) -> float | None:
+        """A figure of the run as a whole: its trials' wall time (whole, or a trial: `mean`)
+        or the machine's load average (`min`, `median`, `max` of those sampled)."""
         run = self.data["run"]
-        if metric not in RUN_METRICS:
-            raise FigureError(f"the run has no figure {metric!r}: {', '.join(RUN_METRICS)}")
+        if metric == "load":
+            if what not in ("min", "median", "max"):
+                raise FigureError(f"the run's load is its min, median or max, not {what!r}")
+            return (run.get("load_avg_1m") or {}).get(what)
+        if metric not in RUN_METRICS or what != "mean":
+            raise FigureError(f"the run has no figure {metric} {what}: "
+                              f"{', '.join(f'{m} mean' for m in RUN_METRICS)} or load max")
         started, finished = run.get("started"), run.get("finished")
         if not started or not finished or not run.get("trials"):
-            return {"mean": None}
+            return None
         seconds = (datetime.fromisoformat(finished) - datetime.fromisoformat(started)
                    ).total_seconds()
-        value = seconds / 60 if metric == "minutes" else seconds / run["trials"]
-        return {"mean": value, "ci95": [None, None]}
+        return seconds / 60 if metric == "minutes" else seconds / run["trials"]
 
     def value(self, label: str, metric: str, what: str) -> float | None:
         """One figure of the summary: mean, lo, hi, pct (the mean as a percentage), min or max
         (over the condition's trials, for the figures the summary keeps per trial) or
-        ratio:BASE (the mean over condition BASE's)."""
+        ratio:BASE (the mean over condition BASE's); of the condition `run`, the run's own."""
+        if self.is_run(label):
+            return self.run_value(metric, what)
         if what in ("min", "max"):  # over the condition's trials
             values = [t[metric] for t in self.condition(label).get("trials", [])
                       if t.get(metric) is not None]

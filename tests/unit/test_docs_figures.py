@@ -20,7 +20,8 @@ def data_dir(tmp_path):
     d = tmp_path / "data"
     d.mkdir()
     run = {"id": "run-a", "trials": 4, "started": "2026-11-28T10:00:00+00:00",
-           "finished": "2026-11-28T10:26:14+00:00"}
+           "finished": "2026-11-28T10:26:14+00:00", "load_avg_1m": {"min": 0.4, "median": 1.1,
+                                                                     "max": 2.46}}
     (d / "run-a.json").write_text(json.dumps({"format": 1, "run": run, "conditions": [
         {"group": "tcp", "label": "tcp", "metrics": {
             "startup_delay_ms": _metric(200.0, 190.0, 210.0),
@@ -111,7 +112,8 @@ def test_a_sourced_number_matches_its_figure_at_its_precision(tmp_path, data_dir
     assert figs.check_page(_page(tmp_path, spread), data_dir=data_dir).errors == []
     # The run as a whole: 26 min 14 s from its first trial's start to its last's end, 4 trials.
     took = ("Its trials took 26.2 minutes <!--fig run-a run minutes mean-->, "
-            "393.5 s <!--fig run-a run seconds_a_trial mean--> a trial.\n")
+            "393.5 s <!--fig run-a run seconds_a_trial mean--> a trial, at a load average of "
+            "at most 2.5 <!--fig run-a run load max-->.\n")
     assert figs.check_page(_page(tmp_path, took), data_dir=data_dir).errors == []
     wrong = "They took 35 minutes <!--fig run-a run minutes mean-->.\n"
     assert "35 is not run-a's run minutes mean (26)" in figs.check_page(
