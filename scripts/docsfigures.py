@@ -148,11 +148,13 @@ class Summary:
             raise FigureError(f"the run has no figure {metric} {what}: "
                               f"{', '.join(f'{m} mean' for m in RUN_METRICS)} or load max")
         started, finished = run.get("started"), run.get("finished")
-        if not started or not finished or not run.get("trials"):
+        if not started or not finished:
             return None
         seconds = (datetime.fromisoformat(finished) - datetime.fromisoformat(started)
                    ).total_seconds()
-        return seconds / 60 if metric == "minutes" else seconds / run["trials"]
+        if metric == "minutes":
+            return seconds / 60
+        return seconds / run["trials"] if run.get("trials") else None  # a benchmark has rounds
 
     def value(self, label: str, metric: str, what: str) -> float | None:
         """One figure of the summary: mean, lo, hi, pct (the mean as a percentage), min or max
