@@ -130,7 +130,12 @@ def as_planned(scenario: Scenario, previous: dict | None, trials: int | None,
     if previous is None:
         return trials or scenario.trials, only, pcap
     labels = {c.label for c in scenario.all_conditions()}
-    before = [label for label in previous.get("chosen") or [] if label in labels]
+    chosen = previous.get("chosen") or []
+    before = [label for label in chosen if label in labels]
+    if chosen and not before and not only:
+        raise UserError(f"the run was of condition(s) {', '.join(chosen)}, which scenario "
+                        f"{scenario.name!r} no longer has: name those to run with --condition "
+                        "('*' for all)")
     return (trials or previous.get("trials") or scenario.trials, only or before or None,
             pcap or bool(previous.get("pcap")))
 

@@ -88,3 +88,18 @@ def test_a_run_resumed_with_no_options_goes_on_as_it_was_planned(tmp_path):
     said = _mpstream("run", str(scenario), "--out", str(out), "--plan-only", "--condition", "*")
     assert "planned: 6 trial(s)" in said
     assert json.loads((out / "run.json").read_text())["chosen"] is None
+
+
+def test_a_run_of_conditions_the_scenario_no_longer_has_is_not_widened_unasked(tmp_path):
+    scenario = tmp_path / "plan-only.toml"
+    scenario.write_text(SCENARIO)
+    out = tmp_path / "run"
+    _mpstream("run", str(scenario), "--out", str(out), "--plan-only", "--condition", "single")
+    scenario.write_text(SCENARIO.replace('label = "single"', 'label = "tcp"'))
+    refused = subprocess.run([sys.executable, "-m", "mpstream.cli", "run", str(scenario),
+                              "--out", str(out), "--plan-only"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0
+    said = " ".join((refused.stdout + refused.stderr).split())
+    assert "the run was of condition(s) single, which scenario 'plan-only' no longer has" in said
+    assert json.loads((out / "run.json").read_text())["chosen"] == ["single"]
