@@ -206,6 +206,11 @@ def _player_for(url: str, player: str | None) -> str:
               help="A numeric parameter of the rule (repeatable), e.g. horizon=3 for robustmpc.")
 @click.option("--list-abr", is_flag=True, expose_value=False, is_eager=True, callback=_list_abr,
               help="List the adaptation rules each player supports, and exit.")
+@click.option("--report-timeout", "report_timeout_s", type=click.FloatRange(min=1), default=None,
+              metavar="SECONDS",
+              help="How long the page keeps sending unsent events after the session ends "
+                   "while the collector does not take them, before it records "
+                   "collector_unreachable [default: 15] (a collector far away, --collector).")
 @click.option("--session", "session_id", default=None, help="Session id (default: generated).")
 @click.option("--scenario", default=None, help="Scenario label stored with the session.")
 @click.option("--trial", type=click.IntRange(min=0), default=None, help="Trial number.")
@@ -218,7 +223,8 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
          transport: str | None, scheduler: str | None, path_policy: str | None,
          deadline_marks: str | None, duration_s: float, buffer_s: float | None,
          target_latency_s: float | None,
-         abr: str | None, abr_params: tuple[str, ...], session_id: str | None,
+         abr: str | None, abr_params: tuple[str, ...], report_timeout_s: float | None,
+         session_id: str | None,
          scenario: str | None, trial: int | None, name: str, screenshot: Path | None,
          as_json: bool) -> None:
     """Play one session in a headless browser, over the PROFILE's emulated paths (--media,
@@ -242,7 +248,7 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
                 collector_url=collector_url, duration_s=duration_s, session_id=session_id,
                 scenario=scenario, trial=trial, screenshot=screenshot, buffer_s=buffer_s,
                 target_latency_s=target_latency_s, browser=browser, codec=codec, abr=rule,
-                abr_params=rule_params))
+                abr_params=rule_params, report_timeout_s=report_timeout_s))
         _output(result, session_id, as_json)
         return
     if interfaces is not None or collector_url is not None:
@@ -279,7 +285,8 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
                 scenario=scenario, trial=trial, screenshot=screenshot, buffer_s=buffer_s,
                 target_latency_s=target_latency_s, browser=browser, codec=codec, abr=rule,
                 abr_params=rule_params, path_policy=path_policy,
-                metered=prof.metered_paths(), deadline_marks=marks))
+                metered=prof.metered_paths(), deadline_marks=marks,
+                report_timeout_s=report_timeout_s))
     _output(result, session_id, as_json)
 
 

@@ -157,6 +157,22 @@ def test_play_refuses_a_media_tree_without_the_manifest(tmp_path):
     assert "dash/manifest.mpd is missing" in str(result.exception)
 
 
+def test_play_passes_report_timeout_to_the_page(monkeypatch):
+    """--report-timeout reaches the request, and so the page's report_timeout parameter (the
+    e2e collector-down test plays with it); unset, the page keeps its own default."""
+    from mpstream.player import real
+
+    asked = []
+    monkeypatch.setattr(real, "play_url", lambda url, interfaces, request: asked.append(request))
+    monkeypatch.setattr("mpstream.player.cli._output", lambda *a: None)
+    for extra in (["--report-timeout", "40"], []):
+        result = CliRunner().invoke(play, ["--url", "http://127.0.0.1:9/m.mpd", *extra])
+        assert result.exception is None, result.output
+    assert [r.report_timeout_s for r in asked] == [40.0, None]
+    assert "report_timeout=40" in session.page_url("http://h", asked[0])
+    assert "report_timeout" not in session.page_url("http://h", asked[1])
+
+
 def test_play_refuses_a_profile_with_competing_clients_before_building_it(tmp_path):
     (tmp_path / "dash").mkdir()
     (tmp_path / "dash" / "manifest.mpd").write_text("<MPD/>")
