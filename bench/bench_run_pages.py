@@ -2,6 +2,7 @@
 page (its conditions side by side) and a trial's timeline, as a browser gets them.
 
     .venv/bin/python bench/bench_run_pages.py [--rounds 25] [--repeat 10]
+        [--summary docs/data/bench-run-pages-DATE.json]
 
 The run folder holds 3 conditions x --rounds trials, copies of the golden fixture's real trials
 (tests/runfolder.py). The pages are served as `serve` serves them (nginx, gunicorn with one
@@ -12,6 +13,8 @@ the trial page until its charts are drawn). The run page is timed before the rep
 (its figures computed from the trials, then kept) and after `mpstream report` wrote
 conditions.csv and trials.csv (as `mpstream run` does when it ends). Goal: under 1 s each.
 Prints figures; not a pass/fail test. The machine's CPU is shared: figures vary run to run.
+`--summary` writes them as a run summary for the docs (scripts/docsfigures.py), a case a
+condition: `first_ms` its first load, `load_ms` each of the others.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from playwright.sync_api import sync_playwright
 from mpstream.cli import COLLECTOR_APP
 from mpstream.paths import REPO_ROOT
 from mpstream.runner.report import build_report
+from mpstream.runner.summary import BenchRecord
 from mpstream.server.cli import RESULTS_ENV
 from mpstream.server.stack import ServerStack
 
@@ -57,16 +61,32 @@ def browser_s(page, url: str, ready: str | None) -> float:
     return time.perf_counter() - t0
 
 
-def row(name: str, first: float, rest: list[float]) -> None:
-    print(f"{name:58} {first * 1000:8.0f} {statistics.median(rest) * 1000:9.0f} "
+# A case's label in the summary -> what it times, as printed.
+CASES = {
+    "run-computed-server": "run page, no report yet (figures computed), server",
+    "run-kept-chromium": "run page, no report yet (figures kept), Chromium",
+    "run-csv-server": "run page, from the report's CSV files, server (fresh worker)",
+    "run-csv-chromium": "run page, from the report's CSV files, Chromium",
+    "trial-server": "trial timeline page, server (fresh worker)",
+    "trial-chromium": "trial timeline page to its charts drawn, Chromium",
+}
+
+
+def row(rows: dict[str, list[dict[str, float]]], case: str, first: float,
+        rest: list[float]) -> None:
+    print(f"{CASES[case]:58} {first * 1000:8.0f} {statistics.median(rest) * 1000:9.0f} "
           f"{max(rest) * 1000:8.0f}")
+    rows[case] = [{"first_ms": first * 1000}, *({"load_ms": x * 1000} for x in rest)]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=25, help="trials per condition (3 conditions)")
     ap.add_argument("--repeat", type=int, default=10, help="loads after the first, per case")
+    ap.add_argument("--summary", type=Path, help="also write the figures as a run summary")
     args = ap.parse_args()
+    record = BenchRecord()
+    rows: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="mps-bench-runs-") as tmp:
         results = Path(tmp) / "results"
         run = make_run(results / RUN, rounds=args.rounds)
@@ -84,30 +104,35 @@ def main() -> None:
                   f"{args.repeat} more")
             print(f"{'case':58} {'first':>8} {'median':>9} {'max':>8}")
             first = fetch_s(run_url)
-            row("run page, no report yet (figures computed), server", first,
+            row(rows, "run-computed-server", first,
                 [fetch_s(run_url) for _ in range(args.repeat)])
-            row("run page, no report yet (figures kept), Chromium", browser_s(page, run_url, None),
+            row(rows, "run-kept-chromium", browser_s(page, run_url, None),
                 [browser_s(page, run_url, None) for _ in range(args.repeat)])
             t0 = time.perf_counter()
             build_report(run)
-            print(f"(mpstream report of the run took {time.perf_counter() - t0:.0f} s)")
+            report_s = time.perf_counter() - t0
+            print(f"(mpstream report of the run took {report_s:.0f} s)")
+            rows["report"] = [{"report_s": report_s}]
             # A fresh worker, as after `serve` starts: its first page loads the report's code.
             s.stop_collector()
             s.start_collector()
-            row("run page, from the report's CSV files, server (fresh worker)",
+            row(rows, "run-csv-server",
                 fetch_s(run_url), [fetch_s(run_url) for _ in range(args.repeat)])
-            row("run page, from the report's CSV files, Chromium",
+            row(rows, "run-csv-chromium",
                 browser_s(page, run_url, None),
                 [browser_s(page, run_url, None) for _ in range(args.repeat)])
             s.stop_collector()
             s.start_collector()
-            row("trial timeline page, server (fresh worker)", fetch_s(trial_url),
+            row(rows, "trial-server", fetch_s(trial_url),
                 [fetch_s(trial_url) for _ in range(args.repeat)])
             ready = "body[data-charts-ready='1']"
-            row("trial timeline page to its charts drawn, Chromium",
+            row(rows, "trial-chromium",
                 browser_s(page, trial_url, ready),
                 [browser_s(page, trial_url, ready) for _ in range(args.repeat)])
             browser.close()
+    if args.summary:
+        units = {"first_ms": "ms", "load_ms": "ms", "report_s": "s"}
+        print(f"summary: {record.write(args.summary, sys.argv, rows, units)}")
 
 
 if __name__ == "__main__":
