@@ -69,12 +69,12 @@ def one_round(n: int) -> dict[str, float]:
     try:
         clone = folder / "mpstream"
         subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(clone)], check=True)
-        figures = {}
+        figures, started = {}, {}
         for name, argv in STEPS:
-            started = datetime.now(UTC)
+            started[name] = datetime.now(UTC)
             figures[name] = timed(clone, name, argv)
         figures["total_s"] = sum(figures.values())
-        figures.update(demo_parts(clone, started))
+        figures.update(demo_parts(clone, started["demo_s"]))
         return figures
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -27,6 +27,7 @@ from mpstream.netem.teardown import leftovers
 from mpstream.netem.topology import Topology
 from mpstream.runner.sampler import parse_ss
 from mpstream.transport import get_transport
+from tests.waiting import wait_until
 
 MPSTREAM = str(Path(sys.executable).parent / "mpstream")
 MPTCP_WRAP = get_transport("mptcp").wrap
@@ -135,14 +136,11 @@ def test_kill_9_of_the_owner_then_clean_unloads_it(no_coupled_cc_loaded):
         profile.unlink(missing_ok=True)
 
 
-
 @pytest.mark.long  # a run's start-up: make test-sharing
 def test_an_interrupted_run_unregisters_it(no_coupled_cc_loaded, tmp_path):
     """Ctrl-C during a trial of a run whose paths run LIA: the CC is unregistered and its
     record gone with the trial's topology (a struct_ops map its sockets still hold is the
     kernel's to free; the test below)."""
-    from tests.waiting import wait_until
-
     scenario = tmp_path / "lia.toml"
     scenario.write_text('name = "lia-interrupt"\nkind = "iperf"\ntrials = 1\nseed = 1\n'
                         'duration_s = 20\n[[conditions]]\nlabel = "lia"\n'
@@ -162,6 +160,7 @@ def test_an_interrupted_run_unregisters_it(no_coupled_cc_loaded, tmp_path):
     assert proc.returncode == 130, output
     assert "mps_lia" not in registered(), output
     assert not list(coupled.records_dir().glob("lia.*")), output
+
 
 def struct_ops_ids(name: str) -> set[int]:
     shown = subprocess.run(["bpftool", "-j", "struct_ops", "show"], capture_output=True,
