@@ -18,6 +18,7 @@ from mpstream import provenance
 from mpstream.errors import UserError
 from mpstream.qoe.stats import Summary, summarize
 from mpstream.runner.layout import RUN_JSON, RunScenario, load_trials, read_json
+from mpstream.runner.record import TrialRecord
 from mpstream.runner.report import Report, metric_label
 from mpstream.runner.scenario import condition_of_key
 
@@ -88,6 +89,13 @@ def _command(run: dict[str, Any], ran: list[str]) -> str:
     return cmd
 
 
+def _provenance(record: TrialRecord | None) -> dict[str, float | None]:
+    """A trial's load at its start and its own time, set-up included: a run resumed after a
+    pause spans more than its trials took, so its time a trial is theirs, not the span's."""
+    return {"load_avg_1m": record.load_avg_1m if record else None,
+            "elapsed_s": record.elapsed_s if record else None}
+
+
 def run_summary(report: Report, run: dict[str, Any], run_id: str) -> dict[str, Any]:
     records = report.trials
     loads = [r.record.load_avg_1m for r in records if r.record.load_avg_1m is not None]
@@ -103,8 +111,8 @@ def run_summary(report: Report, run: dict[str, Any], run_id: str) -> dict[str, A
         load = summarize(r.record.load_avg_1m for r in mine if r.ok)
         if load.n:
             metrics["load_avg_1m"] = {**_metric("load_avg_1m", load), "unit": ""}
-        trials = [{"key": t["key"], "load_avg_1m": next(
-                       (r.record.load_avg_1m for r in mine if r.key == t["key"]), None),
+        record = {r.key: r.record for r in mine}
+        trials = [{"key": t["key"], **_provenance(record.get(t["key"])),
                    **{m: _num(t[m]) for m in PER_TRIAL if m in t}}
                   for t in report.per_trial.get(group, [])]
         conditions.append({

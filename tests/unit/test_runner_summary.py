@@ -20,7 +20,7 @@ def _run(tmp_path, rounds=3):
     (run / "run.json").write_text(json.dumps({**meta, "environment": ENV}))
     for i, trial in enumerate(sorted((run / "trials").glob("*/trial.json"))):
         record = json.loads(trial.read_text())
-        trial.write_text(json.dumps({**record, "load_avg_1m": float(i)}))
+        trial.write_text(json.dumps({**record, "load_avg_1m": float(i), "elapsed_s": 30.0 + i}))
     return run
 
 
@@ -55,6 +55,9 @@ def test_report_summary_holds_the_reports_figures_and_the_runs_provenance(tmp_pa
         assert cond["metrics"]["load_avg_1m"]["n"] == 3
     assert sorted(t["load_avg_1m"] for c in data["conditions"] for t in c["trials"]) == \
         [float(i) for i in range(9)]
+    # and each trial's own time, which a resumed run's span from first start to last end is not
+    assert sorted(t["elapsed_s"] for c in data["conditions"] for t in c["trials"]) == \
+        [30.0 + i for i in range(9)]
     # one line per metric, so that a diff of two summaries reads figure by figure
     assert sum('"startup_delay_ms": {' in line for line in text.splitlines()) == 3
 
