@@ -90,10 +90,11 @@ def _command(run: dict[str, Any], ran: list[str]) -> str:
 
 
 def _provenance(record: TrialRecord | None) -> dict[str, float | None]:
-    """A trial's load at its start and its own time, set-up included: a run resumed after a
-    pause spans more than its trials took, so its time a trial is theirs, not the span's."""
-    return {"load_avg_1m": record.load_avg_1m if record else None,
-            "elapsed_s": record.elapsed_s if record else None}
+    """A trial's load at its start and its own time, set-up included (a resumed run's span
+    from first start to last end also counts its pause; this does not)."""
+    if record is None:
+        return {"load_avg_1m": None, "elapsed_s": None}
+    return {"load_avg_1m": record.load_avg_1m, "elapsed_s": record.elapsed_s}
 
 
 def run_summary(report: Report, run: dict[str, Any], run_id: str) -> dict[str, Any]:
@@ -111,8 +112,8 @@ def run_summary(report: Report, run: dict[str, Any], run_id: str) -> dict[str, A
         load = summarize(r.record.load_avg_1m for r in mine if r.ok)
         if load.n:
             metrics["load_avg_1m"] = {**_metric("load_avg_1m", load), "unit": ""}
-        record = {r.key: r.record for r in mine}
-        trials = [{"key": t["key"], **_provenance(record.get(t["key"])),
+        record_of = {r.key: r.record for r in mine}
+        trials = [{"key": t["key"], **_provenance(record_of.get(t["key"])),
                    **{m: _num(t[m]) for m in PER_TRIAL if m in t}}
                   for t in report.per_trial.get(group, [])]
         conditions.append({
