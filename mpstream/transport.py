@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from mpstream import pathpolicy
 from mpstream.errors import UserError
 from mpstream.hop import HopMode, HopOptions, QuicHop, hop_missing, quic_cc, quic_schedulers
-from mpstream.network import Network
+from mpstream.network import Host, Network
 from mpstream.proof import Proof
 
 # The interface and the registry, in a module of their own that the transports in modules of
@@ -190,9 +190,9 @@ class TCPHop(HopTransport):
     kernel = TCP()
 
 
-def mptcp_counters(network: Network) -> dict[str, int]:
-    """The client's MPTcpExt counters (/proc/net/netstat read on the client host)."""
-    text = network.run("client", ["cat", "/proc/net/netstat"], capture_output=True, text=True,
+def mptcp_counters(network: Network, host: Host = "client") -> dict[str, int]:
+    """A host's MPTcpExt counters (/proc/net/netstat read on it)."""
+    text = network.run(host, ["cat", "/proc/net/netstat"], capture_output=True, text=True,
                        check=True).stdout
     lines = text.splitlines()
     for head, values in zip(lines[::2], lines[1::2], strict=False):

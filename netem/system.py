@@ -58,6 +58,21 @@ def sysctl(netns: str, settings: dict[str, str | int]) -> None:
     sh(argv)
 
 
+CLIENT_RMEM_INITIAL = 4 * 1024 * 1024
+
+
+def client_rmem(current: str | None = None) -> str:
+    """The client's `net.ipv4.tcp_rmem`: the kernel's minimum and maximum (as this host has
+    them), and a new socket's buffer at 4 MB instead of 128 KB. Over MPTCP on 6.18 a 128 KB
+    connection buffer that out-of-order data fills stops the connection for good: the data
+    that would fill the hole waits in the connection's backlog, which the kernel moves in only
+    while the buffer has room, and the buffer grows only as the application reads
+    (docs/netem.md#the-clients-receive-buffer)."""
+    text = current if current is not None else (PROC_SYS / "net/ipv4/tcp_rmem").read_text()
+    low, _, high = (int(v) for v in text.split())
+    return f"{low} {CLIENT_RMEM_INITIAL} {max(high, CLIENT_RMEM_INITIAL)}"
+
+
 def require_root() -> None:
     if os.geteuid() != 0:
         raise UserError(

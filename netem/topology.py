@@ -38,6 +38,7 @@ from mpstream.netem import coupled, teardown, traces
 from mpstream.netem.profile import Link, Profile, load_profile
 from mpstream.netem.system import (
     PROC_SYS,
+    client_rmem,
     ip_batch,
     require_cc,
     require_mptcp,
@@ -347,9 +348,13 @@ class Topology(Network):
             host.pop("net.mptcp.path_manager")  # kernels before 6.15: pm_type 0 is the default
         if not kernel_has_mptcp():  # mode tcp on a kernel without MPTCP
             host = {k: v for k, v in host.items() if not k.startswith("net.mptcp.")}
+        # A client's sockets start with a receive buffer that does not bound a young
+        # connection's window, unless the profile sets its own: with the kernel's 128 KB,
+        # 6.18's MPTCP can stop a connection for good (docs/netem.md#the-clients-receive-buffer).
+        clients = {"net.ipv4.tcp_rmem": client_rmem(), **host}
         for name in self.hosts:
             if name != "link":
-                sysctl(self.netns(name), host)
+                sysctl(self.netns(name), host if name == "server" else clients)
         sysctl(self.link_ns, {
             **common,
             "net.ipv4.ip_forward": 1,

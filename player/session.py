@@ -20,6 +20,7 @@ from urllib.parse import urlencode
 
 from mpstream import pathpolicy
 from mpstream.errors import UserError
+from mpstream.netem.receivestall import receive_stall
 from mpstream.network import Network, PathCounters
 from mpstream.player.abr import parse_abr_params, resolve_abr
 from mpstream.player.browsers import (
@@ -417,6 +418,11 @@ def _visit(network: Network, server: PageServer, r: PlayRequest, url: str) -> _V
         except BrowserTimeout:
             visit.failure = (f"the player page did not finish the session within "
                              f"{_finish_within(r):g} s")
+            # A page stuck because the kernel's MPTCP stopped its connection says so
+            # (docs/netem.md#the-clients-receive-buffer), with the figures of the stall.
+            stall = receive_stall(network)
+            if stall is not None:
+                visit.failure = f"{stall.reason()}; {visit.failure}"
             visit.report = _page_report(page)
         except BrowserGone as exc:
             visit.failure, visit.gone = str(exc), True

@@ -20,7 +20,6 @@ its client-side address: the local address in the client namespace, the peer in 
 from __future__ import annotations
 
 import csv
-import re
 import subprocess
 import threading
 import time
@@ -28,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from mpstream.netem import coupled
+from mpstream.netem.sockets import MPTCP_LEVEL, parse_ss, split_host_port
 from mpstream.network import in_netns
 from mpstream.proc import stop as stop_process
 
@@ -65,100 +64,9 @@ FIELDS = (
 # The `mptcp` column: 0 a plain TCP socket, 1 an MPTCP subflow, MPTCP_LEVEL an MPTCP connection's
 # own socket (`ss -M`: one a connection, beside its subflows), written to a file of its own with
 # the same columns (no byte counters: the kernel reports none there).
-MPTCP_LEVEL = 2
 
 # A row written from a socket-destroy event (final counters), not from the periodic poll.
 DESTROYED = "DESTROYED"
-
-_STATES = {
-    "ESTAB",
-    "SYN-SENT",
-    "SYN-RECV",
-    "FIN-WAIT-1",
-    "FIN-WAIT-2",
-    "TIME-WAIT",
-    "CLOSE-WAIT",
-    "LAST-ACK",
-    "CLOSING",
-    "CLOSED",
-    "UNCONN",
-}
-_INT_FIELDS = {
-    "bytes_sent": "bytes_sent",
-    "bytes_acked": "bytes_acked",
-    "bytes_received": "bytes_received",
-    "bytes_retrans": "bytes_retrans",
-    "cwnd": "cwnd",
-    "notsent": "notsent",
-    "unacked": "unacked",
-}
-_SKMEM = re.compile(r"skmem:\(r(\d+),rb(\d+),t\d+,tb(\d+),f\d+,w(\d+)")
-_NETIDS = {"tcp", "mptcp"}
-_CCS = ("cubic", "bbr", "reno", "bic", "vegas", "westwood", "htcp", "dctcp",
-        *(coupled.kernel_name(cc) for cc in coupled.COUPLED))
-
-
-def split_host_port(endpoint: str) -> tuple[str, int]:
-    """'10.0.1.2:443' / '[::ffff:10.0.1.2]:443' / '10.0.1.2%eth0:443' -> ('10.0.1.2', 443)."""
-    host, _, port = endpoint.rpartition(":")
-    host = host.strip("[]").split("%", 1)[0]
-    if host.startswith("::ffff:"):
-        host = host[len("::ffff:") :]
-    return host, int(port) if port.isdigit() else 0
-
-
-def parse_ss(text: str) -> list[dict]:
-    """Parses `ss -tinmHe` or `ss -tMinmHe` output (header-less, state column present; with
-    two socket kinds ss puts a netid column first: tcp or mptcp) into one dict a socket."""
-    sockets: list[dict] = []
-    current: dict | None = None
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        if not line[0].isspace():
-            cols = line.split()
-            netid = cols.pop(0) if cols and cols[0] in _NETIDS else "tcp"
-            if len(cols) >= 5 and cols[0] in _STATES:
-                current = {"state": cols[0], "local": cols[3], "peer": cols[4]}
-                if netid == "mptcp":
-                    current["mptcp"] = MPTCP_LEVEL
-                sockets.append(current)
-                # `-e` puts uid/ino/sk on this line; nothing there we need.
-                continue
-            current = None
-            continue
-        if current is not None:
-            _parse_info(line, current)
-    return sockets
-
-
-def _parse_info(line: str, sock: dict) -> None:
-    skmem = _SKMEM.search(line)
-    if skmem:
-        sock["rmem"], sock["rcvbuf"], sock["sndbuf"], sock["wmem"] = map(int, skmem.groups())
-    tokens = line.split()
-    for tok in tokens:
-        if tok in _CCS:
-            sock.setdefault("cc", tok)
-        key, sep, value = tok.partition(":")
-        if not sep:
-            continue
-        if key in _INT_FIELDS and value.isdigit():
-            sock[_INT_FIELDS[key]] = int(value)
-        elif key == "rtt":
-            m = re.match(r"([\d.]+)/", value)
-            if m:
-                sock["rtt_ms"] = float(m.group(1))
-        elif key == "retrans":
-            # retrans:<currently unacknowledged retransmits>/<total retransmits>
-            _, _, total = value.partition("/")
-            if total.isdigit():
-                sock["retrans_total"] = int(total)
-        elif key == "token":
-            sock["token"] = value
-    if "tcp-ulp-mptcp" in tokens:
-        sock["mptcp"] = 1
-
 
 def socket_rows(
     sockets: list[dict], *, t_s: float, host: str, path_of: Callable[[str], int | None]

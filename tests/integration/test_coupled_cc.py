@@ -22,10 +22,10 @@ import pytest
 from mpstream.errors import UserError
 from mpstream.netem import coupled
 from mpstream.netem.profile import profile_from_dict
+from mpstream.netem.sockets import parse_ss
 from mpstream.netem.system import available_values
 from mpstream.netem.teardown import leftovers
 from mpstream.netem.topology import Topology
-from mpstream.runner.sampler import parse_ss
 from mpstream.transport import get_transport
 from tests.waiting import wait_until
 

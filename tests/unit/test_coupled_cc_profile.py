@@ -7,7 +7,7 @@ import pytest
 from mpstream.errors import UserError
 from mpstream.netem import coupled
 from mpstream.netem.profile import profile_from_dict
-from mpstream.runner.sampler import parse_ss
+from mpstream.netem.sockets import parse_ss
 
 
 def paths(n):

@@ -289,3 +289,37 @@ def test_codec_family_of_codec_strings():
 
     assert [family(c) for c in ("avc1.64001f", "hev1.1.6", "HVC1.1.6.L93.90", "mp4a.40.2",
                                 None)] == ["avc", "hevc", "hevc", None, None]
+
+
+@pytest.mark.parametrize("stalled", [True, False])
+def test_a_page_that_timed_out_names_the_kernels_receive_stall_when_there_is_one(
+        monkeypatch, stalled):
+    """The session's failure when the page did not finish: the kernel's MPTCP receive stall
+    first, with its figures, when the client is in one (netem/receivestall.py); the page's
+    timeout alone otherwise."""
+    import contextlib
+
+    from mpstream.netem.receivestall import ReceiveStall
+
+    stall = ReceiveStall(peer="10.2.0.2:8080", held_bytes=131328, buffer_bytes=131072,
+                         waiting_bytes=5541120, retransmissions=210, retransmissions_in_gap=4)
+    page = SimpleNamespace(console=[], goto=lambda url, timeout: None,
+                           evaluate=lambda script: {"state": "loading"})
+
+    def follow(*args):
+        raise browsers.BrowserTimeout("the page did not finish")
+
+    monkeypatch.setattr(session, "open_page",
+                        lambda *a, **kw: contextlib.nullcontext(page))
+    monkeypatch.setattr(session, "_follow", follow)
+    monkeypatch.setattr(session, "_collector_get", lambda *a: None)
+    checked = []
+    monkeypatch.setattr(session, "receive_stall",
+                        lambda network: checked.append(network) or (stall if stalled else None))
+    network = _CountersNetwork(2, {})
+    visit = session._visit(network, None, _request(), "http://10.2.0.2:8080/player/")
+    assert checked == [network]
+    assert visit.failure.endswith("the player page did not finish the session within 50 s")
+    assert visit.failure.startswith("kernel MPTCP receive stall") == stalled
+    if stalled:
+        assert "131328 bytes" in visit.failure and "210 times" in visit.failure

@@ -1,18 +1,17 @@
 """Parsing of `ss -tinHe` output into per-subflow rows (the real ss runs in the integration test
-tests/integration/test_runner_sampler.py)."""
+tests/integration/test_runner_sampler.py; the parser is netem/sockets.py)."""
 
 import csv
 import io
 
+from mpstream.netem.sockets import MPTCP_LEVEL, parse_ss, split_host_port
 from mpstream.runner.metrics import binned_by_path
 from mpstream.runner.sampler import (
     DESTROYED,
     FIELDS,
     SubflowSampler,
-    parse_ss,
     read_samples,
     socket_rows,
-    split_host_port,
 )
 
 SS = (
@@ -144,8 +143,6 @@ def test_socket_memory_notsent_and_unacked_are_read(tmp_path):
 
 def test_one_poll_writes_subflows_and_connections_to_their_own_files(tmp_path, monkeypatch):
     import subprocess
-
-    from mpstream.runner.sampler import MPTCP_LEVEL
 
     seen = []
     output = {"text": SS_BOTH_KINDS}
