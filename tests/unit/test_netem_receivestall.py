@@ -1,6 +1,6 @@
 """The receive-stall check on hand-written polls, modelled on a stalled trial's client: an MPTCP
 connection at its 128 KB buffer with nothing readable, its first subflow holding what the
-server re-sent."""
+server re-sent; and the client buffer that keeps a young connection out of it."""
 
 from mpstream.netem.receivestall import Poll, stalled_connection
 from mpstream.netem.sockets import connection_token, parse_ss
@@ -70,3 +70,11 @@ def test_the_connection_token_of_a_subflow_is_its_connections_own():
     assert connection_token(subflow) == connection_token(conn) == "a30bf5a1"
     assert conn["recv_q"] == 0 and conn["rcv_nxt"] == 0xcbf3385b86c84694
     assert connection_token({"token": ""}) is None
+
+
+def test_the_clients_buffer_keeps_the_kernels_bounds_and_starts_at_4mb():
+    from mpstream.netem.system import client_rmem
+
+    assert client_rmem("4096\t131072\t33554432") == "4096 4194304 33554432"
+    # A kernel whose maximum is below 4 MB gets it raised, or the initial value would not hold.
+    assert client_rmem("4096 131072 1048576") == "4096 4194304 4194304"
