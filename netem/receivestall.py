@@ -96,12 +96,12 @@ def poll(network: Network) -> Poll:
     return Poll(parse_ss(listing.stdout), _server_retransmissions(network))
 
 
-def receive_stall(network: Network, gap_s: float = POLL_GAP_S) -> ReceiveStall | None:
+def receive_stall(network: Network) -> ReceiveStall | None:
     """Whether the client of `network` is in kernel MPTCP's receive stall now (two polls
-    `gap_s` apart); a poll that fails is no evidence of one."""
+    POLL_GAP_S apart); a poll that fails is no evidence of one."""
     try:
         before = poll(network)
-        time.sleep(gap_s)
+        time.sleep(POLL_GAP_S)
         return stalled_connection(before, poll(network))
     except (OSError, subprocess.SubprocessError):
         return None

@@ -35,8 +35,8 @@ _INT_FIELDS = {
     "notsent": "notsent",
     "unacked": "unacked",
 }
-# An MPTCP connection's data-level sequence numbers, which ss prints in hex.
-_HEX_FIELDS = ("rcv_nxt", "snd_una", "write_seq")
+# An MPTCP connection's next expected data-level sequence number, which ss prints in hex.
+_HEX_FIELDS = ("rcv_nxt",)
 _SKMEM = re.compile(r"skmem:\(r(\d+),rb(\d+),t\d+,tb(\d+),f\d+,w(\d+)")
 _NETIDS = {"tcp", "mptcp"}
 _CCS = ("cubic", "bbr", "reno", "bic", "vegas", "westwood", "htcp", "dctcp",
