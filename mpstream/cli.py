@@ -21,6 +21,7 @@ SUBCOMMANDS = {
     "traces": "mpstream.netem.cli:traces",
     "serve": "mpstream.server.cli:serve",
     "play": "mpstream.player.cli:play",
+    "deployments": "mpstream.deploymentcli:deployments",
     "run": "mpstream.runner.cli:run",
     "trial": "mpstream.runner.trial:trial",
     "cluster": "mpstream.runner.clustercli:cluster",

@@ -1,5 +1,7 @@
 """The one error type the command line turns into a clean message and a non-zero exit."""
 
+import sys
+
 
 class UserError(Exception):
     """A problem the user can fix: the message says what was wrong and what to do.
@@ -14,3 +16,15 @@ class UserError(Exception):
         super().__init__(message)
         if exit_code is not None:
             self.exit_code = exit_code
+
+
+_warned: set[str] = set()
+
+
+def warn(message: str) -> None:
+    """Tells the user, once per process, of something that still works but should change (a
+    field that moved); on stderr, so that --json output stays clean."""
+    if message in _warned:
+        return
+    _warned.add(message)
+    print(f"warning: {message}", file=sys.stderr, flush=True)

@@ -62,8 +62,12 @@ class MPTCP(Transport):
     def fit_profile(self, profile: Any) -> Any:
         if self.scheduler is None:
             return profile
-        return profile.model_copy(update={
-            "mptcp": profile.mptcp.model_copy(update={"scheduler": self.scheduler})})
+        # The sender's scheduler: the server end of the profile's deployment.
+        dep = profile.deployment
+        server = dep.server.model_copy(update={
+            "mptcp": dep.server.mptcp.model_copy(update={"scheduler": self.scheduler})})
+        return profile.model_copy(update={"deployment": dep.model_copy(update={
+            "server": server})})
 
     def before(self, network: Network) -> dict[str, int]:
         return mptcp_counters(network)

@@ -28,6 +28,12 @@ def _overrides(values: tuple[str, ...]) -> dict[str, Any]:
     return dict(parse_override(v) for v in values)
 
 
+deployment_option = click.option(
+    "--deployment", default=None, metavar="NAME|FILE",
+    help="What the server and client namespaces run (congestion control, kernel settings, "
+         "MPTCP limits and path manager): a preset of `mpstream deployments` or a TOML file "
+         "[default: kernel-default].")
+
 set_option = click.option(
     "--set", "overrides", multiple=True, metavar="KEY=VALUE",
     help="Change a profile field, e.g. --set 'paths.*.queue_bytes=1MB' --set paths.1.loss=0.05",
@@ -44,18 +50,19 @@ def netem() -> None:
 @click.option("--name", default="mps", show_default=True, help="Topology name (namespaces "
               "are mps-NAME-client, mps-NAME-link, mps-NAME-server).")
 @set_option
+@deployment_option
 @click.option("--foreground", is_flag=True,
               help="Stay in the foreground and tear the topology down on Ctrl-C.")
 @click.option("--start-events/--no-start-events", default=True, show_default=True,
               help="Start the profile's event clock (path failures etc.) once the topology is up.")
-def up(profile: str, name: str, overrides: tuple[str, ...], foreground: bool,
-       start_events: bool) -> None:
+def up(profile: str, name: str, overrides: tuple[str, ...], deployment: str | None,
+       foreground: bool, start_events: bool) -> None:
     """Build the topology of PROFILE (a preset name or a TOML file) and leave it running."""
     from mpstream.netem.profile import load_profile
     from mpstream.netem.topology import Topology
 
     with signals_interrupt(signal.SIGTERM, signal.SIGHUP):
-        prof = load_profile(profile, _overrides(overrides))
+        prof = load_profile(profile, _overrides(overrides), deployment=deployment)
         topo = Topology.up(prof, name)
         try:
             if start_events:
@@ -249,11 +256,12 @@ def exec_(name: str, host: str, argv: tuple[str, ...], mptcp: bool) -> None:
 @click.argument("profile")
 @click.option("--name", default=None, help="Topology name (default: chk<pid>).")
 @set_option
+@deployment_option
 @click.option("--duration", default=3.0, show_default=True,
               help="Seconds of each throughput run (one more second is measured and dropped).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON too.")
-def check(profile: str, name: str | None, overrides: tuple[str, ...], duration: float,
-          as_json: bool) -> None:
+def check(profile: str, name: str | None, overrides: tuple[str, ...], deployment: str | None,
+          duration: float, as_json: bool) -> None:
     """Build PROFILE, measure RTT and loss per path (ping), throughput per path (iperf3 TCP
     pinned to the path) and the MPTCP aggregate, compare with the profile, tear down. Exits 1
     when a figure is outside its tolerance."""
@@ -264,7 +272,7 @@ def check(profile: str, name: str | None, overrides: tuple[str, ...], duration: 
     from mpstream.progress import working
 
     with signals_interrupt(signal.SIGTERM, signal.SIGHUP):
-        prof = load_profile(profile, _overrides(overrides))
+        prof = load_profile(profile, _overrides(overrides), deployment=deployment)
         with working("netem check", steps=CHECK_STEPS) as progress:
             report = run_check(prof, name=name or f"chk{os.getpid()}", duration_s=duration,
                                step=progress.step)

@@ -35,10 +35,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from mpstream.errors import UserError
+from mpstream.deployment import Deployment, load_deployment
+from mpstream.errors import UserError, warn
 from mpstream.netem import coupled, traces
 from mpstream.netem.teardown import MAX_COMPETITORS
-from mpstream.sending import SendOptions
 from mpstream.transport import TRANSPORTS, get_transport
 
 PRESETS_DIR = Path(__file__).parent / "profiles"
@@ -326,48 +326,103 @@ class EventSpec(_Strict):
         return self
 
 
-class MptcpSpec(_Strict):
-    # Only the in-kernel path manager creates subflows on its own from endpoints; the
-    # userspace one needs a daemon driving it, which a profile cannot describe.
-    path_manager: Literal["kernel"] = "kernel"
-    scheduler: str = "default"
-    subflows: int | None = Field(default=None, ge=0, le=8)  # limit; default: one per extra path
-    add_addr_accepted: int | None = Field(default=None, ge=0, le=8)
-    fullmesh: bool = False
-    checksum: bool = False
+# What a profile file may still say of its endpoints, and where each now lives: the endpoints'
+# settings are a deployment's (mpstream/deployment.py). Read with a warning naming the new home.
+LEGACY_FIELDS = {
+    "cc": "a deployment's server.cc and client.cc",
+    "sysctls": "a deployment's server.sysctls and client.sysctls",
+    "server": "a deployment's server.nginx",
+    "mptcp": "a deployment's server.mptcp (scheduler, checksum) and client.mptcp (the rest)",
+    "backup": "a deployment's client.backup (a list of paths)",
+}
+_SERVER_MPTCP = ("scheduler", "checksum")
+
+
+def _has_endpoint_fields(data: dict[str, Any]) -> bool:
+    return any(k in data for k in ("cc", "sysctls", "server", "mptcp")) or any(
+        isinstance(p, dict) and "backup" in p for p in data.get("paths") or [])
 
 
 class Profile(_Strict):
+    """The network (paths, queues, AQM, events, competing users' links), with the deployment
+    that runs over it (`deployment`, by default the kernel's own settings)."""
+
     name: str = "custom"
     description: str = ""
     mode: Literal["mptcp", "tcp"] = "mptcp"
     tcp_path: int = Field(default=0, ge=0)
-    cc: str = Field(default="cubic", pattern=r"^[a-z0-9_]+$")
     seed: int = 1
-    mptcp: MptcpSpec = MptcpSpec()
     paths: list[PathSpec] = Field(min_length=1, max_length=8)
     server_link: LinkSpec | None = None  # shared link between router and server (e.g. NP03)
     events: list[EventSpec] = []
-    # Other users of the network (competing clients); every sender runs the profile's `cc`.
+    # Other users of the network (competing clients); their senders run the server's `cc`.
     competitors: list[CompetitorSpec] = Field(default=[], max_length=MAX_COMPETITORS)
-    # Kernel settings for both ends (client and server namespaces alike, so a comparison of
-    # transports stays fair), e.g. {"net.ipv4.tcp_slow_start_after_idle" = 0}.
-    sysctls: dict[str, int | str] = {}
-    # How the origin's nginx sends (tcp_nopush, tcp_nodelay, sndbuf), for both transports alike.
-    server: SendOptions = SendOptions()
+    # What the two ends run (mpstream/deployment.py); a condition or --deployment names it.
+    deployment: Deployment = Deployment()
     source: Path | None = None  # where the profile was read from (for trace lookup)
     # Every path metered is refused unless said on purpose: something must carry video for free.
     allow_all_metered: bool = False
 
-    @field_validator("sysctls")
+    @model_validator(mode="before")
     @classmethod
-    def _sysctl_names(cls, value: dict[str, int | str]) -> dict[str, int | str]:
-        for key in value:
-            if not re.fullmatch(r"net\.(ipv4\.tcp_[a-z0-9_]+|mptcp\.[a-z0-9_]+)", key):
-                raise ValueError(
-                    f"{key!r} is not a per-namespace TCP setting: give net.ipv4.tcp_* or "
-                    "net.mptcp.* names (e.g. net.ipv4.tcp_slow_start_after_idle)")
-        return value
+    def _endpoint_fields(cls, data: Any) -> Any:
+        """The endpoint fields of older profiles, moved into the deployment they belong to
+        (on top of it, as a `set` would be); the loader warns (legacy_fields)."""
+        if not isinstance(data, dict) or not _has_endpoint_fields(data):
+            return data
+        data = dict(data)
+        raw = data.get("deployment")
+        dep = raw.model_dump(mode="json", exclude_unset=True) if isinstance(
+            raw, Deployment) else dict(raw or {})
+        server, client = dict(dep.get("server") or {}), dict(dep.get("client") or {})
+        if "cc" in data:
+            server["cc"] = client["cc"] = data.pop("cc")
+        if "sysctls" in data:
+            sysctls = data.pop("sysctls") or {}
+            server["sysctls"] = {**(server.get("sysctls") or {}), **sysctls}
+            client["sysctls"] = {**(client.get("sysctls") or {}), **sysctls}
+        if "server" in data:
+            server["nginx"] = {**(server.get("nginx") or {}), **(data.pop("server") or {})}
+        if "mptcp" in data:
+            smp, cmp = dict(server.get("mptcp") or {}), dict(client.get("mptcp") or {})
+            for key, value in dict(data.pop("mptcp") or {}).items():
+                if key in _SERVER_MPTCP:
+                    smp[key] = value
+                if key not in _SERVER_MPTCP or key == "checksum":
+                    cmp[key] = value
+            server["mptcp"], client["mptcp"] = smp, cmp
+        backup = list(client.get("backup") or [])
+        paths = []
+        for index, path in enumerate(data.get("paths") or []):
+            if isinstance(path, dict) and "backup" in path:
+                path = dict(path)
+                if path.pop("backup") and index not in backup:
+                    backup.append(index)
+            paths.append(path)
+        if paths:
+            data["paths"] = paths
+        if backup:
+            client["backup"] = backup
+        data["deployment"] = {**dep, "server": server, "client": client}
+        return data
+
+    @property
+    def cc(self) -> str:
+        """The congestion control of the server, which sends the video."""
+        return self.deployment.server.cc
+
+    @model_validator(mode="after")
+    def _backup_paths(self) -> Profile:
+        """The deployment's backup paths flagged on the paths themselves, where the topology
+        and the transports read them."""
+        for ref in self.deployment.client.backup:
+            try:
+                index = self.path_index(ref)
+            except KeyError as exc:
+                raise ValueError(f"deployment.client.backup: {exc.args[0]}") from None
+            if not self.paths[index].backup:
+                self.paths[index] = self.paths[index].model_copy(update={"backup": True})
+        return self
 
     @model_validator(mode="after")
     def _references(self) -> Profile:
@@ -618,13 +673,38 @@ def profile_from_dict(data: dict[str, Any], *, name: str = "custom",
         raise UserError(_format_validation_error(exc, str(source or name))) from None
 
 
-def load_profile(ref: str | Path | Profile, overrides: dict[str, Any] | None = None) -> Profile:
-    """A preset name (see `preset_names()`) or a TOML file path -> a validated Profile."""
+def warn_endpoint_fields(keys: list[str], origin: str) -> None:
+    """Warns of each endpoint field (`cc`, `sysctls.X`, `paths.1.backup`, ...) that `origin`
+    still sets, naming its new home."""
+    for key in keys:
+        parts = key.split(".")
+        field = "backup" if parts[0] == "paths" and parts[-1] == "backup" else parts[0]
+        if field in LEGACY_FIELDS:
+            warn(f"{origin}: `{key}` is a deployment setting now, read for the time being; "
+                 f"move it to {LEGACY_FIELDS[field]} (docs/deployments.md)")
+
+
+def _file_keys(data: dict[str, Any]) -> list[str]:
+    keys = [k for k in data if k in LEGACY_FIELDS]
+    keys += [f"paths.{i}.backup" for i, p in enumerate(data.get("paths") or [])
+             if isinstance(p, dict) and "backup" in p]
+    return keys
+
+
+def load_profile(ref: str | Path | Profile, overrides: dict[str, Any] | None = None,
+                 deployment: str | Path | Deployment | None = None) -> Profile:
+    """A preset name (see `preset_names()`) or a TOML file path -> a validated Profile;
+    `deployment` (a preset name, a file or a Deployment) replaces the profile's, and the
+    overrides apply after it (so `deployment.server.cc=bbr` changes the one named)."""
+    if overrides:
+        warn_endpoint_fields(list(overrides), "--set / a condition's set")
     if isinstance(ref, Profile):
-        if not overrides:
+        if not overrides and deployment is None:
             return ref
         data = ref.model_dump(exclude_unset=True, exclude={"source"})
-        return profile_from_dict(apply_overrides(data, overrides), name=ref.name, source=ref.source)
+        _put_deployment(data, deployment)
+        return profile_from_dict(apply_overrides(data, overrides or {}), name=ref.name,
+                                 source=ref.source)
     path = Path(ref)
     if not path.suffix and (PRESETS_DIR / f"{ref}.toml").is_file():
         path = PRESETS_DIR / f"{ref}.toml"
@@ -637,9 +717,21 @@ def load_profile(ref: str | Path | Profile, overrides: dict[str, Any] | None = N
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"profile {path} is not valid TOML: {exc}") from None
+    warn_endpoint_fields(_file_keys(data), f"profile {path.name}")
+    _put_deployment(data, deployment)
     if overrides:
         apply_overrides(data, overrides)
     return profile_from_dict(data, name=path.stem, source=path.resolve())
+
+
+def _put_deployment(data: dict[str, Any], ref: str | Path | Deployment | None) -> None:
+    """The named deployment in raw profile data, under the endpoint fields the profile itself
+    still sets (those apply on top, as the profile's own)."""
+    if ref is None:
+        return
+    dep = load_deployment(ref)
+    data["deployment"] = dep.model_dump(mode="json", exclude_unset=True)
+    data["deployment"]["name"] = dep.name
 
 
 def parse_override(text: str) -> tuple[str, Any]:

@@ -215,8 +215,10 @@ class Topology(Network):
         if keep is not None:
             self._keep_delay_logs(keep)
         teardown.remove_state(self.name)
-        if coupled.is_coupled(self.profile.cc):
-            coupled.release(self.profile.cc, self.name)
+        ends = self.profile.deployment
+        for cc in {ends.server.cc, ends.client.cc}:
+            if coupled.is_coupled(cc):
+                coupled.release(cc, self.name)
         return stats
 
     def __enter__(self) -> Topology:
@@ -319,42 +321,50 @@ class Topology(Network):
         self._write_state()
         self._verify_paths()
 
-    def _congestion_control(self) -> str:
-        """The kernel's name of the profile's CC; a coupled one is loaded first, and its use
+    def _congestion_control(self, cc: str) -> str:
+        """The kernel's name of an end's CC; a coupled one is loaded first, and its use
         recorded so that the last topology using it unloads it (netem/coupled.py)."""
-        if not coupled.is_coupled(self.profile.cc):
-            return self.profile.cc
-        return coupled.acquire(self.profile.cc, self.name)
+        if not coupled.is_coupled(cc):
+            return cc
+        return coupled.acquire(cc, self.name)
+
+    def _host_sysctls(self, host: str) -> dict[str, str | int]:
+        """The settings of one end's namespace: the deployment's for that end over the ones
+        every trial needs."""
+        end = self.profile.deployment.end(host)
+        server = self.profile.deployment.server
+        values: dict[str, str | int] = {
+            "net.mptcp.enabled": 1,
+            "net.mptcp.path_manager": self.profile.deployment.client.mptcp.path_manager,
+            # The sender's scheduler decides; every end runs the server's, as before.
+            "net.mptcp.scheduler": server.mptcp.scheduler,
+            "net.mptcp.checksum_enabled": int(end.mptcp.checksum),
+            "net.ipv4.tcp_congestion_control": self._congestion_control(end.cc),
+            # Each connection starts from scratch, not from metrics cached by an earlier trial.
+            "net.ipv4.tcp_no_metrics_save": 1,
+        }
+        if host != "server":
+            # A client's sockets start with a receive buffer that does not bound a young
+            # connection's window, unless the deployment sets its own: with the kernel's
+            # 128 KB, 6.18's MPTCP can stop a connection for good
+            # (docs/netem.md#the-clients-receive-buffer).
+            values["net.ipv4.tcp_rmem"] = client_rmem()
+        values.update(end.sysctls)
+        if not Path("/proc/sys/net/mptcp/path_manager").exists():
+            values.pop("net.mptcp.path_manager")  # kernels before 6.15: pm_type 0 is the default
+        if not kernel_has_mptcp():  # mode tcp on a kernel without MPTCP
+            values = {k: v for k, v in values.items() if not k.startswith("net.mptcp.")}
+        return values
 
     def _configure_sysctls(self) -> None:
-        p = self.profile
         common = {
             # No IPv6 chatter (router solicitations) in the path byte counters.
             "net.ipv6.conf.all.disable_ipv6": 1,
             "net.ipv6.conf.default.disable_ipv6": 1,
         }
-        host: dict[str, str | int] = {
-            **common,
-            "net.mptcp.enabled": 1,
-            "net.mptcp.path_manager": p.mptcp.path_manager,
-            "net.mptcp.scheduler": p.mptcp.scheduler,
-            "net.mptcp.checksum_enabled": int(p.mptcp.checksum),
-            "net.ipv4.tcp_congestion_control": self._congestion_control(),
-            # Each connection starts from scratch, not from metrics cached by an earlier trial.
-            "net.ipv4.tcp_no_metrics_save": 1,
-        }
-        host.update({k: v for k, v in p.sysctls.items()})
-        if not Path("/proc/sys/net/mptcp/path_manager").exists():
-            host.pop("net.mptcp.path_manager")  # kernels before 6.15: pm_type 0 is the default
-        if not kernel_has_mptcp():  # mode tcp on a kernel without MPTCP
-            host = {k: v for k, v in host.items() if not k.startswith("net.mptcp.")}
-        # A client's sockets start with a receive buffer that does not bound a young
-        # connection's window, unless the profile sets its own: with the kernel's 128 KB,
-        # 6.18's MPTCP can stop a connection for good (docs/netem.md#the-clients-receive-buffer).
-        clients = {"net.ipv4.tcp_rmem": client_rmem(), **host}
         for name in self.hosts:
             if name != "link":
-                sysctl(self.netns(name), host if name == "server" else clients)
+                sysctl(self.netns(name), {**common, **self._host_sysctls(name)})
         sysctl(self.link_ns, {
             **common,
             "net.ipv4.ip_forward": 1,
@@ -376,10 +386,11 @@ class Topology(Network):
 
     def _configure_client(self) -> None:
         p = self.profile
+        mptcp = p.deployment.client.mptcp
         self._configure_client_host("client", p.mode == "mptcp", p.primary_path,
-                                    subflows=p.mptcp.subflows,
-                                    add_addr_accepted=p.mptcp.add_addr_accepted,
-                                    fullmesh=p.mptcp.fullmesh)
+                                    subflows=mptcp.subflows,
+                                    add_addr_accepted=mptcp.add_addr_accepted,
+                                    fullmesh=mptcp.fullmesh)
         for user in self.competitors:
             self._configure_client_host(user.host, user.mptcp, 0)
 
@@ -421,7 +432,8 @@ class Topology(Network):
 
     def _configure_server(self) -> None:
         p = self.profile
-        extra = [len(self.paths) - 1 if p.mode == "mptcp" else 0, p.mptcp.subflows or 0]
+        extra = [len(self.paths) - 1 if p.mode == "mptcp" else 0,
+                 p.deployment.client.mptcp.subflows or 0]
         extra += [len(u.paths) - 1 for u in self.competitors if u.mptcp]
         subflows = max(extra) if p.mode == "mptcp" or any(u.mptcp for u in self.competitors) \
             else 0
@@ -648,13 +660,15 @@ def check_prerequisites(profile: Profile) -> None:
     require_tools("ip", "sysctl", "ping")
     if profile.mode == "mptcp":
         require_mptcp()
-        require_scheduler(profile.mptcp.scheduler)
-    if coupled.is_coupled(profile.cc):
-        reason = coupled.missing(profile.cc)
-        if reason:
-            raise UserError(f"cc: {reason}")
-    else:
-        require_cc(profile.cc)
+        require_scheduler(profile.deployment.server.mptcp.scheduler)
+    for end, settings in (("server", profile.deployment.server),
+                          ("client", profile.deployment.client)):
+        if coupled.is_coupled(settings.cc):
+            reason = coupled.missing(settings.cc)
+            if reason:
+                raise UserError(f"deployment {end}.cc: {reason}")
+        else:
+            require_cc(settings.cc)
 
 
 def kernel_has_mptcp() -> bool:

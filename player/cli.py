@@ -184,6 +184,11 @@ def _player_for(url: str, player: str | None) -> str:
                    "transport's own]; see --list-schedulers.")
 @click.option("--list-schedulers", is_flag=True, expose_value=False, is_eager=True,
               callback=_list_schedulers, help="List each transport's path schedulers and exit.")
+@click.option("--deployment", default=None, metavar="NAME|FILE",
+              help="What the server and client run over the paths (congestion control, kernel "
+                   "settings, nginx's options, path manager): a preset (see `mpstream "
+                   "deployments`) or a TOML file, e.g. one `mpstream tune` wrote "
+                   "[default: kernel-default]; with --profile.")
 @click.option("--path-policy", "path_policy", type=click.Choice(list(POLICIES)), default=None,
               help="When the profile's metered paths (cellular) carry data: always, backup "
                    "(only when the others fail) or deadline (MP-DASH: when the player's buffer "
@@ -220,9 +225,9 @@ def _player_for(url: str, player: str | None) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def play(media: Path | None, profile: str | None, url: str | None, interfaces: str | None,
          collector_url: str | None, player: str | None, browser: str, codec: str,
-         transport: str | None, scheduler: str | None, path_policy: str | None,
-         deadline_marks: str | None, duration_s: float, buffer_s: float | None,
-         target_latency_s: float | None,
+         transport: str | None, scheduler: str | None, deployment: str | None,
+         path_policy: str | None, deadline_marks: str | None, duration_s: float,
+         buffer_s: float | None, target_latency_s: float | None,
          abr: str | None, abr_params: tuple[str, ...], report_timeout_s: float | None,
          session_id: str | None,
          scenario: str | None, trial: int | None, name: str, screenshot: Path | None,
@@ -235,6 +240,9 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
     if url is not None:
         if media is not None or profile is not None:
             raise UserError("--url plays from a server elsewhere: leave out --media and --profile")
+        if deployment is not None:
+            raise UserError("--deployment: mpstream changes nothing of a real host or of a "
+                            "server elsewhere; a deployment applies to an emulated --profile")
         player = _player_for(url, player)
         rule, rule_params = _abr_choice(player, abr, abr_params)
         chosen = _real_transport(transport, scheduler, path_policy)
@@ -268,7 +276,8 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
     # Before anything is built: a codec this browser cannot decode is refused here. (With --url
     # the page refuses it, from the manifest it loads, before playing.)
     check_codec(browser, codec, media, player)
-    prof, chosen = _emulated_choice(profile, transport, scheduler, path_policy)
+    prof, chosen = _emulated_choice(profile, transport, scheduler, path_policy, deployment)
+    path_policy = path_policy or prof.deployment.path_policy
     session_id = session_id or f"play-{player}-{chosen.name}-{time.strftime('%Y%m%dT%H%M%S')}"
     console = Console(stderr=True)
     with working("play", steps=3, console=console) as progress, \
@@ -277,7 +286,8 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
             console.print(f"topology {topo.name} up: {len(topo.paths)} path(s); serving {media}")
         progress.step("starting nginx and the collector")
         with ServerStack(media.resolve(), netns=topo.server_ns, host=topo.server_addr,
-                         mptcp=chosen.kernel_mptcp, send=prof.server) as stack:
+                         mptcp=chosen.kernel_mptcp,
+                         send=prof.deployment.server.nginx) as stack:
             topo.start_events()
             progress.step(f"playing {duration_s:g} s ({player} over {chosen.name})")
             result = play_session(topo, stack, PlayRequest(
@@ -287,7 +297,7 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
                 abr_params=rule_params, path_policy=path_policy,
                 metered=prof.metered_paths(), deadline_marks=marks,
                 report_timeout_s=report_timeout_s))
-    _output(result, session_id, as_json)
+    _output(result, session_id, as_json, deployment=prof.deployment.name)
 
 
 def _real_transport(transport: str | None, scheduler: str | None,
@@ -321,12 +331,14 @@ def _check_scheduler(transport: str | None, scheduler: str | None,
 
 
 def _emulated_choice(profile: str, transport: str | None, scheduler: str | None,
-                     path_policy: str | None) -> tuple[Any, Transport]:
+                     path_policy: str | None, deployment: str | None = None
+                     ) -> tuple[Any, Transport]:
     """The profile as the chosen transport and path policy run it, and that transport; refused
     when the profile has competing users (a scenario's) or a CC the transport cannot use."""
     from mpstream.netem.profile import load_profile
 
-    prof = load_profile(profile)
+    prof = load_profile(profile, deployment=deployment)
+    path_policy = path_policy or prof.deployment.path_policy
     if prof.competitors:
         raise UserError(f"profile {prof.name} has competing clients: they play (or download) "
                         "in scenarios, where each user's figures are recorded: put the profile "
@@ -364,8 +376,11 @@ def _deadline_marks(text: str | None) -> DeadlineMarks:
     return DeadlineMarks(low_s=low, high_s=high)
 
 
-def _output(played: PlayResult, session_id: str, as_json: bool) -> None:
+def _output(played: PlayResult, session_id: str, as_json: bool,
+            deployment: str | None = None) -> None:
     result = played.as_json()
+    if deployment is not None:
+        result["deployment"] = deployment
     if as_json:
         ordered = {key: result.get(key) for key in JSON_FIELDS}
         ordered.update({k: v for k, v in result.items() if k not in ordered})

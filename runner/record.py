@@ -131,6 +131,10 @@ class TrialRecord(BaseModel):
     scheduler: str | None = Field(default=None, description="the transport's path scheduler "
                                   "(which bytes go on which path); None where there is none to "
                                   "choose")
+    deployment: str | None = Field(default=None, description="what the server and client ran "
+                                   "(a preset of `mpstream deployments` or a file's name)")
+    deployment_settings: dict[str, Any] = Field(default_factory=dict, description="every "
+                                                "setting of that deployment, flat, as applied")
     path_policy: str | None = Field(default=None, description="when the metered paths carry "
                                     "data: always, backup or deadline (mpstream/pathpolicy.py)")
     metered_paths: list[int] = Field(default_factory=list, description="the profile's metered "

@@ -24,13 +24,14 @@ def write_csvs(a: Analysis, out: Path) -> None:
     with (out / "trials.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["condition", "trial", "status", "reason", "transport", "scheduler",
-                    "path_policy", *a.metric_order])
+                    "path_policy", "deployment", *a.metric_order])
         for rec in a.trials:
             row = a.by_key.get(rec.key, {})
             note = rec.record.reason or rec.record.player_failure or ""
             w.writerow([a.group_of_trial[rec.key], rec.key, rec.record.status, note,
                         rec.record.transport or "", rec.record.scheduler or "",
-                        rec.record.path_policy or "", *[fmt(row.get(m)) for m in a.metric_order]])
+                        rec.record.path_policy or "", rec.record.deployment or "",
+                        *[fmt(row.get(m)) for m in a.metric_order]])
     with (out / "conditions.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["condition", "metric", "unit", "n", "mean", "sd", "ci95_low", "ci95_high"])

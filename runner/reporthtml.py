@@ -95,6 +95,15 @@ def implementations(trials: list[TrialData]) -> dict[str, list[str]]:
     return {name: sorted(impls) for name, impls in sorted(found.items())}
 
 
+def deployments(a: Analysis) -> dict[str, str]:
+    """Each condition's deployment, as its trials recorded it (runs before deployments: none)."""
+    found: dict[str, str] = {}
+    for trial in a.trials:
+        if trial.record.deployment:
+            found.setdefault(str(a.group_of_trial[trial.key]), trial.record.deployment)
+    return found
+
+
 def write_html(a: Analysis, path: Path, pngs: list[Path]) -> None:
     env = Environment(loader=FileSystemLoader(TEMPLATES),
                       autoescape=select_autoescape(default=True, default_for_string=True))
@@ -122,6 +131,7 @@ def write_html(a: Analysis, path: Path, pngs: list[Path]) -> None:
         ours=_ours,
         explained=explanations(list(a.groups), a.summaries),
         implementations=implementations(a.trials),
+        deployments=deployments(a),
         sweep=a.sweep,
         tick=sweep_tick,
     )

@@ -328,7 +328,8 @@ def _from_report(run_dir: Path, found: list[TrialData]
     if {r.get("trial") for r in trial_rows} != set(records):
         return None  # a trial the report has not seen, or one since removed
     group_of_trial = {r["trial"]: r["condition"] for r in trial_rows}
-    fixed = {"condition", "trial", "status", "reason", "transport", "scheduler", "path_policy"}
+    fixed = {"condition", "trial", "status", "reason", "transport", "scheduler", "path_policy",
+             "deployment"}
     trials = [_trial_out(records[r["trial"]], r["condition"],
                          {k: v for k, v in r.items() if k not in fixed})
               for r in trial_rows]

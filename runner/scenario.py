@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from mpstream.deployment import deployment_file, load_deployment
 from mpstream.errors import UserError
 from mpstream.pathpolicy import POLICIES
 from mpstream.player.abr import DEFAULT as ABR_DEFAULT
@@ -105,12 +106,17 @@ class Condition(_Strict):
     transport: TransportName | None = None
     # The transport's path scheduler (None: its default); `mpstream play --list-schedulers`.
     scheduler: str | None = None
-    # When the profile's metered paths carry data (None: always): mpstream/pathpolicy.py, and
+    # What the server and client run (mpstream/deployment.py): a preset name or a TOML file
+    # (relative to the scenario's folder first); None: kernel-default.
+    deployment: str | None = None
+    # When the profile's metered paths carry data (None: the deployment's, else always):
+    # mpstream/pathpolicy.py, and
     # the deadline policy's buffer marks [low, high] in seconds (None: its defaults).
     path_policy: str | None = None
     deadline_marks: tuple[float, float] | None = None
     # Overrides applied to the profile's raw data before it is loaded: dotted keys, `*` walks
-    # every element of a list, e.g. {"cc" = "bbr", "paths.*.queue" = 375000}.
+    # every element of a list, e.g. {"paths.*.queue_bytes" = 375000,
+    # "deployment.server.cc" = "bbr"}: the deployment's fields change the one named.
     set: dict[str, Any] = Field(default_factory=dict)
     # Key of this condition's published figures in mpstream.runner.reference (e.g.
     # "thesis/bandwidth/balanced"); none when the studies have no such condition.
@@ -201,6 +207,9 @@ class Scenario(_Strict):
     live: LiveSpec | None = None
     conditions: list[Condition] = Field(default_factory=list)
     sweep: Sweep | None = None
+    # The condition the others are compared with (e.g. single-path TCP on the same capacity):
+    # `mpstream tune` measures each candidate against it, in the same run.
+    baseline: str | None = None
     players: list[Player] = Field(default_factory=lambda: list[Player](["dashjs"]))
     # Crossed with conditions and players like them: every browser plays every codec family.
     browsers: list[Browser] = Field(default_factory=lambda: list[Browser](["chromium"]))
@@ -258,7 +267,15 @@ class Scenario(_Strict):
         dup = {x for x in labels if labels.count(x) > 1}
         if dup:
             raise ValueError(f"condition labels must be unique; repeated: {', '.join(sorted(dup))}")
+        if self.baseline is not None and self.baseline not in labels:
+            raise ValueError(f"baseline: no condition labelled {self.baseline!r} (conditions: "
+                             f"{', '.join(labels)})")
         workload_for(self.kind).check(self)
+        for i, cond in enumerate(self.conditions):
+            if cond.deployment is not None and cond.path_policy is None:
+                # The deployment's path policy, unless the condition names its own.
+                policy = load_deployment(cond.deployment, self.base_dir).path_policy
+                self.conditions[i] = cond.model_copy(update={"path_policy": policy})
         return self
 
     def abr_request(self, player: str, abr: str | None) -> tuple[str | None,
@@ -289,7 +306,10 @@ def build_profile(scenario: Scenario, cond: Condition):
     if cond.transport is not None:
         # The network is set up for the condition's transport (one path, or MPTCP on all).
         overrides["mode"] = get_transport(cond.transport).network_mode
-    return load_profile(resolve_profile(cond.profile, scenario.base_dir), overrides or None)
+    deployment = None if cond.deployment is None else \
+        deployment_file(cond.deployment, scenario.base_dir)
+    return load_profile(resolve_profile(cond.profile, scenario.base_dir), overrides or None,
+                        deployment=deployment)
 
 
 class Trial(_Strict):

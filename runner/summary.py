@@ -89,6 +89,11 @@ def _command(run: dict[str, Any], ran: list[str]) -> str:
     return cmd
 
 
+def _deployment_of(records: list[Any]) -> str | None:
+    """The deployment the condition's trials ran (the first that says; older runs: none)."""
+    return next((r.record.deployment for r in records if r.record.deployment), None)
+
+
 def _provenance(record: TrialRecord | None) -> dict[str, float | None]:
     """A trial's load at its start and its own time, set-up included (a resumed run's span
     from first start to last end also counts its pause; this does not)."""
@@ -119,6 +124,7 @@ def run_summary(report: Report, run: dict[str, Any], run_id: str) -> dict[str, A
         conditions.append({
             "group": group, "label": label,
             **{k: cond.get(k) for k in ("profile", "transport", "scheduler", "path_policy")},
+            "deployment": _deployment_of(mine),
             "set": cond.get("set") or {},
             "trials_ok": sum(1 for r in mine if r.ok),
             "trials_failed": sum(1 for r in mine if not r.ok),

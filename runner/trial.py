@@ -112,6 +112,10 @@ def _run(scenario: Scenario, trial: Trial, record: TrialRecord, run_id: str, tdi
     record.transport = transport.name
     record.scheduler = transport.scheduler_name
     record.path_policy = trial.condition.path_policy or pathpolicy.DEFAULT_POLICY
+    deployment = site.deployment()
+    if deployment is not None:
+        record.deployment = deployment.name
+        record.deployment_settings = deployment.settings()
     metered = site.metered_paths()
     record.metered_paths = sorted(metered or {})
     workload = workload_for(scenario.kind)

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from mpstream.cli import COLLECTOR_APP_KEY
+from mpstream.deployment import load_deployment
 from mpstream.errors import UserError
 from mpstream.paths import BUILD_DIR, DEFAULT_MEDIA, MEDIA_CACHE, REPO_ROOT
 from mpstream.sending import SendOptions
@@ -167,11 +168,18 @@ def _raise_stop(signum: int, _frame: object) -> None:
                    "/api/runs [default: results/].")
 @click.option("--sndbuf", metavar="SIZE",
               help="nginx's socket send buffer (listen sndbuf=, e.g. 4m) [default: autotuned].")
+@click.option("--deployment", default=None, metavar="NAME|FILE",
+              help="Serve with a deployment's nginx options (its server.nginx; see `mpstream "
+                   "deployments`) instead of the three above. Its kernel settings are the "
+                   "host's own, which serve does not change: `netem up --deployment` sets them "
+                   "in a topology.")
+@click.pass_context
 def serve(
+    ctx: click.Context,
     media: Path | None, netns: str | None, host: str | None, port: int,
     database_url: str | None, plain_tcp: bool, listens: tuple[str, ...],
     announce: tuple[str, ...], tcp_nopush: bool, tcp_nodelay: bool, sndbuf: str | None,
-    results: Path | None,
+    results: Path | None, deployment: str | None,
 ) -> None:
     """Serve media, the player and the QoE collector; prints the URLs; Ctrl-C stops both."""
     from mpstream.netem.hostnet import announced
@@ -182,6 +190,13 @@ def serve(
     except ValidationError as exc:
         reason = exc.errors()[0]["msg"].removeprefix("Value error, ")
         raise UserError(f"--sndbuf: {reason}") from None
+    if deployment is not None:
+        given = [f"--{name.replace('_', '-')}" for name in ("tcp_nopush", "tcp_nodelay", "sndbuf")
+                 if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
+        if given:
+            raise UserError(f"--deployment sets nginx's options: leave out {', '.join(given)} "
+                            "(or change them in the deployment's [server.nginx])")
+        send = load_deployment(deployment).server.nginx
     media = _media_to_serve(media, console)
     app, app_env = run_pages_app(results)
     if netns:

@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from mpstream.deployment import Deployment
 from mpstream.network import Network
 from mpstream.runner.record import TrialRecord
 from mpstream.runner.scenario import Condition, Scenario, Trial
@@ -95,6 +96,11 @@ class Site(ABC):
 
     def metered_paths(self) -> dict[int, float | None] | None:
         """The network's metered paths and their prices per GB (None: it does not say)."""
+        return None
+
+    def deployment(self) -> Deployment | None:
+        """What the trial's server and client run, where mpstream sets it (None: a real host's
+        own settings, which mpstream does not change)."""
         return None
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mpstream import pathpolicy
+from mpstream.deployment import Deployment
 from mpstream.errors import UserError
 from mpstream.network import Network
 from mpstream.runner.capture import CounterSnapshots, PacketCapture
@@ -137,7 +138,8 @@ class EmulatedSite(Site):
         # at every trial's start, then 2-5 s stopping.
         with ServerStack(media_dir, netns=network.netns("server"), host=network.server_addr,
                          workdir=workdir, mptcp=self.transport.kernel_mptcp,
-                         send=self.profile.server, collector_workers=2) as stack:
+                         send=self.profile.deployment.server.nginx,
+                         collector_workers=2) as stack:
             yield stack, MANIFESTS[player]
 
     def watch(self, network: Network, tdir: Path) -> contextlib.AbstractContextManager[object]:
@@ -145,6 +147,9 @@ class EmulatedSite(Site):
 
     def metered_paths(self) -> dict[int, float | None] | None:
         return self.profile.metered_paths()
+
+    def deployment(self) -> Deployment:
+        return self.profile.deployment
 
 
 class Samplers:

@@ -257,11 +257,12 @@ def test_bad_codel_settings_are_named():
     assert "paths.0.downlink.codel_interval_ms" in message and "above 0" in message
 
 
-def test_sysctls_for_both_ends_and_bad_names():
+def test_a_profiles_sysctls_go_to_both_ends_of_its_deployment_and_bad_names_are_refused():
     profile = load_profile("thesis-bandwidth-single",
                            {"sysctls": {"net.ipv4.tcp_slow_start_after_idle": 0}})
-    assert profile.sysctls == {"net.ipv4.tcp_slow_start_after_idle": 0}
-    assert load_profile("thesis-bandwidth-single").sysctls == {}
+    assert profile.deployment.server.sysctls == {"net.ipv4.tcp_slow_start_after_idle": 0}
+    assert profile.deployment.client.sysctls == {"net.ipv4.tcp_slow_start_after_idle": 0}
+    assert load_profile("thesis-bandwidth-single").deployment.server.sysctls == {}
     for bad in ("kernel.panic", "net.core.rmem_max", "net.ipv4.ip_forward"):
         message = error_of({**TWO_PATHS, "sysctls": {bad: 1}})
         assert "sysctls" in message and bad in message and "net.ipv4.tcp_" in message

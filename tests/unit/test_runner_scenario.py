@@ -92,7 +92,7 @@ def test_sweep_expands_to_every_combination_with_overrides_applied():
     sc = load_scenario("mpcc-buffer-sweep")
     conds = sc.all_conditions()
     assert len(conds) == 36  # six buffers × six congestion controls
-    assert next(c for c in conds if c.label == "1000k-olia").set["cc"] == "olia"
+    assert next(c for c in conds if c.label == "1000k-olia").set["deployment.server.cc"] == "olia"
     c = next(c for c in conds if c.label == "550k-bbr")
     profile = build_profile(sc, c)
     assert profile.cc == "bbr"

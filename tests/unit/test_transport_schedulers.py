@@ -42,8 +42,8 @@ def test_the_choice_is_a_copy_and_reaches_the_profile(kernel_lists):
     assert chosen.scheduler_name == "burst"
     assert get_transport("mptcp").scheduler_name == "default"  # the registered one is untouched
     profile = load_profile("thesis-bandwidth-unbalanced")
-    assert chosen.fit_profile(profile).mptcp.scheduler == "burst"
-    assert profile.mptcp.scheduler == "default"
+    assert chosen.fit_profile(profile).deployment.server.mptcp.scheduler == "burst"
+    assert profile.deployment.server.mptcp.scheduler == "default"
     assert get_transport("mptcp").fit_profile(profile) is profile
 
 
