@@ -382,6 +382,11 @@ def check_for(policy: str | None, transport: Any, profile: Any | None) -> None:
     if policy is None:
         return
     check_policy(policy)
+    if policy != DEFAULT_POLICY and profile is not None and \
+            profile.deployment.client.mptcp.path_manager == "userspace":
+        raise UserError(f"path policy {policy}: it holds a path back through the in-kernel path "
+                        "manager's endpoints, and this deployment's client runs the userspace "
+                        "one: choose path_manager = \"kernel\" or the policy always")
     metered = list(profile.metered_paths()) if profile is not None else []
     why = refusal(policy, transport.name, transport.path_policies, metered)
     if why:

@@ -24,9 +24,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -58,6 +61,7 @@ SERVER_ADDR = "10.2.0.2"
 SERVER_SUBNET = "10.2.0.0/24"
 CLIENT_SUBNETS = "10.1.0.0/16"
 READY_TIMEOUT_S = 10.0
+MPTCP_MAX_SUBFLOWS = 8  # the kernel's MPTCP_PM_ADDR_MAX
 # Where an emulator writes its queueing-delay windows, beside its stats (netem/linkem/qdelay.h).
 DELAY_LOG_SUFFIX = ".delay.jsonl"
 
@@ -65,6 +69,13 @@ DELAY_LOG_SUFFIX = ".delay.jsonl"
 def _path_info(profile: Profile, index: int) -> PathInfo:
     return PathInfo(index=index, name=profile.path_label(index), client_addr=f"10.1.{index}.2",
                     client_ifname=f"p{index}", backup=profile.paths[index].backup)
+
+
+def _copy_lines(source: Any, target: Path) -> None:
+    with target.open("a") as out:
+        for line in source:
+            out.write(line)
+            out.flush()
 
 
 def router_addr(slot: int) -> str:
@@ -320,6 +331,8 @@ class Topology(Network):
             self._start_emulators()
         self._write_state()
         self._verify_paths()
+        if self.profile.mode == "mptcp" and self._userspace_pm:
+            self._start_path_manager()
 
     def _congestion_control(self, cc: str) -> str:
         """The kernel's name of an end's CC; a coupled one is loaded first, and its use
@@ -335,7 +348,9 @@ class Topology(Network):
         server = self.profile.deployment.server
         values: dict[str, str | int] = {
             "net.mptcp.enabled": 1,
-            "net.mptcp.path_manager": self.profile.deployment.client.mptcp.path_manager,
+            # The deployment's path manager is the client's; competing users keep the kernel's.
+            "net.mptcp.path_manager": "userspace" if host == "client" and self._userspace_pm
+            else "kernel",
             # The sender's scheduler decides; every end runs the server's, as before.
             "net.mptcp.scheduler": server.mptcp.scheduler,
             "net.mptcp.checksum_enabled": int(end.mptcp.checksum),
@@ -355,6 +370,35 @@ class Topology(Network):
         if not kernel_has_mptcp():  # mode tcp on a kernel without MPTCP
             values = {k: v for k, v in values.items() if not k.startswith("net.mptcp.")}
         return values
+
+    @property
+    def _userspace_pm(self) -> bool:
+        return self.profile.deployment.client.mptcp.path_manager == "userspace"
+
+    def _start_path_manager(self) -> None:
+        """mpstream's userspace path manager in the client's namespace (netem/pathmanager.py):
+        it lives as long as the namespace, whose teardown stops it with every process there."""
+        args = [sys.executable, "-m", "mpstream.netem.pathmanager"]
+        for path in self.paths:
+            args += ["--path", f"{path.index},{path.client_addr},{path.client_ifname}"
+                     + (",backup" if path.backup else "")]
+        log = (self.state_dir / "pathmanager.log").open("wb")
+        with signals_deferred():
+            proc = self.popen("client", args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=log, start_new_session=True, text=True)
+        log.close()
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], READY_TIMEOUT_S)
+        line = proc.stdout.readline() if ready else ""
+        if '"ready"' not in line:
+            proc.kill()
+            said = (self.state_dir / "pathmanager.log").read_text(errors="replace").strip()
+            raise UserError("the userspace path manager did not start: "
+                            + (said.splitlines()[-1] if said else "no word from it"))
+        # Its action lines go to a file from here on, for a trial's evidence.
+        threading.Thread(target=_copy_lines, args=(proc.stdout,
+                                                   self.state_dir / "pathmanager.jsonl"),
+                         daemon=True).start()
 
     def _configure_sysctls(self) -> None:
         common = {
@@ -418,7 +462,8 @@ class Topology(Network):
             subflows = subflows if subflows is not None else len(extra)
             accepted = add_addr_accepted if add_addr_accepted is not None else len(extra)
             lines.append(f"mptcp limits set subflow {subflows} add_addr_accepted {accepted}")
-            for path in extra:
+            # Under the userspace path manager the subflows are its own, not the endpoints'.
+            for path in [] if host == "client" and self._userspace_pm else extra:
                 flags = ["subflow"]
                 if path.backup:
                     flags.append("backup")
@@ -437,6 +482,11 @@ class Topology(Network):
         extra += [len(u.paths) - 1 for u in self.competitors if u.mptcp]
         subflows = max(extra) if p.mode == "mptcp" or any(u.mptcp for u in self.competitors) \
             else 0
+        if p.mode == "mptcp" and self._userspace_pm:
+            # A subflow the client's path manager adds again joins while the server may still
+            # hold the old one (a server that only acks never times it out): the kernel's
+            # largest limit, or the join is reset once its handshake is done.
+            subflows = MPTCP_MAX_SUBFLOWS
         lines = [
             "link set lo up",
             f"addr add {SERVER_ADDR}/24 dev eth0",

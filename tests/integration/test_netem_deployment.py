@@ -1,0 +1,112 @@
+"""A deployment applied to a real topology: each end's kernel settings inside its namespace and
+nowhere else, and the two ways a subflow gets past a path's outage, each seen in the kernel's
+own subflow list: the in-kernel path manager's subflow living through it when its retries are
+raised, and the userspace path manager adding a closed one again once the path is back."""
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from mpstream.deployment import deployment_from_dict
+from mpstream.netem.profile import load_profile
+from mpstream.netem.teardown import leftovers
+from mpstream.netem.topology import Topology
+
+PORT = 5301
+DOWN_AT, UP_AT = 2.0, 12.0
+
+
+def _sysctl(ns: str | None, name: str) -> str:
+    argv = ["sysctl", "-n", name]
+    return subprocess.run(argv if ns is None else ["ip", "netns", "exec", ns, *argv],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_each_ends_settings_apply_in_its_namespace_only():
+    host_before = _sysctl(None, "net.ipv4.tcp_rto_max_ms")
+    dep = deployment_from_dict({"server": {"sysctls": {"net.ipv4.tcp_rto_max_ms": 1000},
+                                           "cc": "bbr"},
+                                "client": {"sysctls": {"net.ipv4.tcp_retries2": 40}}})
+    name = f"dp{os.getpid()}"
+    with Topology.up(load_profile("thesis-bandwidth-balanced", deployment=dep), name) as topo:
+        assert _sysctl(topo.server_ns, "net.ipv4.tcp_rto_max_ms") == "1000"
+        assert _sysctl(topo.client_ns, "net.ipv4.tcp_rto_max_ms") == host_before
+        assert _sysctl(topo.client_ns, "net.ipv4.tcp_retries2") == "40"
+        assert _sysctl(topo.server_ns, "net.ipv4.tcp_retries2") != "40"
+        assert _sysctl(topo.server_ns, "net.ipv4.tcp_congestion_control") == "bbr"
+        assert _sysctl(topo.client_ns, "net.ipv4.tcp_congestion_control") == "cubic"
+        assert _sysctl(None, "net.ipv4.tcp_rto_max_ms") == host_before
+    assert not leftovers(name)
+    assert _sysctl(None, "net.ipv4.tcp_rto_max_ms") == host_before
+
+
+def _subflow_ports(topo: Topology, addr: str) -> set[str]:
+    """The client's established TCP sockets from `addr` to the test's server (subflows)."""
+    out = topo.run("client", ["ss", "-tnH", "state", "established", "dport", "=", str(PORT)],
+                   capture_output=True, text=True).stdout
+    local = [line.split()[2].rsplit(":", 1) for line in out.splitlines()]
+    # A subflow the in-kernel path manager made is bound to its device: ADDR%DEV:PORT.
+    return {port for host, port in local if host.split("%")[0] == addr}
+
+
+def _upload_through_an_outage(pm: str, retries: int) -> tuple[list[set[str]], Path | None]:
+    """Path 1 of two down from DOWN_AT to UP_AT while the client uploads (so that the client's
+    subflow there has data to retransmit); its subflows' source ports before, during and after."""
+    sysctls = {"net.ipv4.tcp_rto_max_ms": 1000, "net.ipv4.tcp_retries2": retries}
+    dep = deployment_from_dict({"server": {"sysctls": sysctls},
+                                "client": {"sysctls": sysctls, "mptcp": {"path_manager": pm}}})
+    events = [{"at_s": DOWN_AT, "path": 1, "action": "down"},
+              {"at_s": UP_AT, "path": 1, "action": "up"}]
+    prof = load_profile("thesis-bandwidth-balanced", {"events": events}, deployment=dep)
+    name = f"pm{os.getpid()}"
+    wrap = ["mptcpize", "run"]
+    seen: list[set[str]] = []
+    with Topology.up(prof, name) as topo:
+        server = topo.popen("server", [*wrap, "iperf3", "-s", "-1", "-p", str(PORT)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        topo.wait_listening("server", PORT)
+        client = topo.popen("client", [*wrap, "iperf3", "-c", topo.server_addr, "-p", str(PORT),
+                                       "-t", f"{UP_AT + 4:g}", "-b", "5M"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.0)
+        topo.start_events()
+        started = time.monotonic()
+        for at in (DOWN_AT - 1, UP_AT - 1, UP_AT + 3):
+            time.sleep(max(0.0, started + at - time.monotonic()))
+            seen.append(_subflow_ports(topo, "10.1.1.2"))
+        client.wait(timeout=30)
+        server.wait(timeout=10)
+        log = topo.state_dir / "pathmanager.jsonl"
+        kept = Path(os.environ.get("TMPDIR", "/tmp")) / f"{name}.pathmanager.jsonl"
+        if log.exists():
+            kept.write_text(log.read_text())
+    assert not leftovers(name)
+    return seen, kept if kept.exists() else None
+
+
+@pytest.mark.long
+def test_the_kernels_subflow_lives_through_the_outage_when_its_retries_are_raised():
+    before, during, after = _upload_through_an_outage("kernel", retries=120)[0]
+    assert before and before == during == after, (before, during, after)
+
+
+@pytest.mark.long
+def test_the_userspace_path_manager_adds_a_closed_subflow_again_once_its_path_is_back():
+    (before, during, after), log = _upload_through_an_outage("userspace", retries=3)
+    assert before, "the path manager made no subflow on path 1"
+    # With 3 retries the upload's subflow there closes within the 10 s outage (iperf3's idle
+    # control connection keeps its own: nothing of it waits for an acknowledgement) ...
+    assert before - during, (before, during)
+    # ... and a new one, by a new port, carries on once the path is back.
+    assert after - before, (before, after)
+    assert log is not None
+    said = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    kinds = [s.get("event") for s in said if s.get("saddr") == "10.1.1.2"]
+    # Both connections' subflows there, one closed in the outage, one added after it.
+    closed = kinds.index("sub_closed")
+    assert kinds[:closed] == ["sub_established"] * 2 and "sub_established" in kinds[closed:]
+    log.unlink()
