@@ -224,6 +224,13 @@ test-api: setup-core
 test-paths: setup-core
 	@scripts/pytest.sh -m long tests/e2e/test_player_path_policy.py tests/integration/test_mphttp.py
 
+# Deployments (about 2 minutes): the two path managers through an outage, dash.js over a
+# deployment, and a SIGKILLed `mpstream tune` resumed (docs/deployments.md).
+.PHONY: test-deployments
+test-deployments: setup-core
+	@scripts/pytest.sh -m long tests/integration/test_netem_deployment.py \
+		tests/integration/test_tune.py tests/e2e/test_player_deployment.py
+
 # Users who share a network (about 4 minutes): the coupled congestion controls' measured coupling
 # at a shared bottleneck and on disjoint paths, bulk competitors and three players at once
 # (docs/coupled-cc.md).

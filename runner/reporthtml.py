@@ -5,6 +5,7 @@ tables share with it."""
 from __future__ import annotations
 
 import base64
+import csv
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -104,10 +105,21 @@ def deployments(a: Analysis) -> dict[str, str]:
     return found
 
 
+def tune_front(run_dir: Path) -> list[dict[str, str]]:
+    """The Pareto front of an `mpstream tune` whose folder this run is (none for a run)."""
+    front = run_dir / "front.csv"
+    if not front.is_file():
+        return []
+    with front.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
 def write_html(a: Analysis, path: Path, pngs: list[Path]) -> None:
     env = Environment(loader=FileSystemLoader(TEMPLATES),
                       autoescape=select_autoescape(default=True, default_for_string=True))
-    images = [(p.name, base64.b64encode(p.read_bytes()).decode()) for p in pngs]
+    searched = a.run_dir / "front.png"  # how a search's front moved (mpstream tune)
+    images = [(p.name, base64.b64encode(p.read_bytes()).decode())
+              for p in [*([searched] if searched.is_file() else []), *pngs]]
     html = env.get_template("report.html.j2").render(
         name=RunScenario.of(a.run).name or a.run_dir.name,
         description=RunScenario.of(a.run).description,
@@ -132,6 +144,7 @@ def write_html(a: Analysis, path: Path, pngs: list[Path]) -> None:
         explained=explanations(list(a.groups), a.summaries),
         implementations=implementations(a.trials),
         deployments=deployments(a),
+        front=tune_front(a.run_dir),
         sweep=a.sweep,
         tick=sweep_tick,
     )

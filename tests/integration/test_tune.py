@@ -103,6 +103,11 @@ def test_a_killed_search_resumes_without_repeating_a_finished_candidate(tmp_path
     preset = load_deployment(presets[0])
     assert preset.server.cc in ("cubic", "bbr")
     assert (out / "front.png").is_file()
+    reported = subprocess.run([MPSTREAM, "report", str(out)], capture_output=True, text=True,
+                              timeout=120)
+    assert reported.returncode == 0, reported.stderr
+    html = (out / "report" / "report.html").read_text()
+    assert "Pareto front" in html and front[0]["label"] in html
     # A front member is a deployment a scenario's condition takes as it is.
     checked = subprocess.run([MPSTREAM, "deployments", str(presets[0])], capture_output=True,
                              text=True, timeout=60)
