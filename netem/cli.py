@@ -87,7 +87,7 @@ def up(profile: str, name: str, overrides: tuple[str, ...], deployment: str | No
 
 def _print_topology(topo: Any) -> None:
     table = Table(title=f"topology {topo.name} ({topo.profile.name}, {topo.profile.mode}, "
-                        f"cc {topo.profile.cc})")
+                        f"deployment {topo.profile.deployment.name}, cc {topo.profile.cc})")
     for column in ("path", "client interface", "client address", "uplink", "downlink"):
         table.add_column(column)
     for path in topo.paths:

@@ -303,6 +303,7 @@ class Topology(Network):
         return {
             "name": self.name,
             "profile": self.profile.name,
+            "deployment": self.profile.deployment.name,
             "mode": self.profile.mode,
             "client_ns": self.client_ns,
             "server_ns": self.server_ns,
