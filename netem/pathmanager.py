@@ -16,8 +16,8 @@ client's namespace the kernel leaves that to a program, and this is one (a deplo
 
 The decisions are `Decisions` (no I/O, tested with hand-worked events); `main` runs them
 against the kernel, inside the client's namespace (Topology starts it, and teardown and
-`mpstream clean` stop it with every process of the namespace). It prints `ready` once it
-listens, and one JSON line per action on stdout.
+`mpstream clean` stop it with every process of the namespace). It prints one JSON line per
+event and action on stdout, the first `{"ready": true}` once it listens.
 """
 
 from __future__ import annotations
@@ -241,7 +241,6 @@ def run(paths: Sequence[PathAddr], retry_s: float = RETRY_S) -> None:
     links.bind(groups=RTMGRP_LINK)
     decisions = Decisions(paths, retry_s)
     _say({"ready": True})
-    print("ready", flush=True)
 
     def create(action: Create) -> None:
         flags = ADDR_FLAG_BACKUP if action.path.backup else 0

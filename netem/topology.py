@@ -24,12 +24,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import select
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -69,13 +67,6 @@ DELAY_LOG_SUFFIX = ".delay.jsonl"
 def _path_info(profile: Profile, index: int) -> PathInfo:
     return PathInfo(index=index, name=profile.path_label(index), client_addr=f"10.1.{index}.2",
                     client_ifname=f"p{index}", backup=profile.paths[index].backup)
-
-
-def _copy_lines(source: Any, target: Path) -> None:
-    with target.open("a") as out:
-        for line in source:
-            out.write(line)
-            out.flush()
 
 
 def router_addr(slot: int) -> str:
@@ -383,23 +374,23 @@ class Topology(Network):
         for path in self.paths:
             args += ["--path", f"{path.index},{path.client_addr},{path.client_ifname}"
                      + (",backup" if path.backup else "")]
-        log = (self.state_dir / "pathmanager.log").open("wb")
+        # Its events and actions go to a file, not a pipe: a topology `netem up` leaves
+        # running outlives this process, and the path manager with it.
+        out = (self.state_dir / "pathmanager.jsonl").open("wb")
+        err = (self.state_dir / "pathmanager.log").open("wb")
         with signals_deferred():
-            proc = self.popen("client", args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=log, start_new_session=True, text=True)
-        log.close()
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], READY_TIMEOUT_S)
-        line = proc.stdout.readline() if ready else ""
-        if '"ready"' not in line:
-            proc.kill()
-            said = (self.state_dir / "pathmanager.log").read_text(errors="replace").strip()
-            raise UserError("the userspace path manager did not start: "
-                            + (said.splitlines()[-1] if said else "no word from it"))
-        # Its action lines go to a file from here on, for a trial's evidence.
-        threading.Thread(target=_copy_lines, args=(proc.stdout,
-                                                   self.state_dir / "pathmanager.jsonl"),
-                         daemon=True).start()
+            proc = self.popen("client", args, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                              start_new_session=True)
+        out.close()
+        err.close()
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while b'"ready"' not in (self.state_dir / "pathmanager.jsonl").read_bytes():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                said = (self.state_dir / "pathmanager.log").read_text(errors="replace").strip()
+                raise UserError("the userspace path manager did not start: "
+                                + (said.splitlines()[-1] if said else "no word from it"))
+            time.sleep(0.01)
 
     def _configure_sysctls(self) -> None:
         common = {
