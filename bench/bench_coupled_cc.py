@@ -42,7 +42,9 @@ PORT = 5401
 
 def transfer(cc: str, rate: str, size: str) -> dict[str, float]:
     path = {"rate": rate, "delay_ms": 5, "queue_packets": 200} if rate != "unshaped" else {}
-    profile = profile_from_dict({"mode": "mptcp", "cc": cc, "paths": [path, path]})
+    ends = {"cc": cc}
+    profile = profile_from_dict({"mode": "mptcp", "paths": [path, path],
+                                 "deployment": {"server": ends, "client": ends}})
     wrap = get_transport("mptcp").wrap
     with Topology.up(profile, f"bcc{os.getpid()}", emulate=rate != "unshaped") as topo:
         server = topo.popen("server", ["iperf3", "-s", "-1", "-p", str(PORT)], wrap=wrap,

@@ -45,7 +45,7 @@ SOF_TIMESTAMPING_OPT_TSONLY = 1 << 11
 
 def topology(paths: list[dict[str, Any]], *, mode: str = "tcp", name: str,
              emulate: bool = True) -> Topology:
-    profile = profile_from_dict({"mode": mode, "cc": "cubic", "paths": paths}, name=name)
+    profile = profile_from_dict({"mode": mode, "paths": paths}, name=name)
     return Topology.up(profile, f"bn{os.getpid()}{name}", emulate=emulate)
 
 
