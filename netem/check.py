@@ -62,8 +62,8 @@ WARMUP_S = 1.0
 # A path's rate is measured by several flows at once, so that it is the link's rate and not one
 # flow's congestion window: one CUBIC flow on a 100 Mbit/s, 30 ms path with a one-BDP queue
 # reaches 96.5% after its slow start most runs, but a second loss episode (the machine's vCPU
-# paused for a few ms) halves a lone flow's window for seconds. Measured with both CPUs taken
-# 15 ms in every 100 (mpcc-2x100, 16 runs each): one flow 65-96 Mbit/s, four flows 93-98.
+# paused for a few ms) halves a lone flow's window for seconds; the other flows keep the link
+# full meanwhile.
 PATH_STREAMS = 4
 
 

@@ -49,7 +49,6 @@ from mpstream.runner.tunespace import (
     apply_settings,
     decode,
     load_space,
-    sample,
     space_names,
 )
 
@@ -130,11 +129,11 @@ def dominates(a: list[float], b: list[float], objectives: tuple[Objective, ...])
 def optimistic(m: Measured, objectives: tuple[Objective, ...]) -> list[float] | None:
     """The most favourable end of each interval; None while some interval is unknown."""
     out = []
-    for value, low, high, objective in zip(m.values, m.low, m.high, objectives, strict=True):
+    for low, high, objective in zip(m.low, m.high, objectives, strict=True):
         bound = high if objective.maximize else low
         if math.isnan(bound):
             return None
-        out.append(bound if not math.isnan(value) else value)
+        out.append(bound)
     return out
 
 
@@ -157,8 +156,9 @@ class Search:
         self.out_dir, self.trials, self.cluster, self.console = out_dir, trials, cluster, console
         assert scenario.baseline is not None
         self.baseline = next(c for c in scenario.conditions if c.label == scenario.baseline)
-        self.base = build_profile(scenario, condition).deployment
-        metered = bool(build_profile(scenario, condition).metered_paths())
+        profile = build_profile(scenario, condition)
+        self.base = profile.deployment
+        metered = bool(profile.metered_paths())
         self.objectives = (*OBJECTIVES, METERED) if metered else OBJECTIVES
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         (out_dir / "candidates").mkdir(parents=True, exist_ok=True)
@@ -169,13 +169,10 @@ class Search:
         self.distributions = self._distributions()
 
     def _distributions(self) -> dict[str, Any]:
-        """Each setting's distribution, as the trials sample it (read off a fixed trial)."""
+        """Each setting's distribution, as `sample` asks for it (a trial asked with these
+        samples the same way)."""
         import optuna
 
-        probe = optuna.trial.FixedTrial({c.name: (c.encoded()[0] if not c.is_range else c.low)
-                                         for c in self.space.choices})
-        for choice in self.space.choices:
-            sample(choice, probe)
         out: dict[str, Any] = {}
         for choice in self.space.choices:
             if choice.is_range:
@@ -199,7 +196,7 @@ class Search:
 
         return sum(1 for t in self.study.get_trials(deepcopy=False)
                    if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
-                   or (t.state == TrialState.FAIL and not t.user_attrs.get("stale")))
+                   or (t.state == TrialState.FAIL and t.user_attrs.get("evaluated")))
 
     def resume_stale(self) -> None:
         """A candidate left running by a killed search is asked again, with the same settings
@@ -208,8 +205,7 @@ class Search:
 
         for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             self.study.enqueue_trial(t.params, skip_if_exists=False)
-            self.study._storage.set_trial_user_attr(t._trial_id, "stale", True)
-            self.study.tell(t.number, state=TrialState.FAIL)
+            self.study.tell(t.number, state=TrialState.FAIL)  # not evaluated: not counted
             self.console.print(f"resuming candidate {t.user_attrs.get('label', t.number)}")
 
     def run(self, budget: int) -> None:
@@ -227,6 +223,7 @@ class Search:
                                + ", ".join(f"{k}={v}" for k, v in values.items()))
             measured, pruned = self.evaluate(label, values)
             if measured is None:
+                trial.set_user_attr("evaluated", True)  # ran, and gave no figure
                 self.study.tell(trial, state=TrialState.FAIL)
                 self.console.print(f"[red]{label}: no successful trial of it or its baseline")
             elif pruned:
@@ -348,7 +345,8 @@ class Search:
                         *[f"best_{n}" for n in names]])
             n = 0
             for t in self.study.get_trials(deepcopy=False):
-                if t.state == TrialState.RUNNING or t.user_attrs.get("stale"):
+                if t.state == TrialState.RUNNING or (
+                        t.state == TrialState.FAIL and not t.user_attrs.get("evaluated")):
                     continue
                 n += 1
                 label = t.user_attrs.get("label", "")

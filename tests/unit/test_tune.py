@@ -1,7 +1,6 @@
 """`mpstream tune`'s parts that need no trial: the space parser and its refusals, the settings
 a candidate gets, the objectives measured from per-trial figures, dominance, the front."""
 
-import math
 
 import pytest
 
@@ -115,4 +114,3 @@ def test_a_candidate_is_dominated_only_at_its_most_favourable():
     assert best == [1.2, 0.90, 0.0]
     assert dominates([1.0, 0.95, 0.0], best, OBJECTIVES)  # a front member beats even that
     assert not dominates([1.25, 0.95, 0.0], best, OBJECTIVES)  # not on startup
-    assert math.isnan(Measured([1.0], [math.nan], [math.nan], 1).low[0])
