@@ -34,7 +34,7 @@ import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mpstream.errors import UserError
-from mpstream.pathpolicy import POLICIES
+from mpstream.pathpolicy import known_policy
 from mpstream.sending import SendOptions
 
 PRESETS_DIR = Path(__file__).parent / "deployments"
@@ -103,12 +103,7 @@ class Deployment(_Strict):
     client: ClientSettings = ClientSettings()
     source: Path | None = Field(default=None, exclude=True)  # the file it was read from
 
-    @field_validator("path_policy")
-    @classmethod
-    def _policy(cls, value: str | None) -> str | None:
-        if value is not None and value not in POLICIES:
-            raise ValueError(f"{value!r} is no path policy: choose one of {', '.join(POLICIES)}")
-        return value
+    _path_policy = field_validator("path_policy")(known_policy)
 
     def end(self, host: str) -> ServerSettings | ClientSettings:
         """The settings of `host`: "server", or a client (the client and competing users)."""

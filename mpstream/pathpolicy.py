@@ -41,6 +41,14 @@ POLICIES: dict[str, str] = {
 DEFAULT_POLICY = "always"
 
 
+def known_policy(name: str | None) -> str | None:
+    """`name` (or None) when it is a policy; a ValueError naming the policies, for a model's
+    validator (a scenario's condition, a deployment)."""
+    if name is not None and name not in POLICIES:
+        raise ValueError(f"{name!r} is no path policy: choose one of {', '.join(POLICIES)}")
+    return name
+
+
 def check_policy(name: str) -> str:
     """`name` when it is a policy; else an error naming the policies there are."""
     if name not in POLICIES:

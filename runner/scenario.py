@@ -29,7 +29,7 @@ from pydantic import (
 
 from mpstream.deployment import deployment_file, load_deployment
 from mpstream.errors import UserError
-from mpstream.pathpolicy import POLICIES
+from mpstream.pathpolicy import known_policy
 from mpstream.player.abr import DEFAULT as ABR_DEFAULT
 from mpstream.player.abr import resolve_abr
 from mpstream.runner.sites import SiteKind, site_class
@@ -122,12 +122,7 @@ class Condition(_Strict):
     # "thesis/bandwidth/balanced"); none when the studies have no such condition.
     reference: str | None = None
 
-    @field_validator("path_policy")
-    @classmethod
-    def _known_policy(cls, value: str | None) -> str | None:
-        if value is not None and value not in POLICIES:
-            raise ValueError(f"path_policy {value!r}: choose one of {', '.join(POLICIES)}")
-        return value
+    _path_policy = field_validator("path_policy")(known_policy)
 
     @field_validator("deadline_marks")
     @classmethod
