@@ -26,6 +26,7 @@ SUBCOMMANDS = {
     "trial": "mpstream.runner.trial:trial",
     "cluster": "mpstream.runner.clustercli:cluster",
     "report": "mpstream.runner.cli:report",
+    "reproduce": "mpstream.runner.cli:reproduce",
     "tune": "mpstream.runner.tune:tune",
     "demo": "mpstream.runner.cli:demo",
     "doctor": "mpstream.doctor:doctor",

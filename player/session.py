@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypedDict
 from urllib.parse import urlencode
 
-from mpstream import pathpolicy
+from mpstream import pathpolicy, phases
 from mpstream.errors import UserError
 from mpstream.netem.receivestall import receive_stall
 from mpstream.network import Network, PathCounters
@@ -413,6 +413,7 @@ def _visit(network: Network, server: PageServer, r: PlayRequest, url: str) -> _V
         visit = _Visit(console=page.console)
         try:
             _load(page, url)
+            phases.mark(phases.PAGE_READY)
             visit.report, visit.hud = _follow(page, r.duration_s, r.startup_timeout_s,
                                               r.screenshot, _finish_within(r))
         except BrowserTimeout:
@@ -507,4 +508,5 @@ def _follow(page: Page, duration_s: float, startup_timeout_s: float,
         page.screenshot(screenshot)
         hud = page.evaluate(HUD_TEXT)
     page.wait_for("window.mpstream.state === 'done'", finish_within_s)
+    phases.mark(phases.PLAYBACK)
     return page.evaluate("window.mpstream ? window.mpstream.report() : {}") or {}, hud

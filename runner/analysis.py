@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from mpstream.errors import UserError
-from mpstream.qoe.stats import Summary, summarize
+from mpstream.qoe.stats import Summary, anytime_summary, summarize
 from mpstream.runner.evidence import TrialEvidence, trial_evidence
 from mpstream.runner.layout import RUN_JSON, RunScenario, TrialData, load_trials, read_json
 from mpstream.runner.metric import metric_label, metric_order
@@ -207,7 +207,10 @@ def analyze(run_dir: Path) -> Analysis:
             binned_by_path(rec.path_samples("client"), rec.receiver_column),
             binned_by_path(rec.sender_samples, "retrans_total"))
     order = _metric_order(per_trial, records)
-    summaries = {g: {m: summarize([t.get(m, math.nan) for t in per_trial.get(g, [])])
+    # A run that stopped when it was sure shows the intervals it stopped on: anytime-valid
+    # ones, which hold however often the run looked (runner/until.py).
+    stats = anytime_summary if run.get("until") else summarize
+    summaries = {g: {m: stats([t.get(m, math.nan) for t in per_trial.get(g, [])])
                      for m in order} for g in groups}
     out = Analysis(run_dir, run, records, several, n_paths, group_of_trial, groups,
                    dict(per_trial), by_key, summaries, order, failed, evidence, series)
@@ -216,6 +219,11 @@ def analyze(run_dir: Path) -> Analysis:
     out.host_rows = host_rows(out)
     out.sweep = sweep_of(groups, summaries, order, conditions)
     return out
+
+
+def interval_name(run: dict[str, Any]) -> str:
+    """What the report's intervals are: a run that stopped when sure shows anytime-valid ones."""
+    return "anytime-valid 95% interval" if run.get("until") else "95% CI"
 
 
 def _metric_order(per_trial: dict[Group, list[TrialRow]], records: list[TrialData]) -> list[str]:

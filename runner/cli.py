@@ -47,15 +47,36 @@ RESULTS_DIR = REPO_ROOT / "results"
                    "scenario whose run folder has the others; a pattern names several "
                    "('*-cubic': a sweep's cubic column; '*': all). On resume, the conditions "
                    "the run was planned with, unless given.")
+@click.option("--until", "until_text", default=None, metavar="METRIC:WIDTH[x]",
+              help="Stop each condition once it is sure: when the anytime-valid 95% interval "
+                   "of its mean METRIC is at most WIDTH either side (WIDTHx: of the ratio to "
+                   "the scenario's baseline condition), after at least 3 trials "
+                   "(docs/runs-and-report.md#runs-that-stop-when-sure). Default: the scenario's `until`.")
+@click.option("--max-trials", type=click.IntRange(3, 1000), default=None,
+              help="With --until: the most trials a condition takes [default: the scenario's "
+                   "max_trials, 10].")
 def run(scenario: str, trials: int | None, out_dir: Path | None, retry_failed: bool,
         make_report: bool, pcap: bool, cluster: str | None, trial_margin: float,
-        balance_hosts: bool, plan_only: bool, conditions: tuple[str, ...]) -> None:
+        balance_hosts: bool, plan_only: bool, conditions: tuple[str, ...],
+        until_text: str | None, max_trials: int | None) -> None:
     """Run SCENARIO (a name in runner/scenarios/ or a TOML file): every condition, player and
     trial, in interleaved order, keeping each trial's raw data."""
     from mpstream.runner.run import run_scenario
     from mpstream.runner.scenario import SCENARIOS_DIR, load_scenario
+    from mpstream.runner.until import Until
 
     sc = load_scenario(scenario)
+    until = None
+    if until_text and trials is not None:
+        raise click.UsageError("--trials fixes the count; --until stops when sure, up to "
+                               "--max-trials: give one")
+    if until_text or (sc.until and trials is None):  # --trials fixes a scenario's `until` too
+        try:
+            until = Until.parse(until_text or sc.until or "", max_trials or sc.max_trials)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--until") from None
+    elif max_trials is not None:
+        raise click.UsageError("--max-trials caps a run that stops when sure: give --until")
     path = Path(scenario) if Path(scenario).is_file() else SCENARIOS_DIR / f"{scenario}.toml"
     if out_dir is None:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -63,19 +84,16 @@ def run(scenario: str, trials: int | None, out_dir: Path | None, retry_failed: b
     console = Console()
     run_scenario(sc, out_dir, trials=trials, scenario_path=path, retry_failed=retry_failed,
                  console=console, pcap=pcap, cluster=cluster, trial_margin_s=trial_margin,
-                 balance_hosts=balance_hosts, plan_only=plan_only, only=list(conditions))
+                 balance_hosts=balance_hosts, plan_only=plan_only, only=list(conditions),
+                 until=until)
     if make_report and not plan_only:
         _report(out_dir, None, console)
 
 
 def _report(run_dir: Path, out: Path | None, console: Console):
-    from mpstream.runner.report import build_report
-    from mpstream.runner.table import print_tables
+    from mpstream.runner.table import report_and_print
 
-    rep = build_report(run_dir, out)
-    print_tables(rep, console)
-    console.print(f"report: {rep.html}")
-    return rep
+    return report_and_print(run_dir, out, console)
 
 
 @click.command()
@@ -104,6 +122,47 @@ def report(run_dir: Path, out: Path | None, p1203: bool, summary: Path | None) -
 
         written = write_p1203_inputs(rep)
         console.print(f"P.1203 mode-0 input of {len(written)} sessions: {rep.out_dir / 'p1203'}")
+
+
+@click.command()
+@click.argument("summaries", nargs=-1)
+@click.option("--all", "every", is_flag=True, help="Every summary in docs/data/.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the new runs, their summaries and reproduction.csv/.html go "
+                   "(default: results/reproduce-<UTC time>).")
+@click.option("--trials", type=click.IntRange(1, 1000), default=None,
+              help="Trials per condition in place of the summary's own count.")
+@click.option("--until", "until_text", default=None, metavar="METRIC:WIDTH[x]",
+              help="Stop each condition when sure, as `mpstream run --until`, in place of the "
+                   "summary's count.")
+@click.option("--max-trials", type=click.IntRange(3, 1000), default=10, show_default=True,
+              help="With --until: the most trials a condition takes.")
+@click.option("--cluster", default=None, metavar="ADDRESS|local:N",
+              help="Run on a cluster's hosts, as `mpstream run --cluster`.")
+@click.option("--update", is_flag=True,
+              help="Replace each published summary in docs/data/ with the new one (then run "
+                   "`make docs-figures`).")
+def reproduce(summaries: tuple[str, ...], every: bool, out_dir: Path | None,
+              trials: int | None, until_text: str | None, max_trials: int,
+              cluster: str | None, update: bool) -> None:
+    """Run again the command each run summary SUMMARY (a file in docs/data/, or its name)
+    records, with today's code, and set each figure the docs quote from it beside the new one:
+    DIR/reproduction.csv and .html (docs/runs-and-report.md#reproducing-the-docs-figures)."""
+    from mpstream.runner.reproduce import reproduce as run_reproduction
+    from mpstream.runner.until import Until
+
+    if trials is not None and until_text:
+        raise click.UsageError("give --trials or --until, not both")
+    until = None
+    if until_text:
+        try:
+            until = Until.parse(until_text, max_trials)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--until") from None
+    if out_dir is None:
+        out_dir = RESULTS_DIR / f"reproduce-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}"
+    run_reproduction(list(summaries), out_dir, every=every, trials=trials, until=until,
+                     cluster=cluster, update=update, console=Console())
 
 
 @click.command()

@@ -83,6 +83,7 @@ class RunScenario:
     kind: str
     duration_s: float | None
     conditions: list[dict[str, Any]]
+    baseline: str | None = None
 
     @classmethod
     def of(cls, run: dict[str, Any]) -> RunScenario:
@@ -91,7 +92,8 @@ class RunScenario:
             spec = {**run, "name": run.get("scenario")}
         return cls(name=spec.get("name"), description=spec.get("description") or "",
                    kind=spec.get("kind") or "video", duration_s=spec.get("duration_s"),
-                   conditions=list(spec.get("conditions") or []))
+                   conditions=list(spec.get("conditions") or []),
+                   baseline=spec.get("baseline"))
 
 
 class TrialData:

@@ -53,6 +53,20 @@ def metric_label(name: str) -> tuple[str, str]:
     return name, ""
 
 
+def is_declared(name: str) -> bool:
+    """A figure some module computes (per path: `path<i>_` and a declared per-path name)."""
+    _declared()
+    if name in _TRIAL:
+        return True
+    head, _, rest = name.partition("_")
+    return head.startswith("path") and head[4:].isdigit() and rest in _PER_PATH
+
+
+def declared_names() -> list[str]:
+    _declared()
+    return sorted(_TRIAL)
+
+
 def metric_order(present: Collection[str], first: Sequence[Metric] = ()) -> list[str]:
     """The figures in `present` in the order they are shown: `first` (a workload's own), the
     other declared whole-trial ones, then the rest (per path) by name."""

@@ -121,7 +121,14 @@ class TrialRecord(BaseModel):
                                       "average when the trial started (a busy machine's "
                                       "timings are noisier)")
     finished_at: str | None = None
-    elapsed_s: float | None = None
+    elapsed_s: float | None = Field(default=None, description="the whole trial, seconds")
+    phases: dict[str, float] = Field(default_factory=dict, description="seconds per step of "
+                                     "the trial (mpstream/phases.py), adding up to about "
+                                     "elapsed_s: network_up, servers_up, page_ready, playback, "
+                                     "results, torn_down")
+    playback_s: float | None = Field(default=None, description="the playback phase: from the "
+                                     "player page loaded to the session's end; elapsed_s less "
+                                     "this is the trial's overhead")
     status: Literal["ok", "failed"] = "failed"
     reason: str = ""
     # Which side sends the bulk data: both kinds send it from the server (iperf3 runs

@@ -20,6 +20,7 @@ from mpstream.runner.analysis import Analysis, ReferenceRow, sweep_tick
 from mpstream.runner.layout import RunScenario, TrialData
 from mpstream.runner.metric import metric_label
 from mpstream.runner.reference import THESIS
+from mpstream.runner.until import Until
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -147,5 +148,6 @@ def write_html(a: Analysis, path: Path, pngs: list[Path]) -> None:
         front=tune_front(a.run_dir),
         sweep=a.sweep,
         tick=sweep_tick,
+        until=Until.from_json(a.run["until"]).text() if a.run.get("until") else None,
     )
     path.write_text(html)

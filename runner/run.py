@@ -13,9 +13,12 @@ trial folder without trial.json (the run was interrupted there) is done again on
 from __future__ import annotations
 
 import contextlib
+import difflib
 import fnmatch
+import math
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -44,6 +47,7 @@ from mpstream.runner.record import TrialRecord
 from mpstream.runner.scenario import Scenario, Trial, expand_trials
 from mpstream.runner.sites import site_class
 from mpstream.runner.trial import plan_json
+from mpstream.runner.until import ConditionState, Until, states
 from mpstream.runner.workloads import workload_for
 
 # Seconds a trial may run past the scenario's duration on a cluster before it is stopped and
@@ -142,7 +146,7 @@ def as_planned(scenario: Scenario, previous: dict | None, trials: int | None,
 
 def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
               trials: int, media_dir: Path | None, pcap: bool, cluster: str | None = None,
-              chosen: list[str] | None = None) -> dict:
+              chosen: list[str] | None = None, until: Until | None = None) -> dict:
     """run.json: the scenario once (`scenario_spec`, read through layout.RunScenario), the
     plan and what made it (the `--cluster` and the `--condition`s too, for the command and the
     trials planned that a summary names)."""
@@ -153,6 +157,7 @@ def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
         "chosen": chosen,
         "environment": provenance.environment(),
         "cluster": cluster,
+        "until": until.as_json() if until else None,
     }
 
 
@@ -193,7 +198,8 @@ def run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None = None
                  console: Console | None = None, progress: bool = True,
                  pcap: bool = False, cluster: str | None = None,
                  trial_margin_s: float = TRIAL_MARGIN_S, balance_hosts: bool = False,
-                 plan_only: bool = False, only: list[str] | None = None) -> dict[str, str]:
+                 plan_only: bool = False, only: list[str] | None = None,
+                 until: Until | None = None) -> dict[str, str]:
     """Runs (or resumes) the scenario into out_dir; returns key -> status of every trial.
 
     `only`: run only the trials of these conditions (labels); the plan keeps them all, so that
@@ -204,7 +210,9 @@ def run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None = None
     and recorded as failed once it runs `trial_margin_s` past the scenario's duration; with
     `balance_hosts`, round r on host r mod the number of hosts.
     `plan_only`: prepare the run folder (run.json, the media) and run no trial: they are run
-    elsewhere with `mpstream trial` (a batch system's array job)."""
+    elsewhere with `mpstream trial` (a batch system's array job).
+    `until`: each condition takes trials until it is sure (runner/until.py), at most
+    `until.max_trials`."""
     if cluster is not None or plan_only:
         refuse_on_cluster(scenario, "--plan-only" if plan_only else "--cluster")
     runner = trial_runner(cluster, trial_margin_s, balance_hosts)
@@ -213,14 +221,15 @@ def run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None = None
         return _run_scenario(scenario, out_dir, trials=trials, scenario_path=scenario_path,
                              retry_failed=retry_failed, console=console, progress=progress,
                              pcap=pcap, runner=None if plan_only else runner, only=only,
-                             cluster=cluster)
+                             cluster=cluster, until=until)
 
 
 def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
                   scenario_path: Path | None, retry_failed: bool, console: Console | None,
                   progress: bool, pcap: bool = False,
                   runner: TrialRunner | None = None,
-                  only: list[str] | None = None, cluster: str | None = None) -> dict[str, str]:
+                  only: list[str] | None = None, cluster: str | None = None,
+                  until: Until | None = None) -> dict[str, str]:
     """With no `runner`, only the run folder is prepared."""
     console = console or Console()
     if only:
@@ -236,6 +245,11 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
                         "give another --out folder")
     out_dir.mkdir(parents=True, exist_ok=True)
     n, only, pcap = as_planned(scenario, previous, trials, only, pcap)
+    if until is None and previous and previous.get("until"):
+        until = Until.from_json(previous["until"])  # resumed: it goes on as it began
+    if until is not None:
+        check_until(scenario, until)
+        n = until.max_trials
     plan = expand_trials(scenario, n)
     if scenario_path and Path(scenario_path).is_file():
         shutil.copyfile(scenario_path, out_dir / "scenario.toml")
@@ -256,18 +270,68 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
                                                         progress, resources)
         # Written before the first trial: it is the plan each `mpstream trial` reads.
         write_json(out_dir / RUN_JSON, _run_json(scenario, scenario_path, plan, n, media_dir,
-                                                 pcap, cluster, chosen))
+                                                 pcap, cluster, chosen, until))
         if runner is None:
             console.print(f"planned: {len(todo)} trial(s) to run, keys in {out_dir / RUN_JSON} "
                           f"(`plan`); each: mpstream trial {out_dir} --key KEY")
             return dict(done)
         return _run_trials(scenario, out_dir, selected, todo, done, scenario_path, console,
-                           progress, runner)
+                           progress, runner, until)
+
+
+def check_until(scenario: Scenario, until: Until) -> None:
+    """A metric no trial gives, or a ratio without a baseline, refused before any trial."""
+    from mpstream.runner.metric import declared_names, is_declared
+
+    if not is_declared(until.metric):
+        close = difflib.get_close_matches(until.metric, declared_names(), n=4)
+        raise UserError(f"--until {until.text()}: no figure {until.metric!r}"
+                        + (f"; did you mean {', '.join(close)}?" if close else
+                           "; the report's CSV files name every figure a trial gives"))
+    if until.ratio and scenario.baseline is None:
+        raise UserError(f"--until {until.text()}: a width with x is of the ratio to the "
+                        f"scenario's baseline condition, and scenario {scenario.name!r} names "
+                        "none: add baseline = \"LABEL\" to it, or give the width in the "
+                        "metric's unit")
+
+
+class StopWatch:
+    """The stopping rule's view of a run folder: each finished trial's figure, read once."""
+
+    def __init__(self, out_dir: Path, scenario: Scenario, plan: list[Trial], until: Until):
+        self.out_dir, self.scenario, self.until = out_dir, scenario, until
+        self.labels = list(dict.fromkeys(t.condition.label for t in plan))
+        self.figures: dict[str, float | None] = {}
+
+    def states(self) -> dict[str, ConditionState]:
+        from mpstream.runner.evidence import trial_evidence
+        from mpstream.runner.layout import load_trials
+        from mpstream.runner.metrics import n_paths_of, trial_metrics
+
+        records = load_trials(self.out_dir)
+        n_paths = n_paths_of(records)
+        taken = dict.fromkeys(self.labels, 0)
+        values: dict[str, list[float]] = {label: [] for label in self.labels}
+        for rec in records:
+            label = rec.record.condition.label
+            if label not in taken:
+                continue
+            taken[label] += 1
+            if rec.key not in self.figures:
+                self.figures[rec.key] = None
+                if rec.ok:
+                    row = {**trial_metrics(rec, n_paths), **trial_evidence(rec, n_paths).metrics}
+                    self.figures[rec.key] = row.get(self.until.metric)
+            value = self.figures[rec.key]
+            if value is not None and not math.isnan(value):
+                values[label].append(float(value))
+        return states(self.until, values, taken, self.scenario.baseline)
 
 
 def _run_trials(scenario: Scenario, out_dir: Path, plan: list[Trial], todo: list[Trial],
                 done: dict[str, str], scenario_path: Path | None, console: Console,
-                progress: bool, runner: TrialRunner) -> dict[str, str]:
+                progress: bool, runner: TrialRunner, until: Until | None = None
+                ) -> dict[str, str]:
     statuses = dict(done)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn())
@@ -290,13 +354,44 @@ def _run_trials(scenario: Scenario, out_dir: Path, plan: list[Trial], todo: list
             bar.advance(task)
 
         try:
-            runner.run(out_dir, todo, started, finished)
+            if until is None:
+                runner.run(out_dir, todo, started, finished)
+            else:
+                _run_until_sure(StopWatch(out_dir, scenario, plan, until), todo, runner,
+                                started, finished, console,
+                                lambda left: bar.update(task, total=len(statuses) + left))
         except KeyboardInterrupt:
             bar.stop()
             console.print(f"interrupted during {', '.join(running) or 'the run'}; resume "
                           f"with: mpstream run {scenario_path or scenario.name} --out {out_dir}")
             raise
+    if until is not None:
+        _print_states(StopWatch(out_dir, scenario, plan, until).states(), until,
+                      scenario.baseline, console)
     failed = sum(1 for s in statuses.values() if s != "ok")
     console.print(f"{len(statuses)} trials in {out_dir}: {len(statuses) - failed} ok, "
                   f"{failed} failed")
     return statuses
+
+
+def _run_until_sure(watch: StopWatch, todo: list[Trial], runner: TrialRunner,
+                    started: Callable[[str], None], finished: Callable[[str, TrialRecord], None],
+                    console: Console, left: Callable[[int], None]) -> None:
+    """Round by round, the trials of the conditions that are not yet sure (all of a round's
+    at once, so that a cluster runs them side by side and the order stays interleaved)."""
+    for round_ in sorted({t.round for t in todo}):
+        open_ = {label for label, s in watch.states().items() if s.stop_reason is None}
+        if not open_:
+            break
+        batch = [t for t in todo if t.round == round_ and t.condition.label in open_]
+        left(sum(1 for t in todo if t.round >= round_ and t.condition.label in open_))
+        runner.run(watch.out_dir, batch, started, finished)
+
+
+def _print_states(found: dict[str, ConditionState], until: Until, baseline: str | None,
+                  console: Console) -> None:
+    for label, s in found.items():
+        what = until.metric + (" / baseline" if until.ratio and label != baseline else "")
+        console.print(f"{label}: {s.stop_reason or 'open'} after {s.trials} trial(s), "
+                      f"{what} in [{s.low:.4g}, {s.high:.4g}] (half-width {s.half_width:.3g}, "
+                      f"wanted {until.width:g})", highlight=False)

@@ -217,6 +217,10 @@ class Scenario(_Strict):
     abr_params: dict[str, dict[str, float]] = Field(default_factory=dict)
     # For hls.js the HLS master playlist is played; for dash.js the MPD.
     trials: int = Field(default=3, ge=1, le=1000)
+    # Stop each condition when it is sure instead (runner/until.py): METRIC:WIDTH[x], and the
+    # most trials a condition then takes. `mpstream run --until` wins.
+    until: str | None = None
+    max_trials: int = Field(default=10, ge=3, le=1000)
     duration_s: float = Field(default=60.0, gt=0, le=3600)
     # iperf: seconds before `duration_s` that every transfer runs and iperf3 leaves out of its
     # figures (-O), so that slow start and subflows joining do not weigh in a share.
@@ -262,6 +266,10 @@ class Scenario(_Strict):
         dup = {x for x in labels if labels.count(x) > 1}
         if dup:
             raise ValueError(f"condition labels must be unique; repeated: {', '.join(sorted(dup))}")
+        if self.until is not None:
+            from mpstream.runner.until import Until
+
+            Until.parse(self.until, self.max_trials)
         if self.baseline is not None and self.baseline not in labels:
             raise ValueError(f"baseline: no condition labelled {self.baseline!r} (conditions: "
                              f"{', '.join(labels)})")

@@ -21,6 +21,7 @@ from mpstream.runner.layout import RUN_JSON, RunScenario, load_trials, read_json
 from mpstream.runner.record import TrialRecord
 from mpstream.runner.report import Report, metric_label
 from mpstream.runner.scenario import condition_of_key
+from mpstream.runner.until import ConditionState, Until, states
 
 FORMAT = 1
 # The figures each trial gives in the summary as well as their condition's statistics: what a
@@ -79,7 +80,10 @@ def _command(run: dict[str, Any], ran: list[str]) -> str:
     summary's `planned` says how far it got."""
     spec = run.get("scenario_spec") or {}
     cmd = f"mpstream run {RunScenario.of(run).name}"
-    if run.get("trials") and run.get("trials") != spec.get("trials"):
+    if run.get("until"):
+        until = Until.from_json(run["until"])
+        cmd += f" --until {until.text()} --max-trials {until.max_trials}"
+    elif run.get("trials") and run.get("trials") != spec.get("trials"):
         cmd += f" --trials {run['trials']}"
     chosen = _planned_conditions(run) or ran
     if set(chosen) < {c["label"] for c in RunScenario.of(run).conditions}:
@@ -102,8 +106,28 @@ def _provenance(record: TrialRecord | None) -> dict[str, float | None]:
     return {"load_avg_1m": record.load_avg_1m, "elapsed_s": record.elapsed_s}
 
 
+def stop_states(report: Report, run: dict[str, Any]) -> dict[str, ConditionState]:
+    """Where each condition of a run that stops when sure stood at its end (none for a run of
+    a fixed count)."""
+    if not run.get("until"):
+        return {}
+    until = Until.from_json(run["until"])
+    taken: dict[str, int] = {}
+    values: dict[str, list[float]] = {}
+    for rec in report.trials:
+        label = rec.record.condition.label
+        taken[label] = taken.get(label, 0) + 1
+        values.setdefault(label, [])
+    for group, rows in report.per_trial.items():
+        values.setdefault(group.condition, []).extend(
+            float(t[until.metric]) for t in rows
+            if t.get(until.metric) is not None and not math.isnan(t[until.metric]))
+    return states(until, values, taken, RunScenario.of(run).baseline)
+
+
 def run_summary(report: Report, run: dict[str, Any], run_id: str) -> dict[str, Any]:
     records = report.trials
+    stopped = stop_states(report, run)
     loads = [r.record.load_avg_1m for r in records if r.record.load_avg_1m is not None]
     by_label = {c["label"]: c for c in RunScenario.of(run).conditions}
     conditions = []
@@ -128,6 +152,7 @@ def run_summary(report: Report, run: dict[str, Any], run_id: str) -> dict[str, A
             "set": cond.get("set") or {},
             "trials_ok": sum(1 for r in mine if r.ok),
             "trials_failed": sum(1 for r in mine if not r.ok),
+            **({"stop_reason": stopped[label].stop_reason} if label in stopped else {}),
             "metrics": metrics,
             "trials": trials,
         })
@@ -139,6 +164,10 @@ def run_summary(report: Report, run: dict[str, Any], run_id: str) -> dict[str, A
             "id": run_id, "scenario": RunScenario.of(run).name,
             "command": _command(run, [str(c["label"]) for c in conditions]),
             "trials_per_condition": run.get("trials"),
+            # A run that stopped each condition when sure: the rule, and that its intervals
+            # are anytime-valid ones (mpstream.qoe.stats.anytime_summary).
+            **({"until": Until.from_json(run["until"]).text(), "intervals": "anytime-valid"}
+               if run.get("until") else {}),
             "trials": len(records), "ok": sum(1 for r in records if r.ok),
             "planned": _planned_trials(run),
             "started": min(started) if started else None,

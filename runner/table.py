@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from mpstream.qoe.stats import Summary
+from mpstream.runner.analysis import interval_name
 from mpstream.runner.report import Report, Sweep, metric_label, num, sweep_tick
 
 # The terminal shows the headline metrics; the HTML and CSV files have all of them.
@@ -31,14 +33,14 @@ def short_cell(s: Summary, n_trials: int | None = None) -> str:
     return f"{num(s.mean)} ±{num(s.half_width)}{n}"
 
 
-def print_sweep_tables(sweep: Sweep, console: Console) -> None:
+def print_sweep_tables(sweep: Sweep, console: Console, interval: str = "95% CI") -> None:
     """One table per metric of a sweep: a row per swept value, a column per line."""
     xs = sweep.values()
     for m, title in sweep.titles:
         by_line = sweep.points[m]
         usual_n = max((s.n for by_x in by_line.values() for s in by_x.values()), default=0)
-        t = Table(title=f"{title} against {sweep.setting}: mean ± half-width of the 95% CI "
-                        f"over n={usual_n} trials unless marked")
+        t = Table(title=f"{title} against {sweep.setting}: mean ± half-width of the "
+                        f"{interval} over n={usual_n} trials unless marked")
         t.add_column(sweep.setting.rsplit(".", 1)[-1], no_wrap=True)
         for line in by_line:
             t.add_column(line, justify="right")
@@ -57,13 +59,13 @@ def print_tables(rep: Report, console: Console) -> None:
     if rep.sweep is None or len(rep.groups) <= MAX_CONDITION_COLUMNS:
         _print_condition_table(rep, console)
     if rep.sweep is not None:
-        print_sweep_tables(rep.sweep, console)
+        print_sweep_tables(rep.sweep, console, interval_name(rep.run))
     _print_reference_and_failures(rep, console)
 
 
 def _print_condition_table(rep: Report, console: Console) -> None:
-    t = Table(title=f"{rep.run_dir.name}: mean ± half-width of the 95% CI over n trials "
-                    "(sd and bounds: HTML and CSV)")
+    t = Table(title=f"{rep.run_dir.name}: mean ± half-width of the {interval_name(rep.run)} "
+                    "over n trials (sd and bounds: HTML and CSV)")
     t.add_column("metric")
     n_ok = {g: len(rep.per_trial.get(g, [])) for g in rep.groups}
     for g in rep.groups:
@@ -92,3 +94,13 @@ def _print_reference_and_failures(rep: Report, console: Console) -> None:
         console.print(f"[red]{len(rep.failed)} failed trials[/]: "
                       + "; ".join(f"{f['key']}: {f['reason'][:120]}" for f in rep.failed),
                       highlight=False)
+
+
+def report_and_print(run_dir: Path, out: Path | None, console: Console) -> Report:
+    """Writes a run folder's report and prints its tables and where the page is."""
+    from mpstream.runner.report import build_report
+
+    rep = build_report(run_dir, out)
+    print_tables(rep, console)
+    console.print(f"report: {rep.html}")
+    return rep

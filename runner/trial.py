@@ -27,7 +27,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from mpstream import pathpolicy
+from mpstream import pathpolicy, phases
 from mpstream.errors import UserError
 from mpstream.proc import signals_interrupt
 from mpstream.provenance import load_avg_1m
@@ -77,16 +77,20 @@ def run_trial(scenario: Scenario, trial: Trial, *, run_id: str, run_dir: Path,
         codec=trial.codec, abr=trial.abr, host=this_host(),
         started_at=datetime.now(UTC).isoformat(), load_avg_1m=load_avg_1m())
     t_start = time.monotonic()
-    try:
-        _run(scenario, trial, record, run_id, tdir, media_dir, topo_name, pcap)
-        record.status = "ok"
-    except KeyboardInterrupt:
-        raise  # no trial.json: the resumed run does this trial again
-    except (UserError, TrialFailed) as exc:
-        record.reason = str(exc)
-    except Exception as exc:
-        record.reason = f"{type(exc).__name__}: {exc}"
-        (tdir / "error.txt").write_text(traceback.format_exc())
+    with phases.phase_clock() as clock:
+        try:
+            _run(scenario, trial, record, run_id, tdir, media_dir, topo_name, pcap)
+            record.status = "ok"
+        except KeyboardInterrupt:
+            raise  # no trial.json: the resumed run does this trial again
+        except (UserError, TrialFailed) as exc:
+            record.reason = str(exc)
+        except Exception as exc:
+            record.reason = f"{type(exc).__name__}: {exc}"
+            (tdir / "error.txt").write_text(traceback.format_exc())
+        clock.mark(phases.TORN_DOWN)
+    record.phases = clock.rounded()
+    record.playback_s = record.phases.get(phases.PLAYBACK)
     record.finished_at = datetime.now(UTC).isoformat()
     record.elapsed_s = round(time.monotonic() - t_start, 2)
     write_json(tdir / TRIAL_JSON, record.model_dump(mode="json"))
@@ -121,7 +125,9 @@ def _run(scenario: Scenario, trial: Trial, record: TrialRecord, run_id: str, tdi
     workload = workload_for(scenario.kind)
     if workload.plays_video:
         record.session_id = session_id_for(run_id, trial)
+    phases.mark(phases.PREPARED)
     with site.around(record), site.open() as network:
+        phases.mark(phases.NETWORK_UP)
         in_use = transport.paths_in_use(network)
         record.paths = [PathLabel(index=p.index, name=p.name, client_addr=p.client_addr)
                         for p in network.paths]
@@ -145,6 +151,8 @@ def _run(scenario: Scenario, trial: Trial, record: TrialRecord, run_id: str, tdi
         except Exception as exc:  # a counter we lack is no reason to lose the trial
             record.path_bytes_error = str(exc)
         _record_metered(record, outcome, metered)
+        phases.mark(phases.RESULTS)
+    phases.mark(phases.TORN_DOWN)
     if outcome.failure:
         if not outcome.started:
             raise TrialFailed(f"{workload.actor}: {outcome.failure}")

@@ -365,6 +365,68 @@ def pages() -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
+@dataclass(frozen=True)
+class Quote:
+    """A figure a page quotes from a summary: its condition, metric and what of it (mean,
+    ratio:BASE, ...; a table's mean_ci is its mean), for `mpstream reproduce`."""
+
+    page: str
+    run: str
+    condition: str
+    metric: str
+    what: str
+
+
+def quotes(run: str, page_list: list[Path] | None = None) -> list[Quote]:
+    """Every figure of summary `run` (its file's stem) that a page quotes, each once per page:
+    the numbers tied to it inline and the cells of the tables generated from it."""
+    found: dict[Quote, None] = {}
+    for page in page_list or pages():
+        text = page.read_text()
+        rel = str(page.relative_to(ROOT) if page.is_relative_to(ROOT) else page)
+        for m in INLINE.finditer(text):
+            if m["run"] == run and m["cond"] != RUN:
+                found[Quote(rel, run, m["cond"], m["metric"], m["what"])] = None
+        for m in BLOCK.finditer(text):
+            try:
+                spec = tomllib.loads(m["spec"])
+            except tomllib.TOMLDecodeError:
+                continue  # the check names it
+            for label, col, base in _cells(spec, page, run):
+                what = "ratio:" + base if col.get("show") == "ratio" and base else "mean"
+                found[Quote(rel, run, label, col["metric"], what)] = None
+    return list(found)
+
+
+def _cells(spec: dict, page: Path, run: str) -> list[tuple[str, dict, str | None]]:
+    """(condition, column, baseline) of each cell of a figures table that reads summary `run`."""
+    def reads(path: str | None) -> bool:
+        return path is not None and Path(path).stem == run
+
+    out = []
+    if "grid" in spec:
+        g = spec["grid"]
+        for row in g["rows"]:
+            for column in g["columns"]:
+                if reads(g.get("data", {}).get(column, spec["data"])):
+                    label = g.get("label", "{row}-{column}").format(row=row, column=column)
+                    out.append((label, g, spec.get("baseline")))
+        return out
+    rows = spec.get("rows")
+    if rows is None:
+        try:
+            rows = [c["group"] for c in load_summary((page.parent / spec["data"]).resolve())
+                    .data["conditions"]]
+        except FigureError:
+            return []
+    for label in rows:
+        base = spec.get("baselines", {}).get(label, spec.get("baseline"))
+        for col in spec["columns"]:
+            if reads(col.get("data", spec["data"])) and label not in col.get("skip", ()):
+                out.append((label, col, col.get("baseline", base)))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--write", action="store_true", help="regenerate the tables")

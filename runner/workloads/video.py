@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from mpstream import phases
 from mpstream.errors import UserError
 from mpstream.netem.teardown import netns_pids
 from mpstream.network import Network
@@ -189,6 +190,7 @@ class VideoSession(Workload):
         player = ctx.trial.player or "dashjs"
         with ctx.site.serve_video(ctx.network, ctx.media_dir, ctx.tdir / "server",
                                   player) as (server, manifest):
+            phases.mark(phases.SERVERS_UP)
             media = media_facts(ctx.media_dir) if ctx.media_dir is not None else None
             live = ctx.scenario.live
             abr, abr_params = ctx.scenario.abr_request(player, ctx.trial.abr)
@@ -216,6 +218,8 @@ class VideoSession(Workload):
             write_json(ctx.tdir / "summary.json", played.as_json())
             events = keep_session(server, ctx.session_id, ctx.tdir)
             unplayed = rivals.keep(server, ctx.tdir)
+            phases.mark(phases.RESULTS)
+        phases.mark(phases.TORN_DOWN)
         started = any(e.get("type") == "startup" for e in events)
         failure = played.failure
         if started and unplayed:
