@@ -18,8 +18,10 @@ from contextvars import ContextVar
 # then the network) adds up.
 PREPARED = "prepared"  # the site and transport chosen, the record begun
 NETWORK_UP = "network_up"  # namespaces, links and emulators (or the real paths checked)
-SERVERS_UP = "servers_up"  # nginx and the collector
-PAGE_READY = "page_ready"  # the browser started and the player page loaded
+SERVERS_UP = "servers_up"  # nginx and the collector, and the browser started beside them
+WATCHING = "watching"  # the samplers (and captures) watching the paths started
+BROWSER_UP = "browser_up"  # the browser started in the client's namespace
+PAGE_READY = "page_ready"  # the player page loaded
 PLAYBACK = "playback"  # from the page loaded to the session's end (startup delay included)
 RESULTS = "results"  # the collector's summary, the proofs and counters, the files written
 TORN_DOWN = "torn_down"  # the browser, servers and network gone

@@ -6,6 +6,7 @@ so that teardown behaves the same in the encoder, the emulators, the servers and
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -16,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from mpstream.errors import UserError
 
@@ -38,7 +40,11 @@ def stop(proc: subprocess.Popen, graceful: signal.Signals = signal.SIGTERM,
          timeout: float = 10.0) -> None:
     """Ask `proc` to stop with `graceful`, wait up to `timeout`, then SIGKILL it and whatever is
     left of its process group (a daemon's workers share its group when it was started in a new
-    session)."""
+    session). SIGKILL goes to the whole group at once: killed, a leader leaves its members
+    running, with nothing left to stop them."""
+    if graceful == signal.SIGKILL and _group_has_members(proc.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(graceful)
@@ -181,3 +187,77 @@ def keyed_line(proc: subprocess.Popen[str], key: str, timeout_s: float) -> dict 
         if proc.poll() is not None and not line:
             return None
     return None
+
+
+class _InThread:
+    """A context manager entered and exited by a thread of its own, which lives from the one to
+    the other: a child started with PR_SET_PDEATHSIG (the servers') is signalled when the
+    thread that started it ends, not the process."""
+
+    def __init__(self, cm: contextlib.AbstractContextManager[Any]):
+        self.cm = cm
+        self.entered: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.exited: concurrent.futures.Future[bool | None] = concurrent.futures.Future()
+        self._leave = threading.Event()
+        self._exc_info: tuple[Any, Any, Any] = (None, None, None)
+        threading.Thread(target=self._live, name="side-by-side", daemon=True).start()
+
+    def _live(self) -> None:
+        try:
+            self.entered.set_result(self.cm.__enter__())
+        except BaseException as exc:  # handed to the main thread, which raises it
+            self.entered.set_exception(exc)
+            return
+        self._leave.wait()
+        try:
+            self.exited.set_result(self.cm.__exit__(*self._exc_info))
+        except BaseException as exc:
+            self.exited.set_exception(exc)
+
+    def start_leaving(self, *exc_info: Any) -> None:
+        self._exc_info = exc_info
+        self._leave.set()
+
+    def left(self, *exc_info: Any) -> bool | None:
+        return _wait_through_interrupts(self.exited).result()
+
+
+def _wait_through_interrupts(future: concurrent.futures.Future[Any]
+                             ) -> concurrent.futures.Future[Any]:
+    """Waits for `future` even when Ctrl-C (or SIGTERM as KeyboardInterrupt) comes meanwhile,
+    and raises that interrupt once it is done: what the other thread starts or stops must not
+    be left half done."""
+    interrupted: BaseException | None = None
+    while True:
+        try:
+            concurrent.futures.wait([future])
+            break
+        except KeyboardInterrupt as exc:
+            interrupted = exc
+    if interrupted is not None:
+        raise interrupted
+    return future
+
+
+@contextlib.contextmanager
+def side_by_side(background: contextlib.AbstractContextManager[Any],
+                 here: contextlib.AbstractContextManager[Any]) -> Iterator[tuple[Any, Any]]:
+    """Enters `background` in a thread of its own while `here` is entered in this one, so that
+    two slow set-ups (servers booting, a browser starting) overlap; yields both values and on the
+    way out exits both at once too (`background` in its thread), and returns once both are
+    done. When either fails to enter, the other is exited. An interrupt while `background` is
+    entering or exiting waits for it to finish, so that what it started is also undone."""
+    other = _InThread(background)
+    with contextlib.ExitStack() as outer, contextlib.ExitStack() as inner:
+        try:
+            here_value = inner.enter_context(here)
+        finally:
+            try:
+                _wait_through_interrupts(other.entered)
+            finally:
+                if other.entered.done() and other.entered.exception() is None:
+                    # Exits run last pushed first: `background` starts leaving, `here` leaves,
+                    # then `background` is waited for.
+                    outer.push(other.left)
+                    inner.push(other.start_leaving)
+        yield other.entered.result(), here_value

@@ -328,21 +328,32 @@ def _path_report(network: Network, before: list[PathCounters],
     return paths
 
 
-def play_session(network: Network, server: PageServer, request: PlayRequest) -> PlayResult:
+def play_session(network: Network, server: PageServer, request: PlayRequest,
+                 page: Page | None = None) -> PlayResult:
     """Plays `request` from `server` in a headless browser on `network`'s client host until the
     page ends the session, and proves the transport on the wire (the client's counters before
     and after: a browser whose network code escaped the transport's wrapper would otherwise be
-    measured under the wrong label)."""
+    measured under the wrong label). `page`: a page of a browser the caller started (with
+    `open_session_page`, e.g. while the servers booted), which the caller closes; else one is
+    opened here and closed before this returns."""
     r = request
     check_prerequisites(r.player, r.manifest, r.browser, r.codec, r.abr, r.abr_params)
     with contextlib.ExitStack() as held:
         workdir = r.workdir or Path(held.enter_context(session_tempdir("carrier")))
         carried = held.enter_context(
             r.transport.carrier(network, server.base_url, workdir, network.cc))
-        return _play(network, server, r, carried)
+        return _play(network, server, r, carried, page)
 
 
-def _play(network: Network, server: PageServer, r: PlayRequest, carried: Carrier) -> PlayResult:
+def open_session_page(network: Network, request: PlayRequest
+                      ) -> contextlib.AbstractContextManager[Page]:
+    """A page of the browser `request` plays in, on `network`'s client host, speaking its
+    transport: what `play_session` opens when it is given none."""
+    return open_page(request.browser, network.netns("client"), wrap=request.transport.wrap)
+
+
+def _play(network: Network, server: PageServer, r: PlayRequest, carried: Carrier,
+          page: Page | None) -> PlayResult:
     # A carrier that carries media from a server other than the page's (mphttp with --url)
     # gives the manifest's address through itself.
     media_url = getattr(carried, "media_url", None)
@@ -351,7 +362,7 @@ def _play(network: Network, server: PageServer, r: PlayRequest, carried: Carrier
     proof_before = r.transport.before(network)
     policy = _policy_controller(network, server, r, carried)
     with policy.running():
-        visit = _visit(network, server, r, url)
+        visit = _visit(network, server, r, url, page)
     after = network.path_bytes()
     found = carried.proof() or r.transport.prove(network, proof_before, r.browser)
     codec = _decoded_codec(visit.summary, visit.report)
@@ -407,9 +418,13 @@ class _Visit:
     gone: bool = False  # the browser died under the session
 
 
-def _visit(network: Network, server: PageServer, r: PlayRequest, url: str) -> _Visit:
-    """Opens the page in a browser on the client host and follows it to the session's end."""
-    with open_page(r.browser, network.netns("client"), wrap=r.transport.wrap) as page:
+def _visit(network: Network, server: PageServer, r: PlayRequest, url: str,
+           opened: Page | None) -> _Visit:
+    """Opens the page in a browser on the client host (or takes the one `opened`) and follows
+    it to the session's end."""
+    with (contextlib.nullcontext(opened) if opened is not None
+          else open_session_page(network, r)) as page:
+        phases.mark(phases.BROWSER_UP)
         visit = _Visit(console=page.console)
         try:
             _load(page, url)

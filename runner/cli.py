@@ -51,7 +51,8 @@ RESULTS_DIR = REPO_ROOT / "results"
               help="Stop each condition once it is sure: when the anytime-valid 95% interval "
                    "of its mean METRIC is at most WIDTH either side (WIDTHx: of the ratio to "
                    "the scenario's baseline condition), after at least 3 trials "
-                   "(docs/runs-and-report.md#runs-that-stop-when-sure). Default: the scenario's `until`.")
+                   "(docs/runs-and-report.md#runs-that-stop-when-sure). Default: the "
+                   "scenario's `until`.")
 @click.option("--max-trials", type=click.IntRange(3, 1000), default=None,
               help="With --until: the most trials a condition takes [default: the scenario's "
                    "max_trials, 10].")

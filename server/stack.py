@@ -98,6 +98,7 @@ class ServerStack:
         send: SendOptions | None = None,
         collector_app: str = APP_SPEC,
         collector_env: dict[str, str] | None = None,
+        one_trial: bool = False,
     ):
         self.media_dir = Path(media_dir)
         self.netns = netns
@@ -117,6 +118,12 @@ class ServerStack:
         # the collector, or an app that adds pages to it (runner/runpages.py).
         self.collector_app = collector_app
         self.collector_env = dict(collector_env or {})
+        # A stack that serves one trial and goes: its collector imports the app once and forks
+        # its workers (no HUP reload needed), and stops at once after nginx (every event was
+        # committed before its POST was answered, and nginx, stopped first, sends no more).
+        self.one_trial = one_trial
+        if one_trial:
+            self.collector_env["MPSTREAM_COLLECTOR_PRELOAD"] = "1"
         self._own_workdir = workdir is None
         self.workdir = Path(workdir) if workdir else None
         self._database_url = database_url
@@ -204,8 +211,12 @@ class ServerStack:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.logs_dir.mkdir(exist_ok=True)
         try:
-            self._start_collector()
-            self._start_nginx()
+            # nginx starts while the collector boots (it reaches the collector only per
+            # request); each is waited for once both are started.
+            self._spawn_collector()
+            self._spawn_nginx()
+            self._wait_collector()
+            self._wait_nginx()
         except BaseException:
             self.stop()
             raise
@@ -215,7 +226,9 @@ class ServerStack:
         if self.nginx is not None:
             stop(self.nginx, signal.SIGQUIT, timeout=10)
         if self.collector is not None:
-            stop(self.collector, signal.SIGTERM, timeout=15)
+            # gunicorn's own shutdown takes about a second even when quick (SIGQUIT).
+            stop(self.collector, signal.SIGKILL if self.one_trial else signal.SIGTERM,
+                 timeout=15)
         if self.workdir is None:
             return
         if self.collector_socket.parent != self.workdir:
@@ -234,7 +247,8 @@ class ServerStack:
             stop(self.collector, signal.SIGTERM, timeout=15)
 
     def start_collector(self) -> None:
-        self._start_collector()
+        self._spawn_collector()
+        self._wait_collector()
 
     def reload_collector(self) -> None:
         """Graceful restart: new workers, the old ones finish their requests first."""
@@ -243,7 +257,7 @@ class ServerStack:
 
     # --- collector ---
 
-    def _start_collector(self) -> None:
+    def _spawn_collector(self) -> None:
         # Create the tables once here rather than racing in every worker.
         engine = storage.make_engine(self.database_url)
         try:
@@ -269,10 +283,14 @@ class ServerStack:
             *in_netns(self.netns),
             sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), self.collector_app,
         ]  # fmt: skip
-        log = self.logs_dir / "collector.log"
-        self.collector = process.spawn(argv, log, env)
-        self._wait(lambda: self._collector_answers(), self.collector, log, "the collector")
-        if self.nginx is not None:  # a collector restarted under a running nginx
+        self.collector = process.spawn(argv, self.logs_dir / "collector.log", env)
+
+    def _wait_collector(self) -> None:
+        assert self.collector is not None
+        self._wait(lambda: self._collector_answers(), self.collector,
+                   self.logs_dir / "collector.log", "the collector")
+        # nginx's workers reach the socket the collector has now made.
+        if self.nginx is not None:
             self._nginx_config().share_with_workers(self.collector_socket)
 
     def _collector_answers(self) -> bool:
@@ -301,11 +319,10 @@ class ServerStack:
             send=self.send,
         )
 
-    def _start_nginx(self) -> None:
+    def _spawn_nginx(self) -> None:
         config = self._nginx_config()
         prefix = in_netns(self.netns)
         config.write(prefix)
-        config.share_with_workers(self.collector_socket)
         if self.mptcp and config.multipath:
             self.mptcp_method = "listen-multipath"
         elif self.mptcp:
@@ -317,13 +334,15 @@ class ServerStack:
             prefix = [*prefix, "mptcpize", "run"]
             self.mptcp_method = "mptcpize"
         argv = [*prefix, *config.argv("-g", "daemon off; master_process on;")]
-        log = self.logs_dir / "nginx.out"
-        self.nginx = process.spawn(argv, log)
+        self.nginx = process.spawn(argv, self.logs_dir / "nginx.out")
+
+    def _wait_nginx(self) -> None:
+        assert self.nginx is not None
         error_log = self.logs_dir / "error.log"
         try:
             self._wait(self._nginx_answers, self.nginx, error_log, "nginx")
         except UserError:
-            explained = config.explain(process.log_tail(error_log))
+            explained = self._nginx_config().explain(process.log_tail(error_log))
             if explained:
                 raise UserError(explained) from None
             raise

@@ -139,7 +139,7 @@ class EmulatedSite(Site):
         with ServerStack(media_dir, netns=network.netns("server"), host=network.server_addr,
                          workdir=workdir, mptcp=self.transport.kernel_mptcp,
                          send=self.profile.deployment.server.nginx,
-                         collector_workers=2) as stack:
+                         collector_workers=2, one_trial=True) as stack:
             yield stack, MANIFESTS[player]
 
     def watch(self, network: Network, tdir: Path) -> contextlib.AbstractContextManager[object]:

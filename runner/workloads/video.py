@@ -26,7 +26,7 @@ from mpstream.netem.teardown import netns_pids
 from mpstream.network import Network
 from mpstream.pathpolicy import DeadlineMarks
 from mpstream.player.abr import parse_abr_params, resolve_abr
-from mpstream.proc import stop_pids
+from mpstream.proc import side_by_side, stop_pids
 from mpstream.qoe.metrics import session_metrics, stalls_after
 from mpstream.qoe.scores import (
     SCORE_FIELDS,
@@ -185,11 +185,17 @@ class VideoSession(Workload):
         return video_metrics(rec)
 
     def run(self, ctx: TrialContext) -> WorkloadOutcome:
+        from mpstream.player.browsers import open_page
         from mpstream.player.session import PlayRequest, play_session
 
         player = ctx.trial.player or "dashjs"
-        with ctx.site.serve_video(ctx.network, ctx.media_dir, ctx.tdir / "server",
-                                  player) as (server, manifest):
+        browser = ctx.trial.browser or "chromium"
+        # The servers boot in a thread while the browser starts here: each takes 1-1.5 s of a
+        # trial's set-up, and neither needs the other until the page is loaded.
+        with side_by_side(
+                ctx.site.serve_video(ctx.network, ctx.media_dir, ctx.tdir / "server", player),
+                open_page(browser, ctx.network.netns("client"), wrap=ctx.transport.wrap)
+        ) as ((server, manifest), page):
             phases.mark(phases.SERVERS_UP)
             media = media_facts(ctx.media_dir) if ctx.media_dir is not None else None
             live = ctx.scenario.live
@@ -200,20 +206,21 @@ class VideoSession(Workload):
                 scenario=ctx.scenario.name, trial=ctx.trial.round,
                 screenshot=ctx.tdir / "last-frame.png", buffer_s=ctx.scenario.buffer_s,
                 target_latency_s=live.target_latency_s if live else None,
-                browser=ctx.trial.browser or "chromium", codec=ctx.trial.codec or "auto",
+                browser=browser, codec=ctx.trial.codec or "auto",
                 abr=abr, abr_params=abr_params, workdir=ctx.tdir, path_policy=ctx.path_policy,
                 metered=ctx.metered, deadline_marks=marks_of(ctx.trial))
             rivals = CompetingPlayers(ctx.network, server, request)
             cross = [competitor_flow(ctx, k, user, ctx.scenario.duration_s)
                      for k, user in enumerate(ctx.network.competitors) if user.cross_traffic]
             with Downloads(ctx.network, cross) as cross_traffic, ctx.watch():
+                phases.mark(phases.WATCHING)
                 ctx.network.start_events()
                 # The wall clock of the profile's t=0, to place its timed events on the page's
                 # clock (runner/metrics.py: stalls after a path failure).
                 started_unix = time.time()
                 cross_traffic.start()
                 with rivals:
-                    played = play_session(ctx.network, server, request)
+                    played = play_session(ctx.network, server, request, page)
                 cross_traffic.wait(TRIAL_SLACK_S)
             write_json(ctx.tdir / "summary.json", played.as_json())
             events = keep_session(server, ctx.session_id, ctx.tdir)

@@ -67,7 +67,8 @@ def test_rows_name_each_quoted_figure_and_whether_it_agrees(tmp_path):
     assert shares["unbalanced"]["agree"] is False and "README.md" in shares["unbalanced"]["pages"]
     assert shares["balanced"]["agree"] is True
     write_table(rows, [rep], tmp_path)
-    written = list(csv.DictReader(open(tmp_path / "reproduction.csv")))
+    with open(tmp_path / "reproduction.csv", newline="") as fh:
+        written = list(csv.DictReader(fh))
     assert {"summary", "condition", "metric", "published_mean", "new_mean", "agree"} <= set(
         written[0])
     assert "disagree" in (tmp_path / "reproduction.html").read_text()
