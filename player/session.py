@@ -419,7 +419,7 @@ class _Visit:
 
 
 def _visit(network: Network, server: PageServer, r: PlayRequest, url: str,
-           opened: Page | None) -> _Visit:
+           opened: Page | None = None) -> _Visit:
     """Opens the page in a browser on the client host (or takes the one `opened`) and follows
     it to the session's end."""
     with (contextlib.nullcontext(opened) if opened is not None

@@ -63,6 +63,12 @@ def test_every_trial_ran_and_kept_its_raw_data(run):
         if status == "failed":
             assert "vegas" in meta["reason"]
             continue
+        # Where the trial's time went: its phases add up to about its whole time, and the
+        # playback phase holds the session's seconds.
+        phases = meta["phases"]
+        assert {"network_up", "servers_up", "page_ready", "playback", "torn_down"} <= set(phases)
+        assert meta["playback_s"] == phases["playback"] >= 5
+        assert abs(sum(phases.values()) - meta["elapsed_s"]) < 0.5, (phases, meta["elapsed_s"])
         for name in ("profile.json", "summary.json", "events.json", "access.log",
                      "samples-client.csv", "samples-server.csv"):
             assert (d / name).stat().st_size > 0, (key, name)

@@ -1,0 +1,75 @@
+"""`mpstream run --until`, end to end: a run that stops when sure, killed with SIGKILL after its
+second trial and resumed without the option, keeps its trials and its rule (run.json), stops
+its condition once it is sure after the floor of three trials, and its summary says why."""
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mpstream.runner.layout import finished_keys
+from tests.runs import leftover_namespaces
+
+pytestmark = pytest.mark.timeout(600)
+
+MPSTREAM = str(Path(sys.executable).parent / "mpstream")
+
+
+def test_a_killed_run_resumes_with_its_stopping_rule(tiny_media, tmp_path):
+    scenario = tmp_path / "until-mini.toml"
+    scenario.write_text(f"""
+name = "until-mini"
+seed = 4
+duration_s = 4
+players = ["dashjs"]
+[media]
+dir = "{tiny_media}"
+[[conditions]]
+label = "single"
+profile = "thesis-bandwidth-single"
+transport = "tcp"
+""")
+    out = tmp_path / "run"
+    # The played time varies by tenths of a second: sure to within 1 s after the floor.
+    argv = [MPSTREAM, "run", str(scenario), "--until", "played_s:1", "--max-trials", "5",
+            "--out", str(out), "--no-report"]
+    with (tmp_path / "killed.log").open("w") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while len(finished_keys(out)) < 2 if out.is_dir() else True:
+            assert proc.poll() is None, (tmp_path / "killed.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, "two trials did not finish within 300 s"
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    subprocess.run([MPSTREAM, "clean"], check=True, capture_output=True)
+    kept = sorted(finished_keys(out))
+    assert len(kept) >= 2
+    assert json.loads((out / "run.json").read_text())["until"]["metric"] == "played_s"
+
+    again = subprocess.run([MPSTREAM, "run", str(scenario), "--out", str(out), "--no-report"],
+                           capture_output=True, text=True, timeout=400)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert "single: sure after 3 trial(s)" in " ".join(again.stdout.split())
+    assert sorted(finished_keys(out)) == ["r00-single-dashjs", "r01-single-dashjs",
+                                          "r02-single-dashjs"]
+    summary = tmp_path / "summary.json"
+    subprocess.run([MPSTREAM, "report", str(out), "--summary", str(summary)], check=True,
+                   capture_output=True)
+    data = json.loads(summary.read_text())
+    assert data["run"]["intervals"] == "anytime-valid"
+    assert "--until played_s:1 --max-trials 5" in data["run"]["command"]
+    (cond,) = data["conditions"]
+    assert (cond["stop_reason"], cond["trials_ok"]) == ("sure", 3)
+    assert leftover_namespaces(out) == []
