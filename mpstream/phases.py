@@ -25,6 +25,8 @@ PAGE_READY = "page_ready"  # the player page loaded
 PLAYBACK = "playback"  # from the page loaded to the session's end (startup delay included)
 RESULTS = "results"  # the collector's summary, the proofs and counters, the files written
 TORN_DOWN = "torn_down"  # the browser, servers and network gone
+ORDER = (PREPARED, NETWORK_UP, SERVERS_UP, WATCHING, BROWSER_UP, PAGE_READY, PLAYBACK, RESULTS,
+         TORN_DOWN)
 
 _CURRENT: ContextVar[PhaseClock | None] = ContextVar("phase_clock", default=None)
 

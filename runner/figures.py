@@ -243,3 +243,27 @@ def capacity_and_delay(path: Path, title: str, links: dict[str, list[dict]]) -> 
         _legend(top)
         _legend(bottom)
     return _save(fig, path)
+
+
+def trial_phases(path: Path, keys: list[str], phases: list[dict[str, float]]) -> Path:
+    """Each trial's time, a bar a trial split into its phases in order, playback hatched: what
+    is not playback is the trial's overhead."""
+    import matplotlib.pyplot as plt
+
+    from mpstream.phases import ORDER
+
+    found = {name for p in phases for name in p}
+    names = [n for n in ORDER if n in found] + sorted(found - set(ORDER))
+    fig, ax = plt.subplots(figsize=(8, 0.3 * len(keys) + 1.5))
+    left = [0.0] * len(keys)
+    for name in names:
+        widths = [p.get(name, 0.0) for p in phases]
+        ax.barh(keys, widths, left=left, label=name,
+                hatch="//" if name == "playback" else None,
+                alpha=0.4 if name == "playback" else 0.9)
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+    ax.set_xlabel("seconds")
+    ax.set_title("Where each trial's time went")
+    ax.invert_yaxis()
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _save(fig, path)

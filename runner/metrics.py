@@ -286,8 +286,26 @@ def redundancy_metrics(rec: TrialData) -> dict[str, float]:
             "redundant_share": extra / media if media > 0 else math.nan}
 
 
+TIMING = declare(
+    Metric("trial_s", "the trial's whole time", "s"),
+    Metric("playback_s", "the trial's playback", "s"),
+    Metric("overhead_s", "the trial's time less its playback", "s"),
+)
+
+
+def timing_metrics(rec: TrialData) -> dict[str, float]:
+    """Where the trial's time went: all of it, its playback, and the rest (set-up and
+    tear-down); empty for a trial recorded before trials kept their phases."""
+    r = rec.record
+    if r.elapsed_s is None or r.playback_s is None:
+        return {}
+    return {"trial_s": r.elapsed_s, "playback_s": r.playback_s,
+            "overhead_s": r.elapsed_s - r.playback_s}
+
+
 def trial_metrics(rec: TrialData, n_paths: int) -> dict[str, float]:
-    """The trial's figures: its workload's own, then the network's and the transport's."""
+    """The trial's figures: its workload's own, then the network's and the transport's, and
+    where its time went."""
     base = workload_for(rec.record.kind).metrics(rec)
     return {**base, **kernel_metrics(rec, n_paths), **metered_metrics(rec),
-            **redundancy_metrics(rec)}
+            **redundancy_metrics(rec), **timing_metrics(rec)}

@@ -81,6 +81,10 @@ def write_figures(a: Analysis, out: Path) -> list[Path]:
         summaries = {str(g): by_metric for g, by_metric in a.summaries.items()}
         made.append(figures.metric_bars(out / "metrics.png", groups, summaries, bars,
                                         metric_label))
+    timed = [r for r in a.trials if r.record.phases]
+    if timed:
+        made.append(figures.trial_phases(out / "trial-phases.png", [r.key for r in timed],
+                                         [r.record.phases for r in timed]))
     if a.sweep is not None:
         sw = a.sweep
         made.append(figures.sweep_lines(out / "sweep.png", sw.setting, sw.points, sw.titles,

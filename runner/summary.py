@@ -174,12 +174,22 @@ def run_summary(report: Report, run: dict[str, Any], run_id: str) -> dict[str, A
             "finished": max(finished) if finished else None,
             "environment": run.get("environment"),
             "load_avg_1m": _load_span(loads),
+            "overhead_s_a_trial": _run_overhead(records, started, finished),
         },
         "conditions": conditions,
     }
 
 
-class BenchRecord:
+def _run_overhead(records: list[Any], started: list[str], finished: list[str]) -> float | None:
+    """The run's wall clock a trial less its playback: what a trial costs beyond the seconds
+    it plays, counting what the run does between trials too (a process started, a rule
+    evaluated); None when a trial did not record its playback."""
+    played = [r.record.playback_s for r in records]
+    if not records or not finished or any(p is None for p in played):
+        return None
+    wall = (datetime.fromisoformat(max(finished))
+            - datetime.fromisoformat(min(started))).total_seconds()
+    return _num((wall - sum(played)) / len(records))
     """What a benchmark records beside its figures for `--summary`: when it started, and the
     machine's load then and at the end. Made before the first round, written after the last."""
 
