@@ -10,6 +10,7 @@ backup, and optionally a path policy. Each setting sits under the end that appli
     path_policy = "always"              # optional; a condition's own path_policy wins
     [server]
     cc = "cubic"
+    cwnd_clamp_bdp = 2.0                # each path's window capped at 2 of its BDPs
     sysctls = { "net.ipv4.tcp_rto_max_ms" = 1000 }
     nginx = { tcp_nopush = false }
     mptcp = { scheduler = "default" }
@@ -85,6 +86,12 @@ class ServerSettings(_End):
     # How the origin's nginx sends (tcp_nopush, tcp_nodelay, sndbuf).
     nginx: SendOptions = SendOptions()
     mptcp: ServerMptcp = ServerMptcp()
+    # Caps the congestion window of every connection and subflow the server sends on over a
+    # user's slower paths (all but its fastest) at this many of the path's bandwidth-delay
+    # products (netem/cwndclamp.py), so that a slow path holds about what it delivers in that
+    # many round trips instead of a full queue, and what the scheduler put on it last arrives
+    # about when the fast path's does. Emulated paths only: it needs each path's rate and delay.
+    cwnd_clamp_bdp: float | None = Field(default=None, gt=0, le=64)
 
 
 class ClientSettings(_End):

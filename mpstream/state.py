@@ -27,7 +27,8 @@ TOPOLOGIES = "topologies"
 HOST_CHANGES = "host-changes"
 CLUSTERS = "clusters"
 COUPLED_CC = "coupled-cc"
-KINDS = (TOPOLOGIES, HOST_CHANGES, CLUSTERS, COUPLED_CC)
+CWND_CLAMP = "cwnd-clamp"
+KINDS = (TOPOLOGIES, HOST_CHANGES, CLUSTERS, COUPLED_CC, CWND_CLAMP)
 
 
 def root() -> Path:

@@ -1,10 +1,10 @@
 """What the networks add to `mpstream clean` (mpstream/hooks.py): the topologies, coupled
-congestion controls and host network changes that killed programs left."""
+congestion controls, window caps and host network changes that killed programs left."""
 
 from __future__ import annotations
 
 from mpstream.clean import Cleaned
-from mpstream.netem import coupled, hostnet, teardown
+from mpstream.netem import coupled, cwndclamp, hostnet, teardown
 
 
 def topologies() -> Cleaned:
@@ -14,6 +14,11 @@ def topologies() -> Cleaned:
 
 def coupled_ccs() -> Cleaned:
     lines = coupled.clean_stale() + coupled.awaiting_kernel()
+    return Cleaned(lines, acted=bool(lines))
+
+
+def window_caps() -> Cleaned:
+    lines = cwndclamp.clean_stale()
     return Cleaned(lines, acted=bool(lines))
 
 

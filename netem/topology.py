@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from mpstream.errors import UserError
-from mpstream.netem import coupled, teardown, traces
+from mpstream.netem import coupled, cwndclamp, teardown, traces
 from mpstream.netem.profile import Link, Profile, load_profile
 from mpstream.netem.system import (
     PROC_SYS,
@@ -221,6 +221,8 @@ class Topology(Network):
         for cc in {ends.server.cc, ends.client.cc}:
             if coupled.is_coupled(cc):
                 coupled.release(cc, self.name)
+        if ends.server.cwnd_clamp_bdp is not None:
+            cwndclamp.release(self.name)
         return stats
 
     def __enter__(self) -> Topology:
@@ -317,6 +319,7 @@ class Topology(Network):
         self._create_links()
         self._configure_client()
         self._configure_server()
+        self._clamp_windows()
         # Without the emulator the link namespace simply forwards over its connected routes.
         if self.emulated:
             self._create_emulated_links()
@@ -488,6 +491,42 @@ class Topology(Network):
         if kernel_has_mptcp():
             lines.append(f"mptcp limits set subflow {subflows} add_addr_accepted 0")
         ip_batch(self.server_ns, lines)
+
+    def window_caps(self) -> dict[str, int]:
+        """The server's window cap towards each slower path's subnet, in packets, when the
+        deployment sets `server.cwnd_clamp_bdp`: that many of the path's bandwidth-delay
+        products (its emulator's downlink rate, a trace's mean, over its round trip). A user's
+        fastest path is left uncapped, and so is a single-path user's: capped at two BDPs too,
+        the fast path of the unbalanced paths cut the per-segment rate from 0.81 of the path
+        sum to 0.66 (docs/deployments.md)."""
+        bdps = self.profile.deployment.server.cwnd_clamp_bdp
+        if bdps is None:
+            return {}
+        own = {w.slot: w for w in self.wires if w.own_link}
+        shared = [self.profile.server_link_model("uplink"),
+                  self.profile.server_link_model("downlink")]
+        found: dict[str, list[tuple[Wire, float, float]]] = {}
+        for wire in self.wires:
+            up, down, _ = self._wire_links(own[wire.link])
+            rate = traces.mean_bps(down.trace) if down.trace is not None else down.rate_bps
+            if not rate:
+                raise UserError(
+                    f"deployment {self.profile.deployment.name}: server.cwnd_clamp_bdp needs a "
+                    f"rate on path {wire.path.name}; give the path a rate or drop the setting")
+            rtt_ms = up.delay_ms + down.delay_ms + sum(s.delay_ms for s in shared if s)
+            found.setdefault(wire.host, []).append((wire, float(rate), rtt_ms))
+        caps = {}
+        for paths in found.values():
+            fastest = max(rate for _, rate, _ in paths)
+            for wire, rate, rtt_ms in paths:
+                if rate < fastest:
+                    caps[f"10.1.{wire.slot}.0"] = cwndclamp.clamp_packets(rate, rtt_ms, bdps)
+        return caps
+
+    def _clamp_windows(self) -> None:
+        caps = self.window_caps()
+        if caps:
+            cwndclamp.acquire(self.name, self.server_ns, caps)
 
     def _create_emulated_links(self) -> None:
         server_link = self.profile.server_link is not None
@@ -711,6 +750,10 @@ def check_prerequisites(profile: Profile) -> None:
                 raise UserError(f"deployment {end}.cc: {reason}")
         else:
             require_cc(settings.cc)
+    if profile.deployment.server.cwnd_clamp_bdp is not None:
+        reason = cwndclamp.missing()
+        if reason:
+            raise UserError(f"deployment {profile.deployment.name}: {reason}")
 
 
 def kernel_has_mptcp() -> bool:

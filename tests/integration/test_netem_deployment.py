@@ -110,3 +110,56 @@ def test_the_userspace_path_manager_adds_a_closed_subflow_again_once_its_path_is
     closed = kinds.index("sub_closed")
     assert kinds[:closed] == ["sub_established"] * 2 and "sub_established" in kinds[closed:]
     log.unlink()
+
+
+def _server_windows(topo: Topology) -> dict[str, int]:
+    """The server's congestion window towards each client path address: that of the subflow
+    that carried the most there (iperf3's data; its control connection's stay idle at the
+    initial window, which a cap does not lower until the window moves)."""
+    out = topo.run("server", ["ss", "-tinH", "state", "established", "sport", "=", str(PORT)],
+                   capture_output=True, text=True).stdout
+    busiest: dict[str, tuple[int, int]] = {}
+    peer = None
+    for line in out.splitlines():
+        if not line.startswith((" ", "\t")):
+            peer = line.split()[-1].rsplit(":", 1)[0].removeprefix("[::ffff:").rstrip("]")
+            continue
+        fields = dict(f.split(":", 1) for f in line.split() if ":" in f)
+        if peer and "cwnd" in fields:
+            acked = int(fields.get("bytes_acked", "0"))
+            if acked >= busiest.get(peer, (-1, 0))[0]:
+                busiest[peer] = (acked, int(fields["cwnd"]))
+    return {peer: cwnd for peer, (_, cwnd) in busiest.items()}
+
+
+@pytest.mark.long
+def test_the_servers_window_cap_holds_each_path_and_goes_with_the_topology():
+    """server.cwnd_clamp_bdp = 2 on 25 and 5 Mbit/s paths of 10 ms: the slow path's subflow is
+    held at 9 packets where it otherwise grows past 100 (the queue), the fast path's is not
+    capped; the program and its pins are gone with the topology, and the host's cgroups and
+    bpffs are as they were."""
+    from mpstream.netem import cwndclamp
+
+    assert cwndclamp.missing() is None  # `make test-deployments` builds the program
+    mounts_before = sorted(Path("/proc/mounts").read_text().splitlines())
+    dep = deployment_from_dict({"server": {"cwnd_clamp_bdp": 2.0}})
+    name = f"wc{os.getpid()}"
+    wrap = ["mptcpize", "run"]
+    with Topology.up(load_profile("thesis-bandwidth-unbalanced", deployment=dep), name) as topo:
+        assert topo.window_caps() == {"10.1.1.0": 9}
+        assert cwndclamp.attached()
+        server = topo.popen("server", [*wrap, "iperf3", "-s", "-1", "-p", str(PORT)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        topo.wait_listening("server", PORT)
+        client = topo.popen("client", [*wrap, "iperf3", "-c", topo.server_addr, "-p", str(PORT),
+                                       "-t", "5", "-R"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(3.5)  # the slow path's queue holds 100 packets: uncapped, CUBIC fills it
+        windows = _server_windows(topo)
+        client.wait(timeout=30)
+        server.wait(timeout=10)
+    assert windows.get("10.1.1.2", 0) == 9, windows
+    assert windows.get("10.1.0.2", 0) > 9, windows
+    assert not leftovers(name)
+    assert not cwndclamp.attached()
+    assert sorted(Path("/proc/mounts").read_text().splitlines()) == mounts_before

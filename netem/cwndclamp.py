@@ -1,0 +1,237 @@
+"""Per-path caps on the server's congestion window (a deployment's `server.cwnd_clamp_bdp`): a
+sock_ops BPF program (netem/cc/cwnd_clamp.bpf.c) that sets each new connection's and subflow's
+window clamp from a map keyed by (network namespace, remote /24). A topology adds its server
+namespace's entries, one a path, and removes them on the way down; the program is loaded and
+attached to the cgroup v2 root (where every process's sockets are, so every namespace's) when
+the first entry is added, and detached and unpinned when the last is gone.
+
+Why BPF: the route's locked `cwnd` metric (`ip route ... cwnd lock N`) is read through the
+kernel's TCP metrics cache, which has no entry for a destination no connection has closed to;
+tried on a fresh topology, a slow path's subflow ran at a window of 109-110 packets under a
+route locked at 9, and `ip tcp_metrics show` stayed empty. Under this program the same subflow
+held 9.
+
+What mpstream adds, and takes away again, under the state root's `cwnd-clamp/` (one lock):
+- a bpffs at `bpffs/` (mounted there) holding the pinned program and map;
+- a cgroup2 mount at `cgroup2/` when the machine has none (hybrid cgroups: v1 controllers
+  only), unmounted after the program is detached;
+- `TOPOLOGY.use`: the topology's namespace cookie and map keys, written before its entries,
+  so that `mpstream clean` removes the entries of a killed topology.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import math
+import shutil
+import struct
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from mpstream import state
+from mpstream.errors import UserError
+from mpstream.netem import teardown
+from mpstream.netem.system import sh
+from mpstream.network import in_netns
+from mpstream.paths import BUILD_DIR
+
+OBJECT = BUILD_DIR / "cc" / "cwnd_clamp.bpf.o"
+BUILD_COMMAND = "make coupled-cc"
+MAP_NAME = "clamps"
+MSS = 1448  # a 1500-byte MTU's payload with TCP timestamps
+SO_NETNS_COOKIE = 71  # include/uapi/asm-generic/socket.h
+# A window cap below this starves a path whose round trip is all delay (acks come in bursts).
+MIN_PACKETS = 4
+
+
+def clamp_packets(rate_bps: float, rtt_ms: float, bdps: float) -> int:
+    """A window of `bdps` bandwidth-delay products of a path, in full-sized packets, at least
+    MIN_PACKETS."""
+    return max(MIN_PACKETS, math.ceil(bdps * rate_bps * rtt_ms / 1000 / 8 / MSS))
+
+
+def records_dir() -> Path:
+    return state.kind_dir(state.CWND_CLAMP)
+
+
+def _bpffs() -> Path:
+    return records_dir() / "bpffs"
+
+
+def _prog_pin() -> Path:
+    return _bpffs() / "cwnd_clamp"
+
+
+def _map_pin() -> Path:
+    return _bpffs() / MAP_NAME
+
+
+def missing() -> str | None:
+    """Why the window cap cannot be used here, before trying (None: it can be tried)."""
+    if not OBJECT.exists():
+        return (f"server.cwnd_clamp_bdp needs its BPF program ({OBJECT} is missing): run "
+                f"`{BUILD_COMMAND}` (it needs clang, libbpf-dev, bpftool and a kernel with BTF)")
+    if shutil.which("bpftool") is None:
+        return "server.cwnd_clamp_bdp needs bpftool: apt-get install bpftool (or `make setup`)"
+    return None
+
+
+@contextlib.contextmanager
+def _locked() -> Iterator[Path]:
+    folder = records_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield folder
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _mounts() -> list[tuple[str, str]]:
+    """(mount point, file system type) of every mount."""
+    out = []
+    for line in Path("/proc/mounts").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 3:
+            out.append((parts[1].replace("\\040", " "), parts[2]))
+    return out
+
+
+def _cgroup2(folder: Path) -> Path:
+    """A cgroup2 mount's root: the machine's, else one mounted under `folder`."""
+    for point, fstype in _mounts():
+        if fstype == "cgroup2":
+            return Path(point)
+    own = folder / "cgroup2"
+    own.mkdir(exist_ok=True)
+    sh(["mount", "-t", "cgroup2", "none", str(own)])
+    return own
+
+
+def _own_cgroup2(folder: Path) -> Path | None:
+    own = folder / "cgroup2"
+    return own if any(p == str(own) for p, t in _mounts() if t == "cgroup2") else None
+
+
+def _loaded() -> bool:
+    return _prog_pin().exists()
+
+
+def _load(folder: Path) -> None:
+    """The program pinned, its map beside it, attached to the cgroup2 root beside any others."""
+    fs = _bpffs()
+    fs.mkdir(exist_ok=True)
+    if not any(p == str(fs) for p, t in _mounts() if t == "bpf"):
+        sh(["mount", "-t", "bpf", "bpf", str(fs)])
+    done = sh(["bpftool", "prog", "load", str(OBJECT), str(_prog_pin()), "type", "sockops",
+               "pinmaps", str(fs)], check=False, timeout=60)
+    if not _prog_pin().exists():
+        _unload(folder)
+        detail = (done.stderr or done.stdout).strip().splitlines()
+        raise UserError("the kernel refused the window cap's sock_ops program: "
+                        + " | ".join(detail[-4:]))
+    sh(["bpftool", "cgroup", "attach", str(_cgroup2(folder)), "sock_ops", "pinned",
+        str(_prog_pin()), "multi"])
+
+
+def _unload(folder: Path) -> None:
+    if _prog_pin().exists():
+        for point, fstype in _mounts():
+            if fstype == "cgroup2":
+                sh(["bpftool", "cgroup", "detach", point, "sock_ops", "pinned",
+                    str(_prog_pin())], check=False)
+    own = _own_cgroup2(folder)
+    if own is not None:
+        sh(["umount", str(own)], check=False)
+    fs = _bpffs()
+    if any(p == str(fs) for p, t in _mounts() if t == "bpf"):
+        sh(["umount", str(fs)], check=False)  # the pins go with it
+
+
+def netns_cookie(netns: str) -> int:
+    """The kernel's cookie of a network namespace (what bpf_get_netns_cookie returns)."""
+    code = ("import socket, sys; s = socket.socket(); "
+            f"sys.stdout.write(str(int.from_bytes(s.getsockopt(socket.SOL_SOCKET, "
+            f"{SO_NETNS_COOKIE}, 8), 'little')))")
+    out = sh(in_netns(netns, [sys.executable, "-c", code]))
+    return int(out.stdout)
+
+
+def _key_hex(cookie: int, subnet24: str) -> list[str]:
+    a, b, c, _ = (int(x) for x in subnet24.split("."))
+    packed = struct.pack("<QII", cookie, (a << 24) | (b << 16) | (c << 8), 0)
+    return [f"{byte:02x}" for byte in packed]
+
+
+def _value_hex(packets: int) -> list[str]:
+    return [f"{byte:02x}" for byte in struct.pack("<I", packets)]
+
+
+def acquire(topology: str, server_ns: str, caps: dict[str, int]) -> None:
+    """Caps the window of every connection the server in `server_ns` opens or accepts to each
+    subnet of `caps` (its /24's network address, e.g. 10.1.1.0) at that many packets."""
+    reason = missing()
+    if reason:
+        raise UserError(reason)
+    cookie = netns_cookie(server_ns)
+    with _locked() as folder:
+        (folder / f"{topology}.use").write_text(json.dumps(
+            {"topology": topology, "cookie": cookie, "subnets": sorted(caps)}))
+        if not _loaded():
+            _load(folder)
+        for subnet, packets in caps.items():
+            sh(["bpftool", "map", "update", "pinned", str(_map_pin()), "key", "hex",
+                *_key_hex(cookie, subnet), "value", "hex", *_value_hex(packets)])
+
+
+def release(topology: str) -> None:
+    """Removes `topology`'s caps; unloads the program when no topology has any left."""
+    with _locked() as folder:
+        _remove_use(folder, folder / f"{topology}.use")
+        _unload_unused(folder)
+
+
+def _remove_use(folder: Path, use: Path) -> None:
+    if not use.exists():
+        return
+    record = json.loads(use.read_text())
+    if _loaded():
+        for subnet in record["subnets"]:
+            sh(["bpftool", "map", "delete", "pinned", str(_map_pin()), "key", "hex",
+                *_key_hex(int(record["cookie"]), subnet)], check=False)
+    use.unlink(missing_ok=True)
+
+
+def _unload_unused(folder: Path) -> bool:
+    if any(folder.glob("*.use")):
+        return False
+    if not _loaded() and _own_cgroup2(folder) is None:
+        return False
+    _unload(folder)
+    return True
+
+
+def clean_stale() -> list[str]:
+    """Removes the caps of topologies that no longer exist (killed) and unloads the program
+    when none is left; a line per thing undone."""
+    if not records_dir().exists():
+        return []
+    lines = []
+    with _locked() as folder:
+        for use in sorted(folder.glob("*.use")):
+            topology = use.name.removesuffix(".use")
+            if teardown.record_path(topology) is None:
+                _remove_use(folder, use)
+                lines.append(f"removed the window caps of topology {topology} (it is gone)")
+        if _unload_unused(folder):
+            lines.append("unloaded the window-cap program (no topology uses it)")
+    return lines
+
+
+def attached() -> bool:
+    """Whether the program is loaded now (for tests and `doctor`)."""
+    return _loaded()
