@@ -18,7 +18,10 @@ may point it elsewhere with the environment variable.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 ENV = "MPSTREAM_STATE_DIR"
@@ -40,6 +43,21 @@ def kind_dir(kind: str, base: Path | None = None) -> Path:
     if kind not in KINDS:
         raise ValueError(f"unknown kind of state {kind!r}")
     return (base or root()) / kind
+
+
+@contextlib.contextmanager
+def locked(kind: str) -> Iterator[Path]:
+    """The folder of one kind of record, made if needed, held under its lock for the block:
+    what several mpstream processes share (a program loaded for all their topologies) is
+    changed by one at a time."""
+    folder = kind_dir(kind)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield folder
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def legacy_dir(kind: str, base: Path | None = None) -> Path:

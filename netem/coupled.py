@@ -22,10 +22,8 @@ topology whose CC another topology's teardown unregistered keeps working (measur
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 from mpstream import state
@@ -59,16 +57,8 @@ def records_dir() -> Path:
     return state.kind_dir(state.COUPLED_CC)
 
 
-@contextlib.contextmanager
-def _locked() -> Iterator[Path]:
-    folder = records_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield folder
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+def _locked() -> contextlib.AbstractContextManager[Path]:
+    return state.locked(state.COUPLED_CC)
 
 
 def registered(proc_sys: Path = PROC_SYS) -> list[str]:

@@ -22,13 +22,11 @@ What mpstream adds, and takes away again, under the state root's `cwnd-clamp/` (
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import math
 import shutil
 import struct
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 from mpstream import state
@@ -79,16 +77,8 @@ def missing() -> str | None:
     return None
 
 
-@contextlib.contextmanager
-def _locked() -> Iterator[Path]:
-    folder = records_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield folder
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+def _locked() -> contextlib.AbstractContextManager[Path]:
+    return state.locked(state.CWND_CLAMP)
 
 
 def _mounts() -> list[tuple[str, str]]:
@@ -235,3 +225,19 @@ def clean_stale() -> list[str]:
 def attached() -> bool:
     """Whether the program is loaded now (for tests and `doctor`)."""
     return _loaded()
+
+
+def caps_of(cookie: int) -> dict[str, int]:
+    """The caps the map holds for the namespace of `cookie`: subnet -> packets."""
+    if not _loaded():
+        return {}
+    dumped = json.loads(sh(["bpftool", "-j", "map", "dump", "pinned", str(_map_pin())]).stdout
+                        or "[]")
+    out = {}
+    for entry in dumped:
+        key = bytes(int(b, 16) for b in entry["key"])
+        netns, remote24, _ = struct.unpack("<QII", key)
+        if netns == cookie:
+            subnet = ".".join(str((remote24 >> s) & 0xFF) for s in (24, 16, 8, 0))
+            out[subnet] = struct.unpack("<I", bytes(int(b, 16) for b in entry["value"]))[0]
+    return out

@@ -24,7 +24,6 @@ import csv
 import html
 import importlib.util
 import json
-import math
 import shlex
 import shutil
 import sys
@@ -40,6 +39,7 @@ from rich.console import Console
 from mpstream import provenance
 from mpstream.errors import UserError
 from mpstream.paths import REPO_ROOT
+from mpstream.runner.reportcsv import fmt
 from mpstream.runner.until import Until
 
 DATA_DIR = REPO_ROOT / "docs" / "data"
@@ -246,20 +246,12 @@ def rows_of(rep: Reproduction, published_path: Path, figs: ModuleType) -> list[d
     return rows
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return "" if math.isnan(value) else f"{value:.6g}"
-    return str(value)
-
-
 def write_table(rows: list[dict[str, Any]], reps: list[Reproduction], out_dir: Path) -> None:
     with open(out_dir / "reproduction.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS)
         w.writeheader()
         for row in rows:
-            w.writerow({k: _cell(row[k]) for k in COLUMNS})
+            w.writerow({k: fmt(row[k]) for k in COLUMNS})
     agreed = sum(1 for r in rows if r["agree"] is True)
     spent = sum(r.seconds or 0 for r in reps)
     before = sum(r.published_seconds or 0 for r in reps if r.seconds is not None)
@@ -272,7 +264,7 @@ def write_table(rows: list[dict[str, Any]], reps: list[Reproduction], out_dir: P
     head = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
     body = "\n".join(
         "<tr class=\"{}\">".format({True: "agree", False: "disagree"}.get(row["agree"], "none"))
-        + "".join(f"<td>{html.escape(_cell(row[c]))}</td>" for c in COLUMNS) + "</tr>"
+        + "".join(f"<td>{html.escape(fmt(row[c]))}</td>" for c in COLUMNS) + "</tr>"
         for row in rows)
     (out_dir / "reproduction.html").write_text(
         "<!doctype html><meta charset=utf-8><title>mpstream: the docs' figures reproduced"
@@ -307,7 +299,7 @@ def reproduce(refs: list[str], out_dir: Path, *, every: bool = False, trials: in
         if row["agree"] is False:
             console.print(f"[red]disagrees:[/] {row['summary']} {row['condition']} "
                           f"{row['metric']} {row['figure']}: published "
-                          f"{_cell(row['published_mean'])}, now {_cell(row['new_mean'])} "
+                          f"{fmt(row['published_mean'])}, now {fmt(row['new_mean'])} "
                           f"(quoted in {row['pages']})", highlight=False)
     agreed = sum(1 for r in rows if r["agree"] is True)
     console.print(f"{agreed} of {len(rows)} figures agree: {out_dir / 'reproduction.csv'}")

@@ -4,8 +4,13 @@ namespaces while other runs on the machine have theirs."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -30,3 +35,22 @@ def leftover_namespaces(run_dir: Path) -> list[str]:
     listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     return sorted(line.split()[0] for line in listing.splitlines()
                   if prefixes and line.startswith(prefixes))
+
+
+def kill_when(argv: list[str], log: Path, ready: Callable[[], bool], what: str,
+              timeout_s: float = 300) -> None:
+    """Runs `argv` in a session of its own (its output in `log`) and SIGKILLs the whole session
+    once `ready()` says so: the test's kill -9 of a run or a search part way."""
+    with log.open("w") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not ready():
+            assert proc.poll() is None, log.read_text()[-2000:]
+            assert time.monotonic() < deadline, f"{what} within {timeout_s:g} s"
+            time.sleep(0.2)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

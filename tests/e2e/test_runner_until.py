@@ -2,19 +2,15 @@
 second trial and resumed without the option, keeps its trials and its rule (run.json), stops
 its condition once it is sure after the floor of three trials, and its summary says why."""
 
-import contextlib
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from mpstream.runner.layout import finished_keys
-from tests.runs import leftover_namespaces
+from tests.runs import kill_when, leftover_namespaces
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -39,20 +35,8 @@ transport = "tcp"
     # The played time varies by tenths of a second: sure to within 1 s after the floor.
     argv = [MPSTREAM, "run", str(scenario), "--until", "played_s:1", "--max-trials", "5",
             "--out", str(out), "--no-report"]
-    with (tmp_path / "killed.log").open("w") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    try:
-        deadline = time.monotonic() + 300
-        while len(finished_keys(out)) < 2 if out.is_dir() else True:
-            assert proc.poll() is None, (tmp_path / "killed.log").read_text()[-2000:]
-            assert time.monotonic() < deadline, "two trials did not finish within 300 s"
-            time.sleep(0.2)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+    kill_when(argv, tmp_path / "killed.log", lambda: len(finished_keys(out)) >= 2,
+              "two trials did not finish")
     subprocess.run([MPSTREAM, "clean"], check=True, capture_output=True)
     kept = sorted(finished_keys(out))
     assert len(kept) >= 2

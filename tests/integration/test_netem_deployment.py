@@ -5,7 +5,9 @@ raised, and the userspace path manager adding a closed one again once the path i
 
 import json
 import os
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -147,7 +149,8 @@ def test_the_servers_window_cap_holds_each_path_and_goes_with_the_topology():
     wrap = ["mptcpize", "run"]
     with Topology.up(load_profile("thesis-bandwidth-unbalanced", deployment=dep), name) as topo:
         assert topo.window_caps() == {"10.1.1.0": 9}
-        assert cwndclamp.attached()
+        cookie = cwndclamp.netns_cookie(topo.server_ns)
+        assert cwndclamp.caps_of(cookie) == {"10.1.1.0": 9}
         server = topo.popen("server", [*wrap, "iperf3", "-s", "-1", "-p", str(PORT)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         topo.wait_listening("server", PORT)
@@ -161,5 +164,39 @@ def test_the_servers_window_cap_holds_each_path_and_goes_with_the_topology():
     assert windows.get("10.1.1.2", 0) == 9, windows
     assert windows.get("10.1.0.2", 0) > 9, windows
     assert not leftovers(name)
+    assert cwndclamp.caps_of(cookie) == {}
+    # The program, its pins and mounts go with the last topology that used them (none other
+    # runs beside this test).
     assert not cwndclamp.attached()
+    assert sorted(Path("/proc/mounts").read_text().splitlines()) == mounts_before
+
+
+@pytest.mark.long
+def test_a_killed_topologys_window_caps_go_with_mpstream_clean():
+    from mpstream.netem import cwndclamp
+
+    mounts_before = sorted(Path("/proc/mounts").read_text().splitlines())
+    mpstream = str(Path(sys.executable).parent / "mpstream")
+    name = f"wk{os.getpid()}"
+    proc = subprocess.Popen([mpstream, "netem", "up", "thesis-bandwidth-unbalanced",
+                             "--deployment", "mptcp-tuned", "--name", name, "--foreground"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (cwndclamp.records_dir() / f"{name}.use").exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        time.sleep(0.5)
+        cookie = json.loads((cwndclamp.records_dir() / f"{name}.use").read_text())["cookie"]
+        assert cwndclamp.caps_of(cookie) == {"10.1.1.0": 9}
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert (cwndclamp.records_dir() / f"{name}.use").exists()  # left behind by the kill
+    cleaned = subprocess.run([mpstream, "clean"], capture_output=True, text=True, check=True)
+    assert f"removed the window caps of topology {name}" in cleaned.stdout + cleaned.stderr
+    assert cwndclamp.caps_of(cookie) == {}
+    assert not cwndclamp.attached()
+    assert not leftovers(name)
     assert sorted(Path("/proc/mounts").read_text().splitlines()) == mounts_before

@@ -3,18 +3,15 @@ SIGKILL once its first candidate is finished, cleaned with `mpstream clean`, the
 with the same folder, it evaluates only the second, and writes its front and presets, which
 a scenario's condition accepts unchanged."""
 
-import contextlib
 import csv
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from mpstream.deployment import load_deployment
+from tests.runs import kill_when
 
 pytestmark = [pytest.mark.long, pytest.mark.timeout(600)]
 
@@ -65,21 +62,8 @@ def test_a_killed_search_resumes_without_repeating_a_finished_candidate(tmp_path
     out = tmp_path / "tune"
     argv = [MPSTREAM, "tune", str(tmp_path / "tune-mini.toml"), "--space",
             str(tmp_path / "space.toml"), "--budget", "2", "--trials", "1", "--out", str(out)]
-    with (tmp_path / "killed.log").open("w") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    try:
-        deadline = time.monotonic() + 300
-        while len(_evaluated(out)) < 1:
-            assert proc.poll() is None, (tmp_path / "killed.log").read_text()[-2000:]
-            assert time.monotonic() < deadline, "no candidate finished within 300 s"
-            time.sleep(0.2)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    kill_when(argv, tmp_path / "killed.log", lambda: len(_evaluated(out)) >= 1,
+              "no candidate finished")
     first = _evaluated(out)[0]
     finished = {p: p.stat().st_mtime_ns for p in (out / "trials").glob("*/trial.json")
                 if p.parent.name.split("-", 1)[1].startswith(first["label"])}
