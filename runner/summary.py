@@ -190,6 +190,9 @@ def _run_overhead(records: list[Any], started: list[str], finished: list[str]) -
     wall = (datetime.fromisoformat(max(finished))
             - datetime.fromisoformat(min(started))).total_seconds()
     return _num((wall - sum(played)) / len(records))
+
+
+class BenchRecord:
     """What a benchmark records beside its figures for `--summary`: when it started, and the
     machine's load then and at the end. Made before the first round, written after the last."""
 
