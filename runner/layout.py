@@ -47,6 +47,9 @@ from mpstream.runner.sampler import SampleRow, read_samples
 TRIALS = "trials"
 CLOCK_JSON = "clock.json"  # the trial clock's origin (runner/evidence.py)
 TRIAL_JSON = "trial.json"
+# The socket of the collector a local run starts once for all its trials (runner/process.py),
+# handed to each trial process; a trial run without it starts its own.
+RUN_COLLECTOR_ENV = "MPSTREAM_RUN_COLLECTOR"
 LINK_STATS_JSON = "link-stats.json"
 # Each emulated link's queueing delay and capacity per 100 ms window (<link>.jsonl).
 QUEUE_DELAY_DIR = "queue-delay"

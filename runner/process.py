@@ -8,17 +8,19 @@ module; runner/run.py chooses one and sits above them all.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
 from mpstream.errors import UserError
 from mpstream.proc import stop
-from mpstream.runner.layout import TRIAL_JSON, TRIALS, trial_dir, write_json
+from mpstream.runner.layout import RUN_COLLECTOR_ENV, TRIAL_JSON, TRIALS, trial_dir, write_json
 from mpstream.runner.record import TrialRecord, load_record, this_host
 from mpstream.runner.scenario import Trial
 from mpstream.runner.trial import failed_record, load_plan
@@ -38,18 +40,35 @@ class TrialRunner(Protocol):
 
 
 class LocalTrials:
-    """Here, one trial after another."""
+    """Here, one trial after another, video trials with one collector for all of them."""
 
     def run(self, run_dir: Path, trials: list[Trial], started: Started,
             finished: Finished) -> None:
-        for trial in trials:
-            started(trial.key)
-            finished(trial.key, run_trial_process(run_dir, trial.key))
+        with run_collector(run_dir, trials) as env:
+            for trial in trials:
+                started(trial.key)
+                finished(trial.key, run_trial_process(run_dir, trial.key, env=env))
+
+
+@contextlib.contextmanager
+def run_collector(run_dir: Path, trials: list[Trial]) -> Iterator[dict[str, str] | None]:
+    """The environment of trial processes that share one collector, started here for them
+    (RUN_DIR/.collector/: its database and log): booting one per trial cost about a second of
+    both cores' time at every trial's start. None when the trials play no video."""
+    from mpstream.runner.workloads import workload_for
+    from mpstream.server.stack import shared_collector
+
+    if not trials or not workload_for(load_plan(run_dir).scenario.kind).plays_video:
+        yield None
+        return
+    with shared_collector(run_dir / ".collector") as socket:
+        yield {**os.environ, RUN_COLLECTOR_ENV: str(socket)}
 
 
 
 def run_trial_process(run_dir: Path, key: str, *, timeout_s: float | None = None,
-                      die_with_parent: bool = False) -> TrialRecord:
+                      die_with_parent: bool = False,
+                      env: dict[str, str] | None = None) -> TrialRecord:
     """`mpstream trial RUN_DIR --key KEY` in a process of its own, its output in the trial's
     trial.log. Interrupted (Ctrl-C, SIGTERM), the trial is stopped the same way and waited for:
     it tears its network down and leaves no trial.json. Past `timeout_s` it is stopped the same
@@ -66,7 +85,7 @@ def run_trial_process(run_dir: Path, key: str, *, timeout_s: float | None = None
     try:
         with log_path.open("w") as log:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT)
+                                    stderr=subprocess.STDOUT, env=env)
             try:
                 code = proc.wait(timeout_s)
             except subprocess.TimeoutExpired:

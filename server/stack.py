@@ -12,6 +12,7 @@ an error or Ctrl-C.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import json
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -39,6 +41,8 @@ from mpstream.server.app import ensure_schema
 from mpstream.server.nginx import NginxConfig, supports_multipath_listen
 
 GUNICORN_CONF = Path(__file__).parent / "gunicorn_conf.py"
+# gunicorn_conf.py's switch: the master imports the app once and forks its workers.
+PRELOAD_ENV = "MPSTREAM_COLLECTOR_PRELOAD"
 # A unix socket's path must fit the kernel's sun_path (108 bytes with its NUL).
 SUN_PATH_MAX = 107
 SOCKET_PREFIX = "mps-sock-"
@@ -99,6 +103,7 @@ class ServerStack:
         collector_app: str = APP_SPEC,
         collector_env: dict[str, str] | None = None,
         one_trial: bool = False,
+        shared_collector: Path | str | None = None,
     ):
         self.media_dir = Path(media_dir)
         self.netns = netns
@@ -123,7 +128,10 @@ class ServerStack:
         # committed before its POST was answered, and nginx, stopped first, sends no more).
         self.one_trial = one_trial
         if one_trial:
-            self.collector_env["MPSTREAM_COLLECTOR_PRELOAD"] = "1"
+            self.collector_env[PRELOAD_ENV] = "1"
+        # A collector already running for many stacks (`shared_collector`, a run's trials):
+        # this stack starts and stops only its nginx, which reaches it through its socket.
+        self.shared_collector = Path(shared_collector) if shared_collector else None
         self._own_workdir = workdir is None
         self.workdir = Path(workdir) if workdir else None
         self._database_url = database_url
@@ -167,6 +175,8 @@ class ServerStack:
         socket (a workdir deep in a run folder, e.g. a cluster host's copy of a trial); then in
         the temp dir, under a name derived from the workdir so every handle on this stack
         finds it."""
+        if self.shared_collector is not None:
+            return self.shared_collector
         assert self.workdir is not None
         own = self.workdir / "collector.sock"
         if len(os.fsencode(own)) <= SUN_PATH_MAX:
@@ -213,7 +223,8 @@ class ServerStack:
         try:
             # nginx starts while the collector boots (it reaches the collector only per
             # request); each is waited for once both are started.
-            self._spawn_collector()
+            if self.shared_collector is None:
+                self._spawn_collector()
             self._spawn_nginx()
             self._wait_collector()
             self._wait_nginx()
@@ -231,7 +242,7 @@ class ServerStack:
                  timeout=15)
         if self.workdir is None:
             return
-        if self.collector_socket.parent != self.workdir:
+        if self.shared_collector is None and self.collector_socket.parent != self.workdir:
             self.collector_socket.unlink(missing_ok=True)
         if not self.workdir.exists():
             return
@@ -286,9 +297,13 @@ class ServerStack:
         self.collector = process.spawn(argv, self.logs_dir / "collector.log", env)
 
     def _wait_collector(self) -> None:
-        assert self.collector is not None
-        self._wait(lambda: self._collector_answers(), self.collector,
-                   self.logs_dir / "collector.log", "the collector")
+        if self.collector is None:  # a shared one, started before this stack
+            if not self._collector_answers():
+                raise UserError(f"the shared collector at {self.collector_socket} does not "
+                                "answer: the run that started it has ended")
+        else:
+            self._wait(lambda: self._collector_answers(), self.collector,
+                       self.logs_dir / "collector.log", "the collector")
         # nginx's workers reach the socket the collector has now made.
         if self.nginx is not None:
             self._nginx_config().share_with_workers(self.collector_socket)
@@ -392,3 +407,20 @@ class ServerStack:
 
     def __repr__(self) -> str:
         return f"ServerStack({json.dumps(self.describe())})"
+
+
+@contextlib.contextmanager
+def shared_collector(workdir: Path, workers: int = 2) -> Iterator[Path]:
+    """A collector for many stacks in turn (the trials of a run): started here and stopped on
+    the way out, its database and log in `workdir`; yields its socket for
+    `ServerStack(shared_collector=...)`. A unix socket is a file, so nginx reaches it from any
+    network namespace; sessions are told apart by their ids, so each trial still reads back
+    only its own."""
+    stack = ServerStack(workdir, workdir=workdir, collector_workers=workers,
+                        collector_env={PRELOAD_ENV: "1"})
+    stack.logs_dir.mkdir(parents=True, exist_ok=True)
+    stack.start_collector()
+    try:
+        yield stack.collector_socket
+    finally:
+        stack.stop_collector()

@@ -5,6 +5,7 @@ and the collector on its server host, the kernel samplers on both ends."""
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,12 @@ from mpstream.errors import UserError
 from mpstream.network import Network
 from mpstream.runner.capture import CounterSnapshots, PacketCapture
 from mpstream.runner.evidence import write_clock
-from mpstream.runner.layout import LINK_STATS_JSON, QUEUE_DELAY_DIR, write_json
+from mpstream.runner.layout import (
+    LINK_STATS_JSON,
+    QUEUE_DELAY_DIR,
+    RUN_COLLECTOR_ENV,
+    write_json,
+)
 from mpstream.runner.sampler import SubflowSampler
 from mpstream.runner.scenario import Condition, Scenario, Trial, build_profile
 from mpstream.runner.sites import register
@@ -139,7 +145,8 @@ class EmulatedSite(Site):
         with ServerStack(media_dir, netns=network.netns("server"), host=network.server_addr,
                          workdir=workdir, mptcp=self.transport.kernel_mptcp,
                          send=self.profile.deployment.server.nginx,
-                         collector_workers=2, one_trial=True) as stack:
+                         collector_workers=2, one_trial=True,
+                         shared_collector=os.environ.get(RUN_COLLECTOR_ENV) or None) as stack:
             yield stack, MANIFESTS[player]
 
     def watch(self, network: Network, tdir: Path) -> contextlib.AbstractContextManager[object]:
