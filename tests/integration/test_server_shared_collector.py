@@ -11,7 +11,6 @@ from mpstream.server.stack import ServerStack, shared_collector, unix_get
 from tests.integration.test_server_stack import SESSION, free_port
 from tests.servers import make_tiny_media
 
-
 DATA = {"stall_start": {"position": 1.0}, "buffer": {"level_s": 1.0, "position": 1.0}}
 
 
