@@ -8,12 +8,12 @@ loaded, then all of it down again. No playback: this is the part of a trial that
 - `sequential`: what a trial did before: the collector (its two workers each importing the
   app) and then nginx, then the browser; on the way out the browser, nginx, and the collector
   stopped gracefully (SIGTERM, about a second of gunicorn's own).
-- `side-by-side`: what a trial does now (runner/workloads/video.py): the servers boot in a
-  thread while the browser starts, the collector imports the app once and forks its workers,
-  and it is killed at once after nginx has stopped (`ServerStack(one_trial=True)`).
+- `side-by-side`: what a trial of a local run does now (runner/workloads/video.py): nginx
+  boots in a thread while the browser starts, reaching the collector the run started once for
+  all its trials (`shared_collector`, started here before the first round).
 
-Both start nginx while the collector boots. Prints each mode's median and the ratio; `--summary`
-writes them as a run summary (scripts/docsfigures.py)."""
+Both start nginx while the collector (when there is one to start) boots. Prints each mode's
+median and the ratio; `--summary` writes them as a run summary (scripts/docsfigures.py)."""
 
 from __future__ import annotations
 
@@ -30,17 +30,20 @@ from mpstream.netem.topology import Topology
 from mpstream.player.browsers import open_page
 from mpstream.proc import side_by_side, signals_interrupt
 from mpstream.runner.summary import BenchRecord
-from mpstream.server.stack import ServerStack
+from mpstream.server.stack import ServerStack, shared_collector
 from mpstream.transport import get_transport
 
 MODES = ("sequential", "side-by-side")
 
 
-def one_round(mode: str, topo: Topology, media: Path, workdir: Path) -> dict[str, float]:
+def one_round(mode: str, topo: Topology, media: Path, workdir: Path,
+              collector: Path) -> dict[str, float]:
     """Seconds to have servers and a page up with the player loaded, and to take them down."""
     wrap = get_transport("mptcp").wrap
+    now = mode == "side-by-side"
     stack = ServerStack(media, netns=topo.server_ns, host=topo.server_addr, workdir=workdir,
-                        collector_workers=2, one_trial=mode == "side-by-side")
+                        collector_workers=2, one_trial=now,
+                        shared_collector=collector if now else None)
     browser = open_page("chromium", topo.client_ns, wrap=wrap)
     t0 = time.monotonic()
     with contextlib.ExitStack() as held:
@@ -63,13 +66,14 @@ def main() -> None:
     record = BenchRecord()
     rounds: dict[str, list[dict[str, float]]] = {m: [] for m in MODES}
     with signals_interrupt(), tempfile.TemporaryDirectory(prefix="mps-bench-setup-") as tmp, \
-            Topology.up("thesis-bandwidth-balanced", name=f"bs{os.getpid() % 100000}") as topo:
+            Topology.up("thesis-bandwidth-balanced", name=f"bs{os.getpid() % 100000}") as topo, \
+            shared_collector(Path(tmp) / "collector") as collector:
         media = Path(tmp) / "media"
         (media / "dash").mkdir(parents=True)  # the page is all a round loads
         for r in range(args.rounds):
             # Alternate which goes first, so that neither always follows the other.
             for mode in (MODES if r % 2 == 0 else MODES[::-1]):
-                figures = one_round(mode, topo, media, Path(tmp) / f"{mode}-{r}")
+                figures = one_round(mode, topo, media, Path(tmp) / f"{mode}-{r}", collector)
                 rounds[mode].append(figures)
                 print(f"round {r} {mode:12} up {figures['up_s']:.2f} s, down "
                       f"{figures['down_s']:.2f} s", flush=True)
