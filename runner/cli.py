@@ -140,12 +140,17 @@ def report(run_dir: Path, out: Path | None, p1203: bool, summary: Path | None) -
               help="With --until: the most trials a condition takes.")
 @click.option("--cluster", default=None, metavar="ADDRESS|local:N",
               help="Run on a cluster's hosts, as `mpstream run --cluster`.")
+@click.option("--tolerance", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              metavar="FRACTION",
+              help="Also count a figure as agreeing when its new mean is within this fraction "
+                   "of the published one (0.02: 2%): one run's interval says nothing of how "
+                   "runs on other days differ.")
 @click.option("--update", is_flag=True,
               help="Replace each published summary in docs/data/ with the new one (then run "
                    "`make docs-figures`).")
 def reproduce(summaries: tuple[str, ...], every: bool, out_dir: Path | None,
               trials: int | None, until_text: str | None, max_trials: int,
-              cluster: str | None, update: bool) -> None:
+              cluster: str | None, tolerance: float, update: bool) -> None:
     """Run again the command each run summary SUMMARY (a file in docs/data/, or its name)
     records, with today's code, and set each figure the docs quote from it beside the new one:
     DIR/reproduction.csv and .html (docs/runs-and-report.md#reproducing-the-docs-figures)."""
@@ -163,7 +168,7 @@ def reproduce(summaries: tuple[str, ...], every: bool, out_dir: Path | None,
     if out_dir is None:
         out_dir = RESULTS_DIR / f"reproduce-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}"
     run_reproduction(list(summaries), out_dir, every=every, trials=trials, until=until,
-                     cluster=cluster, update=update, console=Console())
+                     cluster=cluster, update=update, tolerance=tolerance, console=Console())
 
 
 @click.command()

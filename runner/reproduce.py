@@ -44,7 +44,7 @@ from mpstream.runner.until import Until
 
 DATA_DIR = REPO_ROOT / "docs" / "data"
 COLUMNS = ("summary", "condition", "metric", "figure", "published_mean", "published_low",
-           "published_high", "new_mean", "new_low", "new_high", "agree", "pages",
+           "published_high", "new_mean", "new_low", "new_high", "agree", "tolerance", "pages",
            "published_commit", "new_commit", "published_kernel", "new_kernel", "note")
 
 
@@ -204,12 +204,17 @@ def figure(summary: dict[str, Any], label: str, metric: str, what: str
     return ratio, low / b_high, high / b_low  # type: ignore[operator]
 
 
-def agree(old: tuple[float | None, ...], new: tuple[float | None, ...]) -> bool | None:
+def agree(old: tuple[float | None, ...], new: tuple[float | None, ...],
+          tolerance: float = 0.0) -> bool | None:
     """Overlapping intervals; with one side's interval missing, the other's holding its mean;
-    None when neither has one (a figure of one trial)."""
+    or the new mean within `tolerance` (relative) of the published one, since an interval from
+    one run's trials knows nothing of how runs on other days differ. None when neither has an
+    interval and the tolerance does not settle it."""
     (om, ol, oh), (nm, nl, nh) = old, new
     if om is None or nm is None:
         return None
+    if tolerance > 0 and abs(nm - om) <= tolerance * abs(om):
+        return True
     if None not in (ol, oh, nl, nh):
         return not (nh < ol or oh < nl)  # type: ignore[operator]
     if None not in (ol, oh):
@@ -219,7 +224,8 @@ def agree(old: tuple[float | None, ...], new: tuple[float | None, ...]) -> bool 
     return None
 
 
-def rows_of(rep: Reproduction, published_path: Path, figs: ModuleType) -> list[dict[str, Any]]:
+def rows_of(rep: Reproduction, published_path: Path, figs: ModuleType,
+            tolerance: float = 0.0) -> list[dict[str, Any]]:
     published = json.loads(published_path.read_text())
     new = json.loads(Path(rep.new_summary).read_text()) if rep.new_summary else None
     pages: dict[tuple[str, str, str], list[str]] = {}
@@ -238,7 +244,8 @@ def rows_of(rep: Reproduction, published_path: Path, figs: ModuleType) -> list[d
             "summary": rep.summary, "condition": label, "metric": metric, "figure": what,
             "published_mean": old[0], "published_low": old[1], "published_high": old[2],
             "new_mean": fresh[0], "new_low": fresh[1], "new_high": fresh[2],
-            "agree": agree(old, fresh) if new else None, "pages": " ".join(where),
+            "agree": agree(old, fresh, tolerance) if new else None, "tolerance": tolerance,
+            "pages": " ".join(where),
             "published_commit": old_env.get("commit"), "new_commit": new_env.get("commit"),
             "published_kernel": old_env.get("kernel"), "new_kernel": new_env.get("kernel"),
             "note": rep.skipped or "",
@@ -277,7 +284,7 @@ def write_table(rows: list[dict[str, Any]], reps: list[Reproduction], out_dir: P
 
 def reproduce(refs: list[str], out_dir: Path, *, every: bool = False, trials: int | None = None,
               until: Until | None = None, cluster: str | None = None, update: bool = False,
-              console: Console | None = None) -> list[dict[str, Any]]:
+              tolerance: float = 0.0, console: Console | None = None) -> list[dict[str, Any]]:
     console = console or Console()
     files = summary_files(refs, every)
     figs = docs_figures()
@@ -288,7 +295,7 @@ def reproduce(refs: list[str], out_dir: Path, *, every: bool = False, trials: in
         rep = reproduce_one(path, out_dir, trials=trials, until=until, cluster=cluster,
                             console=console)
         reps.append(rep)
-        rows += rows_of(rep, path, figs)
+        rows += rows_of(rep, path, figs, tolerance)
         write_table(rows, reps, out_dir)  # after each: a long --all shows how far it got
         if update and rep.new_summary:
             shutil.copyfile(rep.new_summary, path)

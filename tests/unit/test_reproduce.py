@@ -39,6 +39,10 @@ def test_agree_is_overlap():
     assert agree((1.0, 0.9, 1.1), (1.05, None, None)) is True  # one trial: inside the other's
     assert agree((1.0, None, None), (1.0, None, None)) is None
     assert agree((1.0, 0.9, 1.1), (None, None, None)) is None
+    # A stated tolerance settles what one run's narrow intervals cannot.
+    assert agree((0.9436, 0.9427, 0.9445), (0.9409, None, None)) is False
+    assert agree((0.9436, 0.9427, 0.9445), (0.9409, None, None), tolerance=0.01) is True
+    assert agree((1.0, None, None), (1.05, None, None), tolerance=0.02) is None
 
 
 def test_ratio_figure_takes_its_interval_from_both_means():
