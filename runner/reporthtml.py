@@ -149,5 +149,6 @@ def write_html(a: Analysis, path: Path, pngs: list[Path]) -> None:
         sweep=a.sweep,
         tick=sweep_tick,
         until=Until.from_json(a.run["until"]).text() if a.run.get("until") else None,
+        pcap=bool(a.run.get("pcap")),
     )
     path.write_text(html)

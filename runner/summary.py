@@ -170,6 +170,10 @@ def run_summary(report: Report, run: dict[str, Any], run_id: str) -> dict[str, A
                if run.get("until") else {}),
             "trials": len(records), "ok": sum(1 for r in records if r.ok),
             "planned": _planned_trials(run),
+            # Whether its trials captured packets (--pcap): a capture costs CPU that a
+            # two-core machine's timings show, so figures of runs that did and did not are not
+            # to be set side by side unchecked.
+            "pcap": bool(run.get("pcap")),
             "started": min(started) if started else None,
             "finished": max(finished) if finished else None,
             "environment": run.get("environment"),

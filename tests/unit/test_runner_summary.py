@@ -37,6 +37,8 @@ def test_report_summary_holds_the_reports_figures_and_the_runs_provenance(tmp_pa
     assert data["run"]["environment"] == ENV
     assert data["run"]["load_avg_1m"] == {"min": 0.0, "median": 4.0, "max": 8.0}
     assert (data["run"]["trials"], data["run"]["ok"]) == (9, 9)
+    assert data["run"]["pcap"] is False
+    assert "captured packets" not in (tmp_path / "rep" / "report.html").read_text()
     assert [c["label"] for c in data["conditions"]] == ["balanced", "unbalanced", "single"]
     # the same figures as the report's conditions.csv, to six significant digits
     with (tmp_path / "rep" / "conditions.csv").open() as fh:
@@ -158,3 +160,15 @@ def test_the_conditions_chosen_add_up_over_the_runs_into_a_folder(tmp_path):
     # A folder from before `chosen` was kept: the conditions its finished trials are of.
     done = {t.key: "ok" for t in plan if t.condition.label == "b"}
     assert chosen_conditions(sc, plan, {"plan": []}, ["c"], done) == ["b", "c"]
+
+
+def test_a_run_that_captured_packets_says_so(tmp_path):
+    run = _run(tmp_path)
+    meta = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**meta, "pcap": True}))
+    out = tmp_path / "summary.json"
+    result = CliRunner().invoke(report, [str(run), "--out", str(tmp_path / "rep"),
+                                       "--summary", str(out)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())["run"]["pcap"] is True
+    assert "This run captured packets" in (tmp_path / "rep" / "report.html").read_text()
