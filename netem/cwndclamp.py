@@ -6,10 +6,9 @@ attached to the cgroup v2 root (where every process's sockets are, so every name
 the first entry is added, and detached and unpinned when the last is gone.
 
 Why BPF: the route's locked `cwnd` metric (`ip route ... cwnd lock N`) is read through the
-kernel's TCP metrics cache, which has no entry for a destination no connection has closed to;
-tried on a fresh topology, a slow path's subflow ran at a window of 109-110 packets under a
-route locked at 9, and `ip tcp_metrics show` stayed empty. Under this program the same subflow
-held 9.
+kernel's TCP metrics cache, which has no entry for a destination no connection has closed to,
+so on a fresh topology it never applies (docs/deployments.md#the-servers-window-cap-per-path
+says what was seen).
 
 What mpstream adds, and takes away again, under the state root's `cwnd-clamp/` (one lock):
 - a bpffs at `bpffs/` (mounted there) holding the pinned program and map;

@@ -496,9 +496,8 @@ class Topology(Network):
         """The server's window cap towards each slower path's subnet, in packets, when the
         deployment sets `server.cwnd_clamp_bdp`: that many of the path's bandwidth-delay
         products (its emulator's downlink rate, a trace's mean, over its round trip). A user's
-        fastest path is left uncapped, and so is a single-path user's: capped at two BDPs too,
-        the fast path of the unbalanced paths cut the per-segment rate from 0.81 of the path
-        sum to 0.66 (docs/deployments.md)."""
+        fastest path is left uncapped, and so is a single-path user's: capping the fast path
+        too cost per-segment rate (docs/deployments.md#the-servers-window-cap-per-path)."""
         bdps = self.profile.deployment.server.cwnd_clamp_bdp
         if bdps is None:
             return {}

@@ -301,7 +301,6 @@ def reproduce(refs: list[str], out_dir: Path, *, every: bool = False, trials: in
             shutil.copyfile(rep.new_summary, path)
             console.print(f"updated {path}: run `make docs-figures`, then `make docs-check` "
                           "names each inline figure that changed")
-    write_table(rows, reps, out_dir)
     for row in rows:
         if row["agree"] is False:
             console.print(f"[red]disagrees:[/] {row['summary']} {row['condition']} "

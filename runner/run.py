@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import difflib
 import fnmatch
-import math
 import os
 import shutil
 from collections.abc import Callable
@@ -47,7 +46,7 @@ from mpstream.runner.record import TrialRecord
 from mpstream.runner.scenario import Scenario, Trial, expand_trials
 from mpstream.runner.sites import site_class
 from mpstream.runner.trial import plan_json
-from mpstream.runner.until import ConditionState, Until, states
+from mpstream.runner.until import ConditionState, Until, states_of
 from mpstream.runner.workloads import workload_for
 
 # Seconds a trial may run past the scenario's duration on a cluster before it is stopped and
@@ -308,24 +307,17 @@ class StopWatch:
         from mpstream.runner.layout import load_trials
         from mpstream.runner.metrics import n_paths_of, trial_metrics
 
-        records = load_trials(self.out_dir)
+        records = [r for r in load_trials(self.out_dir)
+                   if r.record.condition.label in self.labels]
         n_paths = n_paths_of(records)
-        taken = dict.fromkeys(self.labels, 0)
-        values: dict[str, list[float]] = {label: [] for label in self.labels}
         for rec in records:
-            label = rec.record.condition.label
-            if label not in taken:
-                continue
-            taken[label] += 1
             if rec.key not in self.figures:
                 self.figures[rec.key] = None
                 if rec.ok:
                     row = {**trial_metrics(rec, n_paths), **trial_evidence(rec, n_paths).metrics}
                     self.figures[rec.key] = row.get(self.until.metric)
-            value = self.figures[rec.key]
-            if value is not None and not math.isnan(value):
-                values[label].append(float(value))
-        return states(self.until, values, taken, self.scenario.baseline)
+        return states_of(self.until, ((r.record.condition.label, self.figures[r.key])
+                                      for r in records), self.scenario.baseline, self.labels)
 
 
 def _run_trials(scenario: Scenario, out_dir: Path, plan: list[Trial], todo: list[Trial],
@@ -358,7 +350,7 @@ def _run_trials(scenario: Scenario, out_dir: Path, plan: list[Trial], todo: list
                 runner.run(out_dir, todo, started, finished)
             else:
                 _run_until_sure(StopWatch(out_dir, scenario, plan, until), todo, runner,
-                                started, finished, console,
+                                started, finished,
                                 lambda left: bar.update(task, total=len(statuses) + left))
         except KeyboardInterrupt:
             bar.stop()
@@ -376,7 +368,7 @@ def _run_trials(scenario: Scenario, out_dir: Path, plan: list[Trial], todo: list
 
 def _run_until_sure(watch: StopWatch, todo: list[Trial], runner: TrialRunner,
                     started: Callable[[str], None], finished: Callable[[str, TrialRecord], None],
-                    console: Console, left: Callable[[int], None]) -> None:
+                    left: Callable[[int], None]) -> None:
     """Round by round, the trials of the conditions that are not yet sure (all of a round's
     at once, so that a cluster runs them side by side and the order stays interleaved)."""
     for round_ in sorted({t.round for t in todo}):

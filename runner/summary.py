@@ -21,7 +21,7 @@ from mpstream.runner.layout import RUN_JSON, RunScenario, load_trials, read_json
 from mpstream.runner.record import TrialRecord
 from mpstream.runner.report import Report, metric_label
 from mpstream.runner.scenario import condition_of_key
-from mpstream.runner.until import ConditionState, Until, states
+from mpstream.runner.until import ConditionState, Until, states_of
 
 FORMAT = 1
 # The figures each trial gives in the summary as well as their condition's statistics: what a
@@ -112,17 +112,9 @@ def stop_states(report: Report, run: dict[str, Any]) -> dict[str, ConditionState
     if not run.get("until"):
         return {}
     until = Until.from_json(run["until"])
-    taken: dict[str, int] = {}
-    values: dict[str, list[float]] = {}
-    for rec in report.trials:
-        label = rec.record.condition.label
-        taken[label] = taken.get(label, 0) + 1
-        values.setdefault(label, [])
-    for group, rows in report.per_trial.items():
-        values.setdefault(group.condition, []).extend(
-            float(t[until.metric]) for t in rows
-            if t.get(until.metric) is not None and not math.isnan(t[until.metric]))
-    return states(until, values, taken, RunScenario.of(run).baseline)
+    figure = {t["key"]: t.get(until.metric) for rows in report.per_trial.values() for t in rows}
+    return states_of(until, ((r.record.condition.label, figure.get(r.key)) for r in report.trials),
+                     RunScenario.of(run).baseline)
 
 
 def run_summary(report: Report, run: dict[str, Any], run_id: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Literal
 
@@ -90,6 +91,20 @@ def ratio_interval(values: list[float], baseline: list[float]) -> tuple[float, f
             or a.ci_low < 0:
         return -math.inf, math.inf
     return a.ci_low / b.ci_high, a.ci_high / b.ci_low
+
+
+def states_of(until: Until, trials: Iterable[tuple[str, float | None]], baseline: str | None,
+              labels: Iterable[str] = ()) -> dict[str, ConditionState]:
+    """Each condition's state from its finished trials, given as (condition, the trial's
+    figure, or None when it gave none or failed); `labels`: conditions that have none yet."""
+    taken = dict.fromkeys(labels, 0)
+    values: dict[str, list[float]] = {label: [] for label in taken}
+    for label, value in trials:
+        taken[label] = taken.get(label, 0) + 1
+        values.setdefault(label, [])
+        if value is not None and not math.isnan(value):
+            values[label].append(float(value))
+    return states(until, values, taken, baseline)
 
 
 def states(until: Until, values: dict[str, list[float]], trials: dict[str, int],

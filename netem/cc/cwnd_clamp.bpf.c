@@ -4,7 +4,7 @@
  * server's namespace, an entry a path (netem/cwndclamp.py), and empties it on the way down. A
  * route's locked `cwnd` metric would do this without BPF, but the kernel reads it through its
  * TCP metrics cache, which holds no entry for a destination it has not closed a connection to:
- * on a fresh namespace it never applied (measured: netem/cwndclamp.py). */
+ * on a fresh namespace it never applies (docs/deployments.md). */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
