@@ -334,8 +334,8 @@ def play_session(network: Network, server: PageServer, request: PlayRequest,
     page ends the session, and proves the transport on the wire (the client's counters before
     and after: a browser whose network code escaped the transport's wrapper would otherwise be
     measured under the wrong label). `page`: a page of a browser the caller started (with
-    `open_session_page`, e.g. while the servers booted), which the caller closes; else one is
-    opened here and closed before this returns."""
+    `open_page` in the client's namespace and the transport's wrapper, e.g. while the servers
+    booted), which the caller closes; else one is opened here and closed before this returns."""
     r = request
     check_prerequisites(r.player, r.manifest, r.browser, r.codec, r.abr, r.abr_params)
     with contextlib.ExitStack() as held:
@@ -343,13 +343,6 @@ def play_session(network: Network, server: PageServer, request: PlayRequest,
         carried = held.enter_context(
             r.transport.carrier(network, server.base_url, workdir, network.cc))
         return _play(network, server, r, carried, page)
-
-
-def open_session_page(network: Network, request: PlayRequest
-                      ) -> contextlib.AbstractContextManager[Page]:
-    """A page of the browser `request` plays in, on `network`'s client host, speaking its
-    transport: what `play_session` opens when it is given none."""
-    return open_page(request.browser, network.netns("client"), wrap=request.transport.wrap)
 
 
 def _play(network: Network, server: PageServer, r: PlayRequest, carried: Carrier,
@@ -423,7 +416,7 @@ def _visit(network: Network, server: PageServer, r: PlayRequest, url: str,
     """Opens the page in a browser on the client host (or takes the one `opened`) and follows
     it to the session's end."""
     with (contextlib.nullcontext(opened) if opened is not None
-          else open_session_page(network, r)) as page:
+          else open_page(r.browser, network.netns("client"), wrap=r.transport.wrap)) as page:
         phases.mark(phases.BROWSER_UP)
         visit = _Visit(console=page.console)
         try:

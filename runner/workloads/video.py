@@ -190,8 +190,8 @@ class VideoSession(Workload):
 
         player = ctx.trial.player or "dashjs"
         browser = ctx.trial.browser or "chromium"
-        # The servers boot in a thread while the browser starts here: each takes 1-1.5 s of a
-        # trial's set-up, and neither needs the other until the page is loaded.
+        # The servers boot in a thread while the browser starts here: the two slowest steps of
+        # a trial's set-up, and neither needs the other until the page is loaded.
         with side_by_side(
                 ctx.site.serve_video(ctx.network, ctx.media_dir, ctx.tdir / "server", player),
                 open_page(browser, ctx.network.netns("client"), wrap=ctx.transport.wrap)
