@@ -193,3 +193,30 @@ test('live latency samples carry the latency, the target and the playback rate',
   probe.liveLatency({ latency_s: 4, target_s: 6 });
   assert.equal(events.filter((e) => e.type === 'live_latency').length, 2, 'nothing after the end');
 });
+
+test("startup names the first segment's rendition, not the one the player downloads next", () => {
+  // dash.js's current representation is the one it is downloading: by the first frame it may
+  // already be the next segment's, higher rung.
+  const { probe, events } = harness();
+  probe.playRequested();
+  probe.ladder(ladderOf([R360, R720]));
+  probe.manifestLoaded({ url: '/m.mpd', t_request: 1001, t_done: 1040, bytes: 1 });
+  segment(probe, 1050, 1200, { kind: 'video', bitrate: R360.bitrate });
+  probe.firstFrame(1250, R720);
+  const { data } = events.find((e) => e.type === 'startup');
+  assert.equal(data.bitrate, R360.bitrate);
+  assert.equal(data.height, 360);
+  probe.renditionRendered(R360); // the player then says the 360p is on screen: no switch
+  assert.equal(events.filter((e) => e.type === 'quality_switch').length, 0);
+  probe.renditionRendered(R720);
+  assert.deepEqual(events.filter((e) => e.type === 'quality_switch').map((e) => e.data.from_bitrate), [R360.bitrate]);
+});
+
+test('a first segment of a bitrate off the ladder leaves the rendition the player gave', () => {
+  const { probe, events } = harness();
+  probe.playRequested();
+  probe.ladder(ladderOf([R720]));
+  segment(probe, 1050, 1200, { kind: 'video', bitrate: 123 });
+  probe.firstFrame(1250, R720);
+  assert.equal(events.find((e) => e.type === 'startup').data.bitrate, R720.bitrate);
+});
