@@ -42,7 +42,7 @@ PART_HOOKS = {
                    "mpstream.netem.doctor:check_coupled_cc"],
     # Local clusters first: their hosts hold topologies of their own.
     hooks.CLEAN: ["mpstream.runner.localcluster:clean_step", "mpstream.netem.clean:topologies",
-                  "mpstream.netem.clean:coupled_ccs", "mpstream.netem.clean:window_caps",
+                  "mpstream.netem.clean:coupled_ccs", "mpstream.netem.clean:path_caps",
                   "mpstream.netem.clean:host_changes"],
 }
 

@@ -88,10 +88,25 @@ class ServerSettings(_End):
     mptcp: ServerMptcp = ServerMptcp()
     # Caps the congestion window of every connection and subflow the server sends on over a
     # user's slower paths (all but its fastest) at this many of the path's bandwidth-delay
-    # products (netem/cwndclamp.py), so that a slow path holds about what it delivers in that
+    # products (netem/pathcaps.py), so that a slow path holds about what it delivers in that
     # many round trips instead of a full queue, and what the scheduler put on it last arrives
     # about when the fast path's does. Emulated paths only: it needs each path's rate and delay.
     cwnd_clamp_bdp: float | None = Field(default=None, gt=0, le=64)
+    # Caps the pacing rate of the same connections and subflows at this many times the path's
+    # rate: MPTCP's scheduler splits a response by the subflows' pacing rates, which on a slow
+    # path with a short queue read several times its real rate (netem/pathcaps.py). Emulated
+    # paths only, as above.
+    pacing_cap: float | None = Field(default=None, gt=0, le=64)
+    # Fixes the send buffer of the same connections and subflows at this many of the path's
+    # bandwidth-delay products: MPTCP's scheduler queues a burst of up to 64 KB on an idle
+    # subflow whatever its rate (a third of a small first segment behind 5 Mbit/s), and passes
+    # over a subflow whose buffer is full (netem/pathcaps.py). Emulated paths only, as above.
+    sndbuf_bdp: float | None = Field(default=None, gt=0, le=64)
+
+    @property
+    def caps_paths(self) -> bool:
+        """Whether the server caps what it sends on a user's slower paths."""
+        return any(v is not None for v in (self.cwnd_clamp_bdp, self.pacing_cap, self.sndbuf_bdp))
 
 
 class ClientSettings(_End):

@@ -30,8 +30,8 @@ TOPOLOGIES = "topologies"
 HOST_CHANGES = "host-changes"
 CLUSTERS = "clusters"
 COUPLED_CC = "coupled-cc"
-CWND_CLAMP = "cwnd-clamp"
-KINDS = (TOPOLOGIES, HOST_CHANGES, CLUSTERS, COUPLED_CC, CWND_CLAMP)
+PATH_CAPS = "path-caps"
+KINDS = (TOPOLOGIES, HOST_CHANGES, CLUSTERS, COUPLED_CC, PATH_CAPS)
 
 
 def root() -> Path:

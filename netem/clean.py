@@ -1,10 +1,10 @@
 """What the networks add to `mpstream clean` (mpstream/hooks.py): the topologies, coupled
-congestion controls, window caps and host network changes that killed programs left."""
+congestion controls, per-path caps and host network changes that killed programs left."""
 
 from __future__ import annotations
 
 from mpstream.clean import Cleaned
-from mpstream.netem import coupled, cwndclamp, hostnet, teardown
+from mpstream.netem import coupled, hostnet, pathcaps, teardown
 
 
 def topologies() -> Cleaned:
@@ -17,8 +17,8 @@ def coupled_ccs() -> Cleaned:
     return Cleaned(lines, acted=bool(lines))
 
 
-def window_caps() -> Cleaned:
-    lines = cwndclamp.clean_stale()
+def path_caps() -> Cleaned:
+    lines = pathcaps.clean_stale()
     return Cleaned(lines, acted=bool(lines))
 
 

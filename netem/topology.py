@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from mpstream.errors import UserError
-from mpstream.netem import coupled, cwndclamp, teardown, traces
+from mpstream.netem import coupled, pathcaps, teardown, traces
 from mpstream.netem.profile import Link, Profile, load_profile
 from mpstream.netem.system import (
     PROC_SYS,
@@ -221,8 +221,8 @@ class Topology(Network):
         for cc in {ends.server.cc, ends.client.cc}:
             if coupled.is_coupled(cc):
                 coupled.release(cc, self.name)
-        if ends.server.cwnd_clamp_bdp is not None:
-            cwndclamp.release(self.name)
+        if ends.server.caps_paths:
+            pathcaps.release(self.name)
         return stats
 
     def __enter__(self) -> Topology:
@@ -319,7 +319,7 @@ class Topology(Network):
         self._create_links()
         self._configure_client()
         self._configure_server()
-        self._clamp_windows()
+        self._cap_paths()
         # Without the emulator the link namespace simply forwards over its connected routes.
         if self.emulated:
             self._create_emulated_links()
@@ -492,14 +492,17 @@ class Topology(Network):
             lines.append(f"mptcp limits set subflow {subflows} add_addr_accepted 0")
         ip_batch(self.server_ns, lines)
 
-    def window_caps(self) -> dict[str, int]:
-        """The server's window cap towards each slower path's subnet, in packets, when the
-        deployment sets `server.cwnd_clamp_bdp`: that many of the path's bandwidth-delay
-        products (its emulator's downlink rate, a trace's mean, over its round trip). A user's
-        fastest path is left uncapped, and so is a single-path user's: capping the fast path
-        too cost per-segment rate (docs/deployments.md#the-servers-window-cap-per-path)."""
-        bdps = self.profile.deployment.server.cwnd_clamp_bdp
-        if bdps is None:
+    def path_caps(self) -> dict[str, pathcaps.PathCap]:
+        """What the server may send towards each slower path's subnet, when the deployment
+        sets `server.cwnd_clamp_bdp` (a window of that many of the path's bandwidth-delay
+        products), `server.pacing_cap` (a pacing rate of that many times the path's rate) or
+        `server.sndbuf_bdp` (a send buffer of that many bandwidth-delay products): the path's
+        rate is its emulator's downlink rate, a trace's mean, over its round trip.
+        A user's fastest path is left uncapped, and so is a single-path user's: capping the
+        fast path's window too cost per-segment rate
+        (docs/deployments.md#the-servers-window-cap-per-path)."""
+        server = self.profile.deployment.server
+        if not server.caps_paths:
             return {}
         own = {w.slot: w for w in self.wires if w.own_link}
         shared = [self.profile.server_link_model("uplink"),
@@ -510,8 +513,9 @@ class Topology(Network):
             rate = traces.mean_bps(down.trace) if down.trace is not None else down.rate_bps
             if not rate:
                 raise UserError(
-                    f"deployment {self.profile.deployment.name}: server.cwnd_clamp_bdp needs a "
-                    f"rate on path {wire.path.name}; give the path a rate or drop the setting")
+                    f"deployment {self.profile.deployment.name}: server.cwnd_clamp_bdp, "
+                    f"pacing_cap and sndbuf_bdp need a rate on path {wire.path.name}; give the "
+                    "path a rate or drop the setting")
             rtt_ms = up.delay_ms + down.delay_ms + sum(s.delay_ms for s in shared if s)
             found.setdefault(wire.host, []).append((wire, float(rate), rtt_ms))
         caps = {}
@@ -519,13 +523,19 @@ class Topology(Network):
             fastest = max(rate for _, rate, _ in paths)
             for wire, rate, rtt_ms in paths:
                 if rate < fastest:
-                    caps[f"10.1.{wire.slot}.0"] = cwndclamp.clamp_packets(rate, rtt_ms, bdps)
+                    caps[f"10.1.{wire.slot}.0"] = pathcaps.PathCap(
+                        pathcaps.clamp_packets(rate, rtt_ms, server.cwnd_clamp_bdp)
+                        if server.cwnd_clamp_bdp is not None else None,
+                        pathcaps.pacing_bytes(rate, server.pacing_cap)
+                        if server.pacing_cap is not None else None,
+                        pathcaps.sndbuf_bytes(rate, rtt_ms, server.sndbuf_bdp)
+                        if server.sndbuf_bdp is not None else None)
         return caps
 
-    def _clamp_windows(self) -> None:
-        caps = self.window_caps()
+    def _cap_paths(self) -> None:
+        caps = self.path_caps()
         if caps:
-            cwndclamp.acquire(self.name, self.server_ns, caps)
+            pathcaps.acquire(self.name, self.server_ns, caps)
 
     def _create_emulated_links(self) -> None:
         server_link = self.profile.server_link is not None
@@ -749,8 +759,8 @@ def check_prerequisites(profile: Profile) -> None:
                 raise UserError(f"deployment {end}.cc: {reason}")
         else:
             require_cc(settings.cc)
-    if profile.deployment.server.cwnd_clamp_bdp is not None:
-        reason = cwndclamp.missing()
+    if profile.deployment.server.caps_paths:
+        reason = pathcaps.missing()
         if reason:
             raise UserError(f"deployment {profile.deployment.name}: {reason}")
 

@@ -14,8 +14,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$here/build/cc}
 src=$here/netem/cc
 btf=/sys/kernel/btf/vmlinux
-# The coupled CCs, and the sock_ops program that caps a server's window per path.
-ccs=(lia olia balia wvegas cwnd_clamp)
+# The coupled CCs, and the sock_ops program that caps a server's window and pacing per path.
+ccs=(lia olia balia wvegas path_caps)
 
 lacking=()
 command -v clang >/dev/null || lacking+=("clang (apt-get install clang)")
@@ -23,7 +23,7 @@ command -v bpftool >/dev/null || lacking+=("bpftool (apt-get install bpftool)")
 [[ -e /usr/include/bpf/bpf_helpers.h ]] || lacking+=("libbpf headers (apt-get install libbpf-dev)")
 [[ -r $btf ]] || lacking+=("kernel BTF ($btf: a kernel built with CONFIG_DEBUG_INFO_BTF=y)")
 if ((${#lacking[@]})); then
-  echo "warning: coupled congestion controls (lia, olia, balia, wvegas) and the window cap (cwnd_clamp) not built; missing: ${lacking[*]}" >&2
+  echo "warning: coupled congestion controls (lia, olia, balia, wvegas) and the per-path caps (path_caps) not built; missing: ${lacking[*]}" >&2
   exit 0
 fi
 

@@ -5,6 +5,7 @@ raised, and the userspace path manager adding a closed one again once the path i
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -114,13 +115,14 @@ def test_the_userspace_path_manager_adds_a_closed_subflow_again_once_its_path_is
     log.unlink()
 
 
-def _server_windows(topo: Topology) -> dict[str, int]:
-    """The server's congestion window towards each client path address: that of the subflow
-    that carried the most there (iperf3's data; its control connection's stay idle at the
-    initial window, which a cap does not lower until the window moves)."""
-    out = topo.run("server", ["ss", "-tinH", "state", "established", "sport", "=", str(PORT)],
+def _server_sockets(topo: Topology) -> dict[str, dict[str, str]]:
+    """What `ss -tinm` says of the server's socket towards each client path address: that of
+    the subflow that carried the most there (iperf3's data; its control connection's stay idle
+    at the initial window, which a cap does not lower until the window moves). Its fields, plus
+    `tb` (the send buffer) and `pacing_max` (the pacing cap, when set)."""
+    out = topo.run("server", ["ss", "-tinmH", "state", "established", "sport", "=", str(PORT)],
                    capture_output=True, text=True).stdout
-    busiest: dict[str, tuple[int, int]] = {}
+    busiest: dict[str, tuple[int, dict[str, str]]] = {}
     peer = None
     for line in out.splitlines():
         if not line.startswith((" ", "\t")):
@@ -128,29 +130,37 @@ def _server_windows(topo: Topology) -> dict[str, int]:
             continue
         fields = dict(f.split(":", 1) for f in line.split() if ":" in f)
         if peer and "cwnd" in fields:
+            fields["tb"] = re.search(r"\btb(\d+)", line).group(1)
+            pacing = re.search(r"pacing_rate \d+bps/(\d+)bps", line)
+            fields["pacing_max"] = pacing.group(1) if pacing else ""
             acked = int(fields.get("bytes_acked", "0"))
-            if acked >= busiest.get(peer, (-1, 0))[0]:
-                busiest[peer] = (acked, int(fields["cwnd"]))
-    return {peer: cwnd for peer, (_, cwnd) in busiest.items()}
+            if acked >= busiest.get(peer, (-1, {}))[0]:
+                busiest[peer] = (acked, fields)
+    return {peer: fields for peer, (_, fields) in busiest.items()}
 
 
 @pytest.mark.long
-def test_the_servers_window_cap_holds_each_path_and_goes_with_the_topology():
-    """server.cwnd_clamp_bdp = 2 on 25 and 5 Mbit/s paths of 10 ms: the slow path's subflow is
-    held at 9 packets where it otherwise grows past 100 (the queue), the fast path's is not
-    capped; the program and its pins are gone with the topology, and the host's cgroups and
-    bpffs are as they were."""
-    from mpstream.netem import cwndclamp
+def test_the_servers_caps_hold_the_slower_path_and_go_with_the_topology():
+    """server.cwnd_clamp_bdp = 2, sndbuf_bdp = 2 and pacing_cap = 1 on 25 and 5 Mbit/s paths of
+    10 ms: during a download the slow path's subflow is held at a window of 9 packets (it
+    otherwise grows past 100, the queue), a fixed send buffer of 9 packets (the kernel doubles
+    what it is given) and a pacing rate of at most 5 Mbit/s; the fast path's is none of these.
+    The program and its pins are gone with the topology, and the host's cgroups and bpffs are as
+    they were."""
+    from mpstream.netem import pathcaps
+    from mpstream.netem.pathcaps import PathCap
 
-    assert cwndclamp.missing() is None  # `make test-deployments` builds the program
+    assert pathcaps.missing() is None  # `make test-deployments` builds the program
     mounts_before = sorted(Path("/proc/mounts").read_text().splitlines())
-    dep = deployment_from_dict({"server": {"cwnd_clamp_bdp": 2.0}})
+    dep = deployment_from_dict({"server": {"cwnd_clamp_bdp": 2.0, "sndbuf_bdp": 2.0,
+                                           "pacing_cap": 1.0}})
+    caps = {"10.1.1.0": PathCap(9, 625_000, 9 * 1448)}
     name = f"wc{os.getpid()}"
     wrap = ["mptcpize", "run"]
     with Topology.up(load_profile("thesis-bandwidth-unbalanced", deployment=dep), name) as topo:
-        assert topo.window_caps() == {"10.1.1.0": 9}
-        cookie = cwndclamp.netns_cookie(topo.server_ns)
-        assert cwndclamp.caps_of(cookie) == {"10.1.1.0": 9}
+        assert topo.path_caps() == caps
+        cookie = pathcaps.netns_cookie(topo.server_ns)
+        assert pathcaps.caps_of(cookie) == caps
         server = topo.popen("server", [*wrap, "iperf3", "-s", "-1", "-p", str(PORT)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         topo.wait_listening("server", PORT)
@@ -158,22 +168,27 @@ def test_the_servers_window_cap_holds_each_path_and_goes_with_the_topology():
                                        "-t", "5", "-R"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(3.5)  # the slow path's queue holds 100 packets: uncapped, CUBIC fills it
-        windows = _server_windows(topo)
+        sockets = _server_sockets(topo)
         client.wait(timeout=30)
         server.wait(timeout=10)
-    assert windows.get("10.1.1.2", 0) == 9, windows
-    assert windows.get("10.1.0.2", 0) > 9, windows
+    slow, fast = sockets.get("10.1.1.2", {}), sockets.get("10.1.0.2", {})
+    assert slow.get("cwnd") == "9", sockets
+    assert slow.get("tb") == str(2 * 9 * 1448), sockets
+    assert slow.get("pacing_max") == "5000000", sockets
+    assert int(fast.get("cwnd", 0)) > 9 and fast.get("pacing_max") == "", sockets
+    assert fast.get("tb") != str(2 * 9 * 1448), sockets
     assert not leftovers(name)
-    assert cwndclamp.caps_of(cookie) == {}
+    assert pathcaps.caps_of(cookie) == {}
     # The program, its pins and mounts go with the last topology that used them (none other
     # runs beside this test).
-    assert not cwndclamp.attached()
+    assert not pathcaps.attached()
     assert sorted(Path("/proc/mounts").read_text().splitlines()) == mounts_before
 
 
 @pytest.mark.long
-def test_a_killed_topologys_window_caps_go_with_mpstream_clean():
-    from mpstream.netem import cwndclamp
+def test_a_killed_topologys_path_caps_go_with_mpstream_clean():
+    from mpstream.netem import pathcaps
+    from mpstream.netem.pathcaps import PathCap
 
     mounts_before = sorted(Path("/proc/mounts").read_text().splitlines())
     mpstream = str(Path(sys.executable).parent / "mpstream")
@@ -184,19 +199,19 @@ def test_a_killed_topologys_window_caps_go_with_mpstream_clean():
                             start_new_session=True)
     try:
         deadline = time.monotonic() + 60
-        while not (cwndclamp.records_dir() / f"{name}.use").exists():
+        while not (pathcaps.records_dir() / f"{name}.use").exists():
             assert proc.poll() is None and time.monotonic() < deadline
             time.sleep(0.1)
         time.sleep(0.5)
-        cookie = json.loads((cwndclamp.records_dir() / f"{name}.use").read_text())["cookie"]
-        assert cwndclamp.caps_of(cookie) == {"10.1.1.0": 9}
+        cookie = json.loads((pathcaps.records_dir() / f"{name}.use").read_text())["cookie"]
+        assert pathcaps.caps_of(cookie) == {"10.1.1.0": PathCap(9, None, 9 * 1448)}
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    assert (cwndclamp.records_dir() / f"{name}.use").exists()  # left behind by the kill
+    assert (pathcaps.records_dir() / f"{name}.use").exists()  # left behind by the kill
     cleaned = subprocess.run([mpstream, "clean"], capture_output=True, text=True, check=True)
-    assert f"removed the window caps of topology {name}" in cleaned.stdout + cleaned.stderr
-    assert cwndclamp.caps_of(cookie) == {}
-    assert not cwndclamp.attached()
+    assert f"removed the path caps of topology {name}" in cleaned.stdout + cleaned.stderr
+    assert pathcaps.caps_of(cookie) == {}
+    assert not pathcaps.attached()
     assert not leftovers(name)
     assert sorted(Path("/proc/mounts").read_text().splitlines()) == mounts_before

@@ -160,6 +160,7 @@ def test_evidence_metrics_of_a_trial(tmp_path):
         base | {"t_s": f"{t / 10:.3f}", "notsent": 88 if t / 10 in held_at else 0}
         for t in range(10, 40)])
     m = trial_evidence(rec, 2).metrics
+    assert m["first_download_ms"] == pytest.approx(1000.0)  # 1.5-2.5 s, on the page's clock
     assert m["first_segment_held_ms"] == pytest.approx(300.0)
     # client samples: path 0 brings 10 kB each 0.1 s; path 1 only from 3.0 s, after the first
     # download (1.5-2.5 s) ended

@@ -19,7 +19,7 @@ CSVS = ("conditions.csv", "trials.csv", "segments.csv")
 # Metrics the report gained after these files were written: left out of the comparison, every
 # other column and row must be as it was.
 ADDED_SINCE = {"down_switches", "bitrate_utilization", "transport", "scheduler", "path_policy",
-               "path0_tail_share", "path1_tail_share", "deployment"}
+               "path0_tail_share", "path1_tail_share", "deployment", "first_download_ms"}
 
 
 def _rows(path: Path) -> list[list[str]]:

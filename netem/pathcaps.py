@@ -1,16 +1,18 @@
-"""Per-path caps on the server's congestion window (a deployment's `server.cwnd_clamp_bdp`): a
-sock_ops BPF program (netem/cc/cwnd_clamp.bpf.c) that sets each new connection's and subflow's
-window clamp from a map keyed by (network namespace, remote /24). A topology adds its server
-namespace's entries, one a path, and removes them on the way down; the program is loaded and
-attached to the cgroup v2 root (where every process's sockets are, so every namespace's) when
-the first entry is added, and detached and unpinned when the last is gone.
+"""Per-path caps on what the server sends (a deployment's `server.cwnd_clamp_bdp`,
+`server.pacing_cap` and `server.sndbuf_bdp`): a sock_ops BPF program (netem/cc/path_caps.bpf.c)
+that sets each new connection's and subflow's window clamp, maximum pacing rate and send buffer
+from a map keyed by (network
+namespace, remote /24). A topology adds its server namespace's entries, one a path, and removes
+them on the way down; the program is loaded and attached to the cgroup v2 root (where every
+process's sockets are, so every namespace's) when the first entry is added, and detached and
+unpinned when the last is gone.
 
 Why BPF: the route's locked `cwnd` metric (`ip route ... cwnd lock N`) is read through the
 kernel's TCP metrics cache, which has no entry for a destination no connection has closed to,
 so on a fresh topology it never applies (docs/deployments.md#the-servers-window-cap-per-path
-says what was seen).
+says what was seen); and a pacing rate per path has no route metric at all.
 
-What mpstream adds, and takes away again, under the state root's `cwnd-clamp/` (one lock):
+What mpstream adds, and takes away again, under the state root's `path-caps/` (one lock):
 - a bpffs at `bpffs/` (mounted there) holding the pinned program and map;
 - a cgroup2 mount at `cgroup2/` when the machine has none (hybrid cgroups: v1 controllers
   only), unmounted after the program is detached;
@@ -26,6 +28,7 @@ import math
 import shutil
 import struct
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from mpstream import state
@@ -35,13 +38,36 @@ from mpstream.netem.system import sh
 from mpstream.network import in_netns
 from mpstream.paths import BUILD_DIR
 
-OBJECT = BUILD_DIR / "cc" / "cwnd_clamp.bpf.o"
+OBJECT = BUILD_DIR / "cc" / "path_caps.bpf.o"
 BUILD_COMMAND = "make coupled-cc"
-MAP_NAME = "clamps"
+PROGRAM = "path_caps"
+MAP_NAME = "caps"
 MSS = 1448  # a 1500-byte MTU's payload with TCP timestamps
 SO_NETNS_COOKIE = 71  # include/uapi/asm-generic/socket.h
 # A window cap below this starves a path whose round trip is all delay (acks come in bursts).
 MIN_PACKETS = 4
+# The pacing cap is a 32-bit count of bytes a second (what bpf_setsockopt takes).
+MAX_PACING = 2**32 - 1
+
+
+@dataclass(frozen=True)
+class PathCap:
+    """What the server may send towards one path: a window in packets, a pacing rate in bytes
+    a second and a send buffer in bytes (None: that one is not capped)."""
+
+    cwnd_packets: int | None = None
+    pacing_bytes_s: int | None = None
+    sndbuf_bytes: int | None = None
+
+    def packed(self) -> bytes:
+        """struct path_cap { __u32 cwnd, pacing, sndbuf, pad; }, 0 for not capped."""
+        return struct.pack("<IIII", self.cwnd_packets or 0, self.pacing_bytes_s or 0,
+                           self.sndbuf_bytes or 0, 0)
+
+    @classmethod
+    def unpacked(cls, raw: bytes) -> PathCap:
+        cwnd, pacing, sndbuf, _ = struct.unpack("<IIII", raw)
+        return cls(cwnd or None, pacing or None, sndbuf or None)
 
 
 def clamp_packets(rate_bps: float, rtt_ms: float, bdps: float) -> int:
@@ -50,8 +76,19 @@ def clamp_packets(rate_bps: float, rtt_ms: float, bdps: float) -> int:
     return max(MIN_PACKETS, math.ceil(bdps * rate_bps * rtt_ms / 1000 / 8 / MSS))
 
 
+def sndbuf_bytes(rate_bps: float, rtt_ms: float, bdps: float) -> int:
+    """A send buffer of `bdps` bandwidth-delay products of a path, at least MIN_PACKETS
+    full-sized packets."""
+    return clamp_packets(rate_bps, rtt_ms, bdps) * MSS
+
+
+def pacing_bytes(rate_bps: float, times: float) -> int:
+    """`times` a path's rate, in bytes a second."""
+    return min(MAX_PACING, max(1, round(times * rate_bps / 8)))
+
+
 def records_dir() -> Path:
-    return state.kind_dir(state.CWND_CLAMP)
+    return state.kind_dir(state.PATH_CAPS)
 
 
 def _bpffs() -> Path:
@@ -59,7 +96,7 @@ def _bpffs() -> Path:
 
 
 def _prog_pin() -> Path:
-    return _bpffs() / "cwnd_clamp"
+    return _bpffs() / PROGRAM
 
 
 def _map_pin() -> Path:
@@ -67,17 +104,17 @@ def _map_pin() -> Path:
 
 
 def missing() -> str | None:
-    """Why the window cap cannot be used here, before trying (None: it can be tried)."""
+    """Why the per-path caps cannot be used here, before trying (None: they can be tried)."""
     if not OBJECT.exists():
-        return (f"server.cwnd_clamp_bdp needs its BPF program ({OBJECT} is missing): run "
+        return (f"the per-path caps need their BPF program ({OBJECT} is missing): run "
                 f"`{BUILD_COMMAND}` (it needs clang, libbpf-dev, bpftool and a kernel with BTF)")
     if shutil.which("bpftool") is None:
-        return "server.cwnd_clamp_bdp needs bpftool: apt-get install bpftool (or `make setup`)"
+        return "the per-path caps need bpftool: apt-get install bpftool (or `make setup`)"
     return None
 
 
 def _locked() -> contextlib.AbstractContextManager[Path]:
-    return state.locked(state.CWND_CLAMP)
+    return state.locked(state.PATH_CAPS)
 
 
 def _mounts() -> list[tuple[str, str]]:
@@ -121,7 +158,7 @@ def _load(folder: Path) -> None:
     if not _prog_pin().exists():
         _unload(folder)
         detail = (done.stderr or done.stdout).strip().splitlines()
-        raise UserError("the kernel refused the window cap's sock_ops program: "
+        raise UserError("the kernel refused the per-path caps' sock_ops program: "
                         + " | ".join(detail[-4:]))
     sh(["bpftool", "cgroup", "attach", str(_cgroup2(folder)), "sock_ops", "pinned",
         str(_prog_pin()), "multi"])
@@ -156,13 +193,13 @@ def _key_hex(cookie: int, subnet24: str) -> list[str]:
     return [f"{byte:02x}" for byte in packed]
 
 
-def _value_hex(packets: int) -> list[str]:
-    return [f"{byte:02x}" for byte in struct.pack("<I", packets)]
+def _value_hex(cap: PathCap) -> list[str]:
+    return [f"{byte:02x}" for byte in cap.packed()]
 
 
-def acquire(topology: str, server_ns: str, caps: dict[str, int]) -> None:
-    """Caps the window of every connection the server in `server_ns` opens or accepts to each
-    subnet of `caps` (its /24's network address, e.g. 10.1.1.0) at that many packets."""
+def acquire(topology: str, server_ns: str, caps: dict[str, PathCap]) -> None:
+    """Caps what the server in `server_ns` sends on every connection it opens or accepts to
+    each subnet of `caps` (its /24's network address, e.g. 10.1.1.0)."""
     reason = missing()
     if reason:
         raise UserError(reason)
@@ -172,9 +209,9 @@ def acquire(topology: str, server_ns: str, caps: dict[str, int]) -> None:
             {"topology": topology, "cookie": cookie, "subnets": sorted(caps)}))
         if not _loaded():
             _load(folder)
-        for subnet, packets in caps.items():
+        for subnet, cap in caps.items():
             sh(["bpftool", "map", "update", "pinned", str(_map_pin()), "key", "hex",
-                *_key_hex(cookie, subnet), "value", "hex", *_value_hex(packets)])
+                *_key_hex(cookie, subnet), "value", "hex", *_value_hex(cap)])
 
 
 def release(topology: str) -> None:
@@ -215,9 +252,9 @@ def clean_stale() -> list[str]:
             topology = use.name.removesuffix(".use")
             if teardown.record_path(topology) is None:
                 _remove_use(folder, use)
-                lines.append(f"removed the window caps of topology {topology} (it is gone)")
+                lines.append(f"removed the path caps of topology {topology} (it is gone)")
         if _unload_unused(folder):
-            lines.append("unloaded the window-cap program (no topology uses it)")
+            lines.append("unloaded the path-caps program (no topology uses it)")
     return lines
 
 
@@ -226,8 +263,8 @@ def attached() -> bool:
     return _loaded()
 
 
-def caps_of(cookie: int) -> dict[str, int]:
-    """The caps the map holds for the namespace of `cookie`: subnet -> packets."""
+def caps_of(cookie: int) -> dict[str, PathCap]:
+    """The caps the map holds for the namespace of `cookie`, by subnet."""
     if not _loaded():
         return {}
     dumped = json.loads(sh(["bpftool", "-j", "map", "dump", "pinned", str(_map_pin())]).stdout
@@ -238,5 +275,5 @@ def caps_of(cookie: int) -> dict[str, int]:
         netns, remote24, _ = struct.unpack("<QII", key)
         if netns == cookie:
             subnet = ".".join(str((remote24 >> s) & 0xFF) for s in (24, 16, 8, 0))
-            out[subnet] = struct.unpack("<I", bytes(int(b, 16) for b in entry["value"]))[0]
+            out[subnet] = PathCap.unpacked(bytes(int(b, 16) for b in entry["value"]))
     return out
