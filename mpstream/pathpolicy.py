@@ -26,19 +26,55 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from mpstream.errors import UserError
 
-POLICIES: dict[str, str] = {
-    "always": "every path carries data as the transport's scheduler likes (off-the-shelf "
-              "multipath)",
-    "backup": "the metered paths are backup paths: they carry data only when the others fail",
-    "deadline": "MP-DASH: a metered path joins when the player's buffer falls below a low mark "
-                "or the next segment would miss its deadline at the unmetered paths' rate, and "
-                "leaves above a high mark",
-}
-DEFAULT_POLICY = "always"
+
+class PathPolicy:
+    """A path policy's behaviour: whether it holds the metered paths back at all (`acts`),
+    whether they start held (the profile's endpoint flag, `starts_held`), and whether it
+    changes that while playing (`adapts`, through `decide`). One instance a policy, by name in
+    POLICY_TYPES."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    acts: ClassVar[bool] = True
+    starts_held: ClassVar[bool] = True
+    adapts: ClassVar[bool] = False
+
+    def decide(self, using: bool, obs: Observation, marks: DeadlineMarks) -> Decision | None:
+        """The next step from state `using` (the metered paths carry data): a Decision to
+        change it, or None to keep it."""
+        return None
+
+
+class Always(PathPolicy):
+    name = "always"
+    summary = "every path carries data as the transport's scheduler likes (off-the-shelf multipath)"
+    acts = False
+    starts_held = False
+
+
+class Backup(PathPolicy):
+    name = "backup"
+    summary = "the metered paths are backup paths: they carry data only when the others fail"
+
+
+class Deadline(PathPolicy):
+    name = "deadline"
+    summary = ("MP-DASH: a metered path joins when the player's buffer falls below a low mark "
+               "or the next segment would miss its deadline at the unmetered paths' rate, and "
+               "leaves above a high mark")
+    adapts = True
+
+    def decide(self, using: bool, obs: Observation, marks: DeadlineMarks) -> Decision | None:
+        return deadline_decision(using, obs, marks)
+
+
+POLICY_TYPES: dict[str, type[PathPolicy]] = {cls.name: cls for cls in (Always, Backup, Deadline)}
+POLICIES: dict[str, str] = {name: cls.summary for name, cls in POLICY_TYPES.items()}
+DEFAULT_POLICY = Always.name
 
 
 def known_policy(name: str | None) -> str | None:
@@ -57,16 +93,27 @@ def check_policy(name: str) -> str:
     return name
 
 
-def refusal(policy: str | None, transport_name: str, acts: Sequence[str],
+def policy_named(name: str | None) -> PathPolicy:
+    """The policy of that name (None: the default), or an error naming the policies."""
+    return POLICY_TYPES[check_policy(name or DEFAULT_POLICY)]()
+
+
+def acts(name: str | None) -> bool:
+    """Whether the policy of that name (None: the default) ever holds a path back."""
+    return policy_named(name).acts
+
+
+def refusal(policy: str | None, transport_name: str, carried_out: Sequence[str],
             metered: Sequence[int]) -> str | None:
-    """Why `policy` cannot run on this transport and network (None: it can). `acts`: the
-    policies the transport can carry out; `metered`: the network's metered paths."""
-    if policy is None or policy == DEFAULT_POLICY:
+    """Why `policy` cannot run on this transport and network (None: it can). `carried_out`:
+    the policies the transport can carry out; `metered`: the network's metered paths."""
+    if not acts(policy):
         return None
-    check_policy(policy)
-    if policy not in acts:
-        held = [a for a in acts if a != DEFAULT_POLICY]
-        can = (f"it can only set a path's role once, at the start ({', '.join(acts)})" if held
+    assert policy is not None
+    if policy not in carried_out:
+        held = [a for a in carried_out if acts(a)]
+        can = (f"it can only set a path's role once, at the start ({', '.join(carried_out)})"
+               if held
                else "it cannot hold a path back")
         return (f"path policy {policy}: transport {transport_name}: {can}; mptcp and mpquic "
                 "run every policy (the kernel's endpoint backup flag, the QUIC hop's path "
@@ -241,10 +288,10 @@ class PathPolicyController:
     view: PlayerView = field(default_factory=PlayerView)
 
     def __post_init__(self) -> None:
-        check_policy(self.policy)
+        self.strategy = policy_named(self.policy)
         # backup and deadline start with the metered paths held back (the profile's endpoint
         # flag); always leaves them as the profile set them up.
-        self.using = self.policy == "always"
+        self.using = not self.strategy.starts_held
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = time.monotonic()
@@ -253,7 +300,7 @@ class PathPolicyController:
     @contextlib.contextmanager
     def running(self) -> Iterator[PathPolicyController]:
         self._t0 = time.monotonic()
-        if self.policy == "deadline":
+        if self.strategy.adapts:
             self._thread = threading.Thread(target=self._loop, name="path-policy", daemon=True)
             self._thread.start()
         try:
@@ -265,7 +312,7 @@ class PathPolicyController:
             self._restore()
 
     def _restore(self) -> None:
-        if self.policy == "always" or not self.using:
+        if not self.strategy.starts_held or not self.using:
             return
         for path in self.metered:
             with contextlib.suppress(UserError, OSError):  # the topology may be gone already
@@ -289,7 +336,7 @@ class PathPolicyController:
         obs = Observation(self.view.buffer_s, self.view.started, self.view.segment_bytes,
                           self._rate.unmetered_bps(self.view.segment_bps),
                           self.view.previous_buffer_s)
-        decision = deadline_decision(self.using, obs, self.marks)
+        decision = self.strategy.decide(self.using, obs, self.marks)
         if decision is not None:
             self.apply(decision)
         return decision
@@ -305,7 +352,7 @@ class PathPolicyController:
 
     def report(self) -> dict[str, Any]:
         return {"policy": self.policy, "metered_paths": sorted(self.metered),
-                "marks": asdict(self.marks) if self.policy == "deadline" else None,
+                "marks": asdict(self.marks) if self.strategy.adapts else None,
                 "toggles": [asdict(t) for t in self.toggles], "failure": self.failure}
 
 
@@ -378,7 +425,7 @@ def events_from_collector(get: Callable[[str], dict[str, Any] | None], session_i
 def fit_profile(profile: Any, policy: str | None) -> Any:
     """The profile as `policy` needs it set up: `backup` and `deadline` start with every
     metered path's endpoint flagged backup (the controller lifts it when the policy says)."""
-    if policy in (None, DEFAULT_POLICY) or not profile.metered_paths():
+    if not policy_named(policy).starts_held or not profile.metered_paths():
         return profile
     paths = [p.model_copy(update={"backup": True}) if p.metered else p for p in profile.paths]
     return profile.model_copy(update={"paths": paths})
@@ -390,7 +437,7 @@ def check_for(policy: str | None, transport: Any, profile: Any | None) -> None:
     if policy is None:
         return
     check_policy(policy)
-    if policy != DEFAULT_POLICY and profile is not None and \
+    if acts(policy) and profile is not None and \
             profile.deployment.client.mptcp.path_manager == "userspace":
         raise UserError(f"path policy {policy}: it holds a path back through the in-kernel path "
                         "manager's endpoints, and this deployment's client runs the userspace "

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mpstream.errors import UserError
-from mpstream.pathpolicy import DEFAULT_POLICY, POLICIES, DeadlineMarks
+from mpstream.pathpolicy import POLICIES, DeadlineMarks, acts
 from mpstream.pathpolicy import check_for as check_policy_for
 from mpstream.pathpolicy import fit_profile as fit_policy
 from mpstream.player.abr import describe_rules, parse_abr_params, resolve_abr
@@ -309,7 +309,7 @@ def _real_transport(transport: str | None, scheduler: str | None,
         raise UserError(f"--scheduler {scheduler}: on a real host the kernel's MPTCP "
                         "scheduler is the host's own setting (sysctl net.mptcp.scheduler), "
                         "which mpstream does not change: leave out --scheduler")
-    if path_policy not in (None, DEFAULT_POLICY):
+    if acts(path_policy):
         raise UserError(f"--path-policy {path_policy}: a real host's interfaces say nothing "
                         "of which is metered, and mpstream does not change a host's MPTCP "
                         "endpoints: play over an emulated --profile")

@@ -83,7 +83,7 @@ class EmulatedSite(Site):
 
         profile = build_profile(scenario, cond)
         problems = []
-        if cond.path_policy not in (None, pathpolicy.DEFAULT_POLICY):
+        if pathpolicy.acts(cond.path_policy):
             try:
                 pathpolicy.check_for(cond.path_policy, transport, profile)
             except UserError as exc:

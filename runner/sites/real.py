@@ -71,7 +71,7 @@ class RealSite(Site):
         if cond.scheduler is not None and transport.kernel_mptcp:
             problems.append(f"scheduler {cond.scheduler}: on a real host the kernel's MPTCP "
                             "scheduler is the host's own setting")
-        if cond.path_policy not in (None, pathpolicy.DEFAULT_POLICY):
+        if pathpolicy.acts(cond.path_policy):
             problems.append(f"path policy {cond.path_policy}: a real host's interfaces say "
                             "nothing of which is metered: give the condition an emulated profile")
         if transport.runs_on_server:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import time
 
+from mpstream import pathpolicy
 from mpstream.runner.downloads import BULK_PORT, BulkFlow, Downloads, competitor_flow
 from mpstream.runner.layout import TrialData
 from mpstream.runner.metric import Metric, declare
@@ -33,8 +34,9 @@ class BulkTransfer(Workload):
     )
 
     def refuses(self, cond: Condition, transport: Transport) -> str | None:
-        if cond.path_policy == "deadline":
-            return "path policy deadline follows a player's buffer, and an iperf trial has none"
+        if pathpolicy.policy_named(cond.path_policy).adapts:
+            return (f"path policy {cond.path_policy} follows a player's buffer, and an iperf "
+                    "trial has none")
         if transport.carries_http_only:
             return (f"transport {transport.name} carries a player's HTTP only; an iperf "
                     "scenario needs a transport iperf3 speaks (mptcp or tcp)")
