@@ -32,20 +32,27 @@ from mpstream.errors import UserError
 
 
 class PathPolicy:
-    """A path policy's behaviour: whether it holds the metered paths back at all (`acts`),
-    whether they start held (the profile's endpoint flag, `starts_held`), and whether it
-    changes that while playing (`adapts`, through `decide`). One instance a policy, by name in
-    POLICY_TYPES."""
+    """A path policy's behaviour: which paths it holds back (`held_paths`: the metered ones,
+    unless it says otherwise), whether it holds any at all (`acts`), whether they start held
+    (the profile's endpoint flag, `starts_held`), and whether it changes that while playing
+    (`adapts`, through `decide`). One instance a policy, by name in POLICY_TYPES."""
 
     name: ClassVar[str]
     summary: ClassVar[str]
     acts: ClassVar[bool] = True
     starts_held: ClassVar[bool] = True
     adapts: ClassVar[bool] = False
+    # A network without a path for it to hold is refused (a policy for metered paths on a
+    # network that marks none is a mistake); False: such a network just plays as `always`.
+    needs_held: ClassVar[bool] = True
+
+    def held_paths(self, profile: Any) -> list[int]:
+        """The paths it holds back on this network (a netem Profile)."""
+        return sorted(profile.metered_paths())
 
     def decide(self, using: bool, obs: Observation, marks: DeadlineMarks) -> Decision | None:
-        """The next step from state `using` (the metered paths carry data): a Decision to
-        change it, or None to keep it."""
+        """The next step from state `using` (the held paths carry data): a Decision to change
+        it, or None to keep it."""
         return None
 
 
@@ -72,7 +79,30 @@ class Deadline(PathPolicy):
         return deadline_decision(using, obs, marks)
 
 
-POLICY_TYPES: dict[str, type[PathPolicy]] = {cls.name: cls for cls in (Always, Backup, Deadline)}
+class FastStart(PathPolicy):
+    """The first segment on the fastest path alone: the kernel's scheduler gives an idle
+    subflow a whole burst at the start of a response whatever its rate, so a slow path carries
+    a third of a small first segment and the segment ends at its pace
+    (docs/penalties/first-split.md). Once the first frame is on screen every path carries data.
+    Only paths the network did not flag backup itself are held."""
+
+    name = "fast-start"
+    summary = ("a user's slower paths are backup paths until the first frame is on screen, "
+               "then every path carries data")
+    adapts = True
+    needs_held = False
+
+    def held_paths(self, profile: Any) -> list[int]:
+        return [i for i in profile.slower_paths() if not profile.paths[i].backup]
+
+    def decide(self, using: bool, obs: Observation, marks: DeadlineMarks) -> Decision | None:
+        if not using and obs.started:
+            return Decision(True, "the first frame is on screen")
+        return None
+
+
+POLICY_TYPES: dict[str, type[PathPolicy]] = {
+    cls.name: cls for cls in (Always, Backup, Deadline, FastStart)}
 POLICIES: dict[str, str] = {name: cls.summary for name, cls in POLICY_TYPES.items()}
 DEFAULT_POLICY = Always.name
 
@@ -106,7 +136,7 @@ def acts(name: str | None) -> bool:
 def refusal(policy: str | None, transport_name: str, carried_out: Sequence[str],
             metered: Sequence[int]) -> str | None:
     """Why `policy` cannot run on this transport and network (None: it can). `carried_out`:
-    the policies the transport can carry out; `metered`: the network's metered paths."""
+    the policies the transport can carry out; `metered`: the paths it would hold back."""
     if not acts(policy):
         return None
     assert policy is not None
@@ -118,7 +148,7 @@ def refusal(policy: str | None, transport_name: str, carried_out: Sequence[str],
         return (f"path policy {policy}: transport {transport_name}: {can}; mptcp and mpquic "
                 "run every policy (the kernel's endpoint backup flag, the QUIC hop's path "
                 "hold, changed while playing)")
-    if not metered:
+    if not metered and policy_named(policy).needs_held:
         return (f"path policy {policy}: the profile has no metered path to hold back (mark "
                 "one `metered = true`)")
     return None
@@ -422,18 +452,22 @@ def events_from_collector(get: Callable[[str], dict[str, Any] | None], session_i
     return read
 
 
-def fit_profile(profile: Any, policy: str | None) -> Any:
-    """The profile as `policy` needs it set up: `backup` and `deadline` start with every
-    metered path's endpoint flagged backup (the controller lifts it when the policy says)."""
-    if not policy_named(policy).starts_held or not profile.metered_paths():
-        return profile
-    paths = [p.model_copy(update={"backup": True}) if p.metered else p for p in profile.paths]
-    return profile.model_copy(update={"paths": paths})
+def fit_profile(profile: Any, policy: str | None) -> tuple[Any, list[int]]:
+    """The profile as `policy` needs it set up, and the paths the policy holds back: a policy
+    that starts with its paths held (`backup`, `deadline`, `fast-start`) flags their endpoints
+    backup (the controller lifts the flag when the policy says)."""
+    strategy = policy_named(policy)
+    held = strategy.held_paths(profile) if strategy.acts else []
+    if not held or not strategy.starts_held:
+        return profile, held
+    paths = [p.model_copy(update={"backup": True}) if i in held else p
+             for i, p in enumerate(profile.paths)]
+    return profile.model_copy(update={"paths": paths}), held
 
 
 def check_for(policy: str | None, transport: Any, profile: Any | None) -> None:
     """Refuses `policy` (a UserError naming why) before anything is built: an unknown name,
-    a transport that cannot act on paths, a network with no metered path."""
+    a transport that cannot act on paths, a network with no path for it to hold."""
     if policy is None:
         return
     check_policy(policy)
@@ -442,7 +476,7 @@ def check_for(policy: str | None, transport: Any, profile: Any | None) -> None:
         raise UserError(f"path policy {policy}: it holds a path back through the in-kernel path "
                         "manager's endpoints, and this deployment's client runs the userspace "
                         "one: choose path_manager = \"kernel\" or the policy always")
-    metered = list(profile.metered_paths()) if profile is not None else []
-    why = refusal(policy, transport.name, transport.path_policies, metered)
+    held = policy_named(policy).held_paths(profile) if profile is not None else []
+    why = refusal(policy, transport.name, transport.path_policies, held)
     if why:
         raise UserError(why)

@@ -43,7 +43,7 @@ class MPTCP(Transport):
     label = "MPTCP"
     kernel_mptcp = True
     # The client's endpoint backup flag (MP_PRIO to the server) holds a metered path back.
-    path_policies = ("always", "backup", "deadline")
+    path_policies = ("always", "backup", "deadline", "fast-start")
     network_mode = "mptcp"
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
@@ -166,7 +166,7 @@ class MPQUIC(HopTransport):
     label = "MPQUIC"
     # The gateway's path hold (its packet scheduler keeps data off a held path) holds a metered
     # path back; its control channel lifts and sets it while playing.
-    path_policies = ("always", "backup", "deadline")
+    path_policies = ("always", "backup", "deadline", "fast-start")
     network_mode = "mptcp"  # every path up, each pinned by its source address
     hop_mode = "mpquic"
 

@@ -521,6 +521,20 @@ class Profile(_Strict):
             return None
         return self._link(self.server_link, direction, "server_link")
 
+    def downlink_bps(self, index: int) -> float | None:
+        """Path `index`'s downlink rate (a trace's mean; None: not shaped)."""
+        down = self.link(index, "downlink")
+        return traces.mean_bps(down.trace) if down.trace is not None else down.rate_bps
+
+    def slower_paths(self) -> list[int]:
+        """The paths whose downlink is slower than the fastest path's (none when a path is not
+        shaped, or all have one rate)."""
+        rates = [self.downlink_bps(i) for i in range(len(self.paths))]
+        if any(r is None for r in rates):
+            return []
+        fastest = max(r for r in rates if r is not None)
+        return [i for i, r in enumerate(rates) if r is not None and r < fastest]
+
     def rtt_ms(self, index: int) -> float:
         """Configured base round-trip time over path `index` (delays only)."""
         total = self.link(index, "uplink").delay_ms + self.link(index, "downlink").delay_ms

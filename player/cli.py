@@ -276,7 +276,8 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
     # Before anything is built: a codec this browser cannot decode is refused here. (With --url
     # the page refuses it, from the manifest it loads, before playing.)
     check_codec(browser, codec, media, player)
-    prof, chosen = _emulated_choice(profile, transport, scheduler, path_policy, deployment)
+    prof, chosen, held = _emulated_choice(profile, transport, scheduler, path_policy,
+                                          deployment)
     path_policy = path_policy or prof.deployment.path_policy
     session_id = session_id or f"play-{player}-{chosen.name}-{time.strftime('%Y%m%dT%H%M%S')}"
     console = Console(stderr=True)
@@ -295,7 +296,7 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
                 scenario=scenario, trial=trial, screenshot=screenshot, buffer_s=buffer_s,
                 target_latency_s=target_latency_s, browser=browser, codec=codec, abr=rule,
                 abr_params=rule_params, path_policy=path_policy,
-                metered=prof.metered_paths(), deadline_marks=marks,
+                metered=prof.metered_paths(), held_paths=held, deadline_marks=marks,
                 report_timeout_s=report_timeout_s))
     _output(result, session_id, as_json, deployment=prof.deployment.name)
 
@@ -332,8 +333,9 @@ def _check_scheduler(transport: str | None, scheduler: str | None,
 
 def _emulated_choice(profile: str, transport: str | None, scheduler: str | None,
                      path_policy: str | None, deployment: str | None = None
-                     ) -> tuple[Any, Transport]:
-    """The profile as the chosen transport and path policy run it, and that transport; refused
+                     ) -> tuple[Any, Transport, list[int]]:
+    """The profile as the chosen transport and path policy run it, that transport and the
+    paths the policy holds back; refused
     when the profile has competing users (a scenario's) or a CC the transport cannot use."""
     from mpstream.netem.profile import load_profile
 
@@ -347,11 +349,11 @@ def _emulated_choice(profile: str, transport: str | None, scheduler: str | None,
               ).with_scheduler(scheduler)
     prof = chosen.fit_profile(prof)
     check_policy_for(path_policy, chosen, prof)
-    prof = fit_policy(prof, path_policy)
+    prof, held = fit_policy(prof, path_policy)
     refusal = chosen.refuses_cc(prof.cc)
     if refusal:
         raise UserError(f"profile {prof.name}: {refusal}")
-    return prof, chosen
+    return prof, chosen, held
 
 
 @contextlib.contextmanager

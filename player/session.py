@@ -101,6 +101,7 @@ class PlayRequest:
     # deadline policy's marks.
     path_policy: str | None = None
     metered: dict[int, float | None] | None = None
+    held_paths: list[int] | None = None  # the paths the policy holds back (None: the metered)
     deadline_marks: pathpolicy.DeadlineMarks = field(default_factory=pathpolicy.DeadlineMarks)
 
     @property
@@ -478,9 +479,10 @@ def _policy_controller(network: Network, server: PageServer, r: PlayRequest,
                        carried: Carrier) -> pathpolicy.PathPolicyController:
     """The session's path policy: its controller reads the player's events from the collector
     (the probe's buffer level and segments) and the client's path counters, and holds the
-    metered paths back by the transport's lever."""
+    paths it holds back (the metered ones, unless it says) by the transport's lever."""
+    held = r.held_paths if r.held_paths is not None else sorted(r.metered or {})
     return pathpolicy.PathPolicyController(
-        policy=r.path_policy or pathpolicy.DEFAULT_POLICY, metered=sorted(r.metered or {}),
+        policy=r.path_policy or pathpolicy.DEFAULT_POLICY, metered=held,
         hold=r.transport.path_holder(network, carried), marks=r.deadline_marks,
         events=pathpolicy.events_from_collector(
             lambda path: _collector_get(server, None, path, r.collector_url), r.session_id),

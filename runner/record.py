@@ -40,7 +40,7 @@ class PathLabel(BaseModel):
 
 
 class PolicyToggle(BaseModel):
-    """One change of a metered path's role by the path policy (mpstream/pathpolicy.py)."""
+    """One change of a held path's role by the path policy (mpstream/pathpolicy.py)."""
 
     t_s: float = Field(description="seconds since the session's controller started")
     t_unix: float
@@ -142,8 +142,10 @@ class TrialRecord(BaseModel):
                                    "(a preset of `mpstream deployments` or a file's name)")
     deployment_settings: dict[str, Any] = Field(default_factory=dict, description="every "
                                                 "setting of that deployment, flat, as applied")
-    path_policy: str | None = Field(default=None, description="when the metered paths carry "
-                                    "data: always, backup or deadline (mpstream/pathpolicy.py)")
+    path_policy: str | None = Field(default=None, description="when the paths it holds back "
+                                    "(metered ones, or a user's slower ones for fast-start) "
+                                    "carry data: always, backup, deadline or fast-start "
+                                    "(mpstream/pathpolicy.py)")
     metered_paths: list[int] = Field(default_factory=list, description="the profile's metered "
                                      "paths (cellular)")
     metered_bytes: int | None = Field(default=None, description="bytes the metered paths "

@@ -140,7 +140,7 @@ def _run(scenario: Scenario, trial: Trial, record: TrialRecord, run_id: str, tdi
             network=network, transport=transport, scenario=scenario, trial=trial, tdir=tdir,
             session_id=record.session_id or "", media_dir=media_dir, site=site,
             watch=lambda: site.watch(network, tdir), path_policy=trial.condition.path_policy,
-            metered=metered))
+            metered=metered, held_paths=site.held_paths()))
         record.media = outcome.media
         record.events_started_unix = outcome.events_started_unix
         record.proof = outcome.proof

@@ -122,3 +122,16 @@ test('beaconFlush posts the session and every queued event in beacon-sized chunk
   assert.ok(beacons.every((b) => b.size <= 60 * 1024));
   assert.equal(s.pending, 1500, 'beaconed events stay queued until acknowledged');
 });
+
+test('a startup record is sent at once, not on the next flush', () => {
+  const timers = [];
+  const s = sender(fakeCollector(), {
+    flushIntervalMs: 60_000,
+    setTimeout: (fn, ms) => timers.push({ fn, ms, cleared: false }) - 1,
+    clearTimeout: (id) => { timers[id].cleared = true; },
+  });
+  s.push(ev(0)); // waits for the minute-long flush ...
+  assert.deepEqual(timers.map((t) => [t.ms, t.cleared]), [[60_000, false]]);
+  s.push({ t_ms: 1, type: 'startup', data: {} }); // ... until a startup record comes
+  assert.deepEqual(timers.map((t) => [t.ms, t.cleared]), [[60_000, true], [0, false]]);
+});

@@ -98,6 +98,10 @@ class Site(ABC):
         """The network's metered paths and their prices per GB (None: it does not say)."""
         return None
 
+    def held_paths(self) -> list[int] | None:
+        """The paths the condition's path policy holds back (None: the metered ones)."""
+        return None
+
     def deployment(self) -> Deployment | None:
         """What the trial's server and client run, where mpstream sets it (None: a real host's
         own settings, which mpstream does not change)."""

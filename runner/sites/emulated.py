@@ -47,8 +47,8 @@ class EmulatedSite(Site):
         self.transport = transport_for(cond, profile.mode)
         profile = self.transport.fit_profile(profile)
         pathpolicy.check_for(cond.path_policy, self.transport, profile)
-        # backup and deadline start with the metered paths' endpoints flagged backup
-        self.profile = pathpolicy.fit_profile(profile, cond.path_policy)
+        # backup, deadline and fast-start start with their paths' endpoints flagged backup
+        self.profile, self.held = pathpolicy.fit_profile(profile, cond.path_policy)
         self.tdir, self.topo_name, self.pcap = tdir, topo_name, pcap
         write_json(tdir / "profile.json", self.profile.model_dump(mode="json"))
 
@@ -154,6 +154,9 @@ class EmulatedSite(Site):
 
     def metered_paths(self) -> dict[int, float | None] | None:
         return self.profile.metered_paths()
+
+    def held_paths(self) -> list[int] | None:
+        return self.held
 
     def deployment(self) -> Deployment:
         return self.profile.deployment

@@ -47,6 +47,7 @@ class TrialContext:
     # The path policy and the metered paths' prices per GB (None: a network that does not say).
     path_policy: str | None = None
     metered: dict[int, float | None] | None = None
+    held_paths: list[int] | None = None  # what the policy holds back (None: the metered paths)
 
 
 class WorkloadOutcome(BaseModel):

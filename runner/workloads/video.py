@@ -208,7 +208,8 @@ class VideoSession(Workload):
                 target_latency_s=live.target_latency_s if live else None,
                 browser=browser, codec=ctx.trial.codec or "auto",
                 abr=abr, abr_params=abr_params, workdir=ctx.tdir, path_policy=ctx.path_policy,
-                metered=ctx.metered, deadline_marks=marks_of(ctx.trial))
+                metered=ctx.metered, held_paths=ctx.held_paths,
+                deadline_marks=marks_of(ctx.trial))
             rivals = CompetingPlayers(ctx.network, server, request)
             cross = [competitor_flow(ctx, k, user, ctx.scenario.duration_s)
                      for k, user in enumerate(ctx.network.competitors) if user.cross_traffic]

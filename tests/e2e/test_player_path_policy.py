@@ -57,7 +57,7 @@ set = {{ rate = "100kbit", queue_bytes = 30000 }}
 
 
 def _session(tmp_path, media, policy, transport="mptcp"):
-    profile = pathpolicy.fit_profile(_profile(tmp_path), policy)
+    profile, _ = pathpolicy.fit_profile(_profile(tmp_path), policy)
     name = f"pp{policy[:2]}{transport[2]}{os.getpid() % 10000}"
     with Topology.up(profile, name=name) as topo, \
             ServerStack(media, netns=topo.server_ns, host=topo.server_addr,

@@ -25,7 +25,7 @@ def profile():
     prof = profile_from_dict({"mode": "mptcp", "paths": [
         PATH | {"name": "wifi"}, PATH | {"name": "cellular", "metered": True}]},
         name="toggle")
-    return pathpolicy.fit_profile(prof, "backup")  # the metered path starts held back
+    return pathpolicy.fit_profile(prof, "backup")[0]  # the metered path starts held back
 
 
 def endpoint_flags(topo, endpoint):

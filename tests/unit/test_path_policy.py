@@ -164,15 +164,15 @@ def test_a_profile_with_every_path_metered_is_refused_unless_allowed():
 
 def test_backup_and_deadline_start_with_the_metered_path_held_back():
     prof = profile_from_dict({"paths": [CELL, WIFI]})
-    held = pathpolicy.fit_profile(prof, "deadline")
-    assert [p.backup for p in held.paths] == [True, False]
+    held, paths = pathpolicy.fit_profile(prof, "deadline")
+    assert [p.backup for p in held.paths] == [True, False] and paths == [0]
     assert held.primary_path == 1  # the initial subflow goes over the free path
-    assert pathpolicy.fit_profile(prof, "always") is prof
+    assert pathpolicy.fit_profile(prof, "always") == (prof, [])
 
 
 def test_policies_are_refused_where_they_cannot_act():
     prof = profile_from_dict({"paths": [WIFI, CELL]})
-    with pytest.raises(UserError, match="choose one of always, backup, deadline"):
+    with pytest.raises(UserError, match="choose one of always, backup, deadline, fast-start"):
         pathpolicy.check_for("nosuch", get_transport("mptcp"), prof)
     with pytest.raises(UserError, match="transport tcp: it cannot hold a path back"):
         pathpolicy.check_for("deadline", get_transport("tcp"), prof)
@@ -208,9 +208,45 @@ def test_a_condition_names_a_policy_there_is_and_ordered_marks():
 
     from mpstream.runner.scenario import Condition
 
-    with pytest.raises(ValidationError, match="choose one of always, backup, deadline"):
+    with pytest.raises(ValidationError, match="choose one of always, backup, deadline, fast-start"):
         Condition(label="x", profile="p", path_policy="nosuch")
     with pytest.raises(ValidationError, match="low mark must be below the high mark"):
         Condition(label="x", profile="p", path_policy="deadline", deadline_marks=(10, 4))
     assert Condition(label="x", profile="p", path_policy="deadline",
                      deadline_marks=(3, 8)).deadline_marks == (3.0, 8.0)
+
+
+FAST = {"name": "fast", "rate": "25mbit"}
+SLOW = {"name": "slow", "rate": "5mbit"}
+
+
+def test_fast_start_holds_the_slower_paths_until_the_first_frame_and_never_again():
+    calls = []
+    feed = {"events": _events(startup=False)}
+    ctl = PathPolicyController(
+        policy="fast-start", metered=[1], events=lambda: feed["events"], counters=list,
+        hold=lambda path, held: calls.append((path, held)))
+    assert ctl.step() is None and calls == []  # no frame yet: the slow path stays back
+    feed["events"] = _events(0.5)
+    assert ctl.step().use_metered is True
+    feed["events"] = _events(0.5, 30.0, 0.1)  # a full buffer, an empty one: no more toggles
+    assert ctl.step() is None
+    assert calls == [(1, False)]
+    toggles = ctl.report()["toggles"]
+    assert [(t["path"], t["action"]) for t in toggles] == [(1, "nobackup")]
+    assert "first frame" in toggles[0]["reason"]
+
+
+def test_fast_start_holds_a_users_slower_paths_that_the_network_did_not_flag_itself():
+    prof = profile_from_dict({"paths": [FAST, SLOW]})
+    fitted, held = pathpolicy.fit_profile(prof, "fast-start")
+    assert held == [1] and [p.backup for p in fitted.paths] == [False, True]
+    # Paths of one rate: none is slower, nothing is held, and the policy is not refused.
+    even = profile_from_dict({"paths": [FAST, FAST | {"name": "fast2"}]})
+    assert pathpolicy.fit_profile(even, "fast-start") == (even, [])
+    pathpolicy.check_for("fast-start", get_transport("mptcp"), even)
+    # A path the deployment flags backup is the deployment's: fast-start leaves it alone.
+    flagged = profile_from_dict({"paths": [FAST, SLOW | {"backup": True}]})
+    assert pathpolicy.fit_profile(flagged, "fast-start")[1] == []
+    with pytest.raises(UserError, match="transport tcp: it cannot hold a path back"):
+        pathpolicy.check_for("fast-start", get_transport("tcp"), prof)

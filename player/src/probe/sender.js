@@ -36,6 +36,11 @@ export function splitBatches(events, maxEvents, maxBytes) {
   return batches;
 }
 
+// Records a controller waits for: the path policy fast-start lets the slower paths carry data
+// once the first frame is on screen (mpstream/pathpolicy.py), and a one-second batch would
+// keep them back for up to that long.
+const PROMPT_TYPES = new Set(['startup']);
+
 export class EventSender {
   /**
    * @param {object} o
@@ -108,13 +113,20 @@ export class EventSender {
     return this.queue.length;
   }
 
-  /** Numbers a record and queues it; delivery happens on the next flush. */
+  /**
+   * Numbers a record and queues it; delivery happens on the next flush, at once for a record
+   * something on the server side acts on (PROMPT_TYPES).
+   */
   push({ t_ms, type, data }) {
     const event = { seq: this.nextSeq, t_ms, type, data };
     this.nextSeq += 1;
     this.queue.push(event);
     this.persist();
-    this.schedule(this.flushIntervalMs);
+    if (PROMPT_TYPES.has(type) && this.timer !== null) {
+      this.clearTimer(this.timer);
+      this.timer = null;
+    }
+    this.schedule(PROMPT_TYPES.has(type) ? 0 : this.flushIntervalMs);
     return event;
   }
 
