@@ -224,8 +224,9 @@ test-api: setup-core
 test-paths: setup-core
 	@scripts/pytest.sh -m long tests/e2e/test_player_path_policy.py tests/integration/test_mphttp.py
 
-# Deployments (about 2 minutes): the two path managers through an outage, dash.js over a
-# deployment, and a SIGKILLed `mpstream tune` resumed (docs/deployments.md).
+# Deployments (about 2 minutes): the two path managers through an outage, the server's per-path
+# caps, dash.js over a deployment (fast-start's release on unbalanced paths), and a SIGKILLed
+# `mpstream tune` resumed (docs/deployments.md).
 .PHONY: test-deployments
 test-deployments: setup-core
 	@scripts/pytest.sh -m long tests/integration/test_netem_deployment.py \
