@@ -134,21 +134,21 @@ def acts(name: str | None) -> bool:
 
 
 def refusal(policy: str | None, transport_name: str, carried_out: Sequence[str],
-            metered: Sequence[int]) -> str | None:
+            held: Sequence[int]) -> str | None:
     """Why `policy` cannot run on this transport and network (None: it can). `carried_out`:
-    the policies the transport can carry out; `metered`: the paths it would hold back."""
+    the policies the transport can carry out; `held`: the paths it would hold back."""
     if not acts(policy):
         return None
     assert policy is not None
     if policy not in carried_out:
-        held = [a for a in carried_out if acts(a)]
+        holding = [a for a in carried_out if acts(a)]
         can = (f"it can only set a path's role once, at the start ({', '.join(carried_out)})"
-               if held
+               if holding
                else "it cannot hold a path back")
         return (f"path policy {policy}: transport {transport_name}: {can}; mptcp and mpquic "
                 "run every policy (the kernel's endpoint backup flag, the QUIC hop's path "
                 "hold, changed while playing)")
-    if not metered and policy_named(policy).needs_held:
+    if not held and policy_named(policy).needs_held:
         return (f"path policy {policy}: the profile has no metered path to hold back (mark "
                 "one `metered = true`)")
     return None
@@ -300,14 +300,15 @@ def no_holder(path: int, held: bool) -> None:
 
 @dataclass
 class PathPolicyController:
-    """Runs a policy for one session: `deadline` polls the player's events (`events()`,
-    e.g. from the collector) and the client's path counters (`counters()`) every `poll_s`
-    and holds or releases the metered paths by the transport's lever (`hold`); `always` and
-    `backup` only keep the record. `failure` says why a toggle failed (the session then fails
-    with it). On exit every metered path is held again, as the session started it."""
+    """Runs a policy for one session: one that adapts (`deadline`, `fast-start`) polls the
+    player's events (`events()`, e.g. from the collector) and the client's path counters
+    (`counters()`) every `poll_s` and holds or releases its paths (`held`) by the transport's
+    lever (`hold`); `always` and `backup` only keep the record. `failure` says why a toggle
+    failed (the session then fails with it). On exit every held path is held again, as the
+    session started it."""
 
     policy: str
-    metered: Sequence[int]  # the metered paths' indexes
+    held: Sequence[int]  # the paths it holds back (policy.held_paths: metered, or slower)
     hold: PathHolder = no_holder
     events: Callable[[], Sequence[dict[str, Any]] | None] = lambda: None
     counters: Callable[[], list[dict[str, int]]] = list
@@ -344,7 +345,7 @@ class PathPolicyController:
     def _restore(self) -> None:
         if not self.strategy.starts_held or not self.using:
             return
-        for path in self.metered:
+        for path in self.held:
             with contextlib.suppress(UserError, OSError):  # the topology may be gone already
                 self.hold(path, True)
         self.using = False
@@ -362,7 +363,7 @@ class PathPolicyController:
         found = self.events()
         if found:
             self.view.fold(found)
-        self._rate.add(time.monotonic(), self.counters(), set(self.metered))
+        self._rate.add(time.monotonic(), self.counters(), set(self.held))
         obs = Observation(self.view.buffer_s, self.view.started, self.view.segment_bytes,
                           self._rate.unmetered_bps(self.view.segment_bps),
                           self.view.previous_buffer_s)
@@ -373,7 +374,7 @@ class PathPolicyController:
 
     def apply(self, decision: Decision) -> None:
         action = "nobackup" if decision.use_metered else "backup"
-        for path in self.metered:
+        for path in self.held:
             self.hold(path, not decision.use_metered)
             self.toggles.append(ToggleEvent(
                 t_s=round(time.monotonic() - self._t0, 3), t_unix=round(time.time(), 3),
@@ -381,7 +382,7 @@ class PathPolicyController:
         self.using = decision.use_metered
 
     def report(self) -> dict[str, Any]:
-        return {"policy": self.policy, "metered_paths": sorted(self.metered),
+        return {"policy": self.policy, "held_paths": sorted(self.held),
                 "marks": asdict(self.marks) if self.strategy.adapts else None,
                 "toggles": [asdict(t) for t in self.toggles], "failure": self.failure}
 

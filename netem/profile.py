@@ -202,6 +202,10 @@ class Link(BaseModel):
     def shaped(self) -> bool:
         return self.rate_bps is not None or self.trace is not None
 
+    def mean_bps(self) -> float | None:
+        """The link's rate: a trace's mean, else its fixed rate (None: not shaped)."""
+        return traces.mean_bps(self.trace) if self.trace is not None else self.rate_bps
+
     def describe(self) -> str:
         parts = []
         if self.trace:
@@ -521,15 +525,10 @@ class Profile(_Strict):
             return None
         return self._link(self.server_link, direction, "server_link")
 
-    def downlink_bps(self, index: int) -> float | None:
-        """Path `index`'s downlink rate (a trace's mean; None: not shaped)."""
-        down = self.link(index, "downlink")
-        return traces.mean_bps(down.trace) if down.trace is not None else down.rate_bps
-
     def slower_paths(self) -> list[int]:
         """The paths whose downlink is slower than the fastest path's (none when a path is not
         shaped, or all have one rate)."""
-        rates = [self.downlink_bps(i) for i in range(len(self.paths))]
+        rates = [self.link(i, "downlink").mean_bps() for i in range(len(self.paths))]
         if any(r is None for r in rates):
             return []
         fastest = max(r for r in rates if r is not None)

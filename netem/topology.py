@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from mpstream.errors import UserError
-from mpstream.netem import coupled, pathcaps, teardown, traces
+from mpstream.netem import coupled, pathcaps, teardown
 from mpstream.netem.profile import Link, Profile, load_profile
 from mpstream.netem.system import (
     PROC_SYS,
@@ -272,8 +272,7 @@ class Topology(Network):
         shared server link's rate; None when one of them is unlimited."""
         total = 0.0
         for i in paths:
-            link = self.profile.link(i, "downlink")
-            rate = traces.mean_bps(link.trace) if link.trace is not None else link.rate_bps
+            rate = self.profile.link(i, "downlink").mean_bps()
             if not rate:
                 return None
             total += float(rate)
@@ -510,7 +509,7 @@ class Topology(Network):
         found: dict[str, list[tuple[Wire, float, float]]] = {}
         for wire in self.wires:
             up, down, _ = self._wire_links(own[wire.link])
-            rate = traces.mean_bps(down.trace) if down.trace is not None else down.rate_bps
+            rate = down.mean_bps()
             if not rate:
                 raise UserError(
                     f"deployment {self.profile.deployment.name}: server.cwnd_clamp_bdp, "

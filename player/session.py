@@ -482,7 +482,7 @@ def _policy_controller(network: Network, server: PageServer, r: PlayRequest,
     paths it holds back (the metered ones, unless it says) by the transport's lever."""
     held = r.held_paths if r.held_paths is not None else sorted(r.metered or {})
     return pathpolicy.PathPolicyController(
-        policy=r.path_policy or pathpolicy.DEFAULT_POLICY, metered=held,
+        policy=r.path_policy or pathpolicy.DEFAULT_POLICY, held=held,
         hold=r.transport.path_holder(network, carried), marks=r.deadline_marks,
         events=pathpolicy.events_from_collector(
             lambda path: _collector_get(server, None, path, r.collector_url), r.session_id),

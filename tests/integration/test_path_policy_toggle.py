@@ -77,7 +77,7 @@ def test_the_controller_restores_the_flag_it_found():
                   {"seq": 1, "type": "buffer", "data": {"level_s": 2.0}},
                   {"seq": 2, "type": "buffer", "data": {"level_s": 1.0}}]
         ctl = pathpolicy.PathPolicyController(
-            policy="deadline", metered=[METERED],
+            policy="deadline", held=[METERED],
             hold=pathpolicy.mptcp_holder(topo.netns("client")),
             events=lambda: events, counters=topo.path_bytes, poll_s=0.05)
         with ctl.running():

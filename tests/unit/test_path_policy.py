@@ -102,7 +102,7 @@ def test_the_controller_toggles_the_metered_paths_and_records_why():
     calls = []
     feed = {"events": _events(8.0, 4.5)}
     ctl = PathPolicyController(
-        policy="deadline", metered=[1], events=lambda: feed["events"],
+        policy="deadline", held=[1], events=lambda: feed["events"],
         counters=lambda: [{"rx_bytes": 0}, {"rx_bytes": 0}],
         hold=lambda path, held: calls.append((path, held)))
     assert ctl.step() is None and calls == []
@@ -121,7 +121,7 @@ def test_a_failed_toggle_fails_the_session_and_the_flag_is_restored_on_exit():
     def gone(path, held):
         raise UserError("Error: endpoint not found")
 
-    ctl = PathPolicyController(policy="deadline", metered=[1],
+    ctl = PathPolicyController(policy="deadline", held=[1],
                                events=lambda: _events(2.0, 1.0), hold=gone, poll_s=0.01)
     with ctl.running():
         for _ in range(500):
@@ -131,7 +131,7 @@ def test_a_failed_toggle_fails_the_session_and_the_flag_is_restored_on_exit():
     assert ctl.failure and "endpoint not found" in ctl.failure
 
     calls = []
-    ok = PathPolicyController(policy="deadline", metered=[1],
+    ok = PathPolicyController(policy="deadline", held=[1],
                               events=lambda: _events(2.0, 1.0),
                               hold=lambda path, held: calls.append(held))
     with ok.running():
@@ -224,7 +224,7 @@ def test_fast_start_holds_the_slower_paths_until_the_first_frame_and_never_again
     calls = []
     feed = {"events": _events(startup=False)}
     ctl = PathPolicyController(
-        policy="fast-start", metered=[1], events=lambda: feed["events"], counters=list,
+        policy="fast-start", held=[1], events=lambda: feed["events"], counters=list,
         hold=lambda path, held: calls.append((path, held)))
     assert ctl.step() is None and calls == []  # no frame yet: the slow path stays back
     feed["events"] = _events(0.5)
