@@ -93,9 +93,10 @@ class ServerSettings(_End):
     # about when the fast path's does. Emulated paths only: it needs each path's rate and delay.
     cwnd_clamp_bdp: float | None = Field(default=None, gt=0, le=64)
     # Caps the pacing rate of the same connections and subflows at this many times the path's
-    # rate: MPTCP's scheduler splits a response by the subflows' pacing rates, which on a slow
-    # path with a short queue read several times its real rate (netem/pathcaps.py). Emulated
-    # paths only, as above.
+    # rate (netem/pathcaps.py). MPTCP's scheduler weighs busy subflows by their pacing rates;
+    # at 1.0 it did not change the first segment's split, which goes to idle subflows whatever
+    # their rate (docs/deployments.md#the-servers-send-buffer-per-path), so no preset sets it.
+    # Emulated paths only, as above.
     pacing_cap: float | None = Field(default=None, gt=0, le=64)
     # Fixes the send buffer of the same connections and subflows at this many of the path's
     # bandwidth-delay products: MPTCP's scheduler queues a burst of up to 64 KB on an idle
