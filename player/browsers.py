@@ -191,15 +191,88 @@ class _PlaywrightPage:
         self._call(self._page.screenshot, path=str(path))
 
 
+class KeptPlaywright:
+    """One Playwright driver (its node process) kept for the Chromium sessions that the thread
+    which made it opens, where each would start one of its own (about half a second each): a
+    run's trials in one worker process. Each session still launches a browser of its own, with
+    a fresh profile, in its own namespace; the driver keeps nothing of a browser once it is
+    closed. `restart` begins again with a new driver (after a trial that failed, which may
+    have been the driver's doing)."""
+
+    def __init__(self) -> None:
+        self.thread: int | None = None
+        self._manager: Any = None
+        self.pw: Any = None
+
+    def start(self) -> None:
+        """Starts the driver for the calling thread (Playwright's sync API is bound to the
+        thread that started it, and no other can start one there while it runs)."""
+        from playwright.sync_api import sync_playwright
+
+        self.thread = threading.get_ident()
+        self._manager = sync_playwright()
+        self.pw = self._manager.__enter__()
+
+    def stop(self) -> None:
+        if self._manager is not None:
+            manager, self._manager, self.pw = self._manager, None, None
+            with contextlib.suppress(Exception):  # a driver that died has nothing to stop
+                manager.__exit__(None, None, None)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+_KEPT: list[KeptPlaywright] = []
+
+
+@contextlib.contextmanager
+def using(kept: KeptPlaywright) -> Iterator[KeptPlaywright]:
+    """Inside the block, Chromium sessions opened by the thread that made `kept` use its
+    driver."""
+    _KEPT.append(kept)
+    try:
+        yield kept
+    finally:
+        _KEPT.remove(kept)
+
+
+@contextlib.contextmanager
+def kept_playwright() -> Iterator[KeptPlaywright]:
+    """Inside the block, Chromium sessions opened by this thread share one Playwright driver,
+    started here and stopped on the way out."""
+    kept = KeptPlaywright()
+    kept.start()
+    try:
+        with using(kept):
+            yield kept
+    finally:
+        kept.stop()
+
+
+@contextlib.contextmanager
+def _playwright() -> Iterator[Any]:
+    """The kept driver of this thread, else one of its own for this session."""
+    from playwright.sync_api import sync_playwright
+
+    kept = next((k for k in _KEPT if k.thread == threading.get_ident() and k.pw is not None),
+                None)
+    if kept is not None:
+        yield kept.pw
+        return
+    with sync_playwright() as pw:
+        yield pw
+
+
 @contextlib.contextmanager
 def chromium_in_namespace(netns: str | None, *, wrap: Wrapper | None = None) -> Iterator[Any]:
     """Headless Chromium (a Playwright Browser) whose every socket lives in `netns`, and is
     wrapped by a transport's `wrap` when given; closed on the way out."""
     from playwright.sync_api import Error as PlaywrightError
-    from playwright.sync_api import sync_playwright
 
     env: dict[str, str | float | bool] = {**browser_starter_env(netns, wrap)}
-    with sync_playwright() as pw:
+    with _playwright() as pw:
         try:
             browser = pw.chromium.launch(executable_path=str(BROWSER_STARTER), headless=True,
                                          args=CHROMIUM_FLAGS, timeout=LAUNCH_TIMEOUT_S * 1000,

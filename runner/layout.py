@@ -218,6 +218,11 @@ def trial_dir(run_dir: Path, key: str) -> Path:
     return Path(run_dir) / TRIALS / key
 
 
+def trial_log(run_dir: Path, key: str) -> Path:
+    """Where a running trial's output goes; it becomes the trial folder's trial.log."""
+    return Path(run_dir) / TRIALS / f".{key}.log"
+
+
 def install_trial_dir(run_dir: Path, key: str, fill: Callable[[Path], None]) -> Path:
     """Makes trials/<key>/ whole or not at all: `fill` writes into trials/.<key>.part/, which
     then replaces whatever an interrupted attempt left at trials/<key>/."""

@@ -13,6 +13,7 @@ again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -20,6 +21,7 @@ import shutil
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,6 +38,7 @@ from mpstream.runner.layout import (
     TRIAL_JSON,
     read_json,
     trial_dir,
+    trial_log,
     write_json,
 )
 from mpstream.runner.record import (
@@ -235,14 +238,28 @@ def load_plan(run_dir: Path) -> RunPlan:
 
 @click.command()
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--key", required=True, help="The planned trial to run (its folder's name).")
-def trial(run_dir: Path, key: str) -> None:
+@click.option("--key", default=None, help="The planned trial to run (its folder's name).")
+@click.option("--worker", is_flag=True,
+              help="Run the keys read from standard input, one a line, one after another in "
+                   "this process (what `mpstream run` does here): each trial's output goes to "
+                   "RUN_DIR/trials/.KEY.log, and a line {\"done\": KEY} to standard output "
+                   "once its folder is written.")
+def trial(run_dir: Path, key: str | None, worker: bool) -> None:
     """Run one planned trial of RUN_DIR (what `mpstream run` does for each) and write its
     folder, trials/KEY/ with trial.json; exit 0 once trial.json says ok or failed."""
+    if worker == (key is not None):
+        raise UserError("give --key KEY (one trial) or --worker (keys on standard input)")
     run_dir = run_dir.resolve()
     plan = load_plan(run_dir)
+    if key is not None:
+        one_trial(run_dir, plan, key, f"t{os.getpid()}")
+    else:
+        serve_keys(run_dir, plan)
+
+
+def one_trial(run_dir: Path, plan: RunPlan, key: str, topology: str) -> TrialRecord:
+    """The planned trial `key`, on a topology of that name, its lines on standard output."""
     planned = plan.trial(key)
-    topology = f"t{os.getpid()}"
     # First: which topology (namespaces mps-<topology>-*) is this trial's, for whoever must
     # find what an interrupted trial left.
     click.echo(json.dumps({"key": key, "topology": topology}), nl=True)
@@ -256,3 +273,53 @@ def trial(run_dir: Path, key: str) -> None:
                            pcap=plan.pcap)
     Console().print(json.dumps({"key": record.key, "status": record.status,
                                 "reason": record.reason}), highlight=False, soft_wrap=True)
+    return record
+
+
+def serve_keys(run_dir: Path, plan: RunPlan) -> None:
+    """`--worker`: the trials of the keys on standard input, each as `--key` runs it, in this
+    process. What a trial's set-up paid for again at every trial is paid once: the interpreter
+    and its imports, and the browser's driver (player/browsers.py `kept_playwright`). Nothing
+    of a trial reaches the next through them: each still builds its own network, servers and
+    browser (tests/integration/test_trial_worker.py). Its topology is named after this process
+    and the trial's place in it, so that what a torn-down trial could leave behind never meets
+    the next one's."""
+    from mpstream.player.browsers import kept_playwright
+
+    done = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    with signals_interrupt(), kept_playwright() as driver:
+        for n, line in enumerate(sys.stdin):
+            key = line.strip()
+            with _output_to(trial_log(run_dir, key)):
+                try:
+                    record = one_trial(run_dir, plan, key, f"t{os.getpid()}n{n}")
+                except UserError as exc:
+                    click.echo(f"Error: {exc}", err=True)
+                    record = None
+            if record is None or record.status != "ok":
+                driver.restart()  # a failure may have been the driver's: the next gets a new one
+            done.write(json.dumps({"done": key}) + "\n")
+
+
+@contextlib.contextmanager
+def _output_to(log_path: Path) -> Iterator[None]:
+    """Standard output and error (this process's and its children's) go to `log_path` inside
+    the block; after it, both go to this process's standard error, so that nothing stray
+    reaches the runner's pipe of done lines."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    own_err = os.dup(2)
+    try:
+        with log_path.open("w") as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            try:
+                yield
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os.dup2(own_err, 1)
+                os.dup2(own_err, 2)
+    finally:
+        os.close(own_err)
