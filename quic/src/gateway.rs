@@ -9,7 +9,9 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 use noq::rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
-use noq::{Connection, Endpoint, Incoming, PathEvent, PathId, ServerConfig};
+use noq::{
+    Connection, Endpoint, Incoming, PathEvent, PathId, RecvStream, SendStream, ServerConfig,
+};
 use serde_json::json;
 use tokio::net::TcpListener;
 
@@ -110,81 +112,103 @@ struct Serving {
 
 async fn accept_quic(endpoint: Endpoint, serving: Serving) {
     while let Some(incoming) = endpoint.accept().await {
-        tokio::spawn(serve(incoming, serving.clone()));
+        tokio::spawn(serving.clone().serve(incoming));
     }
 }
 
-async fn serve(incoming: Incoming, serving: Serving) {
-    let Serving {
-        upstream,
-        holds,
-        log,
-        interval,
-        keepalive,
-        scheduler,
-    } = serving;
-    let conn = match incoming.await {
-        Ok(conn) => conn,
-        Err(err) => {
-            log.write(
-                json!({"side": "gateway", "event": "handshake_failed", "reason": err.to_string()}),
-            );
+impl Serving {
+    /// Serves one proxy's connection: the handshake, then its streams until it closes.
+    async fn serve(self, incoming: Incoming) {
+        let Some(conn) = self.handshake(incoming).await else {
             return;
-        }
-    };
-    log.write(
-        json!({"side": "gateway", "event": "connected", "conn": conn.stable_id(),
-                     "remote": conn.path(PathId::ZERO).and_then(|p| p.remote_address().ok())
-                         .map(|a| a.to_string()),
-                     "multipath": conn.is_multipath_enabled(), "scheduler": scheduler.name(),
-                     "held": holds.addresses()}),
-    );
-    let paths = KnownPaths::default();
-    paths.add(PathId::ZERO, None);
-    tokio::spawn(follow_paths(
-        conn.clone(),
-        "gateway",
-        paths.clone(),
-        log.clone(),
-        scheduler.reinjects(),
-        mirror_status,
-    ));
-    if conn.is_multipath_enabled() && keepalive > Duration::ZERO {
-        tokio::spawn(ping_paths(conn.clone(), paths.clone(), keepalive, holds));
+        };
+        self.log.write(
+            json!({"side": "gateway", "event": "connected", "conn": conn.stable_id(),
+                         "remote": conn.path(PathId::ZERO).and_then(|p| p.remote_address().ok())
+                             .map(|a| a.to_string()),
+                         "multipath": conn.is_multipath_enabled(), "scheduler": self.scheduler.name(),
+                         "held": self.holds.addresses()}),
+        );
+        self.watch_paths(&conn);
+        self.relay_streams(&conn).await;
     }
-    if log.enabled() {
-        tokio::spawn(sample(
+
+    /// The connection, or None once the failed handshake is logged.
+    async fn handshake(&self, incoming: Incoming) -> Option<Connection> {
+        match incoming.await {
+            Ok(conn) => Some(conn),
+            Err(err) => {
+                self.log.write(
+                    json!({"side": "gateway", "event": "handshake_failed", "reason": err.to_string()}),
+                );
+                None
+            }
+        }
+    }
+
+    /// Starts the connection's path tasks: following (and logging) its path events, pinging
+    /// its paths under multipath, and sampling them into the statistics when they are written.
+    fn watch_paths(&self, conn: &Connection) {
+        let paths = KnownPaths::default();
+        paths.add(PathId::ZERO, None);
+        tokio::spawn(follow_paths(
             conn.clone(),
             "gateway",
-            paths,
-            log.clone(),
-            interval,
-            scheduler.reinjects(),
+            paths.clone(),
+            self.log.clone(),
+            self.scheduler.reinjects(),
+            mirror_status,
         ));
+        if conn.is_multipath_enabled() && self.keepalive > Duration::ZERO {
+            tokio::spawn(ping_paths(
+                conn.clone(),
+                paths.clone(),
+                self.keepalive,
+                self.holds.clone(),
+            ));
+        }
+        if self.log.enabled() {
+            tokio::spawn(sample(
+                conn.clone(),
+                "gateway",
+                paths,
+                self.log.clone(),
+                self.interval,
+                self.scheduler.reinjects(),
+            ));
+        }
     }
-    loop {
-        match conn.accept_bi().await {
-            Ok((send, recv)) => {
-                tokio::spawn(async move {
-                    match sockets::connect(upstream, None, false).await {
-                        Ok(tcp) => {
-                            let _ = pipe::tcp_with_stream(tcp, send, recv).await;
-                        }
-                        Err(err) => {
-                            eprintln!("mpstream-quic gateway: {err}");
-                            let mut send = send;
-                            let _ = send.reset(1u32.into());
-                        }
-                    }
-                });
+
+    /// Relays each stream the proxy opens to a connection of its own to the upstream, until
+    /// the connection closes (logged).
+    async fn relay_streams(&self, conn: &Connection) {
+        loop {
+            match conn.accept_bi().await {
+                Ok((send, recv)) => {
+                    tokio::spawn(relay_stream(self.upstream, send, recv));
+                }
+                Err(err) => {
+                    self.log.write(
+                        json!({"side": "gateway", "event": "closed", "conn": conn.stable_id(),
+                                     "reason": err.to_string()}),
+                    );
+                    return;
+                }
             }
-            Err(err) => {
-                log.write(
-                    json!({"side": "gateway", "event": "closed", "conn": conn.stable_id(),
-                                 "reason": err.to_string()}),
-                );
-                return;
-            }
+        }
+    }
+}
+
+/// Relays one stream to a new connection to the upstream; the stream is reset (code 1) when
+/// that connection cannot be made.
+async fn relay_stream(upstream: SocketAddr, mut send: SendStream, recv: RecvStream) {
+    match sockets::connect(upstream, None, false).await {
+        Ok(tcp) => {
+            let _ = pipe::tcp_with_stream(tcp, send, recv).await;
+        }
+        Err(err) => {
+            eprintln!("mpstream-quic gateway: {err}");
+            let _ = send.reset(1u32.into());
         }
     }
 }

@@ -14,6 +14,7 @@ use noq::rustls::pki_types::CertificateDer;
 use noq::{ClientConfig, Connection, Endpoint, FourTuple, PathError, PathId, PathStatus};
 use serde_json::json;
 use tokio::net::TcpListener;
+use tokio::sync::oneshot;
 
 use crate::gateway::SERVER_NAME;
 use crate::holds::Holds;
@@ -103,18 +104,55 @@ async fn serve_tcp(args: Args, listener: TcpListener) -> Result<()> {
     }
 }
 
+/// The quic and mpquic modes: one QUIC connection to the gateway carries each of the browser's
+/// connections as a stream of its own.
 async fn serve_quic(args: Args, listener: TcpListener) -> Result<()> {
     let multipath = args.mode == Mode::Mpquic;
-    if multipath && args.quic.max_paths < 2 {
-        bail!(
-            "--mode mpquic needs --max-paths of at least 2 (it is {})",
-            args.quic.max_paths
-        );
+    check_max_paths(multipath, args.quic.max_paths)?;
+    let log = StatsLog::open(args.quic.stats.as_deref())?;
+    let (endpoint, conn) = connect(&args, multipath).await?;
+    log.write(
+        json!({"side": "proxy", "event": "connected", "conn": conn.stable_id(),
+                     "remote": args.gateway.to_string(), "multipath": multipath,
+                     "scheduler": args.quic.scheduler.name()}),
+    );
+    let paths = watch_paths(&conn, &args, &log);
+    let opened = if multipath {
+        keep_every_path(&conn, &args, &paths, &log)
+    } else {
+        Vec::new()
+    };
+    let established = established_paths(opened).await;
+    announce_ready(json!({
+        "listen": listener.local_addr()?.to_string(),
+        "mode": format!("{:?}", args.mode).to_lowercase(),
+        "paths": established,
+        "implementation": QUIC_IMPLEMENTATION,
+    }));
+    let result = tokio::select! {
+        () = relay_browsers(&listener, &conn) => Ok(()),
+        reason = conn.closed() => Err(anyhow!("the QUIC connection to the gateway closed: {reason}")),
+        () = stop_signal() => Ok(()),
+    };
+    conn.close(0u32.into(), b"proxy stopping");
+    let _ = tokio::time::timeout(Duration::from_secs(2), endpoint.wait_idle()).await;
+    result
+}
+
+/// Multipath QUIC needs room for a second path; one-path QUIC must not offer the extension.
+fn check_max_paths(multipath: bool, max_paths: u32) -> Result<()> {
+    if multipath && max_paths < 2 {
+        bail!("--mode mpquic needs --max-paths of at least 2 (it is {max_paths})");
     }
-    if !multipath && args.quic.max_paths > 0 {
+    if !multipath && max_paths > 0 {
         bail!("--mode quic is one path: leave --max-paths at 0");
     }
-    let log = StatsLog::open(args.quic.stats.as_deref())?;
+    Ok(())
+}
+
+/// The endpoint and its connection to the gateway, once the handshake is done (and, under
+/// multipath, once the gateway has agreed to it).
+async fn connect(args: &Args, multipath: bool) -> Result<(Endpoint, Connection)> {
     // Multipath sends from every client address through one socket (the source address of
     // each packet chosen per path); one path binds to its address so the kernel's source
     // routing keeps it on that path.
@@ -125,7 +163,7 @@ async fn serve_quic(args: Args, listener: TcpListener) -> Result<()> {
     };
     let endpoint =
         Endpoint::client(bind).with_context(|| format!("cannot bind a UDP socket on {bind}"))?;
-    endpoint.set_default_client_config(client_config(&args)?);
+    endpoint.set_default_client_config(client_config(args)?);
     let connecting = endpoint.connect(args.gateway, SERVER_NAME)?;
     let conn = tokio::time::timeout(Duration::from_millis(args.connect_timeout_ms), connecting)
         .await
@@ -148,11 +186,13 @@ async fn serve_quic(args: Args, listener: TcpListener) -> Result<()> {
             args.gateway
         );
     }
-    log.write(
-        json!({"side": "proxy", "event": "connected", "conn": conn.stable_id(),
-                     "remote": args.gateway.to_string(), "multipath": multipath,
-                     "scheduler": args.quic.scheduler.name()}),
-    );
+    Ok((endpoint, conn))
+}
+
+/// The connection's paths, starting with the handshake's from the first --local address, kept
+/// current (and logged) by a task that follows the path events, and sampled into the
+/// statistics when they are written.
+fn watch_paths(conn: &Connection, args: &Args, log: &StatsLog) -> KnownPaths {
     let paths = KnownPaths::default();
     paths.add(PathId::ZERO, Some(args.locals[0].to_string()));
     tokio::spawn(follow_paths(
@@ -174,71 +214,76 @@ async fn serve_quic(args: Args, listener: TcpListener) -> Result<()> {
             args.quic.scheduler.reinjects(),
         ));
     }
+    paths
+}
+
+/// Keeps a path open from every --local address (the first one's is the handshake's, marked
+/// backup if its address is one); each receiver gets the id of an extra path once it first
+/// opens, or None.
+fn keep_every_path(
+    conn: &Connection,
+    args: &Args,
+    paths: &KnownPaths,
+    log: &StatsLog,
+) -> Vec<oneshot::Receiver<Option<u64>>> {
+    let keeper = Keeper {
+        conn: conn.clone(),
+        gateway: args.gateway,
+        paths: paths.clone(),
+        log: log.clone(),
+        reopen: Duration::from_millis(args.reopen_ms),
+    };
+    let first_status = status_of(args.locals[0], &args.backups);
+    if first_status == PathStatus::Backup
+        && let Some(p) = conn.path(PathId::ZERO)
+    {
+        let _ = p.set_status(PathStatus::Backup);
+    }
+    tokio::spawn(
+        keeper
+            .clone()
+            .keep(args.locals[0], first_status, Some(PathId::ZERO)),
+    );
     let mut opened = Vec::new();
-    if multipath {
-        let keeper = Keeper {
-            conn: conn.clone(),
-            gateway: args.gateway,
-            paths: paths.clone(),
-            log: log.clone(),
-            reopen: Duration::from_millis(args.reopen_ms),
-        };
-        let first_status = status_of(args.locals[0], &args.backups);
-        if first_status == PathStatus::Backup
-            && let Some(p) = conn.path(PathId::ZERO)
-        {
-            let _ = p.set_status(PathStatus::Backup);
-        }
+    for &local in &args.locals[1..] {
+        let (tx, rx) = oneshot::channel();
         tokio::spawn(
             keeper
                 .clone()
-                .keep(args.locals[0], first_status, Some(PathId::ZERO)),
+                .keep_first(local, status_of(local, &args.backups), tx),
         );
-        for &local in &args.locals[1..] {
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            tokio::spawn(
-                keeper
-                    .clone()
-                    .keep_first(local, status_of(local, &args.backups), tx),
-            );
-            opened.push(rx);
-        }
+        opened.push(rx);
     }
-    // A session starts with every path it can have: wait (briefly) for the extra paths.
+    opened
+}
+
+/// The ids of the paths a session starts with: the handshake's, then each extra path that
+/// opened within a short wait (a session starts with every path it can have).
+async fn established_paths(opened: Vec<oneshot::Receiver<Option<u64>>>) -> Vec<u64> {
     let mut established = vec![0u64];
     for rx in opened {
         if let Ok(Ok(Some(id))) = tokio::time::timeout(Duration::from_secs(5), rx).await {
             established.push(id);
         }
     }
-    announce_ready(json!({
-        "listen": listener.local_addr()?.to_string(),
-        "mode": format!("{:?}", args.mode).to_lowercase(),
-        "paths": established,
-        "implementation": QUIC_IMPLEMENTATION,
-    }));
-    let accept = async {
-        loop {
-            let Ok((browser, _)) = listener.accept().await else {
-                continue;
-            };
-            let _ = browser.set_nodelay(true);
-            let conn = conn.clone();
-            tokio::spawn(async move {
-                if let Ok((send, recv)) = conn.open_bi().await {
-                    let _ = pipe::tcp_with_stream(browser, send, recv).await;
-                }
-            });
-        }
-    };
-    let result = tokio::select! {
-        () = accept => Ok(()),
-        reason = conn.closed() => Err(anyhow!("the QUIC connection to the gateway closed: {reason}")),
-        () = stop_signal() => Ok(()),
-    };
-    conn.close(0u32.into(), b"proxy stopping");
-    let _ = tokio::time::timeout(Duration::from_secs(2), endpoint.wait_idle()).await;
-    result
+    established
+}
+
+/// Carries each connection the browser makes as one new stream of `conn` (until the caller
+/// stops waiting on it).
+async fn relay_browsers(listener: &TcpListener, conn: &Connection) {
+    loop {
+        let Ok((browser, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = browser.set_nodelay(true);
+        let conn = conn.clone();
+        tokio::spawn(async move {
+            if let Ok((send, recv)) = conn.open_bi().await {
+                let _ = pipe::tcp_with_stream(browser, send, recv).await;
+            }
+        });
+    }
 }
 
 fn status_of(local: IpAddr, backups: &[IpAddr]) -> PathStatus {
@@ -283,7 +328,7 @@ impl Keeper {
         self,
         local: IpAddr,
         status: PathStatus,
-        first: tokio::sync::oneshot::Sender<Option<u64>>,
+        first: oneshot::Sender<Option<u64>>,
     ) {
         let id = self.open(local, status).await;
         let _ = first.send(id.map(path_number));
