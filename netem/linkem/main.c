@@ -373,7 +373,7 @@ static void print_resolved(const struct emulator *em)
                DIR_NAME[d], (unsigned long long)p.rate_bps,
                (unsigned long long)(p.trace ? trace_mean_bps(p.trace) : 0), p.delay_ms,
                p.jitter_ms, p.loss, (long long)p.queue_bytes, (long long)p.queue_packets,
-               p.down ? "true" : "false", p.codel ? "codel" : "none", p.codel_target_ms,
+               p.down ? "true" : "false", p.aqm->name, p.codel_target_ms,
                p.codel_interval_ms);
     }
     printf("}\n");
