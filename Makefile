@@ -93,18 +93,23 @@ build/coupled-cc-test: netem/cc/test_coupled.c netem/cc/coupled_math.h
 LINKEM_DIR := netem/linkem
 LINKEM_CFLAGS := -O2 -g -Wall -Wextra -Werror -std=gnu11
 LINKEM_HDRS := $(wildcard $(LINKEM_DIR)/*.h)
-LINKEM_LIB := $(LINKEM_DIR)/link.c $(LINKEM_DIR)/qdelay.c $(LINKEM_DIR)/config.c $(LINKEM_DIR)/json.c
+# Every source but the two programs': a new queue discipline is one more file here (aqm.h).
+LINKEM_LIB := $(filter-out $(LINKEM_DIR)/main.c $(LINKEM_DIR)/test_link.c,$(wildcard $(LINKEM_DIR)/*.c))
+# The config is read with jansson (libjansson-dev, scripts/system-packages.txt).
+LINKEM_LIBS := -ljansson -lm
 
 emulator: build/mpstream-linkem build/linkem-test
 
 build/mpstream-linkem: $(LINKEM_LIB) $(LINKEM_DIR)/main.c $(LINKEM_HDRS)
+	@scripts/install-system.sh linkem
 	@mkdir -p build
-	gcc $(LINKEM_CFLAGS) -o $@ $(LINKEM_LIB) $(LINKEM_DIR)/main.c -lm
+	gcc $(LINKEM_CFLAGS) -o $@ $(LINKEM_LIB) $(LINKEM_DIR)/main.c $(LINKEM_LIBS)
 
 # The link model's unit tests run against a fake clock (tests/unit/test_netem_linkem_model.py).
 build/linkem-test: $(LINKEM_LIB) $(LINKEM_DIR)/test_link.c $(LINKEM_HDRS)
+	@scripts/install-system.sh linkem
 	@mkdir -p build
-	gcc $(LINKEM_CFLAGS) -o $@ $(LINKEM_LIB) $(LINKEM_DIR)/test_link.c -lm
+	gcc $(LINKEM_CFLAGS) -o $@ $(LINKEM_LIB) $(LINKEM_DIR)/test_link.c $(LINKEM_LIBS)
 
 # --- web player bundle (player/) ---
 # npm ci runs only when the lockfile is newer than the installed tree; the bundle is rebuilt only

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -96,6 +96,15 @@ def parse_size(value: Any, field: str) -> int | None:
     return int(size)
 
 
+# The queue disciplines the link emulator registers (netem/linkem/aqm.c), by the name a profile's
+# `aqm` gives, each with what a link's description says of it: one entry a discipline.
+AQMS: dict[str, Callable[[Link], str | None]] = {
+    "none": lambda link: None,  # drop-tail only
+    "codel": lambda link: f"CoDel {link.codel_target_ms:g}/{link.codel_interval_ms:g} ms",
+    "pie": lambda link: "PIE",  # RFC 8033 with its defaults: target 15 ms, allowance 150 ms
+}
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -110,8 +119,8 @@ class LinkFields(_Strict):
     loss: float | None = None
     queue_bytes: int | None = None
     queue_packets: int | None = None
-    # Active queue management at the queue's head: CoDel (RFC 8289) or none (drop-tail only).
-    aqm: Literal["codel", "none"] | None = None
+    # Active queue management beside the drop-tail limit: a name from AQMS.
+    aqm: str | None = None
     codel_target_ms: float | None = None
     codel_interval_ms: float | None = None
 
@@ -132,6 +141,13 @@ class LinkFields(_Strict):
             raise ValueError(
                 f"queue_packets must be above 0 (got {value}); leave it out for no limit"
             )
+        return value
+
+    @field_validator("aqm")
+    @classmethod
+    def _known_aqm(cls, value: str | None) -> str | None:
+        if value is not None and value not in AQMS:
+            raise ValueError(f"aqm must be one of {', '.join(map(repr, AQMS))} (got {value!r})")
         return value
 
     @field_validator("codel_target_ms", "codel_interval_ms")
@@ -223,8 +239,9 @@ class Link(BaseModel):
             parts.append(f"queue {self.queue_bytes / 1000:g} KB")
         elif self.queue_packets:
             parts.append(f"queue {self.queue_packets} pkt")
-        if self.aqm == "codel":
-            parts.append(f"CoDel {self.codel_target_ms:g}/{self.codel_interval_ms:g} ms")
+        aqm = AQMS[self.aqm](self)
+        if aqm:
+            parts.append(aqm)
         return ", ".join(parts)
 
 

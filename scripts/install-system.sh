@@ -27,6 +27,7 @@ declare -A why=(
   [quic]="the QUIC hop's build (make quic, for transports quic and mpquic): patch"
   [compose]="the container images (make test-compose): podman, runc, debootstrap"
   [trixie]="Debian 13's root file system (make test-trixie): debootstrap"
+  [linkem]="the link emulator's build (make emulator): gcc, the jansson library"
   [coupled-cc]="the coupled congestion controls' BPF build (make coupled-cc): clang, libbpf, bpftool"
 )
 print_only=false

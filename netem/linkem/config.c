@@ -1,14 +1,16 @@
-/* Configuration: JSON file -> struct config, strictly validated. */
+/* Configuration: JSON file -> struct config, strictly validated. jansson reads the file; each
+ * object's keys are a table of members below (key, how its value is read, whether it is
+ * required), so that what an object may hold is written once and errors list it. */
 #include "config.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "json.h"
 
 /* Largest integer a double carries exactly. */
 #define MAX_EXACT_INT 9007199254740992.0
@@ -20,6 +22,8 @@ struct ctx {
 };
 
 static int field_error(struct ctx *c, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int field_error(struct ctx *c, const char *field, const char *fmt, ...)
 {
     char msg[256];
     va_list ap;
@@ -30,27 +34,171 @@ static int field_error(struct ctx *c, const char *field, const char *fmt, ...)
     return -1;
 }
 
-static int check_keys(struct ctx *c, const struct json_value *obj, const char *where,
-                      const char *const *allowed)
+static const char *type_name(const json_t *v)
 {
-    for (size_t i = 0; i < obj->count; i++) {
-        bool ok = false;
-        for (const char *const *a = allowed; *a; a++)
-            ok |= strcmp(obj->keys[i], *a) == 0;
-        if (!ok) {
+    switch (json_typeof(v)) {
+    case JSON_NULL: return "null";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_INTEGER:
+    case JSON_REAL: return "a number";
+    case JSON_STRING: return "a string";
+    case JSON_ARRAY: return "an array";
+    case JSON_OBJECT: return "an object";
+    }
+    return "?";
+}
+
+/* ---- one object: its members ---- */
+
+/* A key an object may hold; read() puts its value into the object's destination at offset. */
+struct member {
+    const char *key;
+    int (*read)(struct ctx *c, const char *field, const json_t *v, const struct member *m,
+                void *out);
+    size_t offset;
+    double lo, hi;          /* numbers: the range allowed */
+    unsigned flag;          /* LINK fields: which one an event's patch sets */
+    const char *required;   /* NULL: optional; else what it is, for the error when missing */
+};
+
+static int unknown_key(struct ctx *c, const char *field, const struct member *members,
+                       size_t n)
+{
+    char list[256] = "";
+    for (size_t i = 0; i < n; i++) {
+        strncat(list, members[i].key, sizeof list - strlen(list) - 1);
+        if (i + 1 < n)
+            strncat(list, ", ", sizeof list - strlen(list) - 1);
+    }
+    return field_error(c, field, "unknown key (allowed: %s)", list);
+}
+
+static void member_field(char *field, size_t len, const char *where, const char *key)
+{
+    snprintf(field, len, "%s%s%s", where, *where ? "." : "", key);
+}
+
+static int check_keys(struct ctx *c, const json_t *obj, const char *where,
+                      const struct member *members, size_t n)
+{
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)obj, key, v) {
+        size_t i = 0;
+        while (i < n && strcmp(key, members[i].key) != 0)
+            i++;
+        if (i == n) {
             char field[160];
-            snprintf(field, sizeof field, "%s%s%s", where, *where ? "." : "", obj->keys[i]);
-            char list[256] = "";
-            for (const char *const *a = allowed; *a; a++) {
-                strncat(list, *a, sizeof list - strlen(list) - 1);
-                if (a[1])
-                    strncat(list, ", ", sizeof list - strlen(list) - 1);
-            }
-            return field_error(c, field, "unknown key (allowed: %s)", list);
+            member_field(field, sizeof field, where, key);
+            return unknown_key(c, field, members, n);
         }
     }
     return 0;
 }
+
+/* Reads obj, an object of only these members, into out; *seen gets each present one's flag. */
+static int read_object(struct ctx *c, const json_t *obj, const char *where,
+                       const struct member *members, size_t n, void *out, unsigned *seen)
+{
+    if (!json_is_object(obj))
+        return field_error(c, *where ? where : "(top level)", "must be an object (got %s)",
+                           type_name(obj));
+    if (check_keys(c, obj, where, members, n) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        const struct member *m = &members[i];
+        const json_t *v = json_object_get(obj, m->key);
+        char field[160];
+        member_field(field, sizeof field, where, m->key);
+        if (!v && m->required)
+            return field_error(c, field, "required (%s)", m->required);
+        if (!v)
+            continue;
+        if (seen)
+            *seen |= m->flag;
+        if (m->read(c, field, v, m, out) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+#define N_MEMBERS(table) (sizeof table / sizeof table[0])
+#define AT(out, m, type) ((type *)((char *)(out) + (m)->offset))
+
+/* ---- values ---- */
+
+static int get_number(struct ctx *c, const char *field, const json_t *v, double lo, double hi,
+                      double *out)
+{
+    if (!json_is_number(v))
+        return field_error(c, field, "must be a number (got %s)", type_name(v));
+    double d = json_number_value(v);
+    if (!isfinite(d) || d < lo || d > hi)
+        return field_error(c, field, "must be between %g and %g (got %g)", lo, hi, d);
+    *out = d;
+    return 0;
+}
+
+static int get_int(struct ctx *c, const char *field, const json_t *v, double lo, double hi,
+                   int64_t *out)
+{
+    double d = 0;
+    if (get_number(c, field, v, lo, hi, &d) < 0)
+        return -1;
+    if (d != floor(d))
+        return field_error(c, field, "must be a whole number (got %g)", d);
+    *out = (int64_t)d;
+    return 0;
+}
+
+static int read_number(struct ctx *c, const char *field, const json_t *v,
+                       const struct member *m, void *out)
+{
+    return get_number(c, field, v, m->lo, m->hi, AT(out, m, double));
+}
+
+/* A whole number, or null for -1 (no such limit). */
+static int read_limit(struct ctx *c, const char *field, const json_t *v,
+                      const struct member *m, void *out)
+{
+    *AT(out, m, int64_t) = -1;
+    return json_is_null(v) ? 0 : get_int(c, field, v, m->lo, m->hi, AT(out, m, int64_t));
+}
+
+/* A whole number, or null for 0 (unlimited rate). */
+static int read_unsigned(struct ctx *c, const char *field, const json_t *v,
+                         const struct member *m, void *out)
+{
+    int64_t n = 0;
+    if (!json_is_null(v) && get_int(c, field, v, m->lo, m->hi, &n) < 0)
+        return -1;
+    *AT(out, m, uint64_t) = (uint64_t)n;
+    return 0;
+}
+
+static int read_bool(struct ctx *c, const char *field, const json_t *v,
+                     const struct member *m, void *out)
+{
+    if (!json_is_boolean(v))
+        return field_error(c, field, "must be true or false (got %s)", type_name(v));
+    *AT(out, m, bool) = json_is_true(v);
+    return 0;
+}
+
+/* A file path, or null for none. */
+static int read_path(struct ctx *c, const char *field, const json_t *v,
+                     const struct member *m, void *out)
+{
+    if (json_is_null(v))
+        return 0;
+    if (!json_is_string(v) || !*json_string_value(v))
+        return field_error(c, field, "must be a file path or null");
+    *AT(out, m, char *) = strdup(json_string_value(v));
+    return 0;
+}
+
+/* ---- LINK ---- */
 
 static const struct trace *trace_for(struct ctx *c, const char *field, const char *path)
 {
@@ -75,307 +223,238 @@ static const struct trace *trace_for(struct ctx *c, const char *field, const cha
     return t;
 }
 
-static int get_number(struct ctx *c, const char *field, const struct json_value *v,
-                      double lo, double hi, double *out)
+static int read_trace(struct ctx *c, const char *field, const json_t *v,
+                      const struct member *m, void *out)
 {
-    if (v->type != JSON_NUMBER)
-        return field_error(c, field, "must be a number (got %s)", json_type_name(v->type));
-    if (!isfinite(v->number) || v->number < lo || v->number > hi)
-        return field_error(c, field, "must be between %g and %g (got %g)", lo, hi, v->number);
-    *out = v->number;
-    return 0;
+    const struct trace **trace = AT(out, m, const struct trace *);
+    *trace = NULL;
+    if (json_is_null(v))
+        return 0;
+    if (!json_is_string(v))
+        return field_error(c, field, "must be a file path or null (got %s)", type_name(v));
+    *trace = trace_for(c, field, json_string_value(v));
+    return *trace ? 0 : -1;
 }
 
-static int get_int(struct ctx *c, const char *field, const struct json_value *v, double lo,
-                   double hi, int64_t *out)
+/* A registered discipline's name (aqm.h), or null for none. */
+static int read_aqm(struct ctx *c, const char *field, const json_t *v,
+                    const struct member *m, void *out)
 {
-    double d;
-    if (get_number(c, field, v, lo, hi, &d) < 0)
-        return -1;
-    if (d != floor(d))
-        return field_error(c, field, "must be a whole number (got %g)", d);
-    *out = (int64_t)d;
-    return 0;
+    const struct aqm_ops **aqm = AT(out, m, const struct aqm_ops *);
+    *aqm = json_is_null(v) ? &aqm_none : NULL;
+    if (json_is_string(v))
+        *aqm = aqm_find(json_string_value(v));
+    if (*aqm)
+        return 0;
+    char names[256];
+    aqm_names(names, sizeof names);
+    if (json_is_string(v))
+        return field_error(c, field, "must be one of %s, or null (got \"%s\")", names,
+                           json_string_value(v));
+    return field_error(c, field, "must be one of %s, or null (got %s)", names, type_name(v));
 }
+
+#define LINK_FIELD(key, read, member, lo, hi, flag) \
+    {key, read, offsetof(struct link_params, member), lo, hi, flag, NULL}
+static const struct member LINK_MEMBERS[] = {
+    LINK_FIELD("rate_bps", read_unsigned, rate_bps, 1, 1e12, FIELD_RATE),
+    LINK_FIELD("trace", read_trace, trace, 0, 0, FIELD_TRACE),
+    LINK_FIELD("delay_ms", read_number, delay_ms, 0, 3.6e6, FIELD_DELAY),
+    LINK_FIELD("jitter_ms", read_number, jitter_ms, 0, 3.6e6, FIELD_JITTER),
+    LINK_FIELD("loss", read_number, loss, 0, 1, FIELD_LOSS),
+    LINK_FIELD("queue_bytes", read_limit, queue_bytes, 0, MAX_EXACT_INT, FIELD_QUEUE_BYTES),
+    LINK_FIELD("queue_packets", read_limit, queue_packets, 0, MAX_EXACT_INT,
+               FIELD_QUEUE_PACKETS),
+    LINK_FIELD("down", read_bool, down, 0, 0, FIELD_DOWN),
+    LINK_FIELD("aqm", read_aqm, aqm, 0, 0, FIELD_AQM),
+    LINK_FIELD("codel_target_ms", read_number, codel_target_ms, 0.001, 60000,
+               FIELD_CODEL_TARGET),
+    LINK_FIELD("codel_interval_ms", read_number, codel_interval_ms, 0.001, 60000,
+               FIELD_CODEL_INTERVAL),
+};
 
 /* Reads the LINK fields present in obj into patch. */
-static int parse_link(struct ctx *c, const struct json_value *obj, const char *where,
+static int parse_link(struct ctx *c, const json_t *obj, const char *where,
                       struct link_patch *patch)
 {
-    static const char *const keys[] = {"rate_bps", "trace", "delay_ms", "jitter_ms", "loss",
-                                       "queue_bytes", "queue_packets", "down", "aqm",
-                                       "codel_target_ms", "codel_interval_ms", NULL};
-    if (obj->type != JSON_OBJECT)
-        return field_error(c, where, "must be an object (got %s)", json_type_name(obj->type));
-    if (check_keys(c, obj, where, keys) < 0)
+    return read_object(c, obj, where, LINK_MEMBERS, N_MEMBERS(LINK_MEMBERS), &patch->v,
+                       &patch->fields);
+}
+
+static const struct link_params DEFAULT_LINK = {
+    .rate_bps = 0, .trace = NULL, .delay_ms = 0, .jitter_ms = 0, .loss = 0,
+    .queue_bytes = -1, .queue_packets = -1, .down = false,
+    .aqm = &aqm_none, .codel_target_ms = 5.0, .codel_interval_ms = 100.0,
+};
+
+/* A direction's LINK: the defaults, with the fields the file sets. */
+static int read_direction(struct ctx *c, const char *field, const json_t *v,
+                          const struct member *m, void *out)
+{
+    struct link_patch patch = {.v = DEFAULT_LINK};
+    if (parse_link(c, v, field, &patch) < 0)
         return -1;
-    char field[160];
-    const struct json_value *v;
-    struct link_params *p = &patch->v;
-#define FIELD(name) (snprintf(field, sizeof field, "%s.%s", where, name), field)
-    if ((v = json_get(obj, "rate_bps"))) {
-        patch->fields |= FIELD_RATE;
-        int64_t r = 0;
-        if (v->type != JSON_NULL &&
-            get_int(c, FIELD("rate_bps"), v, 1, 1e12, &r) < 0)
-            return -1;
-        p->rate_bps = (uint64_t)r;
-    }
-    if ((v = json_get(obj, "trace"))) {
-        patch->fields |= FIELD_TRACE;
-        p->trace = NULL;
-        if (v->type == JSON_STRING) {
-            if (!(p->trace = trace_for(c, FIELD("trace"), v->string)))
-                return -1;
-        } else if (v->type != JSON_NULL) {
-            return field_error(c, FIELD("trace"), "must be a file path or null (got %s)",
-                               json_type_name(v->type));
-        }
-    }
-    if ((v = json_get(obj, "delay_ms"))) {
-        patch->fields |= FIELD_DELAY;
-        if (get_number(c, FIELD("delay_ms"), v, 0, 3.6e6, &p->delay_ms) < 0)
-            return -1;
-    }
-    if ((v = json_get(obj, "jitter_ms"))) {
-        patch->fields |= FIELD_JITTER;
-        if (get_number(c, FIELD("jitter_ms"), v, 0, 3.6e6, &p->jitter_ms) < 0)
-            return -1;
-    }
-    if ((v = json_get(obj, "loss"))) {
-        patch->fields |= FIELD_LOSS;
-        if (get_number(c, FIELD("loss"), v, 0, 1, &p->loss) < 0)
-            return -1;
-    }
-    if ((v = json_get(obj, "queue_bytes"))) {
-        patch->fields |= FIELD_QUEUE_BYTES;
-        p->queue_bytes = -1;
-        if (v->type != JSON_NULL &&
-            get_int(c, FIELD("queue_bytes"), v, 0, MAX_EXACT_INT, &p->queue_bytes) < 0)
-            return -1;
-    }
-    if ((v = json_get(obj, "queue_packets"))) {
-        patch->fields |= FIELD_QUEUE_PACKETS;
-        p->queue_packets = -1;
-        if (v->type != JSON_NULL &&
-            get_int(c, FIELD("queue_packets"), v, 0, MAX_EXACT_INT, &p->queue_packets) < 0)
-            return -1;
-    }
-    if ((v = json_get(obj, "down"))) {
-        patch->fields |= FIELD_DOWN;
-        if (v->type != JSON_BOOL)
-            return field_error(c, FIELD("down"), "must be true or false (got %s)",
-                               json_type_name(v->type));
-        p->down = v->boolean;
-    }
-    if ((v = json_get(obj, "aqm"))) {
-        patch->fields |= FIELD_AQM;
-        if (v->type == JSON_NULL || (v->type == JSON_STRING && !strcmp(v->string, "none")))
-            p->codel = false;
-        else if (v->type == JSON_STRING && !strcmp(v->string, "codel"))
-            p->codel = true;
-        else
-            return field_error(c, FIELD("aqm"), "must be \"codel\", \"none\" or null");
-    }
-    if ((v = json_get(obj, "codel_target_ms"))) {
-        patch->fields |= FIELD_CODEL_TARGET;
-        if (get_number(c, FIELD("codel_target_ms"), v, 0.001, 60000, &p->codel_target_ms) < 0)
-            return -1;
-    }
-    if ((v = json_get(obj, "codel_interval_ms"))) {
-        patch->fields |= FIELD_CODEL_INTERVAL;
-        if (get_number(c, FIELD("codel_interval_ms"), v, 0.001, 60000,
-                       &p->codel_interval_ms) < 0)
-            return -1;
-    }
-#undef FIELD
+    *AT(out, m, struct link_params) = patch.v;
     return 0;
 }
 
-static int parse_tun(struct ctx *c, const struct json_value *root, const char *key, char *out)
+/* ---- events ---- */
+
+static int read_dir(struct ctx *c, const char *field, const json_t *v,
+                    const struct member *m, void *out)
 {
-    const struct json_value *v = json_get(root, key);
-    if (!v)
-        return field_error(c, key, "required (the name of an existing TUN device)");
-    if (v->type != JSON_STRING)
-        return field_error(c, key, "must be a string (got %s)", json_type_name(v->type));
-    size_t n = strlen(v->string);
-    if (n == 0 || n >= IFNAMSIZ || strchr(v->string, '/') || strchr(v->string, ' '))
-        return field_error(c, key, "must be an interface name of 1 to %d characters without "
-                           "'/' or spaces (got \"%s\")", IFNAMSIZ - 1, v->string);
-    memcpy(out, v->string, n + 1);
+    static const struct { const char *name; unsigned dirs; } DIRS[] = {
+        {"both", (1u << DIR_A_TO_B) | (1u << DIR_B_TO_A)},
+        {"a_to_b", 1u << DIR_A_TO_B},
+        {"b_to_a", 1u << DIR_B_TO_A},
+    };
+    for (size_t i = 0; json_is_string(v) && i < sizeof DIRS / sizeof DIRS[0]; i++)
+        if (strcmp(json_string_value(v), DIRS[i].name) == 0) {
+            *AT(out, m, unsigned) = DIRS[i].dirs;
+            return 0;
+        }
+    if (!json_is_string(v))
+        return field_error(c, field, "must be \"both\", \"a_to_b\" or \"b_to_a\"");
+    return field_error(c, field, "must be \"both\", \"a_to_b\" or \"b_to_a\" (got \"%s\")",
+                       json_string_value(v));
+}
+
+static int read_set(struct ctx *c, const char *field, const json_t *v,
+                    const struct member *m, void *out)
+{
+    struct link_patch *set = AT(out, m, struct link_patch);
+    if (parse_link(c, v, field, set) < 0)
+        return -1;
+    if (set->fields == 0)
+        return field_error(c, field, "changes nothing (name at least one LINK field)");
     return 0;
 }
 
-static int compare_events(const void *a, const void *b)
-{
-    const struct event *x = a, *y = b;
-    return (x->at_s > y->at_s) - (x->at_s < y->at_s);
-}
+static const struct member EVENT_MEMBERS[] = {
+    {"at_s", read_number, offsetof(struct event, at_s), 0, 1e7, 0,
+     "seconds from the start of the event clock"},
+    {"dir", read_dir, offsetof(struct event, dirs), 0, 0, 0, NULL},
+    {"set", read_set, offsetof(struct event, set), 0, 0, 0, "the LINK fields to change"},
+};
 
-static int parse_events(struct ctx *c, const struct json_value *v)
+/* Insertion sort: stable, so events at the same time apply in file order. */
+static void sort_events(struct event *events, size_t n)
 {
-    static const char *const keys[] = {"at_s", "dir", "set", NULL};
-    if (v->type != JSON_ARRAY)
-        return field_error(c, "events", "must be an array (got %s)", json_type_name(v->type));
-    struct config *cfg = c->cfg;
-    cfg->events = calloc(v->count ? v->count : 1, sizeof *cfg->events);
-    for (size_t i = 0; i < v->count; i++) {
-        const struct json_value *e = v->items[i];
-        char where[64], field[96];
-        snprintf(where, sizeof where, "events[%zu]", i);
-        if (e->type != JSON_OBJECT)
-            return field_error(c, where, "must be an object (got %s)", json_type_name(e->type));
-        if (check_keys(c, e, where, keys) < 0)
-            return -1;
-        struct event *ev = &cfg->events[i];
-        const struct json_value *at = json_get(e, "at_s");
-        snprintf(field, sizeof field, "%s.at_s", where);
-        if (!at)
-            return field_error(c, field, "required (seconds from the start of the event clock)");
-        if (get_number(c, field, at, 0, 1e7, &ev->at_s) < 0)
-            return -1;
-        const struct json_value *dir = json_get(e, "dir");
-        snprintf(field, sizeof field, "%s.dir", where);
-        ev->dirs = (1u << DIR_A_TO_B) | (1u << DIR_B_TO_A);
-        if (dir) {
-            if (dir->type != JSON_STRING)
-                return field_error(c, field, "must be \"both\", \"a_to_b\" or \"b_to_a\"");
-            if (strcmp(dir->string, "a_to_b") == 0)
-                ev->dirs = 1u << DIR_A_TO_B;
-            else if (strcmp(dir->string, "b_to_a") == 0)
-                ev->dirs = 1u << DIR_B_TO_A;
-            else if (strcmp(dir->string, "both") != 0)
-                return field_error(c, field, "must be \"both\", \"a_to_b\" or \"b_to_a\" "
-                                   "(got \"%s\")", dir->string);
-        }
-        const struct json_value *set = json_get(e, "set");
-        snprintf(field, sizeof field, "%s.set", where);
-        if (!set)
-            return field_error(c, field, "required (the LINK fields to change)");
-        if (parse_link(c, set, field, &ev->set) < 0)
-            return -1;
-        if (ev->set.fields == 0)
-            return field_error(c, field, "changes nothing (name at least one LINK field)");
-        cfg->n_events++;
-    }
-    /* Insertion sort: stable, so events at the same time apply in file order. */
-    for (size_t i = 1; i < cfg->n_events; i++) {
-        struct event key = cfg->events[i];
+    for (size_t i = 1; i < n; i++) {
+        struct event key = events[i];
         size_t j = i;
-        while (j > 0 && compare_events(&cfg->events[j - 1], &key) > 0) {
-            cfg->events[j] = cfg->events[j - 1];
+        while (j > 0 && events[j - 1].at_s > key.at_s) {
+            events[j] = events[j - 1];
             j--;
         }
-        cfg->events[j] = key;
+        events[j] = key;
     }
+}
+
+static int read_events(struct ctx *c, const char *field, const json_t *v,
+                       const struct member *m, void *out)
+{
+    (void)m;
+    (void)out;
+    if (!json_is_array(v))
+        return field_error(c, field, "must be an array (got %s)", type_name(v));
+    struct config *cfg = c->cfg;
+    size_t n = json_array_size(v);
+    cfg->events = calloc(n ? n : 1, sizeof *cfg->events);
+    for (size_t i = 0; i < n; i++) {
+        struct event *ev = &cfg->events[i];
+        char where[64];
+        snprintf(where, sizeof where, "events[%zu]", i);
+        ev->dirs = (1u << DIR_A_TO_B) | (1u << DIR_B_TO_A);
+        if (read_object(c, json_array_get(v, i), where, EVENT_MEMBERS,
+                        N_MEMBERS(EVENT_MEMBERS), ev, NULL) < 0)
+            return -1;
+        cfg->n_events++;
+    }
+    sort_events(cfg->events, cfg->n_events);
     return 0;
 }
 
-static char *read_file(const char *path, char *err, size_t errlen)
+/* ---- the top level ---- */
+
+static int read_tun(struct ctx *c, const char *field, const json_t *v,
+                    const struct member *m, void *out)
+{
+    if (!json_is_string(v))
+        return field_error(c, field, "must be a string (got %s)", type_name(v));
+    const char *name = json_string_value(v);
+    size_t n = strlen(name);
+    if (n == 0 || n >= IFNAMSIZ || strchr(name, '/') || strchr(name, ' '))
+        return field_error(c, field, "must be an interface name of 1 to %d characters without "
+                           "'/' or spaces (got \"%s\")", IFNAMSIZ - 1, name);
+    memcpy(AT(out, m, char), name, n + 1);
+    return 0;
+}
+
+static int read_tun_b(struct ctx *c, const char *field, const json_t *v,
+                      const struct member *m, void *out)
+{
+    if (read_tun(c, field, v, m, out) < 0)
+        return -1;
+    const struct config *cfg = out;
+    if (strcmp(cfg->tun[0], cfg->tun[1]) == 0)
+        return field_error(c, field, "must differ from tun_a");
+    return 0;
+}
+
+static int read_seed(struct ctx *c, const char *field, const json_t *v,
+                     const struct member *m, void *out)
+{
+    int64_t s;
+    if (get_int(c, field, v, m->lo, m->hi, &s) < 0)
+        return -1;
+    *AT(out, m, uint64_t) = (uint64_t)s;
+    return 0;
+}
+
+#define TUN_DEVICE "the name of an existing TUN device"
+static const struct member CONFIG_MEMBERS[] = {
+    {"tun_a", read_tun, offsetof(struct config, tun[DIR_A_TO_B]), 0, 0, 0, TUN_DEVICE},
+    {"tun_b", read_tun_b, offsetof(struct config, tun[DIR_B_TO_A]), 0, 0, 0, TUN_DEVICE},
+    {"seed", read_seed, offsetof(struct config, seed), 0, MAX_EXACT_INT, 0, NULL},
+    {"a_to_b", read_direction, offsetof(struct config, link[DIR_A_TO_B]), 0, 0, 0, NULL},
+    {"b_to_a", read_direction, offsetof(struct config, link[DIR_B_TO_A]), 0, 0, 0, NULL},
+    {"events", read_events, 0, 0, 0, 0, NULL},
+    {"stats_path", read_path, offsetof(struct config, stats_path), 0, 0, 0, NULL},
+    {"delay_log", read_path, offsetof(struct config, delay_log), 0, 0, 0, NULL},
+};
+
+/* The file as JSON; NULL with the reason (and where in the file) in err. */
+static json_t *load_json(const char *path, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
         return NULL;
     }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    size_t got;
-    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (n + 1 == cap) {
-            cap *= 2;
-            char *b = realloc(buf, cap);
-            if (!b) {
-                free(buf);
-                buf = NULL;
-            }
-            buf = b;
-        }
-    }
+    /* Numbers as doubles, as the rules take them; any top-level value, so that a wrong one is
+     * named by read_object; a key given twice is an error, not the last one winning. */
+    json_error_t e;
+    json_t *root = json_loadf(f, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL |
+                              JSON_REJECT_DUPLICATES, &e);
     fclose(f);
-    if (!buf) {
-        snprintf(err, errlen, "out of memory reading %s", path);
-        return NULL;
-    }
-    buf[n] = '\0';
-    if (strlen(buf) != n) {
-        free(buf);
-        snprintf(err, errlen, "%s: contains a NUL byte, not a JSON file", path);
-        return NULL;
-    }
-    return buf;
+    if (!root)
+        snprintf(err, errlen, "invalid JSON at line %d, column %d: %s", e.line, e.column,
+                 e.text);
+    return root;
 }
-
-static const struct link_params DEFAULT_LINK = {
-    .rate_bps = 0, .trace = NULL, .delay_ms = 0, .jitter_ms = 0, .loss = 0,
-    .queue_bytes = -1, .queue_packets = -1, .down = false,
-    .codel = false, .codel_target_ms = 5.0, .codel_interval_ms = 100.0,
-};
 
 int config_load(const char *path, struct config *cfg, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"tun_a", "tun_b", "seed", "a_to_b", "b_to_a",
-                                       "events", "stats_path", "delay_log", NULL};
     memset(cfg, 0, sizeof *cfg);
+    json_t *root = load_json(path, err, errlen);
+    if (!root)
+        return -1;
     struct ctx c = {.cfg = cfg, .err = err, .errlen = errlen};
-    char *text = read_file(path, err, errlen);
-    if (!text)
-        return -1;
-    char jerr[200];
-    struct json_value *root = json_parse(text, jerr, sizeof jerr);
-    free(text);
-    if (!root) {
-        snprintf(err, errlen, "%s", jerr);
-        return -1;
-    }
-    int rc = -1;
-    const struct json_value *v;
-    if (root->type != JSON_OBJECT) {
-        field_error(&c, "(top level)", "must be an object");
-        goto out;
-    }
-    if (check_keys(&c, root, "", keys) < 0 || parse_tun(&c, root, "tun_a", cfg->tun[0]) < 0 ||
-        parse_tun(&c, root, "tun_b", cfg->tun[1]) < 0)
-        goto out;
-    if (strcmp(cfg->tun[0], cfg->tun[1]) == 0) {
-        field_error(&c, "tun_b", "must differ from tun_a");
-        goto out;
-    }
     cfg->seed = 1;
-    if ((v = json_get(root, "seed"))) {
-        int64_t s;
-        if (get_int(&c, "seed", v, 0, MAX_EXACT_INT, &s) < 0)
-            goto out;
-        cfg->seed = (uint64_t)s;
-    }
-    static const char *const dir_keys[N_DIRS] = {"a_to_b", "b_to_a"};
-    for (int d = 0; d < N_DIRS; d++) {
-        struct link_patch patch = {.v = DEFAULT_LINK};
-        if ((v = json_get(root, dir_keys[d])) && parse_link(&c, v, dir_keys[d], &patch) < 0)
-            goto out;
-        cfg->link[d] = patch.v;
-    }
-    if ((v = json_get(root, "events")) && parse_events(&c, v) < 0)
-        goto out;
-    if ((v = json_get(root, "stats_path")) && v->type != JSON_NULL) {
-        if (v->type != JSON_STRING || !*v->string) {
-            field_error(&c, "stats_path", "must be a file path or null");
-            goto out;
-        }
-        cfg->stats_path = strdup(v->string);
-    }
-    if ((v = json_get(root, "delay_log")) && v->type != JSON_NULL) {
-        if (v->type != JSON_STRING || !*v->string) {
-            field_error(&c, "delay_log", "must be a file path or null");
-            goto out;
-        }
-        cfg->delay_log = strdup(v->string);
-    }
-    rc = 0;
-out:
-    json_free(root);
+    cfg->link[DIR_A_TO_B] = cfg->link[DIR_B_TO_A] = DEFAULT_LINK;
+    int rc = read_object(&c, root, "", CONFIG_MEMBERS, N_MEMBERS(CONFIG_MEMBERS), cfg, NULL);
+    json_decref(root);
     if (rc < 0)
         config_free(cfg);
     return rc;
@@ -403,7 +482,7 @@ void link_patch_apply(const struct link_patch *patch, struct link_params *p)
     if (patch->fields & FIELD_QUEUE_BYTES) p->queue_bytes = v->queue_bytes;
     if (patch->fields & FIELD_QUEUE_PACKETS) p->queue_packets = v->queue_packets;
     if (patch->fields & FIELD_DOWN) p->down = v->down;
-    if (patch->fields & FIELD_AQM) p->codel = v->codel;
+    if (patch->fields & FIELD_AQM) p->aqm = v->aqm;
     if (patch->fields & FIELD_CODEL_TARGET) p->codel_target_ms = v->codel_target_ms;
     if (patch->fields & FIELD_CODEL_INTERVAL) p->codel_interval_ms = v->codel_interval_ms;
 }

@@ -114,97 +114,51 @@ static struct packet *fifo_queue_pop(struct link *l)
     return p;
 }
 
-/* ---- stage: CoDel at the queue's head (RFC 8289, section 5, as its pseudocode reads) ----
- *
- * A packet's sojourn time is how long it waited in the queue. Nothing is dropped while the
- * sojourn time dips below target at least once per interval (a good queue: a burst that
- * drains). Once it has stayed above target for a whole interval, CoDel enters the dropping
- * state: it drops one packet, then the next at interval/sqrt(count) later, count growing by
- * one a drop, until a packet's sojourn time falls below target. Re-entering soon after leaving
- * (within 16 intervals) resumes from the previous drop rate instead of starting over. */
+/* ---- what a queue discipline may do (aqm.h) ---- */
 
-#define CODEL_MAXPACKET 1500u   /* a queue holding no more than one MTU is never "standing" */
-
-static uint64_t ms_to_ns(double ms)
+struct packet *aqm_queue_pop(struct link *l)
 {
-    return (uint64_t)(ms * (double)NS_PER_MS + 0.5);
+    return fifo_queue_pop(l);
 }
 
-static uint64_t codel_control_law(const struct link *l, uint64_t t, uint32_t count)
+const struct packet *aqm_queue_head(const struct link *l)
 {
-    return t + (uint64_t)((double)ms_to_ns(l->p.codel_interval_ms) / sqrt((double)count));
+    return l->q_head;
 }
 
-struct codel_result {
-    struct packet *p;
-    bool ok_to_drop;
-};
-
-static struct codel_result codel_dodequeue(struct link *l, uint64_t now)
+uint64_t aqm_queue_bytes(const struct link *l)
 {
-    struct codel *c = &l->codel;
-    struct codel_result r = {fifo_queue_pop(l), false};
-    if (!r.p) {
-        c->first_above_time = 0;
-        return r;
-    }
-    uint64_t sojourn = now - r.p->enq;
-    if (sojourn < ms_to_ns(l->p.codel_target_ms) || l->q_bytes <= CODEL_MAXPACKET) {
-        c->first_above_time = 0;
-    } else if (c->first_above_time == 0) {
-        c->first_above_time = now + ms_to_ns(l->p.codel_interval_ms);
-    } else if (now >= c->first_above_time) {
-        r.ok_to_drop = true;
-    }
-    return r;
+    return l->q_bytes;
 }
 
-static void codel_drop(struct link *l, struct packet *p)
+void aqm_drop(struct link *l, struct packet *p)
 {
     l->st.dropped_aqm_packets++;
     l->st.dropped_aqm_bytes += p->len;
     free(p);
 }
 
-static struct packet *codel_dequeue(struct link *l, uint64_t now)
+double aqm_random(struct link *l)
 {
-    struct codel *c = &l->codel;
-    struct codel_result r = codel_dodequeue(l, now);
-    if (!r.p) {
-        c->dropping = false;
-        return NULL;
-    }
-    if (c->dropping) {
-        if (!r.ok_to_drop) {
-            c->dropping = false;
-        }
-        while (c->dropping && now >= c->drop_next) {
-            codel_drop(l, r.p);
-            c->count++;
-            r = codel_dodequeue(l, now);
-            if (!r.ok_to_drop)
-                c->dropping = false;
-            else
-                c->drop_next = codel_control_law(l, c->drop_next, c->count);
-        }
-    } else if (r.ok_to_drop) {
-        codel_drop(l, r.p);
-        r = codel_dodequeue(l, now);
-        c->dropping = true;
-        uint32_t delta = c->count - c->lastcount;
-        c->count = 1;
-        if (delta > 1 && now - c->drop_next < 16 * ms_to_ns(l->p.codel_interval_ms))
-            c->count = delta;
-        c->drop_next = codel_control_law(l, now, c->count);
-        c->lastcount = c->count;
-    }
-    return r.p;
+    return rng_unit(&l->rng);
+}
+
+static void aqm_start(struct link *l, uint64_t now)
+{
+    l->aqm_state = l->p.aqm->start ? l->p.aqm->start(now) : NULL;
+}
+
+static void aqm_stop(struct link *l)
+{
+    if (l->p.aqm->stop)
+        l->p.aqm->stop(l->aqm_state);
+    l->aqm_state = NULL;
 }
 
 /* The packet the rate server takes next at time t. */
 static struct packet *queue_pop(struct link *l, uint64_t t)
 {
-    return l->p.codel ? codel_dequeue(l, t) : fifo_queue_pop(l);
+    return l->p.aqm->dequeue(l, l->aqm_state, t);
 }
 
 /* ---- stage: delay line ---- */
@@ -364,6 +318,7 @@ void link_init(struct link *l, const struct link_params *p, uint64_t seed, uint6
     l->deliver = deliver;
     l->ctx = ctx;
     l->trace_base = now;
+    aqm_start(l, now);
     qdelay_init(&l->qd, now);
 }
 
@@ -385,6 +340,7 @@ void link_free(struct link *l)
     free_list(l->d_head);
     free(l->serving);
     l->q_head = l->q_tail = l->d_head = l->d_tail = l->serving = NULL;
+    aqm_stop(l);
 }
 
 void link_advance(struct link *l, uint64_t now)
@@ -435,6 +391,10 @@ void link_enqueue(struct link *l, struct packet *pkt, uint64_t now)
         l->st.dropped_queue_packets++;
         l->st.dropped_queue_bytes += pkt->len;
         free(pkt);
+        return;
+    }
+    if (l->p.aqm->admit && !l->p.aqm->admit(l, l->aqm_state, pkt, now)) {
+        aqm_drop(l, pkt);
         return;
     }
     queue_push(l, pkt, now);
@@ -508,6 +468,12 @@ void link_set_params(struct link *l, const struct link_params *p, uint64_t now)
     enum server_mode old_mode = mode_of(&l->p);
     const struct trace *old_trace = l->p.trace;
     bool was_down = l->p.down;
+    if (p->aqm != l->p.aqm) {
+        /* Another discipline starts afresh; the same one keeps its state across events. */
+        aqm_stop(l);
+        l->p.aqm = p->aqm;
+        aqm_start(l, now);
+    }
     l->p = *p;
     enum server_mode mode = mode_of(&l->p);
 

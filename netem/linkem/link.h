@@ -1,7 +1,7 @@
 /* The link model of one direction: a pipeline of small stages, each with one job,
  *
  *     arrival -> down gate -> loss -> drop-tail queue -> rate server -> delay line -> delivery
- *                                      (+ CoDel at its head)
+ *                                      (+ its queue discipline, aqm.h)
  *
  * It knows nothing of file descriptors or clocks: the caller passes "now" (ns on any monotonic
  * time base) into every call and asks for the next deadline, so the same code runs under the
@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "aqm.h"
 #include "qdelay.h"
 
 #define NS_PER_MS 1000000ULL
@@ -25,7 +26,7 @@
 struct packet {
     struct packet *next;
     uint64_t t;          /* delay line: release time */
-    uint64_t enq;        /* arrival at the link (CoDel's and the recorder's sojourn time) */
+    uint64_t enq;        /* arrival at the link (the disciplines' and the recorder's sojourn) */
     uint32_t len;
     uint32_t left;       /* trace server: bytes still to be carried */
     unsigned char data[];
@@ -49,9 +50,9 @@ struct link_params {
     int64_t queue_bytes;          /* -1 = no byte limit */
     int64_t queue_packets;        /* -1 = no packet limit */
     bool down;
-    bool codel;                   /* CoDel AQM (RFC 8289) at the queue's head */
-    double codel_target_ms;       /* acceptable standing queue delay (RFC: 5 ms) */
-    double codel_interval_ms;     /* the window it must persist over (RFC: 100 ms) */
+    const struct aqm_ops *aqm;    /* the queue discipline (aqm.h), never NULL: aqm_none */
+    double codel_target_ms;       /* CoDel's acceptable standing delay (RFC 8289: 5 ms) */
+    double codel_interval_ms;     /* the window it must persist over (RFC 8289: 100 ms) */
 };
 
 struct link_stats {
@@ -62,14 +63,6 @@ struct link_stats {
     uint64_t dropped_down_packets, dropped_down_bytes;
     uint64_t max_queue_bytes, max_queue_packets;
     uint64_t dropped_aqm_packets, dropped_aqm_bytes;
-};
-
-/* CoDel's state (RFC 8289, section 5). */
-struct codel {
-    uint64_t first_above_time;    /* 0: sojourn not (continuously) above target */
-    uint64_t drop_next;
-    uint32_t count, lastcount;
-    bool dropping;
 };
 
 /* Called for each packet leaving the delay line; the callee owns the packet (free() it). */
@@ -85,7 +78,7 @@ struct link {
     /* drop-tail queue: packets waiting for the rate server */
     struct packet *q_head, *q_tail;
     uint64_t q_bytes, q_packets;
-    struct codel codel;
+    void *aqm_state;              /* the discipline's own (p.aqm->start) */
 
     /* rate server: the packet being serialised (fixed rate) or carried (trace) */
     struct packet *serving;

@@ -16,6 +16,7 @@
 #include <sched.h>
 #include <linux/if_tun.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -372,7 +373,7 @@ static void print_resolved(const struct emulator *em)
                DIR_NAME[d], (unsigned long long)p.rate_bps,
                (unsigned long long)(p.trace ? trace_mean_bps(p.trace) : 0), p.delay_ms,
                p.jitter_ms, p.loss, (long long)p.queue_bytes, (long long)p.queue_packets,
-               p.down ? "true" : "false", p.codel ? "codel" : "none", p.codel_target_ms,
+               p.down ? "true" : "false", p.aqm->name, p.codel_target_ms,
                p.codel_interval_ms);
     }
     printf("}\n");
@@ -389,28 +390,166 @@ static void usage(FILE *f)
             "SIGINT exits, writing stats to stats_path. Exit 2: bad config; 1: runtime error.\n");
 }
 
-int main(int argc, char **argv)
+/* The config's path from the command line, and whether only to check it. Exits on --help or a
+ * command line it does not take. */
+static const char *parse_args(int argc, char **argv, bool *check_only)
 {
     const char *config_path = NULL;
-    int check_only = 0;
+    *check_only = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
             config_path = argv[++i];
         else if (strcmp(argv[i], "--check") == 0)
-            check_only = 1;
+            *check_only = true;
         else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
-            return 0;
+            exit(0);
         } else {
             usage(stderr);
-            return EXIT_CONFIG;
+            exit(EXIT_CONFIG);
         }
     }
     if (!config_path) {
         usage(stderr);
-        return EXIT_CONFIG;
+        exit(EXIT_CONFIG);
     }
+    return config_path;
+}
 
+/* Signals arrive through the signalfd only. */
+static void block_signals(sigset_t *sigs)
+{
+    sigemptyset(sigs);
+    sigaddset(sigs, SIGTERM);
+    sigaddset(sigs, SIGINT);
+    sigaddset(sigs, SIGHUP);
+    sigaddset(sigs, SIGUSR1);
+    sigprocmask(SIG_BLOCK, sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+static void ask_for_punctual_wakeups(void)
+{
+    /* Timer expiries are the schedule: ask for no slack (the default is 50 us). */
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    /* The schedule is only as exact as our wake-ups, and a busy machine delays an ordinary
+     * process by milliseconds. A low real-time priority fixes that at no cost to others: the
+     * loop sleeps whenever nothing is due, and the kernel's RT throttling keeps a share of
+     * each CPU for everything else. Without the privilege this quietly stays best-effort. */
+    struct sched_param sp = {.sched_priority = REALTIME_PRIORITY};
+    sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp);
+}
+
+/* Both TUN devices, running, and one epoll over them and the signals. */
+static void open_event_sources(struct emulator *em, const sigset_t *sigs)
+{
+    em->tun[0] = open_tun("tun_a", em->cfg.tun[0]);
+    em->tun[1] = open_tun("tun_b", em->cfg.tun[1]);
+    wait_running(em->cfg.tun[0]);
+    wait_running(em->cfg.tun[1]);
+    em->signal_fd = signalfd(-1, sigs, SFD_NONBLOCK | SFD_CLOEXEC);
+    em->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (em->signal_fd < 0 || em->epoll_fd < 0)
+        die("cannot set up the event loop: %s", strerror(errno));
+    int fds[] = {em->tun[0], em->tun[1], em->signal_fd};
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
+        if (epoll_ctl(em->epoll_fd, EPOLL_CTL_ADD, fds[i], &ev) < 0)
+            die("epoll_ctl: %s", strerror(errno));
+    }
+}
+
+static void start_links(struct emulator *em)
+{
+    em->t_start = em->event_epoch = now_ns();
+    for (int d = 0; d < N_DIRS; d++) {
+        em->out[d].fd = em->tun[1 - d];
+        struct link_params p = resolved(em, d);
+        link_init(&em->link[d], &p, em->cfg.seed ^ (0xA5A5A5A5ULL * (uint64_t)(d + 1)),
+                  em->t_start, deliver, &em->out[d]);
+    }
+}
+
+static void open_delay_log(struct emulator *em)
+{
+    if (!em->cfg.delay_log)
+        return;
+    FILE *f = fopen(em->cfg.delay_log, "w");
+    if (!f)
+        die("delay_log: cannot write %s: %s", em->cfg.delay_log, strerror(errno));
+    int64_t offset = realtime_offset_ns();
+    for (int d = 0; d < N_DIRS; d++) {
+        em->delays[d] = (struct delay_log){.f = f, .dir = DIR_NAME[d],
+                                           .realtime_offset_ns = offset};
+        link_on_window(&em->link[d], write_window, &em->delays[d]);
+    }
+}
+
+/* SIGUSR1 restarts the event clock; any other signal asks to stop (returns false). */
+static bool take_signals(struct emulator *em)
+{
+    bool running = true;
+    struct signalfd_siginfo si;
+    while (read(em->signal_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+        if (si.ssi_signo == SIGUSR1)
+            restart_event_clock(em, now_ns());
+        else
+            running = false;
+    }
+    return running;
+}
+
+/* Moves packets until a signal says stop (exit status 0) or a device goes away (1). */
+static int run(struct emulator *em)
+{
+    bool running = true;
+    int status = 0;
+    while (running) {
+        struct epoll_event evs[8];
+        struct timespec ts;
+        int n = epoll_pwait2(em->epoll_fd, evs, 8, sleep_for(em, &ts), NULL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            die("epoll_pwait2: %s", strerror(errno));
+        }
+        for (int i = 0; i < n; i++)
+            if (evs[i].data.fd == em->signal_fd)
+                running &= take_signals(em);
+        run_due_events(em, now_ns());
+        for (int i = 0; i < n; i++)
+            for (int d = 0; d < N_DIRS; d++)
+                if (evs[i].data.fd == em->tun[d] && read_tun(em, d) < 0)
+                    running = false, status = EXIT_RUNTIME;
+        uint64_t now = now_ns();
+        for (int d = 0; d < N_DIRS; d++)
+            link_advance(&em->link[d], now);
+    }
+    return status;
+}
+
+/* Closes the last queueing-delay windows, writes the stats, lets go of everything. */
+static void shut_down(struct emulator *em)
+{
+    uint64_t t_end = now_ns();
+    for (int d = 0; d < N_DIRS; d++)
+        link_flush_window(&em->link[d], t_end);
+    if (em->delays[0].f && fclose(em->delays[0].f) != 0)
+        fprintf(stderr, PROG ": delay_log: cannot write %s: %s\n", em->cfg.delay_log,
+                strerror(errno));
+    if (em->cfg.stats_path)
+        write_stats(em);
+    for (int d = 0; d < N_DIRS; d++) {
+        link_free(&em->link[d]);
+        close(em->tun[d]);
+    }
+    config_free(&em->cfg);
+}
+
+int main(int argc, char **argv)
+{
+    bool check_only;
+    const char *config_path = parse_args(argc, argv, &check_only);
     static struct emulator em;
     char err[1024];
     if (config_load(config_path, &em.cfg, err, sizeof err) < 0) {
@@ -424,107 +563,16 @@ int main(int argc, char **argv)
         config_free(&em.cfg);
         return 0;
     }
-
-    /* Signals arrive through the signalfd only. */
     sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGHUP);
-    sigaddset(&sigs, SIGUSR1);
-    sigprocmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
-    /* Timer expiries are the schedule: ask for no slack (the default is 50 us). */
-    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-    /* The schedule is only as exact as our wake-ups, and a busy machine delays an ordinary
-     * process by milliseconds. A low real-time priority fixes that at no cost to others: the
-     * loop sleeps whenever nothing is due, and the kernel's RT throttling keeps a share of
-     * each CPU for everything else. Without the privilege this quietly stays best-effort. */
-    struct sched_param sp = {.sched_priority = REALTIME_PRIORITY};
-    sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp);
-
-    em.tun[0] = open_tun("tun_a", em.cfg.tun[0]);
-    em.tun[1] = open_tun("tun_b", em.cfg.tun[1]);
-    wait_running(em.cfg.tun[0]);
-    wait_running(em.cfg.tun[1]);
-    em.signal_fd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
-    em.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-    if (em.signal_fd < 0 || em.epoll_fd < 0)
-        die("cannot set up the event loop: %s", strerror(errno));
-    int fds[] = {em.tun[0], em.tun[1], em.signal_fd};
-    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++) {
-        struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
-        if (epoll_ctl(em.epoll_fd, EPOLL_CTL_ADD, fds[i], &ev) < 0)
-            die("epoll_ctl: %s", strerror(errno));
-    }
-
-    em.t_start = em.event_epoch = now_ns();
-    for (int d = 0; d < N_DIRS; d++) {
-        em.out[d].fd = em.tun[1 - d];
-        struct link_params p = resolved(&em, d);
-        link_init(&em.link[d], &p, em.cfg.seed ^ (0xA5A5A5A5ULL * (uint64_t)(d + 1)),
-                  em.t_start, deliver, &em.out[d]);
-    }
-    if (em.cfg.delay_log) {
-        FILE *f = fopen(em.cfg.delay_log, "w");
-        if (!f)
-            die("delay_log: cannot write %s: %s", em.cfg.delay_log, strerror(errno));
-        int64_t offset = realtime_offset_ns();
-        for (int d = 0; d < N_DIRS; d++) {
-            em.delays[d] = (struct delay_log){.f = f, .dir = DIR_NAME[d],
-                                              .realtime_offset_ns = offset};
-            link_on_window(&em.link[d], write_window, &em.delays[d]);
-        }
-    }
+    block_signals(&sigs);
+    ask_for_punctual_wakeups();
+    open_event_sources(&em, &sigs);
+    start_links(&em);
+    open_delay_log(&em);
     run_due_events(&em, em.t_start);
     printf("ready\n");
     fflush(stdout);
-
-    int running = 1, status = 0;
-    while (running) {
-        struct epoll_event evs[8];
-        struct timespec ts;
-        int n = epoll_pwait2(em.epoll_fd, evs, 8, sleep_for(&em, &ts), NULL);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            die("epoll_pwait2: %s", strerror(errno));
-        }
-        for (int i = 0; i < n; i++) {
-            int fd = evs[i].data.fd;
-            if (fd == em.signal_fd) {
-                struct signalfd_siginfo si;
-                while (read(em.signal_fd, &si, sizeof si) == (ssize_t)sizeof si) {
-                    if (si.ssi_signo == SIGUSR1)
-                        restart_event_clock(&em, now_ns());
-                    else
-                        running = 0;
-                }
-            }
-        }
-        uint64_t now = now_ns();
-        run_due_events(&em, now);
-        for (int i = 0; i < n; i++)
-            for (int d = 0; d < N_DIRS; d++)
-                if (evs[i].data.fd == em.tun[d] && read_tun(&em, d) < 0)
-                    running = 0, status = EXIT_RUNTIME;
-        now = now_ns();
-        for (int d = 0; d < N_DIRS; d++)
-            link_advance(&em.link[d], now);
-    }
-
-    uint64_t t_end = now_ns();
-    for (int d = 0; d < N_DIRS; d++)
-        link_flush_window(&em.link[d], t_end);
-    if (em.delays[0].f && fclose(em.delays[0].f) != 0)
-        fprintf(stderr, PROG ": delay_log: cannot write %s: %s\n", em.cfg.delay_log,
-                strerror(errno));
-    if (em.cfg.stats_path)
-        write_stats(&em);
-    for (int d = 0; d < N_DIRS; d++) {
-        link_free(&em.link[d]);
-        close(em.tun[d]);
-    }
-    config_free(&em.cfg);
+    int status = run(&em);
+    shut_down(&em);
     return status;
 }

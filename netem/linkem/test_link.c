@@ -11,8 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "codel.h"
 #include "config.h"
 #include "link.h"
+#include "pie.h"
 
 #define MS(x) ((uint64_t)((x) * (double)NS_PER_MS))
 #define MAX_RECS 400000
@@ -20,6 +22,7 @@
 struct delivery {
     uint64_t now;    /* when the fake clock handed it over */
     uint64_t t;      /* model release time */
+    uint64_t enq;    /* arrival at the link */
     uint32_t len;
 };
 
@@ -30,7 +33,7 @@ static void record(void *ctx, struct packet *p, uint64_t now)
 {
     (void)ctx;
     if (n_recs < MAX_RECS)
-        recs[n_recs++] = (struct delivery){.now = now, .t = p->t, .len = p->len};
+        recs[n_recs++] = (struct delivery){.now = now, .t = p->t, .enq = p->enq, .len = p->len};
     free(p);
 }
 
@@ -46,7 +49,7 @@ static void record(void *ctx, struct packet *p, uint64_t now)
 
 static struct link_params params(void)
 {
-    return (struct link_params){.queue_bytes = -1, .queue_packets = -1};
+    return (struct link_params){.queue_bytes = -1, .queue_packets = -1, .aqm = &aqm_none};
 }
 
 static void start(struct link *l, const struct link_params *p, uint64_t seed)
@@ -586,7 +589,7 @@ static struct link_params codel_params(void)
 {
     struct link_params p = params();
     p.rate_bps = 12000000;
-    p.codel = true;
+    p.aqm = aqm_find("codel");
     p.codel_target_ms = 5.0;
     p.codel_interval_ms = 100.0;
     return p;
@@ -673,8 +676,9 @@ static int test_codel_leaves_and_resumes(void)
     int times[64];
     size_t first = codel_drop_times(&l, 1000, times, 64);
     CHECK(first >= 4, "first episode dropped %zu", first);
-    CHECK(!l.codel.dropping, "still dropping after the queue drained");
-    uint32_t count1 = l.codel.count;
+    const struct codel *codel = l.aqm_state;
+    CHECK(!codel->dropping, "still dropping after the queue drained");
+    uint32_t count1 = codel->count;
     CHECK(count1 == first, "count %u after %zu drops", count1, first);
     /* The second standing queue starts at 1000 ms: its first drop is again one interval after
      * the sojourn reached target, at 1105 ms; the next comes interval/sqrt(count1 - 1 + 1)
@@ -686,6 +690,88 @@ static int test_codel_leaves_and_resumes(void)
     int want = (int)ceil(1105.0 + 100.0 / sqrt((double)resumed) - 1e-9);
     CHECK(times[1] == want, "second drop at %d ms, want %d (count resumed at %u)", times[1],
           want, resumed);
+    link_free(&l);
+    return 0;
+}
+
+/* ---- PIE (RFC 8033, its default target 15 ms, update 15 ms, burst allowance 150 ms) ----
+ * The same 12 Mbit/s link, 1 ms a 1500-byte packet, without a drop-tail limit: every drop is
+ * the discipline's. */
+
+static void start_pie(struct link *l)
+{
+    struct link_params p = params();
+    p.rate_bps = 12000000;
+    p.aqm = aqm_find("pie");
+    start(l, &p, 1);
+}
+
+/* From t_ms on, `per` packets every `every_ms` for `for_ms`. */
+static void arrive_steadily(struct link *l, int t_ms, int per, int every_ms, int for_ms)
+{
+    for (int t = t_ms; t < t_ms + for_ms; t += every_ms)
+        arrive(l, MS(t), 1500, per);
+}
+
+/* The longest sojourn among packets that left after from_ms. */
+static double max_sojourn_ms_after(int from_ms)
+{
+    uint64_t max = 0;
+    for (size_t i = 0; i < n_recs; i++)
+        if (recs[i].t >= MS(from_ms) && recs[i].t - recs[i].enq > max)
+            max = recs[i].t - recs[i].enq;
+    return (double)max / (double)NS_PER_MS;
+}
+
+/* A standing queue: 1.5 times what the link carries, for 6 s. Nothing is dropped within the
+ * burst allowance; then PIE drops arrivals at random until the queueing delay is held near its
+ * target, where drop-tail without a limit would let it grow to 3 s. */
+static int test_pie_drops_a_standing_queue(void)
+{
+    struct link l;
+    start_pie(&l);
+    arrive_steadily(&l, 0, 3, 2, 150);
+    CHECK(l.st.dropped_aqm_packets == 0, "%llu drops within the burst allowance",
+          (unsigned long long)l.st.dropped_aqm_packets);
+    arrive_steadily(&l, 150, 3, 2, 5850);
+    run_until(&l, MS(7000));
+    const struct pie *pie = l.aqm_state;
+    CHECK(l.st.dropped_aqm_packets > 1000, "only %llu drops of 9000 packets, 3000 too many",
+          (unsigned long long)l.st.dropped_aqm_packets);
+    CHECK(pie->drop_prob > 0.2 && pie->drop_prob < 0.5, "drop probability %.3f, want near 1/3",
+          pie->drop_prob);
+    double late = max_sojourn_ms_after(4000);
+    CHECK(late < 60, "sojourns up to %.1f ms in the last 2 s, want near the 15 ms target",
+          late);
+    CHECK(l.st.dropped_queue_packets == 0 && conserved(&l), "packets conserved");
+    link_free(&l);
+    return 0;
+}
+
+/* Short bursts: twice the link's rate for 60 ms every 500 ms, each drained within 120 ms. The
+ * controller sees the delay (its drop probability rises) but the burst allowance lets every
+ * packet through, and the idle queue between bursts earns the whole allowance back. */
+static int test_pie_lets_short_bursts_through(void)
+{
+    struct link l;
+    start_pie(&l);
+    double highest = 0;
+    for (int b = 0; b < 10; b++) {
+        arrive(&l, MS(500 * b), 1500, 2);   /* the controller catches up on the second */
+        const struct pie *pie = l.aqm_state;
+        CHECK(pie->burst_allowance == MS(150) && pie->drop_prob == 0,
+              "burst %d met an allowance of %.0f ms, drop probability %g", b,
+              (double)pie->burst_allowance / (double)NS_PER_MS, pie->drop_prob);
+        arrive_steadily(&l, 500 * b + 1, 2, 1, 59);
+        run_until(&l, MS(500 * b + 100));
+        if (pie->drop_prob > highest)
+            highest = pie->drop_prob;
+    }
+    run_until(&l, MS(6000));
+    CHECK(highest > 0, "the controller never reacted to the bursts");
+    CHECK(l.st.dropped_aqm_packets == 0, "%llu drops of short bursts",
+          (unsigned long long)l.st.dropped_aqm_packets);
+    CHECK(l.st.packets_out == l.st.packets_in, "everything delivered");
     link_free(&l);
     return 0;
 }
@@ -816,6 +902,8 @@ static const struct test TESTS[] = {
     {"codel_drop_schedule", test_codel_drop_schedule},
     {"codel_good_queue_no_drops", test_codel_good_queue_no_drops},
     {"codel_leaves_and_resumes", test_codel_leaves_and_resumes},
+    {"pie_drops_a_standing_queue", test_pie_drops_a_standing_queue},
+    {"pie_lets_short_bursts_through", test_pie_lets_short_bursts_through},
     {"queue_delay_known_burst", test_queue_delay_known_burst},
     {"queue_delay_idle_packet_and_trace_capacity",
      test_queue_delay_idle_packet_and_trace_capacity},

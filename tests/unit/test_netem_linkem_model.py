@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from mpstream.netem import traces
+from mpstream.netem.profile import AQMS
 from mpstream.paths import BUILD_DIR, REPO_ROOT
 
 MODEL_TESTS = [
@@ -32,6 +33,8 @@ MODEL_TESTS = [
     "codel_drop_schedule",
     "codel_good_queue_no_drops",
     "codel_leaves_and_resumes",
+    "pie_drops_a_standing_queue",
+    "pie_lets_short_bursts_through",
     "queue_delay_known_burst",
     "queue_delay_idle_packet_and_trace_capacity",
     "queue_delay_buckets",
@@ -108,6 +111,13 @@ def test_check_reports_codel_settings(tmp_path):
     assert resolved["a_to_b"]["aqm"] == "none"  # off unless asked for, per direction
 
 
+@pytest.mark.parametrize("aqm", sorted(AQMS))
+def test_the_emulator_knows_each_discipline_a_profile_may_name(tmp_path, aqm):
+    r = check(tmp_path, BASE | {"a_to_b": {"rate_bps": 5_000_000, "aqm": aqm}})
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["a_to_b"]["aqm"] == aqm
+
+
 def test_check_reads_a_trace(tmp_path):
     trace = traces.write(tmp_path / "cell.down", traces.synthetic(16.7e6, 20, seed=2))
     r = check(tmp_path, BASE | {"b_to_a": {"trace": str(trace)}})
@@ -134,7 +144,7 @@ def test_check_reads_a_trace(tmp_path):
         (BASE | {"events": [{"at_s": 1, "set": {"loss": 2}}]}, "events[0].set.loss", "between"),
         (BASE | {"events": [{"at_s": 1, "set": {}}]}, "events[0].set", "changes nothing"),
         (BASE | {"stats_path": 3}, "stats_path", "file path"),
-        (BASE | {"a_to_b": {"aqm": "pie"}}, "a_to_b.aqm", "codel"),
+        (BASE | {"a_to_b": {"aqm": "red"}}, "a_to_b.aqm", '"none", "codel", "pie"'),
         (BASE | {"b_to_a": {"codel_target_ms": 0}}, "b_to_a.codel_target_ms", "between"),
     ],
 )

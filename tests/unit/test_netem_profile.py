@@ -251,8 +251,21 @@ def test_codel_per_direction_reaches_the_emulator():
     assert all(everywhere.link(i, d).aqm == "codel" for i in (0, 1) for d in ("uplink", "downlink"))
 
 
+@pytest.mark.parametrize("aqm", ["none", "codel", "pie"])
+def test_each_queue_discipline_reaches_the_emulator(aqm):
+    profile = profile_from_dict({"paths": [{"rate": "10mbit", "uplink": {"aqm": aqm}}]})
+    assert profile.link(0, "uplink").emulator_config()["aqm"] == aqm
+    assert profile.link(0, "downlink").emulator_config()["aqm"] == "none"
+    assert ("PIE" in profile.link(0, "uplink").describe()) == (aqm == "pie")
+
+
+def test_an_unknown_queue_discipline_is_refused_naming_the_known_ones():
+    message = error_of({"paths": [{"rate": "1mbit", "aqm": "red"}]})
+    assert "paths.0.aqm" in message and "'red'" in message
+    assert "'none', 'codel', 'pie'" in message, message
+
+
 def test_bad_codel_settings_are_named():
-    assert "paths.0.aqm" in error_of({"paths": [{"rate": "1mbit", "aqm": "red"}]})
     message = error_of({"paths": [{"rate": "1mbit", "downlink": {"codel_interval_ms": 0}}]})
     assert "paths.0.downlink.codel_interval_ms" in message and "above 0" in message
 

@@ -22,6 +22,7 @@ DEMO_RUNS = {
     "python3 -m venv": "python3-venv",
     "gcc (the link emulator)": "gcc",
     "libc headers": "libc6-dev",
+    "jansson (the link emulator reads its config with it)": "libjansson-dev",
     "make": "make",
     "ffmpeg": "ffmpeg",
     "nginx": "nginx-light",
