@@ -39,7 +39,7 @@ from mpstream.deployment import Deployment, load_deployment
 from mpstream.errors import UserError, warn
 from mpstream.netem import coupled, traces
 from mpstream.netem.teardown import MAX_COMPETITORS
-from mpstream.transport import TRANSPORTS, get_transport
+from mpstream.transports.base import TRANSPORTS, get_transport
 
 PRESETS_DIR = Path(__file__).parent / "profiles"
 
@@ -239,7 +239,7 @@ class PathSpec(LinkSpec):
     name: str | None = None
     backup: bool = False  # MPTCP endpoint flagged backup (used only when the others fail)
     # A path whose bytes cost money (cellular): counted as metered bytes, held back by the
-    # path policies `backup` and `deadline` (mpstream/pathpolicy.py).
+    # path policies `backup` and `deadline` (mpstream/transports/pathpolicy.py).
     metered: bool = False
     cost_per_gb: float | None = Field(default=None, ge=0)
 
@@ -262,7 +262,7 @@ class CompetitorSpec(_Strict):
     profile's server link, when it has one, is shared by every user."""
 
     name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
-    # The transport it speaks, any registered one (mpstream/transport.py): one whose network
+    # The transport it speaks, any registered one (mpstream/transports/): one whose network
     # mode is single-path runs over its first path only. `mode` ("mptcp" or "tcp") is the older
     # spelling of transport "mptcp" or "tcp", read into `transport`.
     transport: str = "tcp"

@@ -52,8 +52,8 @@ from mpstream.netem.system import (
 )
 from mpstream.netem.teardown import NAME_RULE, competitor_role, netns_name, read_state
 from mpstream.network import Competitor, Network, PathCounters, PathInfo, in_netns
-from mpstream.pathpolicy import mptcp_endpoint_id
 from mpstream.proc import stop_pids
+from mpstream.transports.pathpolicy import mptcp_endpoint_id
 
 SERVER_ADDR = "10.2.0.2"
 SERVER_SUBNET = "10.2.0.0/24"

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mpstream import pathpolicy
 from mpstream.deployment import Deployment
 from mpstream.errors import UserError
 from mpstream.network import Network
@@ -27,7 +26,8 @@ from mpstream.runner.sampler import SubflowSampler
 from mpstream.runner.scenario import Condition, Scenario, Trial, build_profile
 from mpstream.runner.sites import register
 from mpstream.runner.sites.base import Site, transport_for
-from mpstream.transport import Transport, get_transport
+from mpstream.transports import pathpolicy
+from mpstream.transports.base import Transport, get_transport
 
 if TYPE_CHECKING:
     from mpstream.netem.profile import Profile

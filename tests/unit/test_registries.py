@@ -158,13 +158,13 @@ def test_the_docs_example_workload_is_one_file_and_nothing_else_names_it(ping_pl
 
 def test_a_transport_is_one_module_in_the_transports_folder(tmp_path):
     """A module dropped into a folder of mpstream/transports/ registers its transport once
-    mpstream/transport.py loads the folder: nothing else names it."""
+    the registry loads the folder: nothing else names it."""
     import sys
 
     import mpstream.transports as folder
-    from mpstream import transport
+    from mpstream.transports import base as transport
     (tmp_path / "pigeon.py").write_text(
-        "from mpstream.transportbase import Transport, register\n\n\n"
+        "from mpstream.transports.base import Transport, register\n\n\n"
         "class Pigeon(Transport):\n"
         "    name = 'pigeon'\n    label = 'pigeon'\n    kernel_mptcp = False\n"
         "    network_mode = 'tcp'\n\n\n"
@@ -177,3 +177,48 @@ def test_a_transport_is_one_module_in_the_transports_folder(tmp_path):
         folder.__path__.remove(str(tmp_path))
         transport.TRANSPORTS.unregister("pigeon")
         sys.modules.pop("mpstream.transports.pigeon", None)
+
+
+def test_a_folders_helpers_are_no_plugins_and_plugins_keep_the_folders_order(tmp_path,
+                                                                             monkeypatch):
+    """A registry imports the folder's plugins but not its interface or the helpers they share,
+    and lists the plugins in the folder's order even when one was imported first (as importing
+    a helper inside a plugin's package imports that plugin)."""
+    import importlib
+    import sys
+
+    from mpstream.registry import Registry
+    folder = tmp_path / "kinds"
+    (folder / "zebra").mkdir(parents=True)
+    (folder / "__init__.py").write_text("")
+    (folder / "base.py").write_text("import kinds\n"
+                                    "from mpstream.registry import Registry\n"
+                                    "KINDS = Registry('kinds', kinds.__path__, 'kind', "
+                                    "lambda k: k.name, not_plugins=('base', 'shared'))\n")
+    (folder / "shared.py").write_text("raise AssertionError('a helper imported as a plugin')\n")
+    for name, home in (("alpha", folder / "alpha.py"), ("zebra", folder / "zebra" / "__init__.py")):
+        home.write_text(f"from kinds.base import KINDS\nclass Kind:\n    name = {name!r}\n"
+                        "KINDS.register(Kind())\n")
+    (folder / "zebra" / "helper.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        importlib.import_module("kinds.zebra.helper")  # registers zebra before the folder loads
+        registry: Registry = importlib.import_module("kinds.base").KINDS
+        assert list(registry.items) == ["zebra"]
+        assert registry.names() == ["alpha", "zebra"]
+        assert "kinds.shared" not in sys.modules
+    finally:
+        for name in [m for m in sys.modules if m == "kinds" or m.startswith("kinds.")]:
+            del sys.modules[name]
+
+
+def test_the_shipped_transports_keep_their_order_whatever_is_imported_first():
+    import subprocess
+    import sys
+    listed = subprocess.run(
+        [sys.executable, "-c", "import mpstream.transports.mphttp.rangeplan\n"
+         "from mpstream.transports.hop import programs\n"
+         "from mpstream.transports.base import TRANSPORTS\n"
+         "print(' '.join(TRANSPORTS.names()))"],
+        capture_output=True, text=True, check=True).stdout.split()
+    assert listed == ["mptcp", "tcp", "mpquic", "quic", "mptcp-hop", "tcp-hop", "mphttp"]

@@ -4,10 +4,10 @@ client path, each bound to that path's address (and interface), so that the path
 carries each part on its own path. The server needs nothing: any HTTP server that serves byte
 ranges (nginx does for static files) is enough, so it works on real networks too.
 
-    python -m mpstream.mphttp --upstream http://10.2.0.2:8080 \
+    python -m mpstream.transports.mphttp --upstream http://10.2.0.2:8080 \
         --path 0,10.1.0.2,p0 --path 1,10.1.1.2,p1 --stats mphttp.jsonl
 
-How one GET of a whole object goes (mpstream/rangeplan.py sizes the parts):
+How one GET of a whole object goes (rangeplan.py beside this module sizes the parts):
 
 1. The first request asks for the object's head (`Range: bytes=0-N`) on the path that would
    deliver it first; when objects like it were fetched before (segment 17 after segment 16), the
@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 from urllib.parse import urlsplit
 
-from mpstream.rangeplan import (
+from mpstream.transports.mphttp.rangeplan import (
     MIN_FIRST_CHUNK,
     MIN_PART,
     Ewma,
@@ -1650,7 +1650,7 @@ def parse_path(text: str) -> PathState:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m mpstream.mphttp", description=(
+    ap = argparse.ArgumentParser(prog="python -m mpstream.transports.mphttp", description=(
         "Client-only multipath HTTP: a proxy that fetches each whole object as byte ranges "
         "over one TCP connection per client path."))
     ap.add_argument("--listen", default="127.0.0.1:0",
@@ -1743,7 +1743,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mphttp: {exc} (is --listen {args.listen} free, and is each --path address one "
               f"of this host's?)", file=sys.stderr)
         return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,5 +1,5 @@
 """The `mphttp` transport: client-only multipath HTTP. The browser speaks plain HTTP to a proxy
-on its own host (mpstream/mphttp.py), which fetches each object as byte ranges over one TCP
+on its own host (proxy.py beside this module), which fetches each object as byte ranges over one TCP
 connection per client path. Nothing runs at the server: nginx serves the ranges as it is, so
 the transport also runs on a real network (`play --url --interfaces`), where the hop's
 transports cannot.
@@ -23,11 +23,11 @@ from typing import ClassVar, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from mpstream.jsonlines import read_json_lines
-from mpstream.mphttp import DEFAULT_SCHEDULER, IMPLEMENTATION, SCHEDULERS
 from mpstream.network import Network
 from mpstream.proc import await_ready, stop
 from mpstream.proof import Proof
-from mpstream.transportbase import Carrier, Transport, register
+from mpstream.transports.base import Carrier, Transport, register
+from mpstream.transports.mphttp.proxy import DEFAULT_SCHEDULER, IMPLEMENTATION, SCHEDULERS
 
 STATS_FILE = "mphttp.jsonl"
 STDERR_FILE = "mphttp-stderr.log"  # a file, not a pipe: a pipe nobody reads could fill and stall it
@@ -123,7 +123,7 @@ class MultipathHTTPProxy:
 
     def _start(self, origin: str) -> None:
         net = self.network
-        argv = [sys.executable, "-m", "mpstream.mphttp", "--upstream", origin,
+        argv = [sys.executable, "-m", "mpstream.transports.mphttp", "--upstream", origin,
                 "--stats", str(self.stats), "--scheduler", self.scheduler,
                 "--exit-with-parent"]
         for p in net.paths:
