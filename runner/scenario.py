@@ -302,6 +302,7 @@ def resolve_profile(name: str, base_dir: Path) -> str | Path:
 def build_profile(scenario: Scenario, cond: Condition):
     """The condition's netem Profile: the preset or file, the condition's `set` overrides, and
     mode "tcp" when the condition asks for single-path TCP."""
+    from mpstream.netem.competitors import with_transports
     from mpstream.netem.profile import load_profile
 
     if cond.profile is None:
@@ -312,8 +313,10 @@ def build_profile(scenario: Scenario, cond: Condition):
         overrides["mode"] = get_transport(cond.transport).network_mode
     deployment = None if cond.deployment is None else \
         deployment_file(cond.deployment, scenario.base_dir)
-    return load_profile(resolve_profile(cond.profile, scenario.base_dir), overrides or None,
-                        deployment=deployment)
+    profile = load_profile(resolve_profile(cond.profile, scenario.base_dir), overrides or None,
+                           deployment=deployment)
+    with_transports(profile)  # what its other users speak is the scenario's to check
+    return profile
 
 
 class Trial(_Strict):

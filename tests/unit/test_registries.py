@@ -8,7 +8,9 @@ import pytest
 from pydantic import ValidationError
 
 from mpstream.errors import UserError
-from mpstream.netem.profile import CompetitorSpec
+from mpstream.netem.competitors import with_transports
+from mpstream.netem.profile import CompetitorSpec, profile_from_dict
+from mpstream.netem.topology import Topology
 from mpstream.runner.record import SCHEMA_VERSION, TrialRecord, migrate
 from mpstream.runner.run import run_scenario
 from mpstream.runner.scenario import parse_scenario
@@ -60,15 +62,32 @@ def test_a_network_kinds_own_fields_are_its_sites_to_check(base):
         parse_scenario(raw, base_dir=base)
 
 
-def test_a_competitor_speaks_any_registered_transport():
-    quic = CompetitorSpec.model_validate({"transport": "quic", "paths": [{"via": 0}]})
-    assert quic.transport == "quic" and not quic.multipath
-    # `mode` is the older spelling of mptcp and tcp.
-    assert CompetitorSpec.model_validate({"mode": "mptcp", "paths": [{"via": 0}]}).multipath
-    with pytest.raises(ValidationError, match="no transport 'carrier-pigeon'; choose one of"):
-        CompetitorSpec.model_validate({"transport": "carrier-pigeon", "paths": [{"via": 0}]})
+def test_a_competitor_speaks_any_registered_transport(tmp_path):
+    both = profile_from_dict({"paths": [{"rate": "10mbit"}], "competitors": [
+        {"transport": "quic", "paths": [{"via": 0}]},
+        # `mode` is the older spelling of mptcp and tcp.
+        {"mode": "mptcp", "paths": [{"via": 0}]}]})
+    assert [t.name for _, t in with_transports(both)] == ["quic", "mptcp"]
+    # Only a user whose transport asks for MPTCP gets its host set up for it.
+    assert [u.mptcp for u in Topology(both, "unit", emulated=True).competitors] == [False, True]
     with pytest.raises(ValidationError, match="disagree"):
         CompetitorSpec.model_validate({"mode": "tcp", "transport": "quic", "paths": [{"via": 0}]})
+
+
+def test_a_competitors_unknown_transport_is_refused_where_it_is_looked_up(tmp_path):
+    """The profile holds the name only: the topology and the scenario look it up, and refuse
+    an unknown one as the profile's own error."""
+    refused = (r"profile (custom|\S+p.toml) is invalid: competitors.0.transport: no transport "
+               r"'carrier-pigeon'; choose one of mptcp, tcp")
+    pigeon = {"transport": "carrier-pigeon", "paths": [{"via": 0}]}
+    profile = profile_from_dict({"paths": [{"rate": "10mbit"}], "competitors": [pigeon]})
+    with pytest.raises(UserError, match=refused):
+        Topology(profile, "unit", emulated=True)
+    (tmp_path / "p.toml").write_text(PROFILE + '[[competitors]]\ntransport = "carrier-pigeon"\n'
+                                     'paths = [{ via = 0 }]\n')
+    with pytest.raises(UserError, match="condition 'a': " + refused):
+        parse_scenario(_raw(conditions=[{"label": "a", "profile": "p.toml"}]),
+                       base_dir=tmp_path)
 
 
 def test_an_older_records_competitors_get_their_transport():
