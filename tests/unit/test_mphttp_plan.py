@@ -10,7 +10,8 @@ import math
 import pytest
 
 from mpstream.transports.base import get_transport
-from mpstream.transports.mphttp.proxy import parse_content_range, parse_origin, parse_path
+from mpstream.transports.mphttp.messages import parse_content_range, parse_origin
+from mpstream.transports.mphttp.program import parse_path
 from mpstream.transports.mphttp.rangeplan import (
     MIN_FIRST_CHUNK,
     IntervalSet,

@@ -2,6 +2,6 @@
 
 import sys
 
-from mpstream.transports.mphttp.proxy import main
+from mpstream.transports.mphttp.program import main
 
 sys.exit(main())

@@ -27,7 +27,8 @@ from mpstream.network import Network
 from mpstream.proc import await_ready, stop
 from mpstream.proof import Proof
 from mpstream.transports.base import Carrier, Transport, register
-from mpstream.transports.mphttp.proxy import DEFAULT_SCHEDULER, IMPLEMENTATION, SCHEDULERS
+from mpstream.transports.mphttp.program import IMPLEMENTATION
+from mpstream.transports.mphttp.schedulers import DEFAULT_SCHEDULER, summaries
 
 STATS_FILE = "mphttp.jsonl"
 STDERR_FILE = "mphttp-stderr.log"  # a file, not a pipe: a pipe nobody reads could fill and stall it
@@ -45,7 +46,7 @@ class MPHTTP(Transport):
     runs_on_server = False
 
     def schedulers(self) -> dict[str, str]:
-        return dict(SCHEDULERS)
+        return summaries()
 
     @contextlib.contextmanager
     def carrier(self, network: Network, base_url: str, workdir: Path,
