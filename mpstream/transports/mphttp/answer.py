@@ -5,18 +5,12 @@ or says 304 or 404), that answer as it is (`Relay`)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from mpstream.transports.mphttp.messages import (
-    HOP_BY_HOP,
-    Head,
-    body_is_framed,
-    render_head,
-    status_of,
-)
+from mpstream.transports.mphttp.browser import Browser
+from mpstream.transports.mphttp.messages import HOP_BY_HOP, Head
 from mpstream.transports.mphttp.part import Part
 
 
@@ -28,24 +22,21 @@ class Relay:
     part: Part
     chunks: deque[bytes] = field(default_factory=deque)
     done: bool = False  # its last byte has arrived
-    ended: bool = False  # and has been sent
-    close: bool = False  # the browser's connection cannot carry another request after it
 
 
 class Answer:
-    """The browser's answer to one download, on the browser's connection (`writer`);
-    `client_keep`: the browser asked to keep that connection."""
+    """The browser's answer to one download, on the browser's connection."""
 
-    def __init__(self, writer: asyncio.StreamWriter, client_keep: bool) -> None:
-        self.writer, self.client_keep = writer, client_keep
+    def __init__(self, browser: Browser) -> None:
+        self.browser = browser
         self.head: Head | None = None  # the origin's answer it is made from
         self.head_sent = False
         self.pos = 0  # the bytes the browser has been sent
+        self.ended = False
         self.relay: Relay | None = None
 
     def gone(self) -> bool:
-        """The browser went away (dash.js aborts a request it gave up)."""
-        return self.writer.transport.is_closing()
+        return self.browser.gone()
 
     def send_head(self, size: int | None) -> None:
         """The head, once the size is known: 200, the whole length, the origin's headers but
@@ -55,9 +46,7 @@ class Answer:
         assert self.head is not None
         headers = [*self.head.without(HOP_BY_HOP | {"content-range", "content-length"}),
                    ("Content-Length", str(size))]
-        if not self.client_keep:
-            headers.append(("Connection", "close"))
-        self.writer.write(render_head("HTTP/1.1 200 OK", headers))
+        self.browser.respond(200, "OK", headers)
         self.head_sent = True
 
     def write_through(self, at: int, data: bytes) -> bool:
@@ -66,7 +55,7 @@ class Answer:
         end = at + len(data)
         if not (self.head_sent and at <= self.pos < end):
             return False
-        self.writer.write(data[self.pos - at:] if self.pos > at else data)
+        self.browser.send(data[self.pos - at:] if self.pos > at else data)
         self.pos = end
         return True
 
@@ -80,7 +69,7 @@ class Answer:
             for p in parts:
                 if p.buf and p.buf_start <= self.pos < p.buf_start + len(p.buf):
                     chunk = bytes(p.buf[self.pos - p.buf_start:])
-                    self.writer.write(chunk)
+                    self.browser.send(chunk)
                     self.pos += len(chunk)
                     progressed = True
         for p in parts:
@@ -88,37 +77,28 @@ class Answer:
                 cut = min(self.pos - p.buf_start, len(p.buf))
                 del p.buf[:cut]
                 p.buf_start += cut
-        await self.writer.drain()
+        if self.pos >= size and not self.ended:
+            self.browser.end()
+            self.ended = True
+        await self.browser.drain()
 
     async def deliver_relay(self) -> None:
-        """Sends what arrived of the relayed answer since the last call."""
+        """Sends what arrived of the relayed answer since the last call (its framing is h11's:
+        the origin's length, else chunks)."""
         relay, head = self.relay, self.head
         assert relay is not None and head is not None
-        chunked = "chunked" in head.tokens("transfer-encoding")
         if not self.head_sent:
-            headers = head.without(HOP_BY_HOP)
-            if chunked:
-                headers.append(("Transfer-Encoding", "chunked"))
-            if not body_is_framed(head, status_of(head), "GET") or not self.client_keep:
-                headers.append(("Connection", "close"))
-            self.writer.write(render_head(f"HTTP/1.1 {head.first.split(' ', 1)[1]}", headers))
+            self.browser.respond(head.status, head.reason, head.without(HOP_BY_HOP))
             self.head_sent = True
         while relay.chunks:
             data = relay.chunks.popleft()
             self.pos += len(data)
             if data:
-                self.writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n"
-                                  if chunked else data)
-        if relay.done and chunked and not relay.ended:
-            self.writer.write(b"0\r\n\r\n")
-        relay.ended = relay.done
-        await self.writer.drain()
+                self.browser.send(data)
+        if relay.done and not self.ended:
+            self.browser.end()
+            self.ended = True
+        await self.browser.drain()
 
-    def complete(self, size: int | None) -> bool:
-        if self.relay is not None:
-            return self.relay.ended and not self.relay.chunks
-        return size is not None and self.pos >= size and self.head_sent
-
-    def keeps_connection(self) -> bool:
-        """Whether the browser's connection can carry another request after this answer."""
-        return self.client_keep and not (self.relay is not None and self.relay.close)
+    def complete(self) -> bool:
+        return self.ended

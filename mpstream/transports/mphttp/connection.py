@@ -1,6 +1,6 @@
 """The proxy's client paths and their connections to an origin: one keep-alive connection of a
 path carries the requests it is given, pipelined, and its reader task reads their answers in
-order."""
+order, through h11 in the client's role."""
 
 from __future__ import annotations
 
@@ -12,12 +12,15 @@ import ssl
 import struct
 import termios
 from collections import deque
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import h11
+
 from mpstream.transports.mphttp.clock import now
 from mpstream.transports.mphttp.errors import PartFailed, describe_error
-from mpstream.transports.mphttp.messages import Origin
+from mpstream.transports.mphttp.messages import HEAD_LIMIT, READ_CHUNK, Head, Origin
 from mpstream.transports.mphttp.rangeplan import Ewma, WindowedMin
 
 # A part's bytes wake the proxy in batches of this much (or what is left of the response): at
@@ -113,6 +116,7 @@ class Conn:
             self.sock = None
         self.lowat = 1
         self.waiting, self.waiting_since = 0, 0.0  # what unread() last said, and since when
+        self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=HEAD_LIMIT)
         self.task = asyncio.create_task(self._read_loop())
 
     def usable(self) -> bool:
@@ -144,6 +148,56 @@ class Conn:
             with contextlib.suppress(OSError):
                 self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, nbytes)
                 self.lowat = nbytes
+
+    async def head(self, method: str) -> Head:
+        """The final head (past any 1xx) of the answer whose turn it is, to a `method` request.
+        h11 reads one answer at a time, and the proxy pipelines: the request is told to h11's
+        state only now, at its turn (its bytes went out when it was sent); h11 holds the bytes
+        of the answers after it until then."""
+        if self.h11.our_state is h11.DONE and self.h11.their_state is h11.DONE:
+            self.h11.start_next_cycle()
+        if self.h11.our_state is not h11.IDLE:  # the last answer ended the connection
+            raise ConnectionError("the server closed the connection before answering")
+        self.h11.send(h11.Request(method=method, target="/",
+                                  headers=[("Host", self.origin.authority)]))
+        self.h11.send(h11.EndOfMessage())
+        while True:
+            event = await self._next()
+            if isinstance(event, h11.Response):
+                return Head.of(event)
+
+    async def body(self, length: int | None = None) -> AsyncIterator[bytes]:
+        """The body of the answer whose head was read last, as it arrives. With its `length`,
+        the reader wakes only once LOW_WATER_BYTES (or what is left of it) have arrived."""
+        left = length
+        try:
+            while True:
+                if left is not None:
+                    self.low_water(max(1, min(left, LOW_WATER_BYTES)))
+                event = await self._next(min(left, READ_CHUNK) if left else READ_CHUNK)
+                if isinstance(event, h11.EndOfMessage):
+                    return
+                if isinstance(event, h11.Data):
+                    if left is not None:
+                        left -= len(event.data)
+                    yield bytes(event.data)
+        finally:
+            if length is not None:
+                self.low_water(1)  # the next head is read as soon as its first byte is in
+
+    def must_close(self) -> bool:
+        """The last answer ends the connection (it said so, or only its end ends its body)."""
+        return self.h11.their_state is not h11.DONE
+
+    async def _next(self, size: int = READ_CHUNK) -> object:
+        while True:
+            event = self.h11.next_event()
+            if event is h11.NEED_DATA:
+                self.h11.receive_data(await self.reader.read(size))
+                continue
+            if isinstance(event, h11.ConnectionClosed):
+                raise ConnectionError("the server closed the connection before answering")
+            return event
 
     def send(self, item: Exchange, raw: bytes) -> None:
         item.sent_idle = not self.queue
@@ -193,7 +247,7 @@ class Conn:
         except PartFailed as exc:
             self._fail_all(exc)
         except (OSError, ConnectionError, asyncio.IncompleteReadError, ValueError,
-                TimeoutError, ssl.SSLError) as exc:
+                TimeoutError, ssl.SSLError, h11.ProtocolError) as exc:
             # A kept-alive connection that the server closed before answering is stale, not
             # a path that failed; neither is one the proxy closed itself.
             stale = self.answered > 0 and bool(self.queue) and not self.queue[0].head_seen

@@ -8,21 +8,17 @@ import math
 from typing import Any
 
 from mpstream.transports.mphttp.answer import Answer, Relay
+from mpstream.transports.mphttp.browser import Browser
 from mpstream.transports.mphttp.clock import now, unix
-from mpstream.transports.mphttp.connection import LOW_WATER_BYTES, PRIOR_LATENCY_S, Conn, PathState
+from mpstream.transports.mphttp.connection import PRIOR_LATENCY_S, Conn, PathState
 from mpstream.transports.mphttp.errors import PartFailed, ProxyError
 from mpstream.transports.mphttp.messages import (
     CONDITIONAL,
     HOP_BY_HOP,
-    READ_CHUNK,
     Head,
     Origin,
-    body_chunks,
-    body_is_framed,
-    final_head,
     parse_content_range,
-    render_head,
-    status_of,
+    request_bytes,
 )
 from mpstream.transports.mphttp.part import RATE_SAMPLE_MIN_BYTES, Part
 from mpstream.transports.mphttp.proxy import Proxy
@@ -47,10 +43,10 @@ class Fetch:
     streamed to the browser in order (`answer`)."""
 
     def __init__(self, proxy: Proxy, scheduler: Scheduler, request: Head, target: str,
-                 origin: Origin, writer: asyncio.StreamWriter, client_keep: bool) -> None:
+                 origin: Origin, browser: Browser) -> None:
         self.proxy, self.scheduler = proxy, scheduler
         self.request, self.target, self.origin = request, target, origin
-        self.answer = Answer(writer, client_keep)
+        self.answer = Answer(browser)
         self.size: int | None = None
         self.validator: tuple[str | None, str | None] | None = None
         self.parts: list[Part] = []
@@ -129,7 +125,7 @@ class Fetch:
             spec = f"bytes={part.start}-{part.end - 1}"
         headers = [*self.request_headers(part.conditional), ("Range", spec)]
         part.conn, part.state, part.t_request = conn, "sent", now()
-        conn.send(part, render_head(f"GET {self.target} HTTP/1.1", headers))
+        conn.send(part, request_bytes("GET", self.target, headers))
 
     async def conn_for(self, path: PathState) -> Conn:
         """This download's connection on `path`: one per path, its parts pipelined on it."""
@@ -235,37 +231,23 @@ class Fetch:
 
     async def read_response(self, conn: Conn, part: Part) -> None:
         """Reads the response to `part` from `conn` (its reader task calls this)."""
-        head, status = await final_head(conn.reader)
+        head = await conn.head("GET")
         part.head_seen = True
-        self.on_head(part, status, head)
+        self.on_head(part, head.status, head)
+        relayed = part.mode == "relay"
+        if not relayed and not head.framed("GET"):
+            raise ConnectionError("a body without Content-Length or chunked framing")
         length = head.get("content-length")
-        if part.mode != "relay" and length is not None and length.isdigit():
-            left = int(length)
-            try:
-                while left > 0:
-                    conn.low_water(min(left, LOW_WATER_BYTES))
-                    data = await conn.reader.read(min(left, READ_CHUNK))
-                    if not data:
-                        raise ConnectionError(f"the connection ended with {left} bytes of the "
-                                              "body still to come")
-                    left -= len(data)
-                    conn.path.rx_bytes += len(data)
-                    self.on_data(part, data)
-            finally:
-                conn.low_water(1)  # the next head is read as soon as its first byte is in
-        else:
-            async for data, _raw in body_chunks(conn.reader, head,
-                                                framed_only=part.mode != "relay"):
-                conn.path.rx_bytes += len(data)
-                self.on_data(part, data)
-        relay = self.answer.relay
-        if relay is not None and relay.part is part:
-            relay.done = True
-            relay.close = "close" in head.tokens("connection") or \
-                not body_is_framed(head, status, "GET")
+        async for data in conn.body(int(length) if not relayed and length and length.isdigit()
+                                    else None):
+            conn.path.rx_bytes += len(data)
+            self.on_data(part, data)
+        if relayed:
+            assert self.answer.relay is not None
+            self.answer.relay.done = True
         if part.mode == "reject":
             raise PartFailed(f"path {part.path.index}: {part.reason}", path_fault=False)
-        if "close" in head.tokens("connection"):
+        if conn.must_close():
             conn.closed = True
         if part.live():
             self.finish_part(part, "done")
@@ -417,8 +399,8 @@ class Fetch:
 
     # -- the whole download ------------------------------------------------------------------
 
-    async def run(self) -> bool:
-        """Serves the download; whether the browser's connection can carry another request."""
+    async def run(self) -> None:
+        """Serves the download."""
         self.start()
         try:
             while True:
@@ -430,13 +412,13 @@ class Fetch:
                 self.progress.clear()
                 if self.fallback and not self.answer.head_sent:
                     self.finish()
-                    return await passthrough(self.proxy, self.request, b"", self.target,
-                                             self.origin, self.answer.writer,
-                                             self.answer.client_keep)
+                    await passthrough(self.proxy, self.request, b"", self.target, self.origin,
+                                      self.answer.browser)
+                    return
                 if self.error is not None:
                     raise ProxyError(self.error)
                 await self.deliver()
-                if self.answer.complete(self.size):
+                if self.answer.complete():
                     break
                 # Decisions follow a part's head, end or failure at once, and otherwise a tick:
                 # not every chunk that arrives (a few KB each) needs the whole plan revisited.
@@ -444,7 +426,6 @@ class Fetch:
                 if self.answer.relay is None and (self.changed or t - self.steered >= TICK_S):
                     self.changed, self.steered = False, t
                     self.steer()
-            return self.answer.keeps_connection()
         finally:
             self.finish()
 
@@ -518,9 +499,9 @@ class Fetch:
         t = now()
         return {"event": "request", "t": unix(t), "url": self.target, "origin": str(self.origin),
                 "method": "GET", "mode": "relay" if relayed else "split",
-                "status": status_of(head) if relayed and head is not None else 200,
+                "status": head.status if relayed and head is not None else 200,
                 "size": self.size, "delivered": self.answer.pos,
-                "complete": self.answer.complete(self.size), "t_request": unix(self.t_request),
+                "complete": self.answer.complete(), "t_request": unix(self.t_request),
                 "t_first_byte": None if self.t_first_byte is None else unix(self.t_first_byte),
                 "t_done": unix(t), "path_bytes": per_path, "received_bytes": received,
                 "redundant_bytes": max(0, sum(received) - sum(per_path)),

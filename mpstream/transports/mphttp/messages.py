@@ -1,16 +1,19 @@
-"""HTTP/1.1 as the proxy speaks it to the browser and the origin: heads, bodies, byte ranges,
-origins."""
+"""HTTP/1.1 as the proxy speaks it to the browser and the origin, through h11 (which parses and
+frames the messages; the proxy's connections feed it what they read): heads, requests as they go
+on the wire, byte ranges, origins."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+import h11
+
 HEAD_LIMIT = 256 * 1024  # the longest response or request head accepted
 READ_CHUNK = 64 * 1024
 MAX_BODY = 64 * 1024 * 1024  # the largest request body taken (the collector's beacons are KBs)
+
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "te", "trailer",
               "transfer-encoding", "upgrade", "proxy-authorization", "proxy-authenticate"}
 CONDITIONAL = {"if-none-match", "if-modified-since", "if-match", "if-unmodified-since",
@@ -19,10 +22,26 @@ CONDITIONAL = {"if-none-match", "if-modified-since", "if-match", "if-unmodified-
 
 @dataclass
 class Head:
-    """A request or response head: its first line and its headers in order, as sent."""
+    """A request's or a response's head as h11 read it: the request's method, target and
+    version, or the response's status and reason, and the headers in order, their names as
+    sent."""
 
-    first: str
     headers: list[tuple[str, str]]
+    method: str = ""
+    target: str = ""
+    version: str = "1.1"
+    status: int = 0
+    reason: str = ""
+
+    @classmethod
+    def of(cls, event: h11.Request | h11.Response) -> Head:
+        headers = [(k.decode("latin-1"), v.decode("latin-1"))
+                   for k, v in event.headers.raw_items()]
+        version = event.http_version.decode()
+        if isinstance(event, h11.Request):
+            return cls(headers, event.method.decode(), event.target.decode("latin-1"), version)
+        return cls(headers, version=version, status=event.status_code,
+                   reason=event.reason.decode("latin-1"))
 
     def get(self, name: str) -> str | None:
         name = name.lower()
@@ -38,121 +57,23 @@ class Head:
         return {t.strip().lower() for k, v in self.headers if k.lower() == name
                 for t in v.split(",") if t.strip()}
 
-
-def parse_head(raw: bytes) -> Head:
-    lines = raw.decode("latin-1").split("\r\n")
-    headers = []
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        if not sep or not name.strip() or name != name.strip():
-            raise ValueError(f"a malformed header line: {line[:80]!r}")
-        headers.append((name, value.strip()))
-    return Head(lines[0], headers)
+    def framed(self, method: str) -> bool:
+        """Whether the end of this response's body is known without the connection closing."""
+        return method == "HEAD" or 100 <= self.status < 200 or self.status in (204, 304) \
+            or self.get("content-length") is not None \
+            or "chunked" in self.tokens("transfer-encoding")
 
 
-def render_head(first: str, headers: Iterable[tuple[str, str]]) -> bytes:
-    return (first + "\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n"
-            ).encode("latin-1")
-
-
-async def read_head(reader: asyncio.StreamReader) -> Head | None:
-    """The next head on `reader`; None at a clean end of the stream before it."""
-    try:
-        raw = await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError as exc:
-        if not exc.partial.strip():
-            return None
-        raise ConnectionError("the connection ended in the middle of a head") from exc
-    except asyncio.LimitOverrunError as exc:
-        raise ConnectionError(f"a head longer than {HEAD_LIMIT} bytes") from exc
-    return parse_head(raw[:-4])
-
-
-async def final_head(reader: asyncio.StreamReader) -> tuple[Head, int]:
-    """The head of a response and its status, past any 1xx interim heads."""
-    while True:
-        head = await read_head(reader)
-        if head is None:
-            raise ConnectionError("the server closed the connection before answering")
-        status = status_of(head)
-        if not 100 <= status < 200:
-            return head, status
-
-
-def status_of(head: Head) -> int:
-    parts = head.first.split(" ", 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-        raise ConnectionError(f"not an HTTP response: {head.first[:80]!r}")
-    return int(parts[1])
-
-
-def has_body(status: int, method: str) -> bool:
-    return method != "HEAD" and not (100 <= status < 200 or status in (204, 304))
-
-
-def body_is_framed(head: Head, status: int, method: str) -> bool:
-    """Whether the end of the body is known without the connection closing."""
-    return not has_body(status, method) or head.get("content-length") is not None \
-        or "chunked" in head.tokens("transfer-encoding")
-
-
-async def body_chunks(reader: asyncio.StreamReader, head: Head, framed_only: bool = False):
-    """The body after `head` as it arrives (Content-Length, chunked, or up to the end of the
-    stream). Yields (data, raw) pairs: the decoded bytes and the bytes as they were on the wire.
-    Silence is the proxy's watchdog's business (a timer per read would cost more than the
-    read: a path delivers a few segments per wake-up)."""
-    if "chunked" in head.tokens("transfer-encoding"):
-        while True:
-            line = await reader.readuntil(b"\r\n")
-            size = int(line.split(b";", 1)[0].strip() or b"0", 16)
-            if size == 0:
-                trailer = line
-                while True:
-                    more = await reader.readuntil(b"\r\n")
-                    trailer += more
-                    if more == b"\r\n":
-                        break
-                yield b"", trailer
-                return
-            data = await reader.readexactly(size + 2)
-            yield data[:-2], line + data
-        return
-    length = head.get("content-length")
-    if length is not None:
-        left = int(length)
-        while left > 0:
-            data = await reader.read(min(left, READ_CHUNK))
-            if not data:
-                raise ConnectionError(f"the connection ended with {left} bytes of the body "
-                                      "still to come")
-            left -= len(data)
-            yield data, data
-        return
-    if framed_only:
-        raise ConnectionError("a body without Content-Length or chunked framing")
-    while True:
-        data = await reader.read(READ_CHUNK)
-        if not data:
-            return
-        yield data, data
-
-
-async def read_request_body(reader: asyncio.StreamReader, head: Head) -> bytes:
-    """A request's body, whole (beacons and API calls are small, and a body in hand can be sent
-    again on another connection)."""
-    if "chunked" in head.tokens("transfer-encoding"):
-        out = bytearray()
-        async for data, _raw in body_chunks(reader, head):
-            out += data
-        return bytes(out)
-    length = head.get("content-length")
-    if length is None or int(length) == 0:
-        return b""
-    if int(length) > MAX_BODY:
-        raise ValueError(f"a request body of {length} bytes (at most {MAX_BODY})")
-    return await reader.readexactly(int(length))
+def request_bytes(method: str, target: str, headers: list[tuple[str, str]],
+                  body: bytes = b"") -> bytes:
+    """A request as it goes on the wire. Each is written by an h11 connection of its own: the
+    proxy pipelines requests on one connection, which h11's own state for it does not allow
+    (connection.py tells that state of each request when its answer's turn comes)."""
+    writer = h11.Connection(h11.CLIENT)
+    out = writer.send(h11.Request(method=method, target=target, headers=headers)) or b""
+    if body:
+        out += writer.send(h11.Data(data=body)) or b""
+    return out + (writer.send(h11.EndOfMessage()) or b"")
 
 
 def parse_content_range(value: str | None) -> tuple[int, int, int]:

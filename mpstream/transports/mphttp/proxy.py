@@ -77,11 +77,8 @@ class Proxy:
     def __init__(self, paths: list[PathState], upstream: Origin | None,
                  stats: TextIO | None = None, stall_timeout_s: float = 2.0,
                  no_path_timeout_s: float = 20.0, stats_interval_s: float = 0.1) -> None:
-        self.paths = paths
-        self.upstream = upstream
-        self.stats = stats
-        self.stall_timeout_s = stall_timeout_s
-        self.no_path_timeout_s = no_path_timeout_s
+        self.paths, self.upstream, self.stats = paths, upstream, stats
+        self.stall_timeout_s, self.no_path_timeout_s = stall_timeout_s, no_path_timeout_s
         self.stats_interval_s = stats_interval_s
         self.sizes: dict[str, deque[int]] = {}
         self.conns: set[Conn] = set()

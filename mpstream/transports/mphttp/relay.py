@@ -5,19 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
+from mpstream.transports.mphttp.browser import Browser
 from mpstream.transports.mphttp.clock import now, unix
 from mpstream.transports.mphttp.connection import Conn
 from mpstream.transports.mphttp.errors import PartFailed, ProxyError
-from mpstream.transports.mphttp.messages import (
-    HOP_BY_HOP,
-    Head,
-    Origin,
-    body_chunks,
-    body_is_framed,
-    final_head,
-    has_body,
-    render_head,
-)
+from mpstream.transports.mphttp.messages import HOP_BY_HOP, Head, Origin, request_bytes
 from mpstream.transports.mphttp.proxy import PROBE_INTERVAL_S, Proxy
 
 # A pass-through request (a beacon, an API call) may wait this long for its answer.
@@ -28,9 +20,9 @@ class PassRequest:
     """A request that goes to the origin as it is, on one path: its answer is relayed to the
     browser by the connection's reader task as it arrives."""
 
-    def __init__(self, method: str, writer: asyncio.StreamWriter, client_keep: bool) -> None:
-        self.method, self.writer, self.client_keep = method, writer, client_keep
-        self.done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    def __init__(self, method: str, browser: Browser) -> None:
+        self.method, self.browser = method, browser
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.received = 0
         self.last_activity = now()
         self.sent_idle = False
@@ -40,32 +32,29 @@ class PassRequest:
         self.t_first_byte: float | None = None
 
     async def read_response(self, conn: Conn) -> None:
-        head, status = await final_head(conn.reader)
-        self.head_seen, self.status, self.t_first_byte = True, status, now()
+        head = await conn.head(self.method)
+        self.head_seen, self.status, self.t_first_byte = True, head.status, now()
         self.last_activity = self.t_first_byte
-        framed = body_is_framed(head, status, self.method)
-        headers = head.without({"connection", "keep-alive", "proxy-connection"})
-        if not framed or not self.client_keep:
-            headers.append(("Connection", "close"))
-        self.writer.write(render_head(f"HTTP/1.1 {head.first.split(' ', 1)[1]}", headers))
-        if has_body(status, self.method):
-            async for data, raw in body_chunks(conn.reader, head):
-                self.received += len(data)
-                conn.path.rx_bytes += len(data)
-                self.writer.write(raw)
-                await self.to_browser()
-                self.last_activity = now()
+        self.browser.respond(head.status, head.reason,
+                             head.without({"connection", "keep-alive", "proxy-connection"}))
+        async for data in conn.body():
+            self.received += len(data)
+            conn.path.rx_bytes += len(data)
+            self.browser.send(data)
+            await self.to_browser()
+            self.last_activity = now()
+        self.browser.end()
         await self.to_browser()
-        if not framed or "close" in head.tokens("connection"):
+        if conn.must_close():
             conn.closed = True
         if not self.done.done():
-            self.done.set_result(self.client_keep and framed)
+            self.done.set_result(None)
 
     async def to_browser(self) -> None:
         """Waits for the browser to take what was written; a browser that went away is no
         fault of the path (the connection closes, as its answer cannot be finished)."""
         try:
-            await self.writer.drain()
+            await self.browser.drain()
         except (ConnectionError, OSError) as exc:
             raise PartFailed(f"the browser went away: {exc}", path_fault=False) from exc
 
@@ -75,18 +64,18 @@ class PassRequest:
 
 
 async def passthrough(proxy: Proxy, head: Head, body: bytes, target: str, origin: Origin,
-                      writer: asyncio.StreamWriter, keep: bool) -> bool:
+                      browser: Browser) -> None:
     """The request as it is, on the path that would answer first (a Range request, a POST,
-    a HEAD); whether the browser's connection may carry another. A connection that fails
+    a HEAD). A connection that fails
     before any answer is tried again on another (a kept-alive one the server had closed
     meanwhile, or a path that failed)."""
-    method = head.first.split(" ", 1)[0]
+    method = head.method
     t_request = now()
     headers = [("Host", origin.authority),
                *head.without(HOP_BY_HOP | {"host", "content-length"})]
     if body or method in ("POST", "PUT", "PATCH"):
         headers.append(("Content-Length", str(len(body))))
-    raw = render_head(f"{method} {target} HTTP/1.1", headers) + body
+    raw = request_bytes(method, target, headers, body)
     last_error = "no path is up"
     attempts = 0
     while attempts < 3:
@@ -98,11 +87,11 @@ async def passthrough(proxy: Proxy, head: Head, body: bytes, target: str, origin
             continue
         attempts += 1
         path = proxy.path(min(est, key=lambda e: (e.start_s, -e.rate, e.index)).index)
-        exchange = PassRequest(method, writer, keep)
+        exchange = PassRequest(method, browser)
         try:
             conn = await proxy.checkout(path, origin)
             conn.send(exchange, raw)
-            client_keep = await exchange.done
+            await exchange.done
         except PartFailed as exc:
             if exchange.head_seen:
                 raise ProxyError(str(exc), half_sent=True) from exc
@@ -118,5 +107,5 @@ async def passthrough(proxy: Proxy, head: Head, body: bytes, target: str, origin
                       "t_first_byte": unix(exchange.t_first_byte or now()),
                       "t_done": unix(now()), "path": path.index,
                       "received_bytes": exchange.received})
-        return client_keep
+        return
     raise ProxyError(f"{method} {target} on {origin}: {last_error}")

@@ -7,15 +7,10 @@ import asyncio
 import contextlib
 from urllib.parse import urlsplit
 
+from mpstream.transports.mphttp.browser import BadRequest, Browser
 from mpstream.transports.mphttp.errors import ProxyError
 from mpstream.transports.mphttp.fetch import Fetch
-from mpstream.transports.mphttp.messages import (
-    Head,
-    parse_origin,
-    read_head,
-    read_request_body,
-    render_head,
-)
+from mpstream.transports.mphttp.messages import Head, parse_origin
 from mpstream.transports.mphttp.proxy import Proxy
 from mpstream.transports.mphttp.relay import passthrough
 from mpstream.transports.mphttp.schedulers import Scheduler
@@ -30,73 +25,65 @@ class Server:
 
     async def serve_client(self, reader: asyncio.StreamReader,
                            writer: asyncio.StreamWriter) -> None:
+        browser = Browser(reader, writer)
         try:
             while not self.proxy.stopping.is_set():
                 try:
-                    head = await read_head(reader)
-                except (ConnectionError, ValueError) as exc:
-                    await answer(writer, 400, f"a malformed request: {exc}", False)
+                    request = await browser.request()
+                except BadRequest as exc:
+                    await answer(browser, 400, str(exc), keep=False)
                     return
-                if head is None or not await self.serve_request(head, reader, writer):
+                if request is None:
                     return
+                await self.serve_request(browser, *request)
         except (ConnectionError, OSError):
             return  # the browser went away
         finally:
             with contextlib.suppress(Exception):
                 writer.close()
 
-    async def serve_request(self, head: Head, reader: asyncio.StreamReader,
-                            writer: asyncio.StreamWriter) -> bool:
-        """One request of the browser; whether its connection may carry another."""
-        parts = head.first.split(" ")
-        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-            await answer(writer, 400, f"not an HTTP/1.x request line: {head.first[:80]!r}",
-                         False)
-            return False
-        method, target, version = parts
-        keep = ("close" not in head.tokens("connection") if version == "HTTP/1.1"
-                else "keep-alive" in head.tokens("connection"))
-        try:
-            body = await read_request_body(reader, head)
-        except (ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
-            await answer(writer, 400, f"the request body could not be read: {exc}", False)
-            return False
-        origin = self.proxy.upstream
+    async def serve_request(self, browser: Browser, head: Head, body: bytes) -> None:
+        """One request of the browser."""
+        if not head.version.startswith("1."):
+            await answer(browser, 400, f"not an HTTP/1.x request: HTTP/{head.version}", False)
+            return
+        target, origin = head.target, self.proxy.upstream
         if target.startswith(("http://", "https://")):
             # A browser that uses the proxy as its HTTP proxy names the origin in the target.
             try:
                 origin = parse_origin(target)
             except ValueError as exc:
-                await answer(writer, 400, str(exc), keep)
-                return keep
+                await answer(browser, 400, str(exc))
+                return
             rest = urlsplit(target)
             target = (rest.path or "/") + (f"?{rest.query}" if rest.query else "")
         if origin is None:
-            await answer(writer, 400, "no origin: start the proxy with --upstream, or ask "
-                                      "with an absolute URL (as of an HTTP proxy)", keep)
-            return keep
-        fetch = None
+            await answer(browser, 400, "no origin: start the proxy with --upstream, or ask "
+                                       "with an absolute URL (as of an HTTP proxy)")
+            return
         try:
-            if method == "GET" and head.get("range") is None and not body:
-                fetch = Fetch(self.proxy, self.scheduler, head, target, origin, writer, keep)
-                return await fetch.run()
-            return await passthrough(self.proxy, head, body, target, origin, writer, keep)
+            if head.method == "GET" and head.get("range") is None and not body:
+                await Fetch(self.proxy, self.scheduler, head, target, origin, browser).run()
+            else:
+                await passthrough(self.proxy, head, body, target, origin, browser)
         except ProxyError as exc:
-            if exc.half_sent or (fetch is not None and fetch.answer.head_sent):
-                writer.transport.abort()  # an answer is half sent: only ending it is left
-                return False
-            await answer(writer, 502, str(exc), keep)
-            return keep
+            if exc.half_sent or browser.answering():
+                browser.abort()  # an answer is half sent: only ending it is left
+                return
+            await answer(browser, 502, str(exc))
 
 
-async def answer(writer: asyncio.StreamWriter, status: int, text: str, keep: bool) -> None:
-    """The proxy's own answer, a line of text (a request it cannot serve)."""
+async def answer(browser: Browser, status: int, text: str, keep: bool = True) -> None:
+    """The proxy's own answer, a line of text (a request it cannot serve); `keep`: the
+    connection may carry another request after it (as far as the browser's request allows)."""
     body = (text + "\n").encode()
     reason = {400: "Bad Request", 502: "Bad Gateway"}.get(status, "Error")
     headers = [("Content-Type", "text/plain; charset=utf-8"),
                ("Content-Length", str(len(body)))]
     if not keep:
         headers.append(("Connection", "close"))
-    writer.write(render_head(f"HTTP/1.1 {status} {reason}", headers) + body)
+    browser.respond(status, reason, headers)
+    browser.send(body)
+    browser.end()
     with contextlib.suppress(ConnectionError, OSError):
-        await writer.drain()
+        await browser.drain()

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from mpstream.jsonlines import read_json_lines
 from mpstream.network import Network
-from mpstream.proc import await_ready, stop
+from mpstream.proc import Started, await_ready, stop
 from mpstream.proof import Proof
 from mpstream.transports.base import Carrier, Transport, register
 from mpstream.transports.mphttp.program import IMPLEMENTATION
@@ -57,7 +57,7 @@ class MPHTTP(Transport):
 
 
 @dataclass
-class MultipathHTTPProxy:
+class MultipathHTTPProxy(Started):
     """The proxy on the network's client host for one session. `base_url` is what the browser
     asks for the page; `media_url(url)` is a manifest's address through the proxy."""
 
@@ -80,19 +80,11 @@ class MultipathHTTPProxy:
     def stderr(self) -> Path:
         return self.workdir / STDERR_FILE
 
-    def __enter__(self) -> MultipathHTTPProxy:
+    def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.base_url = self.server_url
         if self._through_paths(self.server_url):
-            try:
-                self._start(_origin(self.server_url))
-            except BaseException:
-                self.close()
-                raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+            self._start(_origin(self.server_url))
 
     def _through_paths(self, url: str) -> bool:
         """Whether `url` is on the network's server (reached over the client paths), not on
@@ -123,6 +115,7 @@ class MultipathHTTPProxy:
         return urlunsplit(("http", self.listen or "", parts.path, parts.query, parts.fragment))
 
     def _start(self, origin: str) -> None:
+        """The proxy process, for `origin`, on the network's client host."""
         net = self.network
         argv = [sys.executable, "-m", "mpstream.transports.mphttp", "--upstream", origin,
                 "--stats", str(self.stats), "--scheduler", self.scheduler,
