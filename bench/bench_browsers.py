@@ -34,7 +34,7 @@ from mpstream.player.session import PlayRequest, play_session
 from mpstream.proc import signals_interrupt
 from mpstream.runner.summary import BenchRecord
 from mpstream.server.stack import ServerStack
-from mpstream.transport import get_transport
+from mpstream.transports.base import get_transport
 
 CASES = (("chromium", "avc"), ("firefox", "avc"), ("firefox", "hevc"))
 LADDER = """

@@ -29,7 +29,7 @@ from mpstream.netem import traces
 from mpstream.netem.profile import load_profile, profile_from_dict
 from mpstream.netem.topology import Topology
 from mpstream.proc import signals_interrupt
-from mpstream.transport import get_transport
+from mpstream.transports.base import get_transport
 
 MPTCP_WRAP = get_transport("mptcp").wrap
 

@@ -20,7 +20,7 @@ from mpstream.netem.topology import Topology
 from mpstream.player.session import DIST_DIR, MANIFESTS, PlayRequest, play_session
 from mpstream.proc import signals_interrupt
 from mpstream.server.stack import ServerStack
-from mpstream.transport import get_transport
+from mpstream.transports.base import get_transport
 
 
 def page_weight() -> dict[str, int]:

@@ -30,7 +30,6 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from mpstream.hop import HopOptions, QuicHop
 from mpstream.netem.profile import profile_from_dict
 from mpstream.netem.teardown import netns_pids
 from mpstream.netem.topology import Topology
@@ -38,7 +37,8 @@ from mpstream.network import Network
 from mpstream.proc import machine_busy_seconds, process_cpu_seconds, signals_interrupt
 from mpstream.runner.summary import BenchRecord
 from mpstream.server.stack import ServerStack
-from mpstream.transport import get_transport
+from mpstream.transports.base import get_transport
+from mpstream.transports.hop.programs import HopOptions, QuicHop
 
 PORT = 8080
 MODES = ("tcp", "tcp-hop", "quic", "mptcp", "mptcp-hop", "mpquic")

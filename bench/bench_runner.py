@@ -15,7 +15,7 @@ from pathlib import Path
 from mpstream.netem.topology import Topology
 from mpstream.proc import signals_interrupt
 from mpstream.runner.sampler import SubflowSampler, read_samples
-from mpstream.transport import get_transport
+from mpstream.transports.base import get_transport
 
 MPTCP_WRAP = get_transport("mptcp").wrap
 

@@ -36,7 +36,7 @@ from mpstream.player.browsers import KeptPlaywright, open_page, using
 from mpstream.proc import side_by_side, signals_interrupt
 from mpstream.runner.summary import BenchRecord
 from mpstream.server.stack import ServerStack, shared_collector
-from mpstream.transport import get_transport
+from mpstream.transports.base import get_transport
 
 MODES = ("sequential", "side-by-side", "kept-driver")
 

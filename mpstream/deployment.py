@@ -35,8 +35,8 @@ import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mpstream.errors import UserError
-from mpstream.pathpolicy import known_policy
 from mpstream.sending import SendOptions
+from mpstream.transports.pathpolicy import known_policy
 
 PRESETS_DIR = Path(__file__).parent / "deployments"
 DEFAULT_DEPLOYMENT = "kernel-default"
@@ -120,7 +120,8 @@ class ClientSettings(_End):
 class Deployment(_Strict):
     name: str = DEFAULT_DEPLOYMENT
     description: str = ""
-    # A path policy (mpstream/pathpolicy.py) this deployment runs; a condition's own wins.
+    # A path policy (mpstream/transports/pathpolicy.py) this deployment runs; a condition's own
+    # wins.
     path_policy: str | None = None
     server: ServerSettings = ServerSettings()
     client: ClientSettings = ClientSettings()

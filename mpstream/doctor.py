@@ -23,10 +23,10 @@ import click
 from rich.console import Console
 
 from mpstream import hooks
-from mpstream.hop import BUILD_COMMAND as HOP_BUILD_COMMAND
-from mpstream.hop import HOP_BINARY
 from mpstream.paths import BUILD_DIR, REPO_ROOT, program_env
 from mpstream.paths import program as path_program
+from mpstream.transports.hop.programs import BUILD_COMMAND as HOP_BUILD_COMMAND
+from mpstream.transports.hop.programs import HOP_BINARY
 
 PROC_SYS = Path("/proc/sys")
 OS_RELEASE = Path("/etc/os-release")

@@ -17,9 +17,30 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from mpstream.errors import UserError
+
+
+class Started:
+    """A context manager of programs it starts (`start`): closed on exit, and when starting
+    them fails part-way, so that nothing it started stays behind."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        with contextlib.ExitStack() as on_failure:
+            on_failure.callback(self.close)
+            self.start()
+            on_failure.pop_all()  # started: closed on exit instead
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def pid_alive(pid: int) -> bool:

@@ -1,8 +1,9 @@
-"""A registry of plugins kept in one folder (a package): the transports (mpstream/transports/,
-beside those mpstream/transport.py defines), the workloads (runner/workloads/) and the networks
-(runner/sites/). Each module of the folder registers what it defines when it is imported; the
-registry imports them all on its first lookup, never when it is itself imported, because they
-import the modules that ask the registry which names there are."""
+"""A registry of plugins kept in one folder (a package): the transports (mpstream/transports/),
+the workloads (runner/workloads/) and the networks (runner/sites/). Each module (or package) of
+the folder registers what it defines when it is imported; the registry imports them all on its
+first lookup, never when it is itself imported, because they import the modules that ask the
+registry which names there are. The folder's other modules (`not_plugins`: its interface,
+`base`, and helpers its plugins share) are not imported as plugins."""
 
 from __future__ import annotations
 
@@ -18,12 +19,16 @@ T = TypeVar("T")
 class Registry(Generic[T]):
     """The plugins of package `package` (its folder `path`, kept as given so that a folder
     added to the package's path is seen), each under the name `name_of` gives it, which must
-    match `name_pattern` when one is given; `what` names one in errors ("workload kind")."""
+    match `name_pattern` when one is given; `what` names one in errors ("workload kind").
+    Plugins are listed in the folder's order (its modules by name), whichever was imported
+    first."""
 
     def __init__(self, package: str, path: Iterable[str], what: str,
-                 name_of: Callable[[T], str], name_pattern: str | None = None):
+                 name_of: Callable[[T], str], name_pattern: str | None = None,
+                 not_plugins: Iterable[str] = ("base",)):
         self.package, self.path, self.what, self.name_of = package, path, what, name_of
         self.name_pattern = name_pattern
+        self.not_plugins = frozenset(not_plugins)
         self.items: dict[str, T] = {}
         self.loaded = False
 
@@ -45,9 +50,22 @@ class Registry(Generic[T]):
         a module imported already is not run twice)."""
         if not self.loaded or again:
             self.loaded = True
-            for module in pkgutil.iter_modules(list(self.path)):
-                if module.name != "base":  # the interface, not a plugin
-                    importlib.import_module(f"{self.package}.{module.name}")
+            modules = [f"{self.package}.{m.name}" for m in pkgutil.iter_modules(list(self.path))
+                       if m.name not in self.not_plugins]
+            for module in modules:
+                importlib.import_module(module)
+            self._in_order(modules)
+
+    def _in_order(self, modules: list[str]) -> None:
+        """The plugins in the order of the folder's modules that define their classes (a plugin
+        imported before the folder was loaded, as a helper of its package imports it, keeps its
+        place); those from elsewhere after them, as they came."""
+        def rank(item: T) -> int:
+            home = getattr(item, "__module__", "")
+            return next((i for i, m in enumerate(modules)
+                         if home == m or home.startswith(m + ".")), len(modules))
+
+        self.items = dict(sorted(self.items.items(), key=lambda kv: rank(kv[1])))
 
     def names(self) -> list[str]:
         self.load()

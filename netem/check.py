@@ -41,7 +41,7 @@ from mpstream.netem.profile import Link, Profile
 from mpstream.netem.system import require_tools
 from mpstream.netem.topology import Topology
 from mpstream.netem.traces import mean_bps as trace_mean_bps
-from mpstream.transport import get_transport
+from mpstream.transports.base import get_transport
 
 # The aggregate of an mptcp profile is measured by iperf3 speaking MPTCP at both ends.
 MPTCP_WRAP = get_transport("mptcp").wrap

@@ -239,7 +239,7 @@ def exec_(name: str, host: str, argv: tuple[str, ...], mptcp: bool) -> None:
     user1, user2, …): `mpstream netem exec t1 client -- curl ...`."""
     from mpstream.netem.system import require_root
     from mpstream.netem.topology import Topology
-    from mpstream.transport import get_transport
+    from mpstream.transports.base import get_transport
 
     require_root()
     topo = Topology.attach(name)

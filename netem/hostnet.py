@@ -33,7 +33,8 @@ from mpstream.errors import UserError
 from mpstream.network import Network, PathCounters, PathInfo
 from mpstream.proc import pid_alive
 from mpstream.state import HOST_CHANGES, kind_dir, legacy_dir
-from mpstream.transport import Transport, get_transport, mptcp_enabled
+from mpstream.transports.base import Transport, get_transport
+from mpstream.transports.direct import mptcp_enabled
 
 # Rule priorities and table ids are picked among free ones from here on (below `main`, 32766).
 FIRST_PRIORITY = 9700

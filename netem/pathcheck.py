@@ -24,7 +24,7 @@ import click
 from mpstream.errors import UserError
 from mpstream.netem.hostnet import HostPaths, InterfaceSpec, interface_bytes, parse_interfaces
 from mpstream.progress import working
-from mpstream.transport import TRANSPORTS, Transport, get_transport
+from mpstream.transports.base import TRANSPORTS, Transport, get_transport
 
 PROBE_PATH = "/probe/blob"  # served by `mpstream serve` (server/nginx.conf.j2)
 

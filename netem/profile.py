@@ -36,10 +36,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mpstream.deployment import Deployment, load_deployment
-from mpstream.errors import UserError, warn
-from mpstream.netem import coupled, traces
+from mpstream.errors import UserError
+from mpstream.netem import coupled, legacyfields, traces
 from mpstream.netem.teardown import MAX_COMPETITORS
-from mpstream.transport import TRANSPORTS, get_transport
 
 PRESETS_DIR = Path(__file__).parent / "profiles"
 
@@ -256,7 +255,7 @@ class PathSpec(LinkSpec):
     name: str | None = None
     backup: bool = False  # MPTCP endpoint flagged backup (used only when the others fail)
     # A path whose bytes cost money (cellular): counted as metered bytes, held back by the
-    # path policies `backup` and `deadline` (mpstream/pathpolicy.py).
+    # path policies `backup` and `deadline` (mpstream/transports/pathpolicy.py).
     metered: bool = False
     cost_per_gb: float | None = Field(default=None, ge=0)
 
@@ -279,9 +278,10 @@ class CompetitorSpec(_Strict):
     profile's server link, when it has one, is shared by every user."""
 
     name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
-    # The transport it speaks, any registered one (mpstream/transport.py): one whose network
-    # mode is single-path runs over its first path only. `mode` ("mptcp" or "tcp") is the older
-    # spelling of transport "mptcp" or "tcp", read into `transport`.
+    # The name of the transport it speaks, any registered one: one whose network mode is
+    # single-path runs over its first path only. The network knows no transport: the name is
+    # looked up where a user is set up or a condition read (netem/competitors.py). `mode`
+    # ("mptcp" or "tcp") is the older spelling of transport "mptcp" or "tcp", read into it.
     transport: str = "tcp"
     paths: list[CompetitorPathSpec] = Field(min_length=1, max_length=4)
     # What it does in a trial: "same" as the client (a player, or a transfer), or "bulk": cross
@@ -306,16 +306,6 @@ class CompetitorSpec(_Strict):
                              "give `transport` alone")
         data["transport"] = mode
         return data
-
-    @field_validator("transport")
-    @classmethod
-    def _registered(cls, name: str) -> str:
-        return TRANSPORTS.check(name)
-
-    @property
-    def multipath(self) -> bool:
-        """Its host is set up for MPTCP (endpoints on every path), as its transport asks."""
-        return get_transport(self.transport).network_mode == "mptcp"
 
     @model_validator(mode="after")
     def _schedule(self) -> CompetitorSpec:
@@ -347,23 +337,6 @@ class EventSpec(_Strict):
         return self
 
 
-# What a profile file may still say of its endpoints, and where each now lives: the endpoints'
-# settings are a deployment's (mpstream/deployment.py). Read with a warning naming the new home.
-LEGACY_FIELDS = {
-    "cc": "a deployment's server.cc and client.cc",
-    "sysctls": "a deployment's server.sysctls and client.sysctls",
-    "server": "a deployment's server.nginx",
-    "mptcp": "a deployment's server.mptcp (scheduler, checksum) and client.mptcp (the rest)",
-    "backup": "a deployment's client.backup (a list of paths)",
-}
-_SERVER_MPTCP = ("scheduler", "checksum")
-
-
-def _has_endpoint_fields(data: dict[str, Any]) -> bool:
-    return any(k in data for k in ("cc", "sysctls", "server", "mptcp")) or any(
-        isinstance(p, dict) and "backup" in p for p in data.get("paths") or [])
-
-
 class Profile(_Strict):
     """The network (paths, queues, AQM, events, competing users' links), with the deployment
     that runs over it (`deployment`, by default the kernel's own settings)."""
@@ -388,44 +361,13 @@ class Profile(_Strict):
     @classmethod
     def _endpoint_fields(cls, data: Any) -> Any:
         """The endpoint fields of older profiles, moved into the deployment they belong to
-        (on top of it, as a `set` would be); the loader warns (legacy_fields)."""
-        if not isinstance(data, dict) or not _has_endpoint_fields(data):
+        (on top of it, as a `set` would be); the loader warns (legacyfields.py)."""
+        if not isinstance(data, dict) or not legacyfields.has_endpoint_fields(data):
             return data
-        data = dict(data)
         raw = data.get("deployment")
         dep = raw.model_dump(mode="json", exclude_unset=True) if isinstance(
             raw, Deployment) else dict(raw or {})
-        server, client = dict(dep.get("server") or {}), dict(dep.get("client") or {})
-        if "cc" in data:
-            server["cc"] = client["cc"] = data.pop("cc")
-        if "sysctls" in data:
-            sysctls = data.pop("sysctls") or {}
-            server["sysctls"] = {**(server.get("sysctls") or {}), **sysctls}
-            client["sysctls"] = {**(client.get("sysctls") or {}), **sysctls}
-        if "server" in data:
-            server["nginx"] = {**(server.get("nginx") or {}), **(data.pop("server") or {})}
-        if "mptcp" in data:
-            smp, cmp = dict(server.get("mptcp") or {}), dict(client.get("mptcp") or {})
-            for key, value in dict(data.pop("mptcp") or {}).items():
-                if key in _SERVER_MPTCP:
-                    smp[key] = value
-                if key not in _SERVER_MPTCP or key == "checksum":
-                    cmp[key] = value
-            server["mptcp"], client["mptcp"] = smp, cmp
-        backup = list(client.get("backup") or [])
-        paths = []
-        for index, path in enumerate(data.get("paths") or []):
-            if isinstance(path, dict) and "backup" in path:
-                path = dict(path)
-                if path.pop("backup") and index not in backup:
-                    backup.append(index)
-            paths.append(path)
-        if paths:
-            data["paths"] = paths
-        if backup:
-            client["backup"] = backup
-        data["deployment"] = {**dep, "server": server, "client": client}
-        return data
+        return legacyfields.into_deployment(data, dep)
 
     @property
     def cc(self) -> str:
@@ -703,31 +645,13 @@ def profile_from_dict(data: dict[str, Any], *, name: str = "custom",
         raise UserError(_format_validation_error(exc, str(source or name))) from None
 
 
-def warn_endpoint_fields(keys: list[str], origin: str) -> None:
-    """Warns of each endpoint field (`cc`, `sysctls.X`, `paths.1.backup`, ...) that `origin`
-    still sets, naming its new home."""
-    for key in keys:
-        parts = key.split(".")
-        field = "backup" if parts[0] == "paths" and parts[-1] == "backup" else parts[0]
-        if field in LEGACY_FIELDS:
-            warn(f"{origin}: `{key}` is a deployment setting now, read for the time being; "
-                 f"move it to {LEGACY_FIELDS[field]} (docs/deployments.md)")
-
-
-def _file_keys(data: dict[str, Any]) -> list[str]:
-    keys = [k for k in data if k in LEGACY_FIELDS]
-    keys += [f"paths.{i}.backup" for i, p in enumerate(data.get("paths") or [])
-             if isinstance(p, dict) and "backup" in p]
-    return keys
-
-
 def load_profile(ref: str | Path | Profile, overrides: dict[str, Any] | None = None,
                  deployment: str | Path | Deployment | None = None) -> Profile:
     """A preset name (see `preset_names()`) or a TOML file path -> a validated Profile;
     `deployment` (a preset name, a file or a Deployment) replaces the profile's, and the
     overrides apply after it (so `deployment.server.cc=bbr` changes the one named)."""
     if overrides:
-        warn_endpoint_fields(list(overrides), "--set / a condition's set")
+        legacyfields.warn_moved(list(overrides), "--set / a condition's set")
     if isinstance(ref, Profile):
         if not overrides and deployment is None:
             return ref
@@ -747,7 +671,7 @@ def load_profile(ref: str | Path | Profile, overrides: dict[str, Any] | None = N
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"profile {path} is not valid TOML: {exc}") from None
-    warn_endpoint_fields(_file_keys(data), f"profile {path.name}")
+    legacyfields.warn_moved(legacyfields.file_keys(data), f"profile {path.name}")
     _put_deployment(data, deployment)
     if overrides:
         apply_overrides(data, overrides)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from mpstream.errors import UserError
 from mpstream.netem.sockets import MPTCP_LEVEL, connection_token, parse_ss
 from mpstream.network import Network
-from mpstream.transport import mptcp_counters
+from mpstream.transports.direct import mptcp_counters
 
 # Long enough for a working connection's data-level sequence to move at any rate a trial
 # emulates; short enough to add little to a session that already timed out.

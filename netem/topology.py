@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from mpstream.errors import UserError
-from mpstream.netem import coupled, pathcaps, teardown
+from mpstream.netem import competitors, coupled, pathcaps, teardown
 from mpstream.netem.profile import Link, Profile, load_profile
 from mpstream.netem.system import (
     PROC_SYS,
@@ -52,8 +52,8 @@ from mpstream.netem.system import (
 )
 from mpstream.netem.teardown import NAME_RULE, competitor_role, netns_name, read_state
 from mpstream.network import Competitor, Network, PathCounters, PathInfo, in_netns
-from mpstream.pathpolicy import mptcp_endpoint_id
 from mpstream.proc import stop_pids
+from mpstream.transports.pathpolicy import mptcp_endpoint_id
 
 SERVER_ADDR = "10.2.0.2"
 SERVER_SUBNET = "10.2.0.0/24"
@@ -94,7 +94,7 @@ def _competitors(profile: Profile, name: str) -> list[tuple[Competitor, list[Wir
     """The profile's competing clients and their wires, in slots after the client's paths."""
     out = []
     slot = len(profile.paths)
-    for k, spec in enumerate(profile.competitors):
+    for k, (spec, speaks) in enumerate(competitors.with_transports(profile)):
         host = competitor_role(k)
         ns = netns_name(name, host)
         wires = []
@@ -106,7 +106,7 @@ def _competitors(profile: Profile, name: str) -> list[tuple[Competitor, list[Wir
             slot += 1
         cross = (spec.start_s, spec.stop_s) if spec.traffic == "bulk" else None
         user = Competitor(host=host, name=profile.competitor_name(k), transport=spec.transport,
-                          mptcp=spec.multipath,
+                          mptcp=speaks.network_mode == "mptcp",
                           paths=tuple(w.path for w in wires), cross_traffic=cross)
         out.append((user, wires))
     return out

@@ -16,15 +16,15 @@ from rich.console import Console
 from rich.table import Table
 
 from mpstream.errors import UserError
-from mpstream.pathpolicy import POLICIES, DeadlineMarks, acts
-from mpstream.pathpolicy import check_for as check_policy_for
-from mpstream.pathpolicy import fit_profile as fit_policy
 from mpstream.player.abr import describe_rules, parse_abr_params, resolve_abr
 from mpstream.player.browsers import BROWSERS, check_browser
 from mpstream.player.codecs import CODECS, check_codec
 from mpstream.player.session import MANIFESTS, PlayRequest, PlayResult, play_session
 from mpstream.progress import Working, working
-from mpstream.transport import TRANSPORTS, Transport, for_network_mode, get_transport
+from mpstream.transports.base import TRANSPORTS, Transport, for_network_mode, get_transport
+from mpstream.transports.pathpolicy import POLICIES, DeadlineMarks, acts
+from mpstream.transports.pathpolicy import check_for as check_policy_for
+from mpstream.transports.pathpolicy import fit_profile as fit_policy
 
 # What --json prints at least (issue: the player), in this order.
 JSON_FIELDS = (

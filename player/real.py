@@ -16,7 +16,7 @@ from mpstream.netem.hostnet import HostPaths, InterfaceSpec, parse_interfaces, r
 from mpstream.player.session import PlayRequest, PlayResult, play_session
 from mpstream.scratch import session_tempdir
 from mpstream.server.stack import ServerStack
-from mpstream.transport import Transport
+from mpstream.transports.base import Transport
 
 
 def _check_url(url: str) -> None:

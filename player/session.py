@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypedDict
 from urllib.parse import urlencode
 
-from mpstream import pathpolicy, phases
+from mpstream import phases
 from mpstream.errors import UserError
 from mpstream.netem.receivestall import receive_stall
 from mpstream.network import Network, PathCounters
@@ -35,7 +35,8 @@ from mpstream.player.browsers import (
 )
 from mpstream.player.codecs import CODECS, family
 from mpstream.scratch import session_tempdir
-from mpstream.transport import Carrier, Transport
+from mpstream.transports import pathpolicy
+from mpstream.transports.base import Carrier, Transport
 
 DIST_DIR = Path(__file__).resolve().parent / "dist"
 PLAYERS = {"hlsjs": "hls", "dashjs": "dash"}
@@ -96,8 +97,8 @@ class PlayRequest:
     # Where the transport's carrier writes (the QUIC hop's statistics and qlog; None: nowhere
     # kept).
     workdir: Path | None = None
-    # When the metered paths carry data (mpstream/pathpolicy.py; None: `always`), the metered
-    # paths' prices per GB by path index (None: a network that does not say), and the
+    # When the metered paths carry data (mpstream/transports/pathpolicy.py; None: `always`), the
+    # metered paths' prices per GB by path index (None: a network that does not say), and the
     # deadline policy's marks.
     path_policy: str | None = None
     metered: dict[int, float | None] | None = None

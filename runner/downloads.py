@@ -15,7 +15,7 @@ from mpstream.network import Competitor, Network
 from mpstream.proc import stop
 from mpstream.runner.layout import competitor_iperf_name
 from mpstream.runner.workloads.base import TrialContext, TrialFailed
-from mpstream.transport import Transport, get_transport
+from mpstream.transports.base import Transport, get_transport
 
 BULK_PORT = 5211  # not iperf3's default: other tools on the machine may hold that one
 

@@ -12,7 +12,7 @@ from mpstream.qoe.metrics import video_segment_rates as segment_rates
 from mpstream.runner.layout import TrialData
 from mpstream.runner.metric import Metric, declare
 from mpstream.runner.workloads import workload_for
-from mpstream.transport import TRANSPORTS, get_transport
+from mpstream.transports.base import TRANSPORTS, get_transport
 
 BIN_S = 1.0
 __all__ = ["segment_rates", "trial_metrics"]

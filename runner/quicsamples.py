@@ -1,8 +1,9 @@
 """The QUIC hop's per-path statistics (quic-proxy.jsonl of the client's end, quic-gateway.jsonl
-of the server's: mpstream/hop.py) as rows of the kernel sampler's shape, so that a trial over
-(multipath) QUIC gets the per-path figures (each path's share of the bytes, losses, the sender's
-RTT, the first segment's split) that a trial over MPTCP gets from its subflows. The kernel's
-samples of such a trial hold only loopback TCP (browser to proxy, gateway to server): no path.
+of the server's: mpstream/transports/hop/programs.py) as rows of the kernel sampler's shape, so
+that a trial over (multipath) QUIC gets the per-path figures (each path's share of the bytes,
+losses, the sender's RTT, the first segment's split) that a trial over MPTCP gets from its
+subflows. The kernel's samples of such a trial hold only loopback TCP (browser to proxy,
+gateway to server): no path.
 
 One row per statistics line: the socket key is the connection and its path id (ids are never
 reused within a connection); bytes_received is what arrived on the path in UDP payload

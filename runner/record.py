@@ -40,7 +40,7 @@ class PathLabel(BaseModel):
 
 
 class PolicyToggle(BaseModel):
-    """One change of a held path's role by the path policy (mpstream/pathpolicy.py)."""
+    """One change of a held path's role by the path policy (mpstream/transports/pathpolicy.py)."""
 
     t_s: float = Field(description="seconds since the session's controller started")
     t_unix: float
@@ -145,7 +145,7 @@ class TrialRecord(BaseModel):
     path_policy: str | None = Field(default=None, description="when the paths it holds back "
                                     "(metered ones, or a user's slower ones for fast-start) "
                                     "carry data: always, backup, deadline or fast-start "
-                                    "(mpstream/pathpolicy.py)")
+                                    "(mpstream/transports/pathpolicy.py)")
     metered_paths: list[int] = Field(default_factory=list, description="the profile's metered "
                                      "paths (cellular)")
     metered_bytes: int | None = Field(default=None, description="bytes the metered paths "

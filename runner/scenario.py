@@ -29,12 +29,12 @@ from pydantic import (
 
 from mpstream.deployment import deployment_file, load_deployment
 from mpstream.errors import UserError
-from mpstream.pathpolicy import known_policy
 from mpstream.player.abr import DEFAULT as ABR_DEFAULT
 from mpstream.player.abr import resolve_abr
 from mpstream.runner.sites import SiteKind, site_class
 from mpstream.runner.workloads import WorkloadKind, workload_for
-from mpstream.transport import TRANSPORTS, get_transport
+from mpstream.transports.base import TRANSPORTS, get_transport
+from mpstream.transports.pathpolicy import known_policy
 
 SCENARIOS_DIR = Path(__file__).resolve().parent / "scenarios"
 
@@ -45,7 +45,8 @@ Browser = Literal["chromium", "firefox"]
 Codec = Literal["auto", "avc", "hevc"]
 
 
-# A registered transport's name (mpstream.transport.TRANSPORTS), checked when a scenario loads.
+# A registered transport's name (mpstream/transports/base.py's TRANSPORTS), checked when a
+# scenario loads.
 TransportName = Annotated[str, AfterValidator(TRANSPORTS.check)]
 
 
@@ -110,7 +111,7 @@ class Condition(_Strict):
     # (relative to the scenario's folder first); None: kernel-default.
     deployment: str | None = None
     # When the profile's metered paths carry data (None: the deployment's, else always):
-    # mpstream/pathpolicy.py, and
+    # mpstream/transports/pathpolicy.py, and
     # the deadline policy's buffer marks [low, high] in seconds (None: its defaults).
     path_policy: str | None = None
     deadline_marks: tuple[float, float] | None = None
@@ -301,6 +302,7 @@ def resolve_profile(name: str, base_dir: Path) -> str | Path:
 def build_profile(scenario: Scenario, cond: Condition):
     """The condition's netem Profile: the preset or file, the condition's `set` overrides, and
     mode "tcp" when the condition asks for single-path TCP."""
+    from mpstream.netem.competitors import with_transports
     from mpstream.netem.profile import load_profile
 
     if cond.profile is None:
@@ -311,8 +313,10 @@ def build_profile(scenario: Scenario, cond: Condition):
         overrides["mode"] = get_transport(cond.transport).network_mode
     deployment = None if cond.deployment is None else \
         deployment_file(cond.deployment, scenario.base_dir)
-    return load_profile(resolve_profile(cond.profile, scenario.base_dir), overrides or None,
-                        deployment=deployment)
+    profile = load_profile(resolve_profile(cond.profile, scenario.base_dir), overrides or None,
+                           deployment=deployment)
+    with_transports(profile)  # what its other users speak is the scenario's to check
+    return profile
 
 
 class Trial(_Strict):

@@ -29,7 +29,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from mpstream import pathpolicy, phases
+from mpstream import phases
 from mpstream.errors import UserError
 from mpstream.proc import signals_interrupt
 from mpstream.provenance import load_avg_1m
@@ -53,6 +53,7 @@ from mpstream.runner.sites import site_class
 from mpstream.runner.sites.base import Site
 from mpstream.runner.workloads import workload_for
 from mpstream.runner.workloads.base import TrialContext, TrialFailed, WorkloadOutcome
+from mpstream.transports import pathpolicy
 
 
 def session_id_for(run_id: str, trial: Trial) -> str:

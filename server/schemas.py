@@ -22,7 +22,7 @@ from pydantic import (
     WithJsonSchema,
 )
 
-from mpstream.transport import NAME_PATTERN
+from mpstream.transports.base import NAME_PATTERN
 
 MAX_EVENTS_PER_BATCH = 500
 MAX_BODY_BYTES = 1024 * 1024
@@ -69,7 +69,7 @@ Text100 = Annotated[str, StringConstraints(min_length=0, max_length=100), _STORA
 NonEmptyText100 = Annotated[str, StringConstraints(min_length=1, max_length=100), _STORABLE]
 
 SessionId = Annotated[str, StringConstraints(pattern=SESSION_ID_PATTERN)]
-# A transport's registered name (mpstream.transport: mptcp, tcp, …) or "unknown"; a name, not a
+# A transport's registered name (mpstream.transports: mptcp, tcp, …) or "unknown"; a name, not a
 # closed list, so that a new transport's sessions are taken without a change here.
 TransportName = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 Url = Annotated[str, StringConstraints(min_length=1, max_length=2048), _STORABLE]

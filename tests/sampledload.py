@@ -17,7 +17,7 @@ from mpstream.netem.profile import load_profile
 from mpstream.netem.topology import Topology
 from mpstream.runner.metrics import binned_by_path
 from mpstream.runner.sampler import SubflowSampler, read_samples
-from mpstream.transport import get_transport
+from mpstream.transports.base import get_transport
 from tests.waiting import listening, wait_until
 
 MPTCP_WRAP = get_transport("mptcp").wrap

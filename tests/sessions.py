@@ -27,7 +27,7 @@ def play(network: Any, server: Any, *, transport: str = "mptcp", **request: Any
     """One session through the product's `play_session`, as the flat object `play --json`
     prints (`transport` by name)."""
     from mpstream.player.session import PlayRequest, play_session
-    from mpstream.transport import get_transport
+    from mpstream.transports.base import get_transport
 
     req = PlayRequest(transport=get_transport(transport), **request)
     return play_session(network, server, req).as_json()

@@ -1,6 +1,6 @@
 //! Paths held back at run time: the sender keeps new data off every path to a held client
 //! address while a path to another address can carry it, as MPTCP keeps data off a backup
-//! subflow. mpstream's path policies (mpstream/pathpolicy.py) hold a metered network's path
+//! subflow. mpstream's path policies (mpstream/transports/pathpolicy.py) hold a metered network's path
 //! this way and release it when the player's buffer needs it.
 //!
 //! noq's own path status cannot do it for the gateway: the status a client opens a path with

@@ -16,7 +16,7 @@ from mpstream.deployment import Deployment
 from mpstream.network import Network
 from mpstream.runner.record import TrialRecord
 from mpstream.runner.scenario import Condition, Scenario, Trial
-from mpstream.transport import Transport, for_network_mode, get_transport
+from mpstream.transports.base import Transport, for_network_mode, get_transport
 
 if TYPE_CHECKING:
     from mpstream.netem.profile import Profile

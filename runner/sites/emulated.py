@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mpstream import pathpolicy
 from mpstream.deployment import Deployment
 from mpstream.errors import UserError
 from mpstream.network import Network
@@ -27,7 +26,8 @@ from mpstream.runner.sampler import SubflowSampler
 from mpstream.runner.scenario import Condition, Scenario, Trial, build_profile
 from mpstream.runner.sites import register
 from mpstream.runner.sites.base import Site, transport_for
-from mpstream.transport import Transport, get_transport
+from mpstream.transports import pathpolicy
+from mpstream.transports.base import Transport
 
 if TYPE_CHECKING:
     from mpstream.netem.profile import Profile
@@ -79,6 +79,7 @@ class EmulatedSite(Site):
     @classmethod
     def problems(cls, scenario: Scenario, cond: Condition, transport: Transport) -> list[str]:
         from mpstream.netem import coupled
+        from mpstream.netem.competitors import with_transports
         from mpstream.netem.system import require_cc
 
         profile = build_profile(scenario, cond)
@@ -103,8 +104,7 @@ class EmulatedSite(Site):
             # Each would start its gateway on the one server host, on the same ports.
             problems.append(f"{len(gateways)} users speak transports that run a gateway on the "
                             f"server host ({', '.join(gateways)}): one user at most may")
-        for user in profile.competitors:
-            speaks = get_transport(user.transport)
+        for user, speaks in with_transports(profile):
             if user.traffic == "bulk" and speaks.carries_http_only:
                 problems.append(f"competitor {user.name or user.transport}: cross traffic is a "
                                 f"bulk download, which {speaks.name} cannot carry (it carries "
@@ -115,8 +115,9 @@ class EmulatedSite(Site):
 
     @classmethod
     def other_transports(cls, scenario: Scenario, cond: Condition) -> list[Transport]:
-        return [get_transport(user.transport)
-                for user in build_profile(scenario, cond).competitors]
+        from mpstream.netem.competitors import with_transports
+
+        return [speaks for _, speaks in with_transports(build_profile(scenario, cond))]
 
     @contextlib.contextmanager
     def open(self) -> Iterator[Network]:

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mpstream import pathpolicy
 from mpstream.errors import UserError
 from mpstream.network import Network
 from mpstream.runner.record import PathCheck, TrialRecord
@@ -18,7 +17,8 @@ from mpstream.runner.scenario import Condition, Scenario, Trial
 from mpstream.runner.sites import register
 from mpstream.runner.sites.base import Site, transport_for
 from mpstream.runner.workloads import workload_for
-from mpstream.transport import Transport
+from mpstream.transports import pathpolicy
+from mpstream.transports.base import Transport
 
 if TYPE_CHECKING:
     from mpstream.server.stack import ServerStack

@@ -23,7 +23,7 @@ from mpstream.runner.metric import Metric
 from mpstream.runner.record import MediaFacts
 from mpstream.runner.scenario import Condition, Scenario, Trial
 from mpstream.runner.sites.base import Site
-from mpstream.transport import Transport
+from mpstream.transports.base import Transport
 
 # Seconds a trial may take beyond its play duration (startup of servers and browser, teardown).
 TRIAL_SLACK_S = 120

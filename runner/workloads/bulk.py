@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import time
 
-from mpstream import pathpolicy
 from mpstream.runner.downloads import BULK_PORT, BulkFlow, Downloads, competitor_flow
 from mpstream.runner.layout import TrialData
 from mpstream.runner.metric import Metric, declare
@@ -15,7 +14,8 @@ from mpstream.runner.metrics import cross_traffic_metrics, fairness_metrics, use
 from mpstream.runner.scenario import Condition
 from mpstream.runner.workloads import register
 from mpstream.runner.workloads.base import TRIAL_SLACK_S, TrialContext, Workload, WorkloadOutcome
-from mpstream.transport import Transport
+from mpstream.transports import pathpolicy
+from mpstream.transports.base import Transport
 
 
 class BulkTransfer(Workload):

@@ -24,7 +24,6 @@ from mpstream import phases
 from mpstream.errors import UserError
 from mpstream.netem.teardown import netns_pids
 from mpstream.network import Network
-from mpstream.pathpolicy import DeadlineMarks
 from mpstream.player.abr import parse_abr_params, resolve_abr
 from mpstream.proc import side_by_side, stop_pids
 from mpstream.qoe.metrics import session_metrics, stalls_after
@@ -59,7 +58,8 @@ from mpstream.runner.workloads.base import (
     Workload,
     WorkloadOutcome,
 )
-from mpstream.transport import get_transport
+from mpstream.transports.base import get_transport
+from mpstream.transports.pathpolicy import DeadlineMarks
 
 if TYPE_CHECKING:
     from mpstream.player.session import PlayRequest, PlayResult

@@ -17,7 +17,7 @@ import pytest
 
 from mpstream.player.session import MANIFESTS, PlayRequest, page_url
 from mpstream.proc import signals_interrupt
-from mpstream.transport import get_transport
+from mpstream.transports.base import get_transport
 from tests.compose.stack import (
     REPO,
     ComposeStack,

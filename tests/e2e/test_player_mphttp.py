@@ -33,7 +33,7 @@ def proxies(name: str) -> list[int]:
     for pid in netns_pids(f"mps-{name}-client"):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                if b"mpstream.mphttp" in fh.read():
+                if b"mpstream.transports.mphttp" in fh.read():
                     found.append(pid)
         except OSError:
             continue

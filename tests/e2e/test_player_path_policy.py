@@ -10,13 +10,13 @@ import os
 
 import pytest
 
-from mpstream import pathpolicy
 from mpstream.jsonlines import read_json_lines
 from mpstream.netem.profile import load_profile
 from mpstream.netem.topology import Topology
 from mpstream.player.session import MANIFESTS
 from mpstream.server.stack import ServerStack
-from mpstream.transport import get_transport
+from mpstream.transports import pathpolicy
+from mpstream.transports.base import get_transport
 from tests.sessions import play
 
 pytestmark = [pytest.mark.long, pytest.mark.timeout(600)]  # make test-paths

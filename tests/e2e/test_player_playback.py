@@ -21,7 +21,7 @@ from mpstream.netem.topology import Topology
 from mpstream.player.session import MANIFESTS, PlayRequest, browser_in_namespace, page_url
 from mpstream.server.accesslog import read_access_log
 from mpstream.server.stack import ServerStack
-from mpstream.transport import get_transport
+from mpstream.transports.base import get_transport
 from tests.sessions import collector_get, play, playing, session_events
 from tests.waiting import wait_until
 

@@ -13,7 +13,7 @@ from mpstream.netem.topology import Topology
 from mpstream.player.session import browser_in_namespace
 from mpstream.server.cli import player_urls
 from mpstream.server.stack import ServerStack
-from mpstream.transport import get_transport
+from mpstream.transports.base import get_transport
 from tests.sessions import collector_get
 from tests.waiting import wait_until
 

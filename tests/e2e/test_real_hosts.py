@@ -181,7 +181,7 @@ def test_mphttp_session_over_both_interfaces_needs_nothing_of_the_host(hosts):
     got = shares(result)
     assert list(got) == ["c1", "c2"]
     assert min(got.values()) > 0.1 * sum(got.values()), got
-    assert not [line for line in command_lines(HC) if "mpstream.mphttp" in line]
+    assert not [line for line in command_lines(HC) if "mpstream.transports.mphttp" in line]
 
 
 def test_foreign_fmp4_hls_over_tcp_uses_one_interface(hosts):

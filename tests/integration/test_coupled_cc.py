@@ -26,7 +26,7 @@ from mpstream.netem.sockets import parse_ss
 from mpstream.netem.system import available_values
 from mpstream.netem.teardown import leftovers
 from mpstream.netem.topology import Topology
-from mpstream.transport import get_transport
+from mpstream.transports.base import get_transport
 from tests.waiting import wait_until
 
 MPSTREAM = str(Path(sys.executable).parent / "mpstream")

@@ -1,5 +1,5 @@
-"""The client-only multipath HTTP proxy (mpstream/mphttp.py) on real namespaces: curl in the
-client namespace fetches files from nginx in the server namespace through it, over the thesis's
+"""The client-only multipath HTTP proxy (mpstream/transports/mphttp/) on real namespaces: curl in
+the client namespace fetches files from nginx in the server namespace through it, over the thesis's
 unbalanced paths (25 and 5 Mbit/s). Both paths carry each large file, which arrives byte for
 byte; nginx logs the Range requests from both client addresses; a request with a Range of its
 own passes through as it is; a path taken down mid-transfer does not hang the download; the
@@ -140,7 +140,7 @@ def test_sigterm_stops_the_proxy_and_leaves_nothing(unbalanced, tmp_path):
         fetch(topo, f"{proxy.base_url}/media/dash/big.m4s", tmp_path / "big")
     assert not pid_alive(pid)
     assert proxy._proc.returncode == 0, proxy.stderr.read_text()
-    assert not [c for c in command_lines(topo.client_ns) if "mpstream.mphttp" in c]
+    assert not [c for c in command_lines(topo.client_ns) if "mpstream.transports.mphttp" in c]
     assert stats(proxy)[-1]["event"] == "stopped"
 
 
@@ -150,19 +150,20 @@ def test_the_proxy_ends_when_its_parent_is_killed(unbalanced, tmp_path):
     parent = subprocess.Popen(topo.command("client", [
         sys.executable, "-c",
         "import subprocess, sys, time\n"
-        f"subprocess.Popen([sys.executable, '-m', 'mpstream.mphttp', '--upstream', "
+        f"subprocess.Popen([sys.executable, '-m', 'mpstream.transports.mphttp', '--upstream', "
         f"'{stack.base_url}', '--path', '0,{topo.paths[0].client_addr}', "
         f"'--exit-with-parent'], stdout=open('{tmp_path}/ready', 'w'))\n"
         "time.sleep(600)\n"]), start_new_session=True)
     try:
         wait_until(lambda: (tmp_path / "ready").exists()
                    and "ready" in (tmp_path / "ready").read_text(), 20, "the proxy is ready")
-        running = [c for c in command_lines(topo.client_ns) if "mpstream.mphttp" in c]
+        running = [c for c in command_lines(topo.client_ns) if "mpstream.transports.mphttp" in c]
         assert running
     finally:
         parent.kill()  # SIGKILL: no teardown runs in it
         parent.wait()
-    wait_until(lambda: not [c for c in command_lines(topo.client_ns) if "mpstream.mphttp" in c],
+    wait_until(lambda: not [c for c in command_lines(topo.client_ns)
+                            if "mpstream.transports.mphttp" in c],
                10, "the orphaned proxy ends")
 
 

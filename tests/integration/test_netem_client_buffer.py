@@ -12,7 +12,7 @@ from mpstream.netem.receivestall import receive_stall
 from mpstream.netem.sockets import MPTCP_LEVEL, parse_ss
 from mpstream.netem.system import CLIENT_RMEM_INITIAL
 from mpstream.netem.topology import Topology
-from mpstream.transport import get_transport
+from mpstream.transports.base import get_transport
 from tests.waiting import listening, wait_until
 
 MPTCP_WRAP = get_transport("mptcp").wrap

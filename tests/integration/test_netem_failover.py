@@ -8,7 +8,7 @@ import time
 
 from mpstream.netem.profile import profile_from_dict
 from mpstream.netem.topology import Topology
-from mpstream.transport import get_transport
+from mpstream.transports.base import get_transport
 from tests.waiting import listening, wait_until
 
 MPTCP_WRAP = get_transport("mptcp").wrap

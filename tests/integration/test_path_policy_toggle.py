@@ -9,11 +9,11 @@ import subprocess
 
 import pytest
 
-from mpstream import pathpolicy
 from mpstream.errors import UserError
 from mpstream.netem.profile import profile_from_dict
 from mpstream.netem.topology import Topology
-from mpstream.transport import get_transport
+from mpstream.transports import pathpolicy
+from mpstream.transports.base import get_transport
 from tests.pathbytes import moved, rx, seconds_until, still
 
 MPTCP_WRAP = get_transport("mptcp").wrap

@@ -16,10 +16,10 @@ import time
 import pytest
 
 from mpstream.errors import UserError
-from mpstream.hop import HopOptions, QuicHop
 from mpstream.netem.profile import profile_from_dict
 from mpstream.netem.topology import Topology
 from mpstream.server.stack import ServerStack
+from mpstream.transports.hop.programs import HopOptions, QuicHop
 from tests.pathbytes import cut_path0_during, moved, rx, seconds_until, still
 from tests.waiting import wait_until
 

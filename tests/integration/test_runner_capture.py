@@ -13,7 +13,7 @@ from mpstream.netem.profile import load_profile
 from mpstream.netem.topology import Topology
 from mpstream.proc import pid_alive
 from mpstream.runner.capture import SNAPLEN, CounterSnapshots, PacketCapture
-from mpstream.transport import get_transport
+from mpstream.transports.base import get_transport
 from tests.waiting import listening, wait_until
 
 MPTCP_WRAP = get_transport("mptcp").wrap

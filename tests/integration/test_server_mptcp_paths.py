@@ -12,7 +12,7 @@ import pytest
 
 from mpstream.netem.topology import Topology
 from mpstream.server.stack import ServerStack
-from mpstream.transport import get_transport
+from mpstream.transports.base import get_transport
 
 MPTCP_WRAP = get_transport("mptcp").wrap
 

@@ -13,10 +13,17 @@ from pathlib import Path
 import pytest
 
 from mpstream.errors import UserError
-from mpstream.hop import HOP_BINARY, HopOptions, QuicHop, hop_missing, hop_stale, quic_cc
 from mpstream.paths import REPO_ROOT
 from mpstream.proc import ready_line
-from mpstream.transport import get_transport
+from mpstream.transports.base import get_transport
+from mpstream.transports.hop.programs import (
+    HOP_BINARY,
+    HopOptions,
+    QuicHop,
+    hop_missing,
+    hop_stale,
+    quic_cc,
+)
 
 
 def test_an_unbuilt_hop_is_refused_with_the_build_command(tmp_path):

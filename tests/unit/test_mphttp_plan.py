@@ -1,15 +1,18 @@
-"""mphttp's decisions on hand-worked figures (mpstream/rangeplan.py): how an object is split over
-paths of given rates, round trips and backlogs so that the parts end together, when a free path
-asks for a lagging part's remainder too, and the bookkeeping around them; and the proxy's
-parsing of what it is given (mpstream/mphttp.py), and the transport as the trial sees it."""
+"""mphttp's decisions on hand-worked figures (mpstream/transports/mphttp/rangeplan.py): how an
+object is split over paths of given rates, round trips and backlogs so that the parts end
+together, when a free path asks for a lagging part's remainder too, and the bookkeeping around
+them; and the proxy's parsing of what it is given (mpstream/transports/mphttp/), and the
+transport as the trial sees it."""
 
 import argparse
 import math
 
 import pytest
 
-from mpstream.mphttp import parse_content_range, parse_origin, parse_path
-from mpstream.rangeplan import (
+from mpstream.transports.base import get_transport
+from mpstream.transports.mphttp.messages import parse_content_range, parse_origin
+from mpstream.transports.mphttp.program import parse_path
+from mpstream.transports.mphttp.rangeplan import (
     MIN_FIRST_CHUNK,
     IntervalSet,
     PathEstimate,
@@ -28,7 +31,6 @@ from mpstream.rangeplan import (
     split_with_probes,
     worth_draining,
 )
-from mpstream.transport import get_transport
 
 FAST = 3_000_000  # bytes/s: 24 Mbit/s
 SLOW = 600_000  # 4.8 Mbit/s

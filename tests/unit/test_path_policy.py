@@ -6,17 +6,17 @@ import time
 
 import pytest
 
-from mpstream import pathpolicy
 from mpstream.errors import UserError
 from mpstream.netem.profile import profile_from_dict
-from mpstream.pathpolicy import (
+from mpstream.transports import pathpolicy
+from mpstream.transports.base import get_transport
+from mpstream.transports.pathpolicy import (
     DeadlineMarks,
     Observation,
     PathPolicyController,
     deadline_decision,
     metered_figures,
 )
-from mpstream.transport import get_transport
 
 pytestmark = pytest.mark.unit
 MARKS = DeadlineMarks(low_s=4, high_s=10, margin_s=1)

@@ -15,7 +15,7 @@ from mpstream.errors import UserError
 from mpstream.network import Network, PathInfo
 from mpstream.player import browsers, session
 from mpstream.player.cli import play
-from mpstream.transport import get_transport
+from mpstream.transports.base import get_transport
 
 
 def _request(transport: str = "mptcp", **fields) -> session.PlayRequest:

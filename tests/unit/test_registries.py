@@ -8,7 +8,9 @@ import pytest
 from pydantic import ValidationError
 
 from mpstream.errors import UserError
-from mpstream.netem.profile import CompetitorSpec
+from mpstream.netem.competitors import with_transports
+from mpstream.netem.profile import CompetitorSpec, profile_from_dict
+from mpstream.netem.topology import Topology
 from mpstream.runner.record import SCHEMA_VERSION, TrialRecord, migrate
 from mpstream.runner.run import run_scenario
 from mpstream.runner.scenario import parse_scenario
@@ -60,15 +62,32 @@ def test_a_network_kinds_own_fields_are_its_sites_to_check(base):
         parse_scenario(raw, base_dir=base)
 
 
-def test_a_competitor_speaks_any_registered_transport():
-    quic = CompetitorSpec.model_validate({"transport": "quic", "paths": [{"via": 0}]})
-    assert quic.transport == "quic" and not quic.multipath
-    # `mode` is the older spelling of mptcp and tcp.
-    assert CompetitorSpec.model_validate({"mode": "mptcp", "paths": [{"via": 0}]}).multipath
-    with pytest.raises(ValidationError, match="no transport 'carrier-pigeon'; choose one of"):
-        CompetitorSpec.model_validate({"transport": "carrier-pigeon", "paths": [{"via": 0}]})
+def test_a_competitor_speaks_any_registered_transport(tmp_path):
+    both = profile_from_dict({"paths": [{"rate": "10mbit"}], "competitors": [
+        {"transport": "quic", "paths": [{"via": 0}]},
+        # `mode` is the older spelling of mptcp and tcp.
+        {"mode": "mptcp", "paths": [{"via": 0}]}]})
+    assert [t.name for _, t in with_transports(both)] == ["quic", "mptcp"]
+    # Only a user whose transport asks for MPTCP gets its host set up for it.
+    assert [u.mptcp for u in Topology(both, "unit", emulated=True).competitors] == [False, True]
     with pytest.raises(ValidationError, match="disagree"):
         CompetitorSpec.model_validate({"mode": "tcp", "transport": "quic", "paths": [{"via": 0}]})
+
+
+def test_a_competitors_unknown_transport_is_refused_where_it_is_looked_up(tmp_path):
+    """The profile holds the name only: the topology and the scenario look it up, and refuse
+    an unknown one as the profile's own error."""
+    refused = (r"profile (custom|\S+p.toml) is invalid: competitors.0.transport: no transport "
+               r"'carrier-pigeon'; choose one of mptcp, tcp")
+    pigeon = {"transport": "carrier-pigeon", "paths": [{"via": 0}]}
+    profile = profile_from_dict({"paths": [{"rate": "10mbit"}], "competitors": [pigeon]})
+    with pytest.raises(UserError, match=refused):
+        Topology(profile, "unit", emulated=True)
+    (tmp_path / "p.toml").write_text(PROFILE + '[[competitors]]\ntransport = "carrier-pigeon"\n'
+                                     'paths = [{ via = 0 }]\n')
+    with pytest.raises(UserError, match="condition 'a': " + refused):
+        parse_scenario(_raw(conditions=[{"label": "a", "profile": "p.toml"}]),
+                       base_dir=tmp_path)
 
 
 def test_an_older_records_competitors_get_their_transport():
@@ -158,13 +177,13 @@ def test_the_docs_example_workload_is_one_file_and_nothing_else_names_it(ping_pl
 
 def test_a_transport_is_one_module_in_the_transports_folder(tmp_path):
     """A module dropped into a folder of mpstream/transports/ registers its transport once
-    mpstream/transport.py loads the folder: nothing else names it."""
+    the registry loads the folder: nothing else names it."""
     import sys
 
     import mpstream.transports as folder
-    from mpstream import transport
+    from mpstream.transports import base as transport
     (tmp_path / "pigeon.py").write_text(
-        "from mpstream.transportbase import Transport, register\n\n\n"
+        "from mpstream.transports.base import Transport, register\n\n\n"
         "class Pigeon(Transport):\n"
         "    name = 'pigeon'\n    label = 'pigeon'\n    kernel_mptcp = False\n"
         "    network_mode = 'tcp'\n\n\n"
@@ -177,3 +196,48 @@ def test_a_transport_is_one_module_in_the_transports_folder(tmp_path):
         folder.__path__.remove(str(tmp_path))
         transport.TRANSPORTS.unregister("pigeon")
         sys.modules.pop("mpstream.transports.pigeon", None)
+
+
+def test_a_folders_helpers_are_no_plugins_and_plugins_keep_the_folders_order(tmp_path,
+                                                                             monkeypatch):
+    """A registry imports the folder's plugins but not its interface or the helpers they share,
+    and lists the plugins in the folder's order even when one was imported first (as importing
+    a helper inside a plugin's package imports that plugin)."""
+    import importlib
+    import sys
+
+    from mpstream.registry import Registry
+    folder = tmp_path / "kinds"
+    (folder / "zebra").mkdir(parents=True)
+    (folder / "__init__.py").write_text("")
+    (folder / "base.py").write_text("import kinds\n"
+                                    "from mpstream.registry import Registry\n"
+                                    "KINDS = Registry('kinds', kinds.__path__, 'kind', "
+                                    "lambda k: k.name, not_plugins=('base', 'shared'))\n")
+    (folder / "shared.py").write_text("raise AssertionError('a helper imported as a plugin')\n")
+    for name, home in (("alpha", folder / "alpha.py"), ("zebra", folder / "zebra" / "__init__.py")):
+        home.write_text(f"from kinds.base import KINDS\nclass Kind:\n    name = {name!r}\n"
+                        "KINDS.register(Kind())\n")
+    (folder / "zebra" / "helper.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        importlib.import_module("kinds.zebra.helper")  # registers zebra before the folder loads
+        registry: Registry = importlib.import_module("kinds.base").KINDS
+        assert list(registry.items) == ["zebra"]
+        assert registry.names() == ["alpha", "zebra"]
+        assert "kinds.shared" not in sys.modules
+    finally:
+        for name in [m for m in sys.modules if m == "kinds" or m.startswith("kinds.")]:
+            del sys.modules[name]
+
+
+def test_the_shipped_transports_keep_their_order_whatever_is_imported_first():
+    import subprocess
+    import sys
+    listed = subprocess.run(
+        [sys.executable, "-c", "import mpstream.transports.mphttp.rangeplan\n"
+         "from mpstream.transports.hop import programs\n"
+         "from mpstream.transports.base import TRANSPORTS\n"
+         "print(' '.join(TRANSPORTS.names()))"],
+        capture_output=True, text=True, check=True).stdout.split()
+    assert listed == ["mptcp", "tcp", "mpquic", "quic", "mptcp-hop", "tcp-hop", "mphttp"]

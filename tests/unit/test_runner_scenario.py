@@ -15,7 +15,7 @@ from mpstream.runner.scenario import (
     parse_scenario,
 )
 from mpstream.runner.trial import load_plan, plan_json
-from mpstream.transport import get_transport
+from mpstream.transports.base import get_transport
 
 PROFILE = """
 mode = "mptcp"

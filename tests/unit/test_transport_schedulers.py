@@ -6,16 +6,17 @@ import json
 
 import pytest
 
-from mpstream import hop, transport
 from mpstream.errors import UserError
 from mpstream.netem.profile import load_profile
-from mpstream.transport import get_transport
+from mpstream.transports import direct
+from mpstream.transports.base import get_transport
+from mpstream.transports.hop import programs
 
 
 @pytest.fixture
 def kernel_lists(monkeypatch):
     def lists(names: str) -> None:
-        monkeypatch.setattr(transport, "_proc_sys", lambda key: names
+        monkeypatch.setattr(direct, "_proc_sys", lambda key: names
                             if key == "net/mptcp/available_schedulers" else "")
     return lists
 
@@ -53,18 +54,18 @@ def test_mpquic_lists_what_the_hop_says(tmp_path):
                     "echo '{\"name\": \"lowest-id\", \"description\": \"first path\"}'\n"
                     "echo '{\"name\": \"minrtt\", \"description\": \"fastest path\"}'\n")
     fake.chmod(0o755)
-    hop.quic_schedulers.cache_clear()
+    programs.quic_schedulers.cache_clear()
     try:
-        found = hop.quic_schedulers(fake)
+        found = programs.quic_schedulers(fake)
         assert found == {"lowest-id": "first path", "minrtt": "fastest path"}
         with pytest.raises(UserError, match="is not built"):
-            hop.quic_schedulers(tmp_path / "absent")
+            programs.quic_schedulers(tmp_path / "absent")
     finally:
-        hop.quic_schedulers.cache_clear()
+        programs.quic_schedulers.cache_clear()
 
 
 def test_the_hops_redundant_bytes_are_each_paths_last_count(tmp_path):
-    from mpstream.hop import HopOptions, QuicHop
+    from mpstream.transports.hop.programs import HopOptions, QuicHop
 
     hop = QuicHop(network=None, upstream_port=80, options=HopOptions("mpquic"),  # type: ignore
                   workdir=tmp_path)

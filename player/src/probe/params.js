@@ -3,7 +3,7 @@
 import ABR_CATALOG from '../abr/catalog.json' with { type: 'json' };
 
 export const PLAYERS = ['hlsjs', 'dashjs'];
-// A transport's registered name (mpstream.transport): mptcp, tcp, … or unknown. It is what the
+// A transport's registered name (mpstream.transports): mptcp, tcp, … or unknown. It is what the
 // session asked for; what carried it is measured (session/transport.js).
 export const TRANSPORT_NAME = /^[a-z0-9][a-z0-9_-]{0,15}$/;
 // Who can tell what carried the requests: the server (it looks each connection up in its kernel),

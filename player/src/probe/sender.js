@@ -37,7 +37,7 @@ export function splitBatches(events, maxEvents, maxBytes) {
 }
 
 // Records a controller waits for: the path policy fast-start lets the slower paths carry data
-// once the first frame is on screen (mpstream/pathpolicy.py), and a one-second batch would
+// once the first frame is on screen (mpstream/transports/pathpolicy.py), and a one-second batch would
 // keep them back for up to that long.
 const PROMPT_TYPES = new Set(['startup']);
 

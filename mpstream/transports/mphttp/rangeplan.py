@@ -1,5 +1,6 @@
-"""How the multipath HTTP proxy (mpstream/mphttp.py) splits one object over its paths, as pure
-functions of what it has measured, so that each decision can be tested on hand-worked figures.
+"""How the multipath HTTP proxy (mpstream/transports/mphttp/) splits one object over its paths,
+as pure functions of what it has measured, so that each decision can be tested on hand-worked
+figures.
 
 A path is described by what a new byte range asked of it would cost (`PathEstimate`): when its
 first byte would arrive (`start_s`: the request's round trip on an idle connection, or the time

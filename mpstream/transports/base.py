@@ -1,7 +1,12 @@
 """The transport interface and its registry, below every transport: `Transport` (what one
-transport says and does), `Carrier` (how a session's client reaches the server), `register`.
-The built-in transports are in mpstream/transport.py, others in modules of their own
-(mpstream/transports/, one file each); everyone else imports all of it from mpstream/transport.py.
+transport says and does), `Carrier` (how a session's client reaches the server), `register`,
+and the look-ups the rest of the code uses (`get_transport`, `for_network_mode`). The
+transports themselves are the other modules of this folder (mpstream/transports/), one module
+or package each, which the registry imports on its first lookup.
+
+The trial, the player session, the bulk transfer and the report never branch on a transport's
+name: they ask its object how to wrap a program, which paths it may use, how an emulated network
+must be configured for it and what proves on the wire that it was spoken.
 """
 
 from __future__ import annotations
@@ -15,11 +20,11 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
 import mpstream.transports as transports_folder
-from mpstream import pathpolicy
 from mpstream.errors import UserError
 from mpstream.network import Network
 from mpstream.proof import Proof
 from mpstream.registry import Registry
+from mpstream.transports import pathpolicy
 
 
 class Carrier(Protocol):
@@ -72,8 +77,8 @@ class Transport(ABC):
     carries_http_only: ClassVar[bool] = False
     # It runs a program of its own on the server host (which a real network's server is not).
     runs_on_server: ClassVar[bool] = False
-    # The path policies it can carry out (mpstream/pathpolicy.py): which of them can hold a
-    # metered path back; `always` needs nothing of it.
+    # The path policies it can carry out (pathpolicy.py beside this module): which of them can
+    # hold a metered path back; `always` needs nothing of it.
     path_policies: ClassVar[tuple[str, ...]] = ("always",)
     # The path scheduler chosen for one use (None: the transport's default): set on a copy by
     # `with_scheduler`, never on the registered object.
@@ -152,8 +157,25 @@ class Transport(ABC):
 # What a transport's name may be: it names sessions in the collector (a 16-character column) and
 # the page's `transport` parameter (player/src/probe/params.js checks the same pattern).
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,15}$"
-# The built-in transports register themselves from mpstream/transport.py; the folder's modules
-# are imported on the first lookup.
+# The folder's modules are imported on the first lookup, but for this one and the path policies,
+# which the transports share.
 TRANSPORTS: Registry[Transport] = Registry(transports_folder.__name__, transports_folder.__path__,
-                                           "transport", lambda t: t.name, NAME_PATTERN)
+                                           "transport", lambda t: t.name, NAME_PATTERN,
+                                           not_plugins=("base", "pathpolicy"))
 register = TRANSPORTS.register
+
+
+def get_transport(name: str) -> Transport:
+    """The transport registered as `name`; a clear error naming the ones there are."""
+    try:
+        return TRANSPORTS.get(name)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def for_network_mode(mode: str) -> Transport:
+    """The transport an emulated profile's `mode` runs when a trial does not name one."""
+    for transport in TRANSPORTS.values():
+        if transport.network_mode == mode:
+            return transport
+    raise UserError(f"no transport runs a network in mode {mode!r}")

@@ -1,5 +1,5 @@
 """The `mphttp` transport: client-only multipath HTTP. The browser speaks plain HTTP to a proxy
-on its own host (mpstream/mphttp.py), which fetches each object as byte ranges over one TCP
+on its own host (proxy.py beside this module), which fetches each object as byte ranges over one TCP
 connection per client path. Nothing runs at the server: nginx serves the ranges as it is, so
 the transport also runs on a real network (`play --url --interfaces`), where the hop's
 transports cannot.
@@ -23,11 +23,12 @@ from typing import ClassVar, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from mpstream.jsonlines import read_json_lines
-from mpstream.mphttp import DEFAULT_SCHEDULER, IMPLEMENTATION, SCHEDULERS
 from mpstream.network import Network
-from mpstream.proc import await_ready, stop
+from mpstream.proc import Started, await_ready, stop
 from mpstream.proof import Proof
-from mpstream.transportbase import Carrier, Transport, register
+from mpstream.transports.base import Carrier, Transport, register
+from mpstream.transports.mphttp.program import IMPLEMENTATION
+from mpstream.transports.mphttp.schedulers import DEFAULT_SCHEDULER, summaries
 
 STATS_FILE = "mphttp.jsonl"
 STDERR_FILE = "mphttp-stderr.log"  # a file, not a pipe: a pipe nobody reads could fill and stall it
@@ -45,7 +46,7 @@ class MPHTTP(Transport):
     runs_on_server = False
 
     def schedulers(self) -> dict[str, str]:
-        return dict(SCHEDULERS)
+        return summaries()
 
     @contextlib.contextmanager
     def carrier(self, network: Network, base_url: str, workdir: Path,
@@ -56,7 +57,7 @@ class MPHTTP(Transport):
 
 
 @dataclass
-class MultipathHTTPProxy:
+class MultipathHTTPProxy(Started):
     """The proxy on the network's client host for one session. `base_url` is what the browser
     asks for the page; `media_url(url)` is a manifest's address through the proxy."""
 
@@ -79,19 +80,11 @@ class MultipathHTTPProxy:
     def stderr(self) -> Path:
         return self.workdir / STDERR_FILE
 
-    def __enter__(self) -> MultipathHTTPProxy:
+    def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.base_url = self.server_url
         if self._through_paths(self.server_url):
-            try:
-                self._start(_origin(self.server_url))
-            except BaseException:
-                self.close()
-                raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+            self._start(_origin(self.server_url))
 
     def _through_paths(self, url: str) -> bool:
         """Whether `url` is on the network's server (reached over the client paths), not on
@@ -122,8 +115,9 @@ class MultipathHTTPProxy:
         return urlunsplit(("http", self.listen or "", parts.path, parts.query, parts.fragment))
 
     def _start(self, origin: str) -> None:
+        """The proxy process, for `origin`, on the network's client host."""
         net = self.network
-        argv = [sys.executable, "-m", "mpstream.mphttp", "--upstream", origin,
+        argv = [sys.executable, "-m", "mpstream.transports.mphttp", "--upstream", origin,
                 "--stats", str(self.stats), "--scheduler", self.scheduler,
                 "--exit-with-parent"]
         for p in net.paths:

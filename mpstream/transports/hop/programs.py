@@ -29,7 +29,7 @@ from mpstream.errors import UserError
 from mpstream.jsonlines import read_json_lines
 from mpstream.network import Network
 from mpstream.paths import BUILD_DIR
-from mpstream.proc import await_ready, keyed_line, stop
+from mpstream.proc import Started, await_ready, keyed_line, stop
 from mpstream.proof import Proof
 
 HOP_BINARY = BUILD_DIR / "mpstream-quic"
@@ -142,7 +142,7 @@ class HopOptions:
 
 
 @dataclass
-class QuicHop:
+class QuicHop(Started):
     """Starts the gateway and the proxy on `network` for `upstream_port` (the HTTP server on the
     server host's address); `base_url` is what the client asks instead of the server."""
 
@@ -171,21 +171,6 @@ class QuicHop:
     def qlog_dir(self) -> Path:
         return self.workdir / "qlog"
 
-    def __enter__(self) -> QuicHop:
-        missing = hop_missing(self.binary)
-        if missing:
-            raise UserError(missing[0])
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        try:
-            self._start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def _quic_args(self, stats: Path, multipath: bool, judges_paths: bool) -> list[str]:
         """`judges_paths`: this end abandons a path that hears nothing (the proxy, which receives
         the data; noq may acknowledge a path's data on another path, so the sender cannot)."""
@@ -202,7 +187,11 @@ class QuicHop:
             args += ["--qlog-dir", str(self.qlog_dir)]
         return args
 
-    def _start(self) -> None:
+    def start(self) -> None:
+        missing = hop_missing(self.binary)
+        if missing:
+            raise UserError(missing[0])
+        self.workdir.mkdir(parents=True, exist_ok=True)
         net, mode = self.network, self.options.mode
         cert = self.workdir / "gateway-cert.der"
         cert.unlink(missing_ok=True)
