@@ -126,7 +126,9 @@ def test_a_trial_with_competitors_reads_each_users_transfer_from_its_own_file(tm
 def segments(byte_counts: list[int], bitrate: float) -> list[dict]:
     """A session that started and downloaded one video segment per count."""
     events = [{"seq": 0, "t_ms": 0, "type": "startup",
-               "data": {"startup_delay_ms": 500.0, "bitrate": bitrate}}]
+               "data": {"startup_delay_ms": 500.0, "manifest_ms": 100.0,
+                        "first_segment_ms": 300.0, "decode_ms": 100.0, "codec": "avc1.64001f",
+                        "width": 640, "height": 360, "bitrate": bitrate}}]
     for i, size in enumerate(byte_counts):
         events.append({"seq": i + 1, "t_ms": 1000 * (i + 1), "type": "segment", "data": {
             "url": f"/v/{i}.m4s", "kind": "video", "bitrate": bitrate, "bytes": size,
