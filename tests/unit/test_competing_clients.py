@@ -7,6 +7,7 @@ import math
 import pytest
 
 from mpstream.errors import UserError
+from mpstream.netem import emulators
 from mpstream.netem.profile import MAX_COMPETITORS, load_profile, profile_from_dict
 from mpstream.netem.teardown import ROLES, competitor_role
 from mpstream.netem.topology import Topology
@@ -39,7 +40,7 @@ def test_a_competitor_path_via_a_client_path_shares_its_emulator_and_others_get_
         ("user2", 3, 3, "10.1.3.2"), ("user2", 4, 0, "10.1.4.2")]
     assert topo.netns("user2") == "mps-unit-user2"
     # One emulator per link: the client's two and user2's own; the via paths add none.
-    configs = dict(topo._emulator_configs())
+    configs = dict(emulators.configs(topo.profile, topo.wires, topo.competitors))
     assert sorted(configs) == ["path0", "path1", "path3"]
     assert configs["path3"]["b_to_a"]["rate_bps"] == 20_000_000
     assert configs["path3"]["b_to_a"]["delay_ms"] == 7
