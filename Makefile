@@ -135,8 +135,9 @@ server/web/node_modules/.installed: server/web/package.json server/web/package-l
 	@cd server/web && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-# The events' JSON Schema (docs/qoe-events.schema.json) from the collector's pydantic models:
-# run after changing server/schemas.py; tests/unit/test_event_schema.py fails until you do.
+# The events' JSON Schema (docs/qoe-events.schema.json) from the collector's pydantic models: run
+# after changing server/schemas.py or mpstream/qoe/events.py; tests/unit/test_event_schema.py
+# fails until you do.
 event-schema: venv
 	@$(PY) -m mpstream.server.event_schema
 

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
+from typing import IO
 
 from mpstream.encoder.commands import LiveLayout, intermediates, live_command
 from mpstream.encoder.ladder import Ladder, load_ladder
@@ -166,11 +167,7 @@ def run_live(
     out = prepare_tree(config.out)
     started = datetime.now(UTC)
     layout = LiveLayout(stamp=started.strftime("%Y%m%dT%H%M%S"))
-    for rung in spec.rungs_for("avc"):
-        (out / "hls" / rung.name).mkdir(parents=True)
-    (out / "dash").mkdir()
-    for d in [out / "hls", out / "dash", *(out / "hls").iterdir()]:
-        d.chmod(0o755)
+    _make_stream_folders(out, spec)
     window = config.window_segments
     state = LiveState(
         state="starting", source=src.label, ladder=spec.name,
@@ -183,35 +180,12 @@ def run_live(
     publisher = Publisher(out, layout, spec, src, config.segment_duration)
     reason = "interrupted"
     with tempfile.TemporaryFile() as stderr:
-        # A session of its own: a terminal's Ctrl-C reaches only us, and we stop ffmpeg in
-        # the one way that lets it finish its playlists.
-        argv = [argv[0], "-progress", "pipe:1", "-nostats", *argv[1:]]
-        proc = subprocess.Popen(argv, cwd=out, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=stderr, text=True,
-                                start_new_session=True)
+        proc = _start_ffmpeg(argv, out, stderr)
         state.extra["ffmpeg_pid"] = proc.pid
         pace = Pace(proc, config.segment_duration)
         try:
-            while proc.poll() is None:
-                behind = pace.behind_s()
-                if behind is not None and on_warning and not pace.warned:
-                    pace.warned = True
-                    on_warning(
-                        f"the encoder is {behind:.1f} s behind real time: latency to live will"
-                        " keep growing. Use a smaller ladder (--ladder small), faster presets"
-                        " or a lower frame rate, or free the CPU."
-                    )
-                if publisher.update() and state.state == "starting":
-                    state.state = "running"
-                    state.write(out)
-                    if on_ready:
-                        on_ready(out)
-                if should_stop and should_stop():
-                    reason = "stopped"
-                    break
-                time.sleep(_POLL_S)
-            else:
-                reason = f"ffmpeg exited with status {proc.returncode}"
+            reason = _publish_while_running(proc, pace, publisher, state, out,
+                                            on_ready, should_stop, on_warning)
         except KeyboardInterrupt:
             reason = "interrupted"
         finally:
@@ -228,6 +202,55 @@ def run_live(
                 " has space."
             )
     return state
+
+
+def _make_stream_folders(out: Path, spec: Ladder) -> None:
+    """hls/<rung>/ for each rung and dash/, readable by nginx's workers."""
+    for rung in spec.rungs_for("avc"):
+        (out / "hls" / rung.name).mkdir(parents=True)
+    (out / "dash").mkdir()
+    for d in [out / "hls", out / "dash", *(out / "hls").iterdir()]:
+        d.chmod(0o755)
+
+
+def _start_ffmpeg(argv: list[str], out: Path, stderr: IO[bytes]) -> subprocess.Popen[str]:
+    """ffmpeg in a session of its own: a terminal's Ctrl-C reaches only us, and we stop ffmpeg
+    in the one way that lets it finish its playlists. Its progress comes on stdout."""
+    argv = [argv[0], "-progress", "pipe:1", "-nostats", *argv[1:]]
+    return subprocess.Popen(argv, cwd=out, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=stderr, text=True, start_new_session=True)
+
+
+def _publish_while_running(
+    proc: subprocess.Popen[str],
+    pace: Pace,
+    publisher: Publisher,
+    state: LiveState,
+    out: Path,
+    on_ready: Callable[[Path], None] | None,
+    should_stop: Callable[[], bool] | None,
+    on_warning: Callable[[str], None] | None,
+) -> str:
+    """Publish the manifests as ffmpeg writes segments, until it exits or `should_stop()`;
+    why it ended."""
+    while proc.poll() is None:
+        behind = pace.behind_s()
+        if behind is not None and on_warning and not pace.warned:
+            pace.warned = True
+            on_warning(
+                f"the encoder is {behind:.1f} s behind real time: latency to live will"
+                " keep growing. Use a smaller ladder (--ladder small), faster presets"
+                " or a lower frame rate, or free the CPU."
+            )
+        if publisher.update() and state.state == "starting":
+            state.state = "running"
+            state.write(out)
+            if on_ready:
+                on_ready(out)
+        if should_stop and should_stop():
+            return "stopped"
+        time.sleep(_POLL_S)
+    return f"ffmpeg exited with status {proc.returncode}"
 
 
 class Pace:

@@ -126,44 +126,66 @@ def encode_media(
             " or `sample`/`synthetic` with a longer --duration."
         )
     out = Path(out).resolve()
-    _check_destination(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    _remove_abandoned_staging(out)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-{os.getpid()}-", dir=out.parent))
+    staging = _staging_beside(out)
     try:
         staging.chmod(0o755)  # the web server reads the tree as another user
-        work = staging / "work"
-        work.mkdir()
-        items = intermediates(spec, work)
-
-        t0 = time.monotonic()
-        run_ffmpeg(
-            encode_command(tools.ffmpeg, src, spec, segment_duration, work),
-            label=f"Encoding {len(items) - 1} renditions",
-            total_seconds=src.duration, show=progress, console=console,
-        )
-        encode_seconds = time.monotonic() - t0
-        measured = _measure_intermediates(items, src)
-
-        with _status(console, progress, "Packaging HLS and DASH"):
-            _package(tools.ffmpeg, items, segment_duration, staging)
-            renditions, audio = _finish_dash(staging / "dash", items, measured, spec, src)
-            _finish_hls(staging / "hls", items, src)
-            record = _media_record(spec, src, segment_duration, renditions, audio)
-            write_media_record(staging, record)
-            shutil.rmtree(work)
-
-        with _status(console, progress, "Validating"):
-            report = require_valid(staging, duration=src.duration)
+        built = _build(tools.ffmpeg, src, spec, segment_duration, staging, progress, console)
         _install(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return EncodeResult(
         out=out, ladder=spec.name, source=src.label, segment_duration=segment_duration,
-        duration=src.duration, renditions=renditions, record=record, validation=report,
-        encode_seconds=encode_seconds, total_seconds=time.monotonic() - started,
+        duration=src.duration, renditions=built.renditions, record=built.record,
+        validation=built.validation, encode_seconds=built.encode_seconds,
+        total_seconds=time.monotonic() - started,
     )
+
+
+def _staging_beside(out: Path) -> Path:
+    """A fresh folder beside `out` to build the tree in (what an earlier, killed encode left
+    there is removed first); `out` is replaced by it only once it is valid."""
+    _check_destination(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _remove_abandoned_staging(out)
+    return Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-{os.getpid()}-", dir=out.parent))
+
+
+@dataclass(frozen=True)
+class _Built:
+    renditions: list[Rendition]
+    record: MediaRecord
+    validation: ValidationReport
+    encode_seconds: float
+
+
+def _build(ffmpeg: str, src: Source, spec: Ladder, segment_duration: float, staging: Path,
+           progress: bool, console: Console) -> _Built:
+    """The whole tree in `staging`: every rung encoded from one decode, packaged to HLS and
+    DASH, its media.json written, then validated."""
+    work = staging / "work"
+    work.mkdir()
+    items = intermediates(spec, work)
+    t0 = time.monotonic()
+    run_ffmpeg(
+        encode_command(ffmpeg, src, spec, segment_duration, work),
+        label=f"Encoding {len(items) - 1} renditions",
+        total_seconds=src.duration, show=progress, console=console,
+    )
+    encode_seconds = time.monotonic() - t0
+    measured = _measure_intermediates(items, src)
+
+    with _status(console, progress, "Packaging HLS and DASH"):
+        _package(ffmpeg, items, segment_duration, staging)
+        renditions, audio = _finish_dash(staging / "dash", items, measured, spec, src)
+        _finish_hls(staging / "hls", items, src)
+        record = _media_record(spec, src, segment_duration, renditions, audio)
+        write_media_record(staging, record)
+        shutil.rmtree(work)
+
+    with _status(console, progress, "Validating"):
+        report = require_valid(staging, duration=src.duration)
+    return _Built(renditions, record, report, encode_seconds)
 
 
 def _status(console: Console, show: bool, message: str) -> AbstractContextManager:

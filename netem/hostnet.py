@@ -22,7 +22,6 @@ import ipaddress
 import json
 import os
 import re
-import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +29,17 @@ from pathlib import Path
 from typing import Any
 
 from mpstream.errors import UserError
+from mpstream.netem.hostchanges import (
+    Endpoint,
+    HostChange,
+    Limits,
+    RouteTable,
+    Rule,
+    family_flag,
+    from_record,
+    ip,
+    ip_json,
+)
 from mpstream.network import Network, PathCounters, PathInfo
 from mpstream.proc import pid_alive
 from mpstream.state import HOST_CHANGES, kind_dir, legacy_dir
@@ -40,17 +50,6 @@ from mpstream.transports.direct import mptcp_enabled
 FIRST_PRIORITY = 9700
 FIRST_TABLE = 9700
 MAX_LIMIT = 8  # the kernel's cap on subflows and on accepted addresses
-
-
-def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    done = subprocess.run(["ip", *args], capture_output=True, text=True)
-    if check and done.returncode != 0:
-        raise UserError(f"`ip {' '.join(args)}` failed: {done.stderr.strip()}")
-    return done
-
-
-def ip_json(*args: str) -> list[dict[str, Any]]:
-    return json.loads(ip("-j", *args).stdout or "[]")
 
 
 def netns_id() -> str:
@@ -95,10 +94,6 @@ class Interface:
     backup: bool = False
 
 
-def _family_flag(family: int) -> str:
-    return "-6" if family == 6 else "-4"
-
-
 def describe_interface(spec: InterfaceSpec, family: int) -> Interface:
     links = {link["ifname"]: link for link in ip_json("link", "show")}
     if spec.name not in links:
@@ -110,7 +105,7 @@ def describe_interface(spec: InterfaceSpec, family: int) -> Interface:
     if "UP" not in link.get("flags", []):
         raise UserError(f"interface {spec.name} is down: bring it up (`ip link set {spec.name} "
                         "up`, or connect it) and try again.")
-    addrs = ip_json(_family_flag(family), "addr", "show", "dev", spec.name)
+    addrs = ip_json(family_flag(family), "addr", "show", "dev", spec.name)
     usable = [a for entry in addrs for a in entry.get("addr_info", [])
               if not a.get("tentative") and not a.get("deprecated")]
     # Global addresses first; a loopback server is reached from a host-scope one.
@@ -119,7 +114,7 @@ def describe_interface(spec: InterfaceSpec, family: int) -> Interface:
     if not found:
         raise UserError(f"interface {spec.name} has no IPv{family} address of global scope: the "
                         f"server is reached over IPv{family}, so each interface needs one.")
-    routes = [r for r in ip_json(_family_flag(family), "route", "show", "table", "main", "dev",
+    routes = [r for r in ip_json(family_flag(family), "route", "show", "table", "main", "dev",
                                  spec.name) if r.get("type", "unicast") == "unicast"]
     return Interface(spec.name, found[0], routes, spec.backup)
 
@@ -139,7 +134,7 @@ def resolve_server(host: str) -> tuple[str, int]:
 def route_interface(host: str) -> InterfaceSpec:
     """The interface by which this host reaches `host` now (its main route)."""
     addr, family = resolve_server(host)
-    found = ip_json(_family_flag(family), "route", "get", addr)
+    found = ip_json(family_flag(family), "route", "get", addr)
     if not found or not found[0].get("dev"):
         raise UserError(f"no route to {host} ({addr}) from here: check `ip route get {addr}`")
     return InterfaceSpec(found[0]["dev"])
@@ -153,31 +148,9 @@ def read_limits() -> dict[str, int]:
 # --- the undo log -------------------------------------------------------------------------------
 
 
-def _undo(action: dict[str, Any]) -> None:
-    """Undo one recorded change; a change that is already gone is fine."""
-    kind = action["kind"]
-    if kind == "endpoint":
-        current = {e["id"]: e for e in ip_json("mptcp", "endpoint", "show")}
-        if current.get(action["id"], {}).get("address") == action["address"]:
-            ip("mptcp", "endpoint", "delete", "id", str(action["id"]), check=False)
-    elif kind == "rule":
-        fam = _family_flag(action["family"])
-        sel = ["from", action["from"]] if action.get("from") else ["to", action["to"]]
-        ip(fam, "rule", "del", "priority", str(action["priority"]), *sel,
-           "lookup", str(action["table"]), check=False)
-    elif kind == "table":
-        ip(_family_flag(action["family"]), "route", "flush", "table", str(action["table"]),
-           check=False)
-    elif kind == "limits":
-        ip("mptcp", "limits", "set", "subflows", str(action["subflows"]),
-           "add_addr_accepted", str(action["add_addr_accepted"]), check=False)
-    else:  # pragma: no cover - a state file from a newer version
-        raise UserError(f"unknown change {kind!r} in a state file; undo it by hand")
-
-
 class StateFile:
-    """The changes made so far, written before each is applied, so that `mpstream clean` can
-    undo them after a SIGKILL."""
+    """The changes made so far (hostchanges.py), each recorded before it is applied, so that
+    `mpstream clean` can undo them after a SIGKILL."""
 
     def __init__(self, purpose: str):
         folder = state_dir()
@@ -194,9 +167,11 @@ class StateFile:
         tmp.write_text(json.dumps(self.record, indent=1))
         tmp.replace(self.path)
 
-    def add(self, action: dict[str, Any]) -> None:
-        self.record["changes"].append(action)
+    def apply(self, change: HostChange) -> None:
+        """Record the change, then make it."""
+        self.record["changes"].append(change.record())
         self._write()
+        change.apply()
 
     def undo_all(self) -> list[str]:
         """Undo in reverse order; every step is tried even if one fails. The file goes once
@@ -204,7 +179,7 @@ class StateFile:
         problems = []
         for action in reversed(self.record["changes"]):
             try:
-                _undo(action)
+                from_record(action).undo()
             except Exception as exc:  # keep going: undo as much as possible
                 problems.append(f"{action}: {exc}")
         if not problems:
@@ -270,10 +245,10 @@ def _free_ints(used: set[int], start: int, count: int) -> list[int]:
 
 def _used_tables(family: int) -> set[int]:
     used = set()
-    for r in ip_json(_family_flag(family), "route", "show", "table", "all"):
+    for r in ip_json(family_flag(family), "route", "show", "table", "all"):
         with contextlib.suppress(ValueError, TypeError):
             used.add(int(r.get("table", 254)))
-    for r in ip_json(_family_flag(family), "rule", "show"):
+    for r in ip_json(family_flag(family), "rule", "show"):
         with contextlib.suppress(ValueError, TypeError):
             used.add(int(r.get("table", 0)))
     return used
@@ -365,25 +340,18 @@ class HostPaths(Network):
     def _apply(self) -> None:
         state = self._state
         assert state is not None
-        fam = _family_flag(self.family)
+        fam = family_flag(self.family)
         tables = _free_ints(_used_tables(self.family), FIRST_TABLE, len(self.interfaces))
         used_prio = {int(r.get("priority", 0)) for r in ip_json(fam, "rule", "show")}
         prios = _free_ints(used_prio, FIRST_PRIORITY, len(self.interfaces) + 1)
         # One table per interface: its connected prefixes and its default route, if any.
         for itf, table in zip(self.interfaces, tables, strict=True):
-            state.add({"kind": "table", "family": self.family, "table": table})
-            for route in itf.routes:
-                ip(fam, "route", "add", *_route_argv(route, itf.name), "table", str(table))
+            state.apply(RouteTable(self.family, table, tuple(
+                tuple(_route_argv(route, itf.name)) for route in itf.routes)))
         # The initial subflow leaves by the first interface; each address by its own.
-        state.add({"kind": "rule", "family": self.family, "priority": prios[0],
-                   "to": self.server_addr, "table": tables[0]})
-        ip(fam, "rule", "add", "priority", str(prios[0]), "to", self.server_addr,
-           "lookup", str(tables[0]))
+        state.apply(Rule(self.family, prios[0], "to", self.server_addr, tables[0]))
         for itf, table, prio in zip(self.interfaces, tables, prios[1:], strict=True):
-            state.add({"kind": "rule", "family": self.family, "priority": prio,
-                       "from": itf.address, "table": table})
-            ip(fam, "rule", "add", "priority", str(prio), "from", itf.address,
-               "lookup", str(table))
+            state.apply(Rule(self.family, prio, "from", itf.address, table))
         self._add_endpoints(self.interfaces[1:])
         extra = len(self.interfaces) - 1
         self._raise_limits(subflows=extra, add_addr_accepted=extra)
@@ -405,10 +373,8 @@ class HostPaths(Network):
                         f"{existing['id']}`) or add `subflow` to it, then try again."
                     )
                 continue  # someone's endpoint already does the job; leave it as it is
-            flags = ["subflow", *(["backup"] if itf.backup else [])]
-            state.add({"kind": "endpoint", "id": ep_id, "address": itf.address})
-            ip("mptcp", "endpoint", "add", itf.address, "id", str(ep_id), "dev", itf.name,
-               *flags)
+            flags = ("dev", itf.name, "subflow", *(["backup"] if itf.backup else []))
+            state.apply(Endpoint(ep_id, itf.address, flags))
 
     def _raise_limits(self, **wanted: int) -> None:
         raise_limits(self._state, **wanted)
@@ -435,10 +401,9 @@ def raise_limits(state: StateFile | None, **wanted: int) -> None:
         return
     merged = {"subflows": before.get("subflows", 0),
               "add_addr_accepted": before.get("add_addr_accepted", 0)}
-    state.add({"kind": "limits", **merged})
-    merged.update(after)
-    ip("mptcp", "limits", "set", "subflows", str(merged["subflows"]),
-       "add_addr_accepted", str(merged["add_addr_accepted"]))
+    raised = {**merged, **after}
+    state.apply(Limits(merged["subflows"], merged["add_addr_accepted"],
+                       (raised["subflows"], raised["add_addr_accepted"])))
 
 
 @contextlib.contextmanager
@@ -476,8 +441,7 @@ def announced(addresses: list[str], purpose: str = "mpstream serve") -> Iterator
                         "the `signal` flag, which mpstream did not add and will not change: "
                         f"delete it (`ip mptcp endpoint delete id {existing['id']}`) and retry.")
                 continue
-            state.add({"kind": "endpoint", "id": ep_id, "address": addr})
-            ip("mptcp", "endpoint", "add", addr, "id", str(ep_id), "signal")
+            state.apply(Endpoint(ep_id, addr, ("signal",)))
             added.append(ep_id)
         raise_limits(state, subflows=MAX_LIMIT)
         yield added

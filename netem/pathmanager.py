@@ -28,7 +28,7 @@ import select
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -226,8 +226,6 @@ def _say(what: dict[str, Any]) -> None:
 
 def run(paths: Sequence[PathAddr], retry_s: float = RETRY_S) -> None:
     from pyroute2 import IPRoute
-    from pyroute2.netlink import NLM_F_ACK, NLM_F_REQUEST
-    from pyroute2.netlink.exceptions import NetlinkError
     from pyroute2.netlink.generic import GenericNetlinkSocket
     from pyroute2.netlink.rtnl import RTMGRP_LINK
 
@@ -241,32 +239,6 @@ def run(paths: Sequence[PathAddr], retry_s: float = RETRY_S) -> None:
     links.bind(groups=RTMGRP_LINK)
     decisions = Decisions(paths, retry_s)
     _say({"ready": True})
-
-    def create(action: Create) -> None:
-        flags = ADDR_FLAG_BACKUP if action.path.backup else 0
-        msg = command()
-        msg["cmd"] = CMD_SUBFLOW_CREATE
-        msg["version"] = 1
-        msg["attrs"] = [
-            ("MPTCP_PM_ATTR_TOKEN", action.token),
-            ("MPTCP_PM_ATTR_ADDR", {"attrs": [
-                ("MPTCP_PM_ADDR_ATTR_FAMILY", socket.AF_INET),
-                ("MPTCP_PM_ADDR_ATTR_ID", action.path.local_id),
-                ("MPTCP_PM_ADDR_ATTR_ADDR4", action.path.addr),
-                ("MPTCP_PM_ADDR_ATTR_FLAGS", flags)]}),
-            ("MPTCP_PM_ATTR_ADDR_REMOTE", {"attrs": [
-                ("MPTCP_PM_ADDR_ATTR_FAMILY", socket.AF_INET),
-                ("MPTCP_PM_ADDR_ATTR_ADDR4", action.remote[0]),
-                ("MPTCP_PM_ADDR_ATTR_PORT", action.remote[1])]}),
-        ]
-        try:
-            commands.nlm_request(msg, msg_type=commands.prid,
-                                 msg_flags=NLM_F_REQUEST | NLM_F_ACK)
-            _say({"create": action.path.index, "token": action.token})
-        except NetlinkError as exc:
-            decisions.failed(action)
-            _say({"create": action.path.index, "token": action.token, "error": exc.code})
-
     try:
         while True:
             wait = decisions.next_due(time.monotonic())
@@ -274,22 +246,65 @@ def run(paths: Sequence[PathAddr], retry_s: float = RETRY_S) -> None:
             now = time.monotonic()
             todo: list[Create] = []
             if events in ready:
-                for msg in events.get():
-                    attrs = _attrs(msg)
-                    if msg["cmd"] in EVENT_NAMES:
-                        _say({"event": EVENT_NAMES[msg["cmd"]], "token": attrs.get("token"),
-                              "saddr": attrs.get("saddr4"), "sport": attrs.get("sport")})
-                    todo += decisions.event(msg["cmd"], attrs, now)
+                todo += _on_kernel_events(events.get(), decisions, now)
             if links in ready:
-                for msg in links.get():
-                    if msg.get("event") == "RTM_NEWLINK" and msg["flags"] & IFF_RUNNING:
-                        todo += decisions.link_up(msg.get_attr("IFLA_IFNAME"), now)
+                todo += _on_links(links.get(), decisions, now)
             todo += decisions.due(now)
             for action in todo:
-                create(action)
+                _create(commands, command, action, decisions)
     finally:
         for sock in (events, commands, links):
             sock.close()
+
+
+def _on_kernel_events(msgs: Iterable[Any], decisions: Decisions, now: float) -> list[Create]:
+    """The path manager's events (each told on stdout) and what they call for."""
+    todo: list[Create] = []
+    for msg in msgs:
+        attrs = _attrs(msg)
+        if msg["cmd"] in EVENT_NAMES:
+            _say({"event": EVENT_NAMES[msg["cmd"]], "token": attrs.get("token"),
+                  "saddr": attrs.get("saddr4"), "sport": attrs.get("sport")})
+        todo += decisions.event(msg["cmd"], attrs, now)
+    return todo
+
+
+def _on_links(msgs: Iterable[Any], decisions: Decisions, now: float) -> list[Create]:
+    """Interfaces that came up (running again) and the subflows they call for."""
+    todo: list[Create] = []
+    for msg in msgs:
+        if msg.get("event") == "RTM_NEWLINK" and msg["flags"] & IFF_RUNNING:
+            todo += decisions.link_up(msg.get_attr("IFLA_IFNAME"), now)
+    return todo
+
+
+def _create(commands: Any, command: Any, action: Create, decisions: Decisions) -> None:
+    """Ask the kernel for the subflow; a refusal goes back to `decisions` (its retry timer)."""
+    from pyroute2.netlink import NLM_F_ACK, NLM_F_REQUEST
+    from pyroute2.netlink.exceptions import NetlinkError
+
+    flags = ADDR_FLAG_BACKUP if action.path.backup else 0
+    msg = command()
+    msg["cmd"] = CMD_SUBFLOW_CREATE
+    msg["version"] = 1
+    msg["attrs"] = [
+        ("MPTCP_PM_ATTR_TOKEN", action.token),
+        ("MPTCP_PM_ATTR_ADDR", {"attrs": [
+            ("MPTCP_PM_ADDR_ATTR_FAMILY", socket.AF_INET),
+            ("MPTCP_PM_ADDR_ATTR_ID", action.path.local_id),
+            ("MPTCP_PM_ADDR_ATTR_ADDR4", action.path.addr),
+            ("MPTCP_PM_ADDR_ATTR_FLAGS", flags)]}),
+        ("MPTCP_PM_ATTR_ADDR_REMOTE", {"attrs": [
+            ("MPTCP_PM_ADDR_ATTR_FAMILY", socket.AF_INET),
+            ("MPTCP_PM_ADDR_ATTR_ADDR4", action.remote[0]),
+            ("MPTCP_PM_ADDR_ATTR_PORT", action.remote[1])]}),
+    ]
+    try:
+        commands.nlm_request(msg, msg_type=commands.prid, msg_flags=NLM_F_REQUEST | NLM_F_ACK)
+        _say({"create": action.path.index, "token": action.token})
+    except NetlinkError as exc:
+        decisions.failed(action)
+        _say({"create": action.path.index, "token": action.token, "error": exc.code})
 
 
 def main(argv: list[str] | None = None) -> int:

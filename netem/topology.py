@@ -24,19 +24,19 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from mpstream.errors import UserError
-from mpstream.netem import competitors, coupled, pathcaps, teardown
-from mpstream.netem.profile import Link, Profile, load_profile
+from mpstream.netem import competitors, coupled, emulators, pathcaps, teardown
+from mpstream.netem.emulators import READY_TIMEOUT_S, Wire
+from mpstream.netem.profile import Profile, load_profile
 from mpstream.netem.system import (
     PROC_SYS,
     client_rmem,
@@ -51,17 +51,14 @@ from mpstream.netem.system import (
     sysctl,
 )
 from mpstream.netem.teardown import NAME_RULE, competitor_role, netns_name, read_state
-from mpstream.network import Competitor, Network, PathCounters, PathInfo, in_netns
+from mpstream.network import Competitor, Network, PathCounters, PathInfo
 from mpstream.proc import stop_pids
 from mpstream.transports.pathpolicy import mptcp_endpoint_id
 
 SERVER_ADDR = "10.2.0.2"
 SERVER_SUBNET = "10.2.0.0/24"
 CLIENT_SUBNETS = "10.1.0.0/16"
-READY_TIMEOUT_S = 10.0
 MPTCP_MAX_SUBFLOWS = 8  # the kernel's MPTCP_PM_ADDR_MAX
-# Where an emulator writes its queueing-delay windows, beside its stats (netem/linkem/qdelay.h).
-DELAY_LOG_SUFFIX = ".delay.jsonl"
 
 
 def _path_info(profile: Profile, index: int) -> PathInfo:
@@ -72,22 +69,6 @@ def _path_info(profile: Profile, index: int) -> PathInfo:
 def router_addr(slot: int) -> str:
     """The next hop from a client over the path in `slot` (the client's path `slot`)."""
     return f"10.1.{slot}.1"
-
-
-@dataclass(frozen=True)
-class Wire:
-    """One client path as it is wired: the host it belongs to, the path, its slot (subnet and
-    link-namespace interface) and the emulator its packets cross (`link`: a slot)."""
-
-    host: str
-    ns: str
-    path: PathInfo
-    slot: int
-    link: int
-
-    @property
-    def own_link(self) -> bool:
-        return self.link == self.slot
 
 
 def _competitors(profile: Profile, name: str) -> list[tuple[Competitor, list[Wire]]]:
@@ -213,9 +194,9 @@ class Topology(Network):
         self._down = True
         teardown.remove_namespaces(teardown.topology_namespaces(self.name))
         stop_pids(teardown.orphan_emulator_pids(self.name))
-        stats = self._read_stats()
+        stats = emulators.read_stats(self.state_dir)
         if keep is not None:
-            self._keep_delay_logs(keep)
+            emulators.keep_delay_logs(self.state_dir, keep)
         teardown.remove_state(self.name)
         ends = self.profile.deployment
         for cc in {ends.server.cc, ends.client.cc}:
@@ -321,7 +302,8 @@ class Topology(Network):
         self._cap_paths()
         # Without the emulator the link namespace simply forwards over its connected routes.
         if self.emulated:
-            self._create_emulated_links()
+            ip_batch(self.link_ns,
+                     emulators.routing(self.wires, self.profile.server_link is not None))
             self._start_emulators()
         self._write_state()
         self._verify_paths()
@@ -508,7 +490,7 @@ class Topology(Network):
                   self.profile.server_link_model("downlink")]
         found: dict[str, list[tuple[Wire, float, float]]] = {}
         for wire in self.wires:
-            up, down, _ = self._wire_links(own[wire.link])
+            up, down, _ = emulators.wire_links(self.profile, self.competitors, own[wire.link])
             rate = down.mean_bps()
             if not rate:
                 raise UserError(
@@ -536,108 +518,12 @@ class Topology(Network):
         if caps:
             pathcaps.acquire(self.name, self.server_ns, caps)
 
-    def _create_emulated_links(self) -> None:
-        server_link = self.profile.server_link is not None
-        # Downlink packets for a path enter its emulator from the server side; with a shared
-        # server link they first pass that link's emulator and come out of tsa.
-        downlink_iif = "tsa" if server_link else "s0"
-        lines = []
-        for wire in self.wires:
-            i, e = wire.slot, wire.link
-            if wire.own_link:
-                lines += [
-                    f"tuntap add dev ta{e} mode tun", f"tuntap add dev tb{e} mode tun",
-                    f"link set ta{e} up", f"link set tb{e} up",
-                    f"route add default dev ta{e} table {100 + e}",
-                    f"route add default dev tb{e} table {200 + e}",
-                ]
-                if server_link:
-                    lines.append(f"rule add iif tb{e} lookup 300 pref {300 + e}")
-            # Into the emulator of the path's link (its own, or the one it goes via).
-            lines += [
-                f"rule add iif c{i} lookup {100 + e} pref {100 + i}",
-                f"rule add iif {downlink_iif} to 10.1.{i}.0/24 lookup {200 + e} pref {200 + i}",
-            ]
-        if server_link:
-            lines += [
-                "tuntap add dev tsa mode tun", "tuntap add dev tsb mode tun",
-                "link set tsa up", "link set tsb up",
-                "route add default dev tsa table 300",
-                "route add default dev tsb table 301",
-                "rule add iif s0 lookup 301 pref 399",
-            ]
-        ip_batch(self.link_ns, lines)
-
-    def _emulator_configs(self) -> list[tuple[str, dict[str, Any]]]:
-        p = self.profile
-        configs = []
-        for wire in self.wires:
-            if not wire.own_link:
-                continue
-            i = wire.slot
-            up, down, events = self._wire_links(wire)
-            configs.append((f"path{i}", {
-                "tun_a": f"ta{i}", "tun_b": f"tb{i}", "seed": p.seed + i,
-                "a_to_b": up.emulator_config(), "b_to_a": down.emulator_config(),
-                "events": events,
-            }))
-        shared_up, shared_down = p.server_link_model("uplink"), p.server_link_model("downlink")
-        if shared_up is not None and shared_down is not None:
-            configs.append(("server", {
-                "tun_a": "tsa", "tun_b": "tsb", "seed": p.seed + 100,
-                "a_to_b": shared_up.emulator_config(), "b_to_a": shared_down.emulator_config(),
-                "events": [],
-            }))
-        return configs
-
-    def _wire_links(self, wire: Wire) -> tuple[Link, Link, list[dict[str, Any]]]:
-        """The uplink and downlink of a path with a link of its own, and its timed events."""
-        p = self.profile
-        if wire.host == "client":
-            i = wire.path.index
-            return p.link(i, "uplink"), p.link(i, "downlink"), p.emulator_events(i)
-        k = next(k for k, u in enumerate(self.competitors) if u.host == wire.host)
-        j = wire.path.index
-        return p.competitor_link(k, j, "uplink"), p.competitor_link(k, j, "downlink"), []
-
     def _start_emulators(self) -> None:
-        started = []
-        for label, config in self._emulator_configs():
-            config["stats_path"] = str(self.state_dir / f"{label}.stats.json")
-            # Each packet's queueing delay and the link's capacity, per 100 ms window.
-            config["delay_log"] = str(self.state_dir / f"{label}{DELAY_LOG_SUFFIX}")
-            config_path = self.state_dir / f"{label}.json"
-            config_path.write_text(json.dumps(config, indent=2))
-            out = (self.state_dir / f"{label}.out").open("wb")
-            err = (self.state_dir / f"{label}.log").open("wb")
-            # A session of its own: the emulators outlive `mpstream netem up` and do not get
-            # the terminal's Ctrl-C (teardown stops them, in order).
-            with signals_deferred():
-                proc = subprocess.Popen(
-                    in_netns(self.link_ns, [str(teardown.EMULATOR), "--config",
-                                      str(config_path)]),
-                    stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
-                self.emulator_pids.append(proc.pid)
-            out.close()
-            err.close()
-            started.append((label, proc))
+        configs = emulators.configs(self.profile, self.wires, self.competitors)
+        started = emulators.start(self.link_ns, self.state_dir, configs, self.emulator_pids)
         self._write_state()
         for label, proc in started:
-            self._wait_ready(label, proc)
-
-    def _wait_ready(self, label: str, proc: subprocess.Popen) -> None:
-        out = self.state_dir / f"{label}.out"
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if b"ready" in out.read_bytes():
-                return
-            if proc.poll() is not None:
-                log = (self.state_dir / f"{label}.log").read_text(errors="replace").strip()
-                raise UserError(f"the link emulator for {label} exited with {proc.returncode}: "
-                                f"{log or '(no message)'}")
-            time.sleep(0.01)
-        raise UserError(f"the link emulator for {label} did not report ready within "
-                        f"{READY_TIMEOUT_S:g} s (log: {self.state_dir / (label + '.log')})")
+            emulators.wait_ready(self.state_dir, label, proc)
 
     def _verify_paths(self) -> None:
         """Fails early when a path does not carry packets (unless it starts failed)."""
@@ -669,20 +555,6 @@ class Topology(Network):
         tmp = folder / f".{self.name}.json.tmp"
         tmp.write_text(json.dumps(state, indent=2))
         tmp.replace(folder / f"{self.name}.json")
-
-    def _keep_delay_logs(self, folder: Path) -> None:
-        for log in sorted(self.state_dir.glob(f"*{DELAY_LOG_SUFFIX}")):
-            folder.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(OSError):
-                shutil.copyfile(log, folder / (log.name.removesuffix(DELAY_LOG_SUFFIX) + ".jsonl"))
-
-    def _read_stats(self) -> dict[str, Any]:
-        stats = {}
-        for path in sorted(self.state_dir.glob("*.stats.json")):
-            with contextlib.suppress(OSError, ValueError):
-                stats[path.name.removesuffix(".stats.json")] = json.loads(path.read_text())
-        return stats
-
 
 def interface_counters(ns: str, paths: Sequence[PathInfo]) -> list[PathCounters]:
     """Kernel counters of the interfaces of `paths` in namespace `ns` (rx: towards it)."""

@@ -237,28 +237,55 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
     summary with the bytes each path carried."""
     check_browser(browser)
     marks = _deadline_marks(deadline_marks)
+    prof = None
+    # What the session runs is decided and checked before anything is built; `setting` is what
+    # the kind of network adds to the request.
+    setting: dict[str, Any]
     if url is not None:
-        if media is not None or profile is not None:
-            raise UserError("--url plays from a server elsewhere: leave out --media and --profile")
-        if deployment is not None:
-            raise UserError("--deployment: mpstream changes nothing of a real host or of a "
-                            "server elsewhere; a deployment applies to an emulated --profile")
+        _check_real(media, profile, deployment)
         player = _player_for(url, player)
         rule, rule_params = _abr_choice(player, abr, abr_params)
         chosen = _real_transport(transport, scheduler, path_policy)
-        session_id = session_id or f"play-{player}-{chosen.name}-{time.strftime('%Y%m%dT%H%M%S')}"
-        from mpstream.player.real import play_url
+        setting = {"manifest_path": url, "collector_url": collector_url}
+    else:
+        media, profile, player = _check_emulated(media, profile, player, transport, scheduler,
+                                                 interfaces, collector_url)
+        # Before anything is built: a rule this player does not have is refused here.
+        rule, rule_params = _abr_choice(player, abr, abr_params)
+        # Before anything is built: a codec this browser cannot decode is refused here. (With
+        # --url the page refuses it, from the manifest it loads, before playing.)
+        check_codec(browser, codec, media, player)
+        prof, chosen, held = _emulated_choice(profile, transport, scheduler, path_policy,
+                                              deployment)
+        setting = {"path_policy": path_policy or prof.deployment.path_policy,
+                   "metered": prof.metered_paths(), "held_paths": held, "deadline_marks": marks}
+    session_id = session_id or f"play-{player}-{chosen.name}-{time.strftime('%Y%m%dT%H%M%S')}"
+    request = PlayRequest(
+        player=player, transport=chosen, duration_s=duration_s, session_id=session_id,
+        scenario=scenario, trial=trial, screenshot=screenshot, buffer_s=buffer_s,
+        target_latency_s=target_latency_s, browser=browser, codec=codec, abr=rule,
+        abr_params=rule_params, report_timeout_s=report_timeout_s, **setting)
+    if prof is None:
+        _output(_play_real(request, interfaces), session_id, as_json)
+    else:
+        assert media is not None
+        _output(_play_emulated(request, prof, media, name, as_json), session_id, as_json,
+                deployment=prof.deployment.name)
 
-        with working("play", seconds=duration_s) as progress:
-            progress.step(f"{player} over {chosen.name} from {url}, {duration_s:g} s")
-            result = play_url(url, interfaces, PlayRequest(
-                player=player, transport=chosen, manifest_path=url,
-                collector_url=collector_url, duration_s=duration_s, session_id=session_id,
-                scenario=scenario, trial=trial, screenshot=screenshot, buffer_s=buffer_s,
-                target_latency_s=target_latency_s, browser=browser, codec=codec, abr=rule,
-                abr_params=rule_params, report_timeout_s=report_timeout_s))
-        _output(result, session_id, as_json)
-        return
+
+def _check_real(media: Path | None, profile: str | None, deployment: str | None) -> None:
+    """Refuses what --url (a server elsewhere) does not go with."""
+    if media is not None or profile is not None:
+        raise UserError("--url plays from a server elsewhere: leave out --media and --profile")
+    if deployment is not None:
+        raise UserError("--deployment: mpstream changes nothing of a real host or of a "
+                        "server elsewhere; a deployment applies to an emulated --profile")
+
+
+def _check_emulated(media: Path | None, profile: str | None, player: str | None,
+                    transport: str | None, scheduler: str | None, interfaces: str | None,
+                    collector_url: str | None) -> tuple[Path, str, str]:
+    """An emulated session's media, profile and player, all given and the media playable."""
     if interfaces is not None or collector_url is not None:
         raise UserError("--interfaces and --collector go with --url (a real server); with "
                         "--profile the topology's paths are used")
@@ -268,18 +295,26 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
     if media is None or profile is None or player is None:
         raise UserError("give --media DIR --profile PROFILE --player P (an emulated session), "
                         "or --url URL (a real one)")
+    _check_media(media, player)
+    return media, profile, player
+
+
+def _play_real(request: PlayRequest, interfaces: str | None) -> PlayResult:
+    """The session from the server at the request's URL, over this host's interfaces."""
+    from mpstream.player.real import play_url
+
+    with working("play", seconds=request.duration_s) as progress:
+        progress.step(f"{request.player} over {request.transport.name} from "
+                      f"{request.manifest_path}, {request.duration_s:g} s")
+        return play_url(request.manifest_path, interfaces, request)
+
+
+def _play_emulated(request: PlayRequest, prof: Any, media: Path, name: str,
+                   as_json: bool) -> PlayResult:
+    """The session over the profile's topology, from nginx and the collector serving `media`
+    in its server namespace."""
     from mpstream.server.stack import ServerStack
 
-    _check_media(media, player)
-    # Before anything is built: a rule this player does not have is refused here.
-    rule, rule_params = _abr_choice(player, abr, abr_params)
-    # Before anything is built: a codec this browser cannot decode is refused here. (With --url
-    # the page refuses it, from the manifest it loads, before playing.)
-    check_codec(browser, codec, media, player)
-    prof, chosen, held = _emulated_choice(profile, transport, scheduler, path_policy,
-                                          deployment)
-    path_policy = path_policy or prof.deployment.path_policy
-    session_id = session_id or f"play-{player}-{chosen.name}-{time.strftime('%Y%m%dT%H%M%S')}"
     console = Console(stderr=True)
     with working("play", steps=3, console=console) as progress, \
             _up(prof, name, progress) as topo:
@@ -287,18 +322,12 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
             console.print(f"topology {topo.name} up: {len(topo.paths)} path(s); serving {media}")
         progress.step("starting nginx and the collector")
         with ServerStack(media.resolve(), netns=topo.server_ns, host=topo.server_addr,
-                         mptcp=chosen.kernel_mptcp,
+                         mptcp=request.transport.kernel_mptcp,
                          send=prof.deployment.server.nginx) as stack:
             topo.start_events()
-            progress.step(f"playing {duration_s:g} s ({player} over {chosen.name})")
-            result = play_session(topo, stack, PlayRequest(
-                player=player, transport=chosen, duration_s=duration_s, session_id=session_id,
-                scenario=scenario, trial=trial, screenshot=screenshot, buffer_s=buffer_s,
-                target_latency_s=target_latency_s, browser=browser, codec=codec, abr=rule,
-                abr_params=rule_params, path_policy=path_policy,
-                metered=prof.metered_paths(), held_paths=held, deadline_marks=marks,
-                report_timeout_s=report_timeout_s))
-    _output(result, session_id, as_json, deployment=prof.deployment.name)
+            progress.step(f"playing {request.duration_s:g} s ({request.player} over "
+                          f"{request.transport.name})")
+            return play_session(topo, stack, request)
 
 
 def _real_transport(transport: str | None, scheduler: str | None,

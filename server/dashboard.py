@@ -9,7 +9,8 @@ from typing import Any
 
 from flask import Blueprint, abort, render_template, send_from_directory, url_for
 
-from mpstream.qoe.metrics import VIDEO_KINDS, segment_rate_bps, stalls
+from mpstream.qoe.events import BufferEvent, QualitySwitchEvent, SegmentEvent, StartupEvent
+from mpstream.qoe.metrics import VIDEO_KINDS, of_type, parse_events, segment_rate_bps, stalls
 from mpstream.server import storage, summary
 from mpstream.server.api import (
     _SESSION_ID,
@@ -48,26 +49,27 @@ def index() -> Any:
 
 def timeline(events: list[dict[str, Any]]) -> dict[str, Any]:
     """What the charts draw, times in seconds since the first event."""
-    t0 = min((ev["t_ms"] for ev in events), default=0.0)
+    evs = parse_events(events)
+    t0 = min((ev.t_ms for ev in evs), default=0.0)
 
     def sec(t_ms: float) -> float:
         return round((t_ms - t0) / 1000, 3)
 
-    buffer = [[sec(e["t_ms"]), e["data"]["level_s"]] for e in events if e["type"] == "buffer"]
+    buffer = [[sec(e.t_ms), e.data.level_s] for e in of_type(evs, BufferEvent)]
     bitrate: list[list[float]] = []
-    for e in events:
-        if e["type"] == "startup" and not bitrate:
-            bitrate.append([sec(e["t_ms"]), e["data"]["bitrate"]])
-        elif e["type"] == "quality_switch":
-            bitrate.append([sec(e["t_ms"]), e["data"]["to_bitrate"]])
+    for e in evs:
+        if isinstance(e, StartupEvent) and not bitrate:
+            bitrate.append([sec(e.t_ms), e.data.bitrate])
+        elif isinstance(e, QualitySwitchEvent):
+            bitrate.append([sec(e.t_ms), e.data.to_bitrate])
     rates = []
-    for e in events:
-        if e["type"] == "segment" and e["data"]["kind"] in VIDEO_KINDS:
-            rate = segment_rate_bps(e["data"])
+    for seg in of_type(evs, SegmentEvent):
+        if seg.data.kind in VIDEO_KINDS:
+            rate = segment_rate_bps(seg.data)
             if rate is not None:
-                rates.append([sec(e["data"]["t_done"]), rate])
-    halted = [[sec(s.start_ms), sec(s.end_ms)] for s in stalls(events)]
-    end = max((sec(e["t_ms"]) for e in events), default=0.0)
+                rates.append([sec(seg.data.t_done), rate])
+    halted = [[sec(s.start_ms), sec(s.end_ms)] for s in stalls(evs)]
+    end = max((sec(e.t_ms) for e in evs), default=0.0)
     return {"buffer": buffer, "bitrate": bitrate, "rates": rates, "stalls": halted, "end": end}
 
 

@@ -1,9 +1,10 @@
 """The QoE event vocabulary as one JSON Schema (draft 2020-12), generated from the pydantic
-models in schemas.py that the collector validates with. The checked-in copy,
-docs/qoe-events.schema.json, is what the player's probe tests validate every emitted event
-against (ajv); tests/unit/test_event_schema.py fails when it is stale.
+models the collector validates with (the session in schemas.py, the events in
+mpstream/qoe/events.py). The checked-in copy, docs/qoe-events.schema.json, is what the player's
+probe tests validate every emitted event against (ajv); tests/unit/test_event_schema.py fails
+when it is stale.
 
-Regenerate after changing schemas.py:
+Regenerate after changing either:
 
     make event-schema        # = .venv/bin/python -m mpstream.server.event_schema
 """

@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from flask import Flask
-from pydantic import BaseModel, ConfigDict, Field, RootModel, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, RootModel, TypeAdapter, create_model
 
+from mpstream.qoe.metrics import SessionMetrics
 from mpstream.server import schemas, storage
 
 REF = "#/components/schemas/{model}"
@@ -55,10 +56,9 @@ class RungOut(BaseModel):
     codec: str
 
 
-class SummaryOut(BaseModel):
-    """GET /sessions/{id}/summary (definitions in docs/qoe.md)."""
+class _SessionOut(BaseModel):
+    """A summary's first fields: the session's identity."""
 
-    model_config = ConfigDict(extra="forbid")
     session: str
     player: str
     transport: str  # what the session asked for (the page's `transport` parameter)
@@ -67,41 +67,31 @@ class SummaryOut(BaseModel):
     protocol: str
     scenario: str | None
     trial: int | None
-    codec: str | None
-    startup_delay_ms: float | None
-    manifest_ms: float | None
-    first_segment_ms: float | None
-    decode_ms: float | None
-    stall_count: int
-    stall_ms: float
-    longest_stall_ms: float
-    rebuffer_ratio: float | None
-    played_s: float
-    switches: int
-    down_switches: int
-    mean_bitrate_bps: float | None
-    top_bitrate_bps: float | None  # the ladder's top rung (null: no ladder event)
-    bitrate_utilization: float | None
-    segments: int
-    downloads: int
-    mean_download_rate_bps: float | None
-    download_share: float | None
-    segment_rates_bps: list[float]
-    dropped_frames: int
-    total_frames: int
-    errors: int
-    end_reason: str | None
-    live_latency_mean_s: float | None  # null for on-demand media
-    live_latency_p95_s: float | None
-    live_latency_samples: int
-    abr: str | None  # the adaptation rule the player reported (null: no abr event)
-    abr_decisions: int  # abr_decision events: decisions of a rule of ours
-    ladder: list[RungOut] | None  # the ladder event's representations (null: none sent)
+
+
+class _ScoresOut(BaseModel):
+    """A summary's last fields: the scores and what they were computed from."""
+
     qoe_yin: float | None
     qoe_clae: float | None
     qoe_duanmu: float | None
     qoe_yu: float | None
     score_inputs: ScoreInputsOut
+
+
+def _fields(model: type[BaseModel]) -> dict[str, Any]:
+    return {name: (f.annotation, f) for name, f in model.model_fields.items()}
+
+
+# The session's identity, every figure of mpstream.qoe's SessionMetrics (its ladder's rungs as
+# the plain numbers the API sends), then the scores.
+SummaryOut = create_model(
+    "SummaryOut",
+    __config__=ConfigDict(extra="forbid"),
+    __doc__="GET /sessions/{id}/summary (definitions in docs/qoe.md).",
+    **{**_fields(_SessionOut), **_fields(SessionMetrics),
+       "ladder": (list[RungOut] | None, ...), **_fields(_ScoresOut)},
+)
 
 
 class StatsOut(BaseModel):

@@ -22,7 +22,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
-from mpstream.server.schemas import BaseEvent, SessionIn
+from mpstream.qoe.events import BaseEvent
+from mpstream.server.schemas import SessionIn
 
 metadata = sa.MetaData()
 

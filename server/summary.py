@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mpstream.qoe.metrics import METRIC_FIELDS, session_metrics
+from mpstream.qoe.metrics import METRIC_FIELDS, SessionMetrics, parse_events, session_metrics
 from mpstream.qoe.scores import SCORE_FIELDS, session_scores
 from mpstream.qoe.stats import describe
 
@@ -17,23 +17,25 @@ GROUP_KEYS = ("scenario", "trial", "player", "transport", "protocol")
 MEASURED_FIELDS = ("measured_transport", "measured_subflows")
 SESSION_FIELDS = ("session", "player", "transport", *MEASURED_FIELDS, "protocol", "scenario",
                   "trial")
-GROUPED_METRICS = (
+# The figures the grouped statistics describe, in the order they list them.
+GROUPED_METRICS = (*SessionMetrics.named(
     "startup_delay_ms", "stall_count", "stall_ms", "longest_stall_ms", "rebuffer_ratio",
     "mean_download_rate_bps", "mean_bitrate_bps", "switches", "dropped_frames", "errors",
-    "played_s", "live_latency_mean_s", "live_latency_p95_s", *SCORE_FIELDS,
-)  # fmt: skip
+    "played_s", "live_latency_mean_s", "live_latency_p95_s",
+), *SCORE_FIELDS)  # fmt: skip
 # One value each (the CSV export's columns); segment_rates_bps and score_inputs are lists/maps.
 SCALAR_FIELDS = (*SESSION_FIELDS, *METRIC_FIELDS, *SCORE_FIELDS)
 
 
 def summarize(session: dict[str, Any], events: list[dict[str, Any]]) -> dict[str, Any]:
     """The per-session summary: the session's identity, every QoE figure and the scores."""
-    scores = session_scores(events)
+    evs = parse_events(events)
+    scores = session_scores(evs)
     return {
         "session": session["id"],
         **{k: session.get(k) if k in MEASURED_FIELDS else session[k]
            for k in SESSION_FIELDS[1:]},
-        **session_metrics(events),
+        **session_metrics(evs).model_dump(),
         **{k: scores[k] for k in SCORE_FIELDS},
         "score_inputs": scores["inputs"],
     }

@@ -2,39 +2,74 @@
 
 The collector's summary (server/summary.py), its dashboard and the runner's report
 (runner/metrics.py) all call `session_metrics`, so a figure means the same wherever it is
-shown. Pure functions of the event dicts `{seq, t_ms, type, data}`: no database, no Flask.
+shown. Events are read through the collector's own models (mpstream.qoe.events): a dict (a run
+folder's events.json, the collector's storage) is validated as the collector validated it when
+it came in; pure functions, no database, no Flask.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from types import UnionType
+from typing import Any, TypedDict, TypeVar, get_args, get_origin
 
-Event = dict[str, Any]
+from pydantic import BaseModel, ConfigDict, TypeAdapter
+
+from mpstream.qoe.events import (
+    AbrDecisionEvent,
+    AbrEvent,
+    AnyEvent,
+    BaseEvent,
+    BufferEvent,
+    EndEvent,
+    ErrorEvent,
+    LadderEvent,
+    LiveLatencyEvent,
+    PlaybackEvent,
+    QualitySwitchEvent,
+    Rung,
+    SegmentData,
+    SegmentEvent,
+    StallEndEvent,
+    StallStartEvent,
+    StartupEvent,
+)
+
+# An event as it is stored ({seq, t_ms, type, data}) or already parsed.
+Event = dict[str, Any] | BaseEvent
+E = TypeVar("E", bound=BaseEvent)
 
 # Segments whose download rate counts: the media the viewer waits for. Init segments are a few
 # hundred bytes (their "rate" measures the round trip, not the path) and audio is a small
 # parallel stream, so both are left out.
 VIDEO_KINDS = ("video", "muxed")
 # Events that carry the playhead's position (media seconds).
-POSITION_TYPES = ("playback", "end", "buffer", "stall_start", "stall_end")
+POSITION_EVENTS = (PlaybackEvent, EndEvent, BufferEvent, StallStartEvent, StallEndEvent)
+
+_EVENTS: TypeAdapter[list[BaseEvent]] = TypeAdapter(list[AnyEvent])
 
 
-def in_order(events: Iterable[Event]) -> list[Event]:
-    """Events in `seq` order (the order the page recorded them)."""
-    return sorted(events, key=lambda e: e.get("seq", 0))
+def parse_events(events: Iterable[Event]) -> list[BaseEvent]:
+    """The events through the collector's models, in `seq` order (the order the page recorded
+    them). Parsed ones pass as they are."""
+    return sorted(_EVENTS.validate_python(list(events)), key=lambda e: e.seq)
+
+
+def of_type(events: Iterable[BaseEvent], kind: type[E]) -> list[E]:
+    """The events of one type, in the order given."""
+    return [e for e in events if isinstance(e, kind)]
 
 
 # --- segments -----------------------------------------------------------------------------
 
 
-def segment_rate_bps(data: dict[str, Any]) -> float | None:
+def segment_rate_bps(data: SegmentData) -> float | None:
     """bytes × 8 / (t_done − t_request); undefined when no time elapsed or nothing arrived."""
-    elapsed_ms = data["t_done"] - data["t_request"]
-    if elapsed_ms <= 0 or not data.get("bytes"):
+    elapsed_ms = data.t_done - data.t_request
+    if elapsed_ms <= 0 or not data.bytes:
         return None
-    return data["bytes"] * 8 / (elapsed_ms / 1000)
+    return data.bytes * 8 / (elapsed_ms / 1000)
 
 
 @dataclass(frozen=True)
@@ -56,15 +91,14 @@ def video_segments(events: Iterable[Event]) -> list[VideoSegment]:
     """The video segments by index. A segment without an index gets its position among the
     video segments; a repeated index (fetched again at another rung) keeps the last download,
     which is the one played."""
-    segs = [e["data"] for e in in_order(events)
-            if e.get("type") == "segment" and e.get("data", {}).get("kind") in VIDEO_KINDS]
+    segs = [e.data for e in of_type(parse_events(events), SegmentEvent)
+            if e.data.kind in VIDEO_KINDS]
     by_index: dict[int, VideoSegment] = {}
     for pos, d in enumerate(segs):
-        idx = int(d["index"]) if d.get("index") is not None else pos
+        idx = d.index if d.index is not None else pos
         by_index[idx] = VideoSegment(
-            index=idx, bitrate_bps=float(d["bitrate"]), bytes=int(d["bytes"]),
-            duration_s=d.get("duration_s"), t_request=float(d["t_request"]),
-            t_done=float(d["t_done"]), rate_bps=segment_rate_bps(d),
+            index=idx, bitrate_bps=d.bitrate, bytes=d.bytes, duration_s=d.duration_s,
+            t_request=d.t_request, t_done=d.t_done, rate_bps=segment_rate_bps(d),
         )
     return [by_index[i] for i in sorted(by_index)]
 
@@ -93,20 +127,19 @@ def stalls(events: Iterable[Event]) -> list[Stall]:
     """Each stall: a `stall_start` opens one, the next `stall_end` closes it and gives its
     duration (the player's own measure). A stall still open at the last event lasts until that
     event's t_ms: leaving it out would hide the worst case (a path that never came back)."""
-    evs = in_order(events)
+    evs = parse_events(events)
     out: list[Stall] = []
-    opened: Event | None = None
+    opened: StallStartEvent | None = None
     for e in evs:
-        if e["type"] == "stall_start" and opened is None:
+        if isinstance(e, StallStartEvent) and opened is None:
             opened = e
-        elif e["type"] == "stall_end" and opened is not None:
-            out.append(Stall(float(opened["t_ms"]), float(e["data"]["duration_ms"]),
-                             float(opened["data"]["position"])))
+        elif isinstance(e, StallEndEvent) and opened is not None:
+            out.append(Stall(opened.t_ms, e.data.duration_ms, opened.data.position))
             opened = None
     if opened is not None:
-        last = max(float(e["t_ms"]) for e in evs)
-        out.append(Stall(float(opened["t_ms"]), max(0.0, last - float(opened["t_ms"])),
-                         float(opened["data"]["position"]), open=True))
+        last = max(e.t_ms for e in evs)
+        out.append(Stall(opened.t_ms, max(0.0, last - opened.t_ms), opened.data.position,
+                         open=True))
     return out
 
 
@@ -134,12 +167,17 @@ def stalls_after(events: Iterable[Event], t_ms: float) -> StallFigures:
 # --- playback -----------------------------------------------------------------------------
 
 
-def live_latency(events: Iterable[Event]) -> dict[str, float | int | None]:
+class LiveLatency(TypedDict):
+    mean_s: float | None
+    p95_s: float | None
+    samples: int
+
+
+def live_latency(events: Iterable[Event]) -> LiveLatency:
     """Latency to live of a session from its `live_latency` samples (one a second): mean, 95th
     percentile (linear interpolation between order statistics) and the sample count. All None
     (count 0) for on-demand media."""
-    values = sorted(float(e["data"]["latency_s"]) for e in events
-                    if e.get("type") == "live_latency")
+    values = sorted(e.data.latency_s for e in of_type(parse_events(events), LiveLatencyEvent))
     if not values:
         return {"mean_s": None, "p95_s": None, "samples": 0}
     rank = 0.95 * (len(values) - 1)
@@ -153,22 +191,22 @@ def played_s(events: Iterable[Event]) -> float:
     """Media seconds played: the largest position any event reported (on-demand sessions play
     from 0 without seeking). A live session's positions are on the stream's timeline, which
     began before the session: what was played is the span from where playback started."""
-    evs = list(events)
-    positions = [e["data"]["position"] for e in evs if e["type"] in POSITION_TYPES]
+    evs = parse_events(events)
+    positions = [e.data.position for e in evs if isinstance(e, POSITION_EVENTS)]
     if not positions:
         return 0.0
-    live = any(e["type"] == "live_latency" for e in evs)
-    return float(max(positions) - (min(positions) if live else 0.0))
+    live = bool(of_type(evs, LiveLatencyEvent))
+    return max(positions) - (min(positions) if live else 0.0)
 
 
 def rendition_steps(events: Iterable[Event]) -> list[tuple[float, float]]:
     """(from t_ms, bit/s) of the rendition on screen: startup's bitrate, then each switch."""
     steps: list[tuple[float, float]] = []
-    for e in in_order(events):
-        if e["type"] == "startup" and not steps:
-            steps.append((float(e["t_ms"]), float(e["data"]["bitrate"])))
-        elif e["type"] == "quality_switch" and steps:
-            steps.append((float(e["t_ms"]), float(e["data"]["to_bitrate"])))
+    for e in parse_events(events):
+        if isinstance(e, StartupEvent) and not steps:
+            steps.append((e.t_ms, e.data.bitrate))
+        elif isinstance(e, QualitySwitchEvent) and steps:
+            steps.append((e.t_ms, e.data.to_bitrate))
     return steps
 
 
@@ -176,19 +214,21 @@ def _overlap(a: float, b: float, intervals: list[Stall]) -> float:
     return sum(max(0.0, min(b, s.end_ms) - max(a, s.start_ms)) for s in intervals)
 
 
-def session_end_ms(events: list[Event]) -> float:
-    ends = [e["t_ms"] for e in in_order(events) if e["type"] == "end"]
-    return float(ends[0] if ends else max(e["t_ms"] for e in events))
+def session_end_ms(events: Iterable[Event]) -> float:
+    evs = parse_events(events)
+    ends = of_type(evs, EndEvent)
+    return ends[0].t_ms if ends else max(e.t_ms for e in evs)
 
 
-def time_weighted_bitrate(events: list[Event]) -> float | None:
+def time_weighted_bitrate(events: Iterable[Event]) -> float | None:
     """Mean of the on-screen rendition's bitrate weighted by the wall time it was playing:
     from the startup event to the end event (or the last event), stall intervals left out."""
-    steps = rendition_steps(events)
+    evs = parse_events(events)
+    steps = rendition_steps(evs)
     if not steps:
         return None
-    t_end = session_end_ms(events)
-    halted = stalls(events)
+    t_end = session_end_ms(evs)
+    halted = stalls(evs)
     weighted = total = 0.0
     for (t0, rate), nxt in zip(steps, [*steps[1:], (t_end, 0.0)], strict=True):
         t1 = min(nxt[0], t_end)
@@ -205,111 +245,144 @@ def time_weighted_bitrate(events: list[Event]) -> float | None:
 def switches(events: Iterable[Event]) -> int:
     """Quality switches: `quality_switch` events with a `from_bitrate` (the probe sends the
     first rendition in `startup`, so each of its quality_switch events is a switch)."""
-    return sum(1 for e in events
-               if e["type"] == "quality_switch" and e["data"].get("from_bitrate") is not None)
+    return sum(1 for e in of_type(parse_events(events), QualitySwitchEvent)
+               if e.data.from_bitrate is not None)
 
 
 def down_switches(events: Iterable[Event]) -> int:
     """Quality switches to a lower bitrate."""
-    return sum(1 for e in events if e["type"] == "quality_switch"
-               and e["data"].get("from_bitrate") is not None
-               and e["data"]["to_bitrate"] < e["data"]["from_bitrate"])
+    return sum(1 for e in of_type(parse_events(events), QualitySwitchEvent)
+               if e.data.from_bitrate is not None and e.data.to_bitrate < e.data.from_bitrate)
 
 
-def ladder(events: Iterable[Event]) -> list[dict[str, Any]] | None:
+def ladder(events: Iterable[Event]) -> list[Rung] | None:
     """The representations of the session's `ladder` event, lowest first; None without one."""
-    for e in events:
-        if e["type"] == "ladder":
-            return list(e["data"]["representations"])
-    return None
+    found = of_type(parse_events(events), LadderEvent)
+    return list(found[0].data.representations) if found else None
 
 
 def abr_name(events: Iterable[Event]) -> str | None:
     """The adaptation rule the player said it runs (its `abr` event); None when the session did
     not send one (sessions recorded before the page reported it)."""
-    for e in events:
-        if e["type"] == "abr":
-            return str(e["data"]["name"])
-    return None
+    found = of_type(parse_events(events), AbrEvent)
+    return found[0].data.name if found else None
 
 
 def ladder_top_bps(events: Iterable[Event]) -> float | None:
     """The top rung of the ladder the player chose from (its `ladder` event); None when the
     session did not send one (sessions recorded before the probe sent the ladder)."""
-    for e in events:
-        if e["type"] == "ladder":
-            return float(max(r["bitrate"] for r in e["data"]["representations"]))
-    return None
+    rungs = ladder(events)
+    return max(r.bitrate for r in rungs) if rungs is not None else None
 
 
 # --- the whole session --------------------------------------------------------------------
 
-METRIC_FIELDS = (
-    "codec", "startup_delay_ms", "manifest_ms", "first_segment_ms", "decode_ms",
-    "stall_count", "stall_ms", "longest_stall_ms", "rebuffer_ratio", "played_s", "switches",
-    "down_switches", "mean_bitrate_bps", "top_bitrate_bps", "bitrate_utilization",
-    "segments", "downloads", "mean_download_rate_bps", "download_share", "dropped_frames",
-    "total_frames", "errors", "end_reason", "live_latency_mean_s", "live_latency_p95_s",
-    "live_latency_samples", "abr", "abr_decisions",
-)  # fmt: skip
+
+class SessionMetrics(BaseModel):
+    """Every derived figure of one session (docs/qoe.md defines each). A figure the session
+    cannot give (no startup, no segment, no ladder) is None. The collector's summary, its CSV
+    export and the runner's trial figures read their names from here."""
+
+    model_config = ConfigDict(frozen=True)
+
+    codec: str | None  # the startup rendition's
+    startup_delay_ms: float | None  # play request to first frame, then its parts
+    manifest_ms: float | None
+    first_segment_ms: float | None
+    decode_ms: float | None
+    stall_count: int
+    stall_ms: float
+    longest_stall_ms: float
+    rebuffer_ratio: float | None  # stall time / (stall time + played)
+    played_s: float  # media seconds played
+    switches: int
+    down_switches: int
+    mean_bitrate_bps: float | None  # time-weighted, stalls left out
+    top_bitrate_bps: float | None  # the ladder's top rung (None: no ladder event)
+    bitrate_utilization: float | None  # mean_bitrate_bps / top_bitrate_bps
+    segments: int  # video segments played, by index
+    downloads: int  # segment downloads of any kind
+    mean_download_rate_bps: float | None
+    download_share: float | None  # mean download rate / the paths' capacity
+    segment_rates_bps: list[float]  # each video segment's download rate
+    dropped_frames: int
+    total_frames: int
+    errors: int
+    end_reason: str | None
+    live_latency_mean_s: float | None  # None for on-demand media
+    live_latency_p95_s: float | None
+    live_latency_samples: int
+    abr: str | None  # the adaptation rule the player reported (None: no abr event)
+    abr_decisions: int  # abr_decision events: decisions of a rule of ours
+    ladder: list[Rung] | None  # the ladder event's representations (None: none sent)
+
+    @classmethod
+    def named(cls, *names: str) -> tuple[str, ...]:
+        """`names`, a choice of figures in the chooser's order, each checked to be one of ours
+        (a misspelt name fails where the choice is made, not where it is read)."""
+        unknown = [n for n in names if n not in cls.model_fields]
+        if unknown:
+            raise ValueError(f"not figures of a session: {', '.join(unknown)}")
+        return names
+
+
+def _holds_a_list(annotation: Any) -> bool:
+    args = get_args(annotation) if isinstance(annotation, UnionType) else (annotation,)
+    return any(get_origin(a) is list for a in args)
+
+
+# The figures with one value each (the collector's CSV columns), in the model's order.
+METRIC_FIELDS = tuple(name for name, field in SessionMetrics.model_fields.items()
+                      if not _holds_a_list(field.annotation))
 
 
 def session_metrics(events: Iterable[Event], *, capacity_bps: float | None = None
-                    ) -> dict[str, Any]:
-    """Every derived figure of a session (METRIC_FIELDS, plus segment_rates_bps and ladder). A
-    figure the session cannot give (no startup, no segment) is None. `capacity_bps`, when known
-    (the sum of the emulated paths' rates), gives download_share = mean download rate /
-    capacity."""
-    evs = in_order(events)
-    by_type: dict[str, list[Event]] = {}
-    for e in evs:
-        by_type.setdefault(e["type"], []).append(e)
-    startup = by_type["startup"][0]["data"] if "startup" in by_type else None
+                    ) -> SessionMetrics:
+    """Every derived figure of a session. `capacity_bps`, when known (the sum of the emulated
+    paths' rates), gives download_share = mean download rate / capacity."""
+    evs = parse_events(events)
+    starts = of_type(evs, StartupEvent)
+    startup = starts[0].data if starts else None
     halted = stall_figures(stalls(evs)) if evs else stall_figures([])
     played = played_s(evs)
     stall_s = halted["ms"] / 1000
     rates = [rate for _, rate in video_segment_rates(evs)]
     mean_rate = sum(rates) / len(rates) if rates else None
-    playback = by_type.get("playback", [])
-    ends = by_type.get("end", [])
+    playback = of_type(evs, PlaybackEvent)
+    ends = of_type(evs, EndEvent)
     latency = live_latency(evs)
     mean_bitrate = time_weighted_bitrate(evs) if evs else None
     top = ladder_top_bps(evs)
-
-    def part(name: str) -> float | None:
-        return float(startup[name]) if startup and startup.get(name) is not None else None
-
-    return {
-        "codec": startup.get("codec") if startup else None,
-        "startup_delay_ms": part("startup_delay_ms"),
-        "manifest_ms": part("manifest_ms"),
-        "first_segment_ms": part("first_segment_ms"),
-        "decode_ms": part("decode_ms"),
-        "stall_count": halted["count"],
-        "stall_ms": halted["ms"],
-        "longest_stall_ms": halted["longest_ms"],
-        "rebuffer_ratio": stall_s / (stall_s + played) if stall_s + played > 0 else None,
-        "played_s": played,
-        "switches": switches(evs),
-        "down_switches": down_switches(evs),
-        "mean_bitrate_bps": mean_bitrate,
-        "top_bitrate_bps": top,
-        "bitrate_utilization": mean_bitrate / top if mean_bitrate is not None and top
+    return SessionMetrics(
+        codec=startup.codec if startup else None,
+        startup_delay_ms=startup.startup_delay_ms if startup else None,
+        manifest_ms=startup.manifest_ms if startup else None,
+        first_segment_ms=startup.first_segment_ms if startup else None,
+        decode_ms=startup.decode_ms if startup else None,
+        stall_count=halted["count"],
+        stall_ms=halted["ms"],
+        longest_stall_ms=halted["longest_ms"],
+        rebuffer_ratio=stall_s / (stall_s + played) if stall_s + played > 0 else None,
+        played_s=played,
+        switches=switches(evs),
+        down_switches=down_switches(evs),
+        mean_bitrate_bps=mean_bitrate,
+        top_bitrate_bps=top,
+        bitrate_utilization=mean_bitrate / top if mean_bitrate is not None and top else None,
+        segments=len(video_segments(evs)),
+        downloads=len(of_type(evs, SegmentEvent)),
+        mean_download_rate_bps=mean_rate,
+        download_share=mean_rate / capacity_bps if mean_rate is not None and capacity_bps
         else None,
-        "segments": len(video_segments(evs)),
-        "downloads": len(by_type.get("segment", [])),
-        "mean_download_rate_bps": mean_rate,
-        "download_share": mean_rate / capacity_bps if mean_rate is not None and capacity_bps
-        else None,
-        "segment_rates_bps": rates,
-        "dropped_frames": max((e["data"]["dropped_frames"] for e in playback), default=0),
-        "total_frames": max((e["data"]["total_frames"] for e in playback), default=0),
-        "errors": len(by_type.get("error", [])),
-        "end_reason": ends[0]["data"]["reason"] if ends else None,
-        "live_latency_mean_s": latency["mean_s"],
-        "live_latency_p95_s": latency["p95_s"],
-        "live_latency_samples": latency["samples"],
-        "abr": abr_name(evs),
-        "abr_decisions": len(by_type.get("abr_decision", [])),
-        "ladder": ladder(evs),
-    }
+        segment_rates_bps=rates,
+        dropped_frames=max((e.data.dropped_frames for e in playback), default=0),
+        total_frames=max((e.data.total_frames for e in playback), default=0),
+        errors=len(of_type(evs, ErrorEvent)),
+        end_reason=ends[0].data.reason if ends else None,
+        live_latency_mean_s=latency["mean_s"],
+        live_latency_p95_s=latency["p95_s"],
+        live_latency_samples=latency["samples"],
+        abr=abr_name(evs),
+        abr_decisions=len(of_type(evs, AbrDecisionEvent)),
+        ladder=ladder(evs),
+    )

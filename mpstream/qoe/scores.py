@@ -20,10 +20,19 @@ from collections.abc import Iterable
 from itertools import pairwise
 from typing import Any
 
+from mpstream.qoe.events import (
+    BaseEvent,
+    QualitySwitchEvent,
+    SegmentData,
+    SegmentEvent,
+    StartupData,
+    StartupEvent,
+)
 from mpstream.qoe.metrics import (
     Event,
-    in_order,
     ladder_top_bps,
+    of_type,
+    parse_events,
     played_s,
     rendition_steps,
     stall_figures,
@@ -105,7 +114,7 @@ def yu(bitrates_bps: list[float], media_s: float, stall_s: float) -> float | Non
     return mean_mbps - YU_W1 * switching - YU_W2 * stall_s / (media_s + stall_s)
 
 
-def top_bitrate(events: list[Event], bitrates_bps: list[float]) -> float:
+def top_bitrate(events: list[BaseEvent], bitrates_bps: list[float]) -> float:
     """R_max: the ladder's top rung (the probe's `ladder` event). A session recorded without
     one scores against the highest video bitrate it fetched or showed, as if its own highest
     rung were the top (docs/qoe.md)."""
@@ -119,13 +128,13 @@ def top_bitrate(events: list[Event], bitrates_bps: list[float]) -> float:
 def session_scores(events: Iterable[Event]) -> dict[str, Any]:
     """The four scores (None when the session has no video segment, or for Duanmu no played
     time) and `inputs`: the figures each was computed from, in the units the formula uses."""
-    evs = in_order(events)
+    evs = parse_events(events)
     segs = video_segments(evs)
     bitrates = [s.bitrate_bps for s in segs]
     halted = stall_figures(stalls(evs)) if evs else stall_figures([])
     stall_s = halted["ms"] / 1000
-    startup = next((e["data"] for e in evs if e["type"] == "startup"), None)
-    startup_s = startup["startup_delay_ms"] / 1000 if startup else 0.0
+    starts = of_type(evs, StartupEvent)
+    startup_s = starts[0].data.startup_delay_ms / 1000 if starts else 0.0
     played = played_s(evs)
     durations = [s.duration_s for s in segs if s.duration_s is not None]
     media_s = sum(durations) if segs and len(durations) == len(segs) else played
@@ -177,16 +186,16 @@ def p1203_input(events: Iterable[Event], *, fps: float | None = None,
     encoded media's); None is written as null. A segment's resolution is that of the
     rendition with its bitrate (startup and quality_switch events).
     """
-    evs = in_order(events)
+    evs = parse_events(events)
     sizes: dict[float, str] = {}
     codec = None
     for e in evs:
-        if e["type"] in ("startup", "quality_switch"):
-            d = e["data"]
-            rate = d.get("bitrate", d.get("to_bitrate"))
-            if d.get("width") and d.get("height"):
-                sizes[float(rate)] = f"{d['width']}x{d['height']}"
-            codec = codec or d.get("codec")
+        if isinstance(e, StartupEvent | QualitySwitchEvent):
+            shown = e.data
+            rate = shown.bitrate if isinstance(shown, StartupData) else shown.to_bitrate
+            if shown.width and shown.height:
+                sizes[rate] = f"{shown.width}x{shown.height}"
+            codec = codec or shown.codec
 
     def size_of(bitrate: float) -> str | None:
         if bitrate in sizes:
@@ -203,18 +212,18 @@ def p1203_input(events: Iterable[Event], *, fps: float | None = None,
                       "start": round(start, 3)})
         start += dur
     audio, a_start = [], 0.0
-    by_index: dict[int, dict[str, Any]] = {}
-    for e in evs:
-        if e["type"] == "segment" and e["data"]["kind"] == "audio":
-            d = e["data"]
-            by_index[d["index"] if d.get("index") is not None else len(by_index)] = d
+    by_index: dict[int, SegmentData] = {}
+    for seg in of_type(evs, SegmentEvent):
+        if seg.data.kind == "audio":
+            d = seg.data
+            by_index[d.index if d.index is not None else len(by_index)] = d
     for _, d in sorted(by_index.items()):
-        dur = d.get("duration_s") or 0.0
-        audio.append({"bitrate": round(d["bitrate"] / 1000, 3), "codec": "aaclc",
+        dur = d.duration_s or 0.0
+        audio.append({"bitrate": round(d.bitrate / 1000, 3), "codec": "aaclc",
                       "duration": dur, "start": round(a_start, 3)})
         a_start += dur
-    startup = next((e["data"] for e in evs if e["type"] == "startup"), None)
-    stalling = [[0.0, startup["startup_delay_ms"] / 1000]] if startup else []
+    starts = of_type(evs, StartupEvent)
+    stalling = [[0.0, starts[0].data.startup_delay_ms / 1000]] if starts else []
     stalling += [[s.position_s, s.duration_ms / 1000] for s in stalls(evs)]
     return {
         "I11": {"segments": audio, "streamId": 1},

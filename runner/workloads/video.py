@@ -26,7 +26,14 @@ from mpstream.netem.teardown import netns_pids
 from mpstream.network import Network
 from mpstream.player.abr import parse_abr_params, resolve_abr
 from mpstream.proc import side_by_side, stop_pids
-from mpstream.qoe.metrics import session_metrics, stalls_after
+from mpstream.qoe.events import PlaybackEvent
+from mpstream.qoe.metrics import (
+    SessionMetrics,
+    of_type,
+    parse_events,
+    session_metrics,
+    stalls_after,
+)
 from mpstream.qoe.scores import (
     SCORE_FIELDS,
     p1203_available,
@@ -95,8 +102,9 @@ STARTUP = declare(
     Metric("first_segment_ms", "startup: first segment", "ms"),
     Metric("decode_ms", "startup: decode", "ms"),
 )
-# The QoE figures straight from mpstream.qoe, under their own names.
-QOE_COLUMNS = (
+# The session's figures (mpstream.qoe's SessionMetrics) a trial gives under their own names,
+# in the order it gives them.
+QOE_COLUMNS = SessionMetrics.named(
     "startup_delay_ms", "manifest_ms", "first_segment_ms", "decode_ms", "stall_count",
     "stall_ms", "longest_stall_ms", "rebuffer_ratio", "switches", "down_switches",
     "bitrate_utilization", "segments", "played_s",
@@ -451,31 +459,32 @@ def video_fairness(rec: TrialData) -> dict[str, float]:
     qoe = [(multipath, session_metrics(events)) for multipath, events in users]
     for cls, wanted in (("mptcp", True), ("tcp", False)):
         mine = [q for multipath, q in qoe if multipath == wanted]
-        m[f"{cls}_user_bitrate_mbps"] = mean([num_or_nan(q["mean_bitrate_bps"]) / 1e6
+        m[f"{cls}_user_bitrate_mbps"] = mean([num_or_nan(q.mean_bitrate_bps) / 1e6
                                               for q in mine])
-        m[f"{cls}_user_stall_ms"] = mean([num_or_nan(q["stall_ms"]) for q in mine])
+        m[f"{cls}_user_stall_ms"] = mean([q.stall_ms for q in mine])
     return m
 
 
 def video_metrics(rec: TrialData) -> dict[str, float]:
-    q = session_metrics(rec.events, capacity_bps=rec.record.capacity_bps)
-    m: dict[str, float] = {k: num_or_nan(q[k]) for k in QOE_COLUMNS}
-    m["mean_bitrate_mbps"] = num_or_nan(q["mean_bitrate_bps"]) / 1e6
-    m["download_rate_mbps"] = num_or_nan(q["mean_download_rate_bps"]) / 1e6
+    events = parse_events(rec.events)
+    q = session_metrics(events, capacity_bps=rec.record.capacity_bps)
+    m: dict[str, float] = {k: num_or_nan(getattr(q, k)) for k in QOE_COLUMNS}
+    m["mean_bitrate_mbps"] = num_or_nan(q.mean_bitrate_bps) / 1e6
+    m["download_rate_mbps"] = num_or_nan(q.mean_download_rate_bps) / 1e6
     # The media element's counters (getVideoPlaybackQuality): the decoder kept up or not;
     # NaN without a playback sample (the session never played).
-    played_any = any(e.get("type") == "playback" for e in rec.events)
-    m["decoded_frames"] = float(q["total_frames"]) if played_any else math.nan
-    m["dropped_frames"] = float(q["dropped_frames"]) if played_any else math.nan
-    scores = session_scores(rec.events)
+    played_any = bool(of_type(events, PlaybackEvent))
+    m["decoded_frames"] = float(q.total_frames) if played_any else math.nan
+    m["dropped_frames"] = float(q.dropped_frames) if played_any else math.nan
+    scores = session_scores(events)
     m.update({k: num_or_nan(scores[k]) for k in SCORE_FIELDS})
     if p1203_available():
         fps = rec.record.media.frame_rate if rec.record.media else None
-        o46, _ = p1203_o46(p1203_input(rec.events, fps=fps))
+        o46, _ = p1203_o46(p1203_input(events, fps=fps))
         m["p1203_o46"] = num_or_nan(o46)
     t_event = event_page_ms(rec)
     if t_event is not None:
-        after = stalls_after(rec.events, t_event)
+        after = stalls_after(events, t_event)
         m["stalls_after_event"] = float(after["count"])
         m["stall_ms_after_event"] = after["ms"]
         m["longest_stall_after_event_ms"] = after["longest_ms"]

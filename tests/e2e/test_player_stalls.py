@@ -10,7 +10,8 @@ import pytest
 
 from mpstream.netem.topology import Topology
 from mpstream.player.session import MANIFESTS
-from mpstream.qoe.metrics import segment_rate_bps
+from mpstream.qoe.events import SegmentEvent
+from mpstream.qoe.metrics import of_type, parse_events, segment_rate_bps
 from mpstream.server.stack import ServerStack
 from tests.sessions import play, session_events
 
@@ -82,6 +83,7 @@ def test_throttled_path_stalls_with_durations(throttled, player):
     # The stalls came after the cut: downloads slowed to about the throttled rate. Every
     # completed media download counts, audio too: a video download caught by the cut at a high
     # rung may be abandoned by the player or outlast the session, and then reports no rate.
-    rates = [r for r in (segment_rate_bps(e["data"]) for e in events if e["type"] == "segment")
+    rates = [r for r in (segment_rate_bps(e.data)
+                         for e in of_type(parse_events(events), SegmentEvent))
              if r is not None]
     assert min(rates) < rate * 2, sorted(rates)

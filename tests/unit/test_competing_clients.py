@@ -7,6 +7,7 @@ import math
 import pytest
 
 from mpstream.errors import UserError
+from mpstream.netem import emulators
 from mpstream.netem.profile import MAX_COMPETITORS, load_profile, profile_from_dict
 from mpstream.netem.teardown import ROLES, competitor_role
 from mpstream.netem.topology import Topology
@@ -39,7 +40,7 @@ def test_a_competitor_path_via_a_client_path_shares_its_emulator_and_others_get_
         ("user2", 3, 3, "10.1.3.2"), ("user2", 4, 0, "10.1.4.2")]
     assert topo.netns("user2") == "mps-unit-user2"
     # One emulator per link: the client's two and user2's own; the via paths add none.
-    configs = dict(topo._emulator_configs())
+    configs = dict(emulators.configs(topo.profile, topo.wires, topo.competitors))
     assert sorted(configs) == ["path0", "path1", "path3"]
     assert configs["path3"]["b_to_a"]["rate_bps"] == 20_000_000
     assert configs["path3"]["b_to_a"]["delay_ms"] == 7
@@ -126,7 +127,9 @@ def test_a_trial_with_competitors_reads_each_users_transfer_from_its_own_file(tm
 def segments(byte_counts: list[int], bitrate: float) -> list[dict]:
     """A session that started and downloaded one video segment per count."""
     events = [{"seq": 0, "t_ms": 0, "type": "startup",
-               "data": {"startup_delay_ms": 500.0, "bitrate": bitrate}}]
+               "data": {"startup_delay_ms": 500.0, "manifest_ms": 100.0,
+                        "first_segment_ms": 300.0, "decode_ms": 100.0, "codec": "avc1.64001f",
+                        "width": 640, "height": 360, "bitrate": bitrate}}]
     for i, size in enumerate(byte_counts):
         events.append({"seq": i + 1, "t_ms": 1000 * (i + 1), "type": "segment", "data": {
             "url": f"/v/{i}.m4s", "kind": "video", "bitrate": bitrate, "bytes": size,

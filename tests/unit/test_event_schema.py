@@ -3,13 +3,15 @@
 import json
 from typing import Literal, get_args
 
-from mpstream.server import event_schema, schemas
+from mpstream.qoe import events
+from mpstream.server import event_schema
 
 
 def test_checked_in_schema_is_current():
     checked_in = json.loads(event_schema.SCHEMA_FILE.read_text())
     assert checked_in == event_schema.event_schema(), (
-        f"{event_schema.SCHEMA_FILE.name} is stale: the models in server/schemas.py changed. "
+        f"{event_schema.SCHEMA_FILE.name} is stale: the models in mpstream/qoe/events.py or "
+        "server/schemas.py changed. "
         f"Regenerate it with `{event_schema.REGENERATE}` and commit the result."
     )
 
@@ -19,7 +21,7 @@ def test_schema_names_every_event_type():
     branches = doc["$defs"]["Event"]["oneOf"]
     types = {doc["$defs"][b["$ref"].rsplit("/", 1)[1]]["properties"]["type"]["const"]
              for b in branches}
-    assert types == set(schemas.EVENT_DATA)
+    assert types == set(events.EVENT_DATA)
 
 
 def test_regenerating_writes_what_the_test_compares(tmp_path):
@@ -29,8 +31,8 @@ def test_regenerating_writes_what_the_test_compares(tmp_path):
 
 
 def test_event_models_match_their_data_models():
-    assert list(schemas.EVENT_MODELS) == list(schemas.EVENT_DATA)
-    for name, model in schemas.EVENT_MODELS.items():
+    assert list(events.EVENT_MODELS) == list(events.EVENT_DATA)
+    for name, model in events.EVENT_MODELS.items():
         assert model.model_fields["type"].annotation == Literal[name]
-        assert model.model_fields["data"].annotation is schemas.EVENT_DATA[name]
-    assert set(get_args(get_args(schemas.AnyEvent)[0])) == set(schemas.EVENT_MODELS.values())
+        assert model.model_fields["data"].annotation is events.EVENT_DATA[name]
+    assert set(get_args(get_args(events.AnyEvent)[0])) == set(events.EVENT_MODELS.values())

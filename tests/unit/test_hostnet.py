@@ -7,6 +7,7 @@ import os
 import pytest
 
 from mpstream.errors import UserError
+from mpstream.netem import hostchanges
 from mpstream.netem.hostnet import InterfaceSpec, clean, netns_id, parse_interfaces
 from mpstream.runner.scenario import parse_scenario
 from mpstream.server.cli import parse_listen
@@ -66,3 +67,33 @@ def test_clean_leaves_live_owners_and_other_namespaces_alone(tmp_path):
     assert (out["live"], out["other_netns"]) == (1, 1)
     assert [u["file"] for u in out["undone"]] == [str(tmp_path / "dead.json")]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["live.json", "other.json"]
+
+
+# Records as the state files of earlier versions hold them (one of each kind).
+OLD_RECORDS = [
+    {"kind": "table", "family": 4, "table": 9700},
+    {"kind": "rule", "family": 4, "priority": 9700, "to": "192.0.2.1", "table": 9700},
+    {"kind": "rule", "family": 6, "priority": 9701, "from": "2001:db8::2", "table": 9701},
+    {"kind": "endpoint", "id": 3, "address": "198.51.100.2"},
+    {"kind": "limits", "subflows": 2, "add_addr_accepted": 0},
+]
+
+
+@pytest.mark.parametrize("record", OLD_RECORDS, ids=lambda r: r["kind"])
+def test_a_recorded_change_reads_back_as_the_same_record(record):
+    change = hostchanges.from_record(record)
+    assert change.kind == record["kind"]
+    assert json.dumps(change.record()) == json.dumps(record)  # same keys, same order
+
+
+def test_each_change_records_what_undoing_it_needs_not_how_it_was_made():
+    made = hostchanges.Endpoint(3, "198.51.100.2", ("dev", "wwan0", "subflow", "backup"))
+    assert made.record() == OLD_RECORDS[3]
+    assert hostchanges.Limits(2, 0, raised=(8, 8)).record() == OLD_RECORDS[4]
+    table = hostchanges.RouteTable(4, 9700, (("198.51.100.0/24", "dev", "wwan0"),))
+    assert table.record() == OLD_RECORDS[0]
+
+
+def test_a_change_of_an_unknown_kind_is_left_to_the_user():
+    with pytest.raises(UserError, match=r"unknown change 'qdisc'.*by hand"):
+        hostchanges.from_record({"kind": "qdisc", "dev": "eth0"})

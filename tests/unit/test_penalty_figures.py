@@ -230,7 +230,8 @@ def test_rung_rates_gives_each_rungs_median_rate_and_size_per_trial(tmp_path, ca
         return {"seq": index, "t_ms": 1000.0 * index + ms, "type": "segment", "data": {
             "url": f"/v/{index}.m4s", "kind": "video", "index": index, "bitrate": bitrate,
             "bytes": kbytes * 1000, "t_request": 1000.0 * index,
-            "t_done": 1000.0 * index + ms, "duration_s": 4.0}}
+            "t_first_byte": 1000.0 * index + 10, "t_done": 1000.0 * index + ms,
+            "duration_s": 4.0}}
 
     # Three segments of the 300 kbit/s rung (150 kB at 1.2, 0.6 and 2.4 Mbit/s) and one of the
     # 1.5 Mbit/s rung (600 kB at 2.4 Mbit/s).

@@ -83,13 +83,13 @@ def test_summary_gives_utilization_of_the_top_rung_and_down_switches():
     from mpstream.qoe.metrics import session_metrics
 
     plain = session_metrics(session(stall=False))
-    assert plain["top_bitrate_bps"] is None and plain["bitrate_utilization"] is None
-    assert plain["switches"] == 2 and plain["down_switches"] == 1
+    assert plain.top_bitrate_bps is None and plain.bitrate_utilization is None
+    assert plain.switches == 2 and plain.down_switches == 1
     laddered = session_metrics(with_ladder(session(stall=False), 4_000_000))
-    assert laddered["top_bitrate_bps"] == 4_000_000
-    assert laddered["bitrate_utilization"] == pytest.approx(
-        laddered["mean_bitrate_bps"] / 4_000_000)
-    assert 0 < laddered["bitrate_utilization"] < 1
+    assert laddered.top_bitrate_bps == 4_000_000
+    assert laddered.mean_bitrate_bps is not None
+    assert laddered.bitrate_utilization == pytest.approx(laddered.mean_bitrate_bps / 4_000_000)
+    assert 0 < laddered.bitrate_utilization < 1
 
 
 def test_duanmu_by_hand():
@@ -162,7 +162,7 @@ def test_summary_names_the_rule_the_player_reported_and_counts_its_decisions():
     from mpstream.qoe.metrics import session_metrics
 
     plain = session_metrics(session(stall=False))
-    assert plain["abr"] is None and plain["abr_decisions"] == 0 and plain["ladder"] is None
+    assert plain.abr is None and plain.abr_decisions == 0 and plain.ladder is None
     decision = {"rule": "bba0", "index": 0, "bitrate": 1e6, "estimate_bps": None, "params": {},
                 "inputs": {"ladder_bps": [1e6], "buffer_s": 0, "segment_s": 2, "previous": None,
                            "past": []}}
@@ -170,5 +170,5 @@ def test_summary_names_the_rule_the_player_reported_and_counts_its_decisions():
            *(ev(200 + i, 60 + i, "abr_decision", **decision) for i in range(3)),
            *with_ladder(session(stall=False), 4_000_000)]
     got = session_metrics(evs)
-    assert got["abr"] == "bba0" and got["abr_decisions"] == 3
-    assert [r["bitrate"] for r in got["ladder"]] == [1_000_000, 2_000_000, 4_000_000]
+    assert got.abr == "bba0" and got.abr_decisions == 3
+    assert [r.bitrate for r in got.ladder] == [1_000_000, 2_000_000, 4_000_000]
