@@ -53,8 +53,8 @@ def event_schema() -> dict[str, Any]:
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://mpstream.invalid/qoe-events.schema.json",
         "title": "mpstream QoE events (player → collector)",
-        "description": "Generated from server/schemas.py by `make event-schema`; do not edit "
-                       "by hand. Prose: docs/qoe-events.md.",
+        "description": "Generated from server/schemas.py and mpstream/qoe/events.py by "
+                       "`make event-schema`; do not edit by hand. Prose: docs/qoe-events.md.",
         "$ref": _REF.format(model="Batch"),
         "$defs": dict(sorted(defs.items())),
     }
