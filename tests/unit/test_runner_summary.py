@@ -1,6 +1,6 @@
-"""A run's summary for docs/data/ (runner/summary.py, `mpstream report --summary`): per condition
-the trials and each metric's n, mean, sd and interval as the report computed them, and what made
-the run; from run folders built of the golden fixture's real trials."""
+"""A run's summary for docs/data/ (runner/report/summary.py, `mpstream report --summary`): per
+condition the trials and each metric's n, mean, sd and interval as the report computed them,
+and what made the run; from run folders built of the golden fixture's real trials."""
 
 import csv
 import json
@@ -134,7 +134,7 @@ def test_a_run_stopped_part_way_keeps_the_whole_runs_command_and_says_how_far_it
 
 
 def test_a_plans_conditions_come_in_the_scenarios_order_and_none_without_a_plan():
-    from mpstream.runner.summary import _planned_conditions
+    from mpstream.runner.report.summary import _planned_conditions
 
     spec = {"name": "x", "conditions": [{"label": "single"}, {"label": "single-tcp"},
                                         {"label": "1000k-bbr"}]}

@@ -19,7 +19,7 @@ from mpstream.errors import UserError
 from mpstream.qoe.stats import Summary, summarize
 from mpstream.runner.layout import RUN_JSON, RunScenario, load_trials, read_json
 from mpstream.runner.record import TrialRecord
-from mpstream.runner.report import Report, metric_label
+from mpstream.runner.report.build import Report, metric_label
 from mpstream.runner.scenario import condition_of_key
 from mpstream.runner.until import ConditionState, Until, states_of
 
