@@ -32,7 +32,7 @@ from mpstream.netem.teardown import netns_pids
 from mpstream.netem.topology import Topology
 from mpstream.player.session import PlayRequest, play_session
 from mpstream.proc import signals_interrupt
-from mpstream.runner.summary import BenchRecord
+from mpstream.runner.report.summary import BenchRecord
 from mpstream.server.stack import ServerStack
 from mpstream.transports.base import get_transport
 

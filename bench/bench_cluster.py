@@ -30,9 +30,9 @@ from pathlib import Path
 from rich.console import Console
 
 from mpstream.runner.layout import TrialData, load_trials
+from mpstream.runner.report.summary import BenchRecord
 from mpstream.runner.run import run_scenario
 from mpstream.runner.scenario import parse_scenario
-from mpstream.runner.summary import BenchRecord
 
 UNITS = {"trials": "", "ok": "", "makespan_s": "s", "wall_s": "s", "ideal_s": "s", "trial_s": "s",
          "gap_s": "s", "over_ideal": ""}

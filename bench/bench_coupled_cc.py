@@ -33,7 +33,7 @@ from mpstream.netem import coupled
 from mpstream.netem.profile import profile_from_dict
 from mpstream.netem.topology import Topology
 from mpstream.proc import machine_busy_seconds, process_cpu_seconds, signals_interrupt
-from mpstream.runner.summary import BenchRecord
+from mpstream.runner.report.summary import BenchRecord
 from mpstream.transports.base import get_transport
 
 CCS = ("cubic", *coupled.COUPLED)

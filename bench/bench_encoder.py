@@ -31,7 +31,7 @@ from mpstream.encoder.pipeline import encode_media
 from mpstream.encoder.runner import run_ffmpeg
 from mpstream.encoder.sources import resolve_source
 from mpstream.encoder.tools import require_tools
-from mpstream.runner.summary import BenchRecord
+from mpstream.runner.report.summary import BenchRecord
 
 SEGMENT = 4.0
 

@@ -33,7 +33,7 @@ from rich.table import Table
 
 from mpstream.paths import REPO_ROOT
 from mpstream.proc import signals_interrupt
-from mpstream.runner.summary import BenchRecord
+from mpstream.runner.report.summary import BenchRecord
 
 STEPS = (("system_demo_s", ["make", "-s", "system-demo"]),
          ("venv_demo_s", ["make", "-s", "venv-demo"]),

@@ -35,7 +35,7 @@ from mpstream.netem.teardown import netns_pids
 from mpstream.netem.topology import Topology
 from mpstream.network import Network
 from mpstream.proc import machine_busy_seconds, process_cpu_seconds, signals_interrupt
-from mpstream.runner.summary import BenchRecord
+from mpstream.runner.report.summary import BenchRecord
 from mpstream.server.stack import ServerStack
 from mpstream.transports.base import get_transport
 from mpstream.transports.hop.programs import HopOptions, QuicHop

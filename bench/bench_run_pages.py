@@ -31,8 +31,8 @@ from playwright.sync_api import sync_playwright
 
 from mpstream.cli import COLLECTOR_APP
 from mpstream.paths import REPO_ROOT
-from mpstream.runner.report import build_report
-from mpstream.runner.summary import BenchRecord
+from mpstream.runner.report.build import build_report
+from mpstream.runner.report.summary import BenchRecord
 from mpstream.server.cli import RESULTS_ENV
 from mpstream.server.stack import ServerStack
 

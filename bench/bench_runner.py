@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mpstream.netem.topology import Topology
 from mpstream.proc import signals_interrupt
-from mpstream.runner.sampler import SubflowSampler, read_samples
+from mpstream.runner.samplers.kernel import SubflowSampler, read_samples
 from mpstream.transports.base import get_transport
 
 MPTCP_WRAP = get_transport("mptcp").wrap
@@ -57,7 +57,7 @@ def report_figures() -> None:
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from mpstream.runner.layout import write_json
-    from mpstream.runner.report import build_report
+    from mpstream.runner.report.build import build_report
     from tests.unit.test_runner_report import make_events, write_samples  # synthetic raw data
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -24,7 +24,7 @@ from rich.table import Table
 
 from mpstream.paths import REPO_ROOT
 from mpstream.proc import signals_interrupt
-from mpstream.runner.summary import BenchRecord
+from mpstream.runner.report.summary import BenchRecord
 
 # The download the sampler's integration test checks (tests/sampledload.py).
 sys.path.insert(0, str(REPO_ROOT))

@@ -29,7 +29,7 @@ import requests
 import sqlalchemy as sa
 
 from mpstream.paths import REPO_ROOT
-from mpstream.runner.summary import BenchRecord
+from mpstream.runner.report.summary import BenchRecord
 from mpstream.server import storage
 from mpstream.server.stack import ServerStack
 

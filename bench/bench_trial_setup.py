@@ -34,7 +34,7 @@ from pathlib import Path
 from mpstream.netem.topology import Topology
 from mpstream.player.browsers import KeptPlaywright, open_page, using
 from mpstream.proc import side_by_side, signals_interrupt
-from mpstream.runner.summary import BenchRecord
+from mpstream.runner.report.summary import BenchRecord
 from mpstream.server.stack import ServerStack, shared_collector
 from mpstream.transports.base import get_transport
 

@@ -4,7 +4,7 @@
 Each part says what it leaves and removes it in a step of its own (mpstream/hooks.py, in the
 order mpstream/cli.py lists them):
 - Local clusters (`run --cluster local:N`) whose run died: their hosts' sandboxes with every
-  Ray process and trial in them, their namespaces and records (runner/localcluster.py).
+  Ray process and trial in them, their namespaces and records (runner/cluster/local.py).
 - Emulated topologies whose owner died: their `mps-*` namespaces with the interfaces and
   processes in them, their emulators and records (netem/teardown.py; `netem clean` is this part
   alone). Topologies whose owner runs, and those `netem up` left up, stay.

@@ -24,10 +24,10 @@ SUBCOMMANDS = {
     "deployments": "mpstream.deploymentcli:deployments",
     "run": "mpstream.runner.cli:run",
     "trial": "mpstream.runner.trial:trial",
-    "cluster": "mpstream.runner.clustercli:cluster",
+    "cluster": "mpstream.runner.cluster.cli:cluster",
     "report": "mpstream.runner.cli:report",
     "reproduce": "mpstream.runner.cli:reproduce",
-    "tune": "mpstream.runner.tune:tune",
+    "tune": "mpstream.runner.tune.search:tune",
     "demo": "mpstream.runner.cli:demo",
     "doctor": "mpstream.doctor:doctor",
     "clean": "mpstream.clean:clean",
@@ -41,16 +41,16 @@ PART_HOOKS = {
     hooks.DOCTOR: ["mpstream.server.doctor:check_nginx_multipath",
                    "mpstream.netem.doctor:check_coupled_cc"],
     # Local clusters first: their hosts hold topologies of their own.
-    hooks.CLEAN: ["mpstream.runner.localcluster:clean_step", "mpstream.netem.clean:topologies",
+    hooks.CLEAN: ["mpstream.runner.cluster.local:clean_step", "mpstream.netem.clean:topologies",
                   "mpstream.netem.clean:coupled_ccs", "mpstream.netem.clean:path_caps",
                   "mpstream.netem.clean:host_changes"],
 }
 
 # The collector `serve` runs, composed here: the collector with the run pages of a results
-# folder (runner/runpages.py), which the server cannot import itself (the runner imports the
+# folder (runner/report/runpages.py), which the server cannot import itself (the runner imports the
 # server). `serve` finds it in the command's context under this key.
 COLLECTOR_APP_KEY = "mpstream.collector_app"
-COLLECTOR_APP = "mpstream.runner.runpages:create_app()"
+COLLECTOR_APP = "mpstream.runner.report.runpages:create_app()"
 
 
 class LazyGroup(click.Group):

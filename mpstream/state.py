@@ -8,7 +8,7 @@ One root (`/run/mpstream`, or `$MPSTREAM_STATE_DIR`), one folder per kind of rec
 - `host-changes/`: one file per session that changed this host's network configuration (MPTCP
   endpoints, limits, policy rules and tables), each change written before it is made (hostnet);
 - `clusters/`: one `NAME.json` per local cluster of `run --cluster local:N` (owner, namespaces,
-  the hosts' init processes) and a `NAME/` folder with its token and logs (runner/localcluster);
+  the hosts' init processes) and a `NAME/` folder with its token and logs (runner/cluster/local.py);
 - `coupled-cc/`: the coupled congestion controls mpstream registered with the kernel and the
   topologies that use them (netem/coupled.py).
 

@@ -1,7 +1,7 @@
 """A namespace's TCP and MPTCP sockets as `ss` reports them: one dict a socket, with its state,
 addresses, counters (tcp_info), memory (skmem) and MPTCP marks. The runner's samplers write
-them as CSV rows (runner/sampler.py); the receive-stall check reads them once at a session's end
-(netem/receivestall.py)."""
+them as CSV rows (runner/samplers/kernel.py); the receive-stall check reads them once at a
+session's end (netem/receivestall.py)."""
 
 from __future__ import annotations
 

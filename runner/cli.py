@@ -92,7 +92,7 @@ def run(scenario: str, trials: int | None, out_dir: Path | None, retry_failed: b
 
 
 def _report(run_dir: Path, out: Path | None, console: Console):
-    from mpstream.runner.table import report_and_print
+    from mpstream.runner.report.table import report_and_print
 
     return report_and_print(run_dir, out, console)
 
@@ -114,12 +114,12 @@ def report(run_dir: Path, out: Path | None, p1203: bool, summary: Path | None) -
     rep = _report(run_dir, out, console)
     if summary is not None:
         from mpstream.runner.layout import RUN_JSON, read_json
-        from mpstream.runner.summary import write_summary
+        from mpstream.runner.report.summary import write_summary
 
         path = write_summary(rep, read_json(run_dir / RUN_JSON), summary)
         console.print(f"summary: {path}")
     if p1203:
-        from mpstream.runner.report import write_p1203_inputs
+        from mpstream.runner.report.build import write_p1203_inputs
 
         written = write_p1203_inputs(rep)
         console.print(f"P.1203 mode-0 input of {len(written)} sessions: {rep.out_dir / 'p1203'}")

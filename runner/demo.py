@@ -14,10 +14,10 @@ from pathlib import Path
 from rich.console import Console
 
 from mpstream.paths import REPO_ROOT
-from mpstream.runner.report import build_report
+from mpstream.runner.report.build import build_report
+from mpstream.runner.report.table import print_tables
 from mpstream.runner.run import run_scenario
 from mpstream.runner.scenario import SCENARIOS_DIR, load_scenario
-from mpstream.runner.table import print_tables
 
 DEMO_SCENARIO = SCENARIOS_DIR / "demo.toml"
 

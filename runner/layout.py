@@ -40,12 +40,12 @@ from pathlib import Path
 from typing import Any
 
 from mpstream.jsonlines import read_json_lines
-from mpstream.runner.quicsamples import quic_path_samples
 from mpstream.runner.record import TrialRecord, load_record
-from mpstream.runner.sampler import SampleRow, read_samples
+from mpstream.runner.samplers.kernel import SampleRow, read_samples
+from mpstream.runner.samplers.quic import quic_path_samples
 
 TRIALS = "trials"
-CLOCK_JSON = "clock.json"  # the trial clock's origin (runner/evidence.py)
+CLOCK_JSON = "clock.json"  # the trial clock's origin (runner/metrics/evidence.py)
 TRIAL_JSON = "trial.json"
 # The socket of the collector a local run starts once for all its trials (runner/process.py),
 # handed to each trial process; a trial run without it starts its own.
@@ -193,7 +193,7 @@ class TrialData:
 
     @property
     def quic_samples(self) -> dict[str, list[SampleRow]] | None:
-        """host -> the QUIC hop's per-path statistics as sample rows (runner/quicsamples.py);
+        """host -> the QUIC hop's per-path statistics as sample rows (runner/samplers/quic.py);
         None for a trial that did not run over QUIC."""
         def load() -> dict[str, list[SampleRow]] | None:
             t0 = self.t0_unix

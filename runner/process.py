@@ -2,8 +2,8 @@
 
 `run_trial_process` runs `mpstream trial RUN_DIR --key KEY` (runner/trial.py) and returns the
 record it wrote; a `TrialRunner` hands a run's trials out: `LocalTrials` here, one after
-another, or the cluster's (runner/cluster.py, runner/localcluster.py), which build on this
-module; runner/run.py chooses one and sits above them all.
+another, or the cluster's (runner/cluster/raytrials.py, runner/cluster/local.py), which build
+on this module; runner/run.py chooses one and sits above them all.
 """
 
 from __future__ import annotations

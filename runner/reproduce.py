@@ -39,7 +39,7 @@ from rich.console import Console
 from mpstream import provenance
 from mpstream.errors import UserError
 from mpstream.paths import REPO_ROOT
-from mpstream.runner.reportcsv import fmt
+from mpstream.runner.report.csvfiles import fmt
 from mpstream.runner.until import Until
 
 DATA_DIR = REPO_ROOT / "docs" / "data"
@@ -143,10 +143,10 @@ def reproduce_one(path: Path, out_dir: Path, *, trials: int | None, until: Until
     """Runs the summary's command again into OUT/runs/<id>/ and summarizes it into
     OUT/summaries/<id>.json."""
     from mpstream.runner.layout import RUN_JSON, read_json
+    from mpstream.runner.report.summary import write_summary
+    from mpstream.runner.report.table import report_and_print
     from mpstream.runner.run import run_scenario
     from mpstream.runner.scenario import load_scenario
-    from mpstream.runner.summary import write_summary
-    from mpstream.runner.table import report_and_print
 
     published = json.loads(path.read_text())
     command = published["run"].get("of_run") or published["run"].get("command") or ""

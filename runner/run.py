@@ -5,8 +5,8 @@ once what every trial needs (what the workload and each condition's network say 
 has the workload prepare its inputs (the media, or a live stream), writes the plan to run.json
 and then runs each trial as `mpstream trial RUN_DIR --key KEY` (runner/trial.py) in a process of
 its own (runner/process.py): here, one after another, or with `--cluster` on a cluster's hosts,
-one per host at a time (runner/cluster.py; `local:N`, hosts in namespaces of this machine:
-runner/localcluster.py). A trial that fails is recorded with its reason and the run goes on; a
+one per host at a time (runner/cluster/raytrials.py; `local:N`, hosts in namespaces of this machine:
+runner/cluster/local.py). A trial that fails is recorded with its reason and the run goes on; a
 trial folder without trial.json (the run was interrupted there) is done again on resume.
 """
 
@@ -63,18 +63,18 @@ def trial_runner(cluster: str | None, margin_s: float = TRIAL_MARGIN_S,
             raise UserError("--balance-hosts spreads rounds over a cluster's hosts: give "
                             "--cluster too")
         return LocalTrials()
-    from mpstream.runner.localcluster import LocalClusterTrials, local_hosts
+    from mpstream.runner.cluster.local import LocalClusterTrials, local_hosts
 
     hosts = local_hosts(cluster)
     if hosts is not None:
         return LocalClusterTrials(hosts, margin_s, balance)
     try:
-        from mpstream.runner.cluster import RayTrials
+        from mpstream.runner.cluster.raytrials import RayTrials
     except ImportError as exc:
-        from mpstream.runner.hosts import INSTALL_RAY
+        from mpstream.runner.cluster.hosts import INSTALL_RAY
 
         raise UserError(f"--cluster needs Ray ({exc}): {INSTALL_RAY}") from None
-    from mpstream.runner.hosts import saved_node
+    from mpstream.runner.cluster.hosts import saved_node
 
     # The driver joins the cluster from this machine's own node: its address, when known.
     node = saved_node()
@@ -280,7 +280,7 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
 
 def check_until(scenario: Scenario, until: Until) -> None:
     """A metric no trial gives, or a ratio without a baseline, refused before any trial."""
-    from mpstream.runner.metric import declared_names, is_declared
+    from mpstream.runner.metrics.metric import declared_names, is_declared
 
     if not is_declared(until.metric):
         close = difflib.get_close_matches(until.metric, declared_names(), n=4)
@@ -303,9 +303,9 @@ class StopWatch:
         self.figures: dict[str, float | None] = {}
 
     def states(self) -> dict[str, ConditionState]:
-        from mpstream.runner.evidence import trial_evidence
         from mpstream.runner.layout import load_trials
-        from mpstream.runner.metrics import n_paths_of, trial_metrics
+        from mpstream.runner.metrics.common import n_paths_of, trial_metrics
+        from mpstream.runner.metrics.evidence import trial_evidence
 
         records = [r for r in load_trials(self.out_dir)
                    if r.record.condition.label in self.labels]

@@ -119,7 +119,7 @@ class Condition(_Strict):
     # every element of a list, e.g. {"paths.*.queue_bytes" = 375000,
     # "deployment.server.cc" = "bbr"}: the deployment's fields change the one named.
     set: dict[str, Any] = Field(default_factory=dict)
-    # Key of this condition's published figures in mpstream.runner.reference (e.g.
+    # Key of this condition's published figures in mpstream.runner.report.reference (e.g.
     # "thesis/bandwidth/balanced"); none when the studies have no such condition.
     reference: str | None = None
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from mpstream.errors import UserError
 from mpstream.runner.layout import load_trials
-from mpstream.runner.summary import write_analysis
+from mpstream.runner.report.summary import write_analysis
 
 MSS = 1428  # a segment of the emulated paths' 1500-byte MTU with MPTCP's options, about
 LINKTYPE_ETHERNET = 1

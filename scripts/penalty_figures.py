@@ -62,17 +62,17 @@ from typing import Any
 from mpstream.errors import UserError
 from mpstream.jsonlines import read_json_lines
 from mpstream.qoe.metrics import video_segments
-from mpstream.runner.analysis import group_of, varying_factors
-from mpstream.runner.evidence import path_returns, return_s, trial_evidence
 from mpstream.runner.layout import load_trials
-from mpstream.runner.metrics import (
+from mpstream.runner.metrics.common import (
     data_link,
     link_drops,
     sending_polls,
     socket_increments,
     trial_metrics,
 )
-from mpstream.runner.summary import write_analysis
+from mpstream.runner.metrics.evidence import path_returns, return_s, trial_evidence
+from mpstream.runner.report.analysis import group_of, varying_factors
+from mpstream.runner.report.summary import write_analysis
 from mpstream.runner.workloads.bulk import iperf_metrics
 
 SLOW_PATH = 1

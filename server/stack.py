@@ -120,7 +120,7 @@ class ServerStack:
         # nginx's socket options (tcp_nopush, tcp_nodelay, sndbuf)
         self.send = send or SendOptions()
         # The app gunicorn runs ("module:factory()"), and what it reads from its environment:
-        # the collector, or an app that adds pages to it (runner/runpages.py).
+        # the collector, or an app that adds pages to it (runner/report/runpages.py).
         self.collector_app = collector_app
         self.collector_env = dict(collector_env or {})
         # A stack that serves one trial and goes: its collector imports the app once and forks

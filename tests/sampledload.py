@@ -15,8 +15,8 @@ from typing import Any
 
 from mpstream.netem.profile import load_profile
 from mpstream.netem.topology import Topology
-from mpstream.runner.metrics import binned_by_path
-from mpstream.runner.sampler import SubflowSampler, read_samples
+from mpstream.runner.metrics.common import binned_by_path
+from mpstream.runner.samplers.kernel import SubflowSampler, read_samples
 from mpstream.transports.base import get_transport
 from tests.waiting import listening, wait_until
 

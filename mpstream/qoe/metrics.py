@@ -1,7 +1,7 @@
 """Every derived QoE figure of one session, computed from its events (docs/qoe.md defines each).
 
 The collector's summary (server/summary.py), its dashboard and the runner's report
-(runner/metrics.py) all call `session_metrics`, so a figure means the same wherever it is
+(runner/metrics/common.py) all call `session_metrics`, so a figure means the same wherever it is
 shown. Events are read through the collector's own models (mpstream.qoe.events): a dict (a run
 folder's events.json, the collector's storage) is validated as the collector validated it when
 it came in; pure functions, no database, no Flask.

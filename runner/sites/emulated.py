@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING
 from mpstream.deployment import Deployment
 from mpstream.errors import UserError
 from mpstream.network import Network
-from mpstream.runner.capture import CounterSnapshots, PacketCapture
-from mpstream.runner.evidence import write_clock
 from mpstream.runner.layout import (
     LINK_STATS_JSON,
     QUEUE_DELAY_DIR,
     RUN_COLLECTOR_ENV,
     write_json,
 )
-from mpstream.runner.sampler import SubflowSampler
+from mpstream.runner.metrics.evidence import write_clock
+from mpstream.runner.samplers.capture import CounterSnapshots, PacketCapture
+from mpstream.runner.samplers.kernel import SubflowSampler
 from mpstream.runner.scenario import Condition, Scenario, Trial, build_profile
 from mpstream.runner.sites import register
 from mpstream.runner.sites.base import Site, transport_for

@@ -19,7 +19,7 @@ from rich.console import Console
 
 from mpstream.network import Network
 from mpstream.runner.layout import TrialData
-from mpstream.runner.metric import Metric
+from mpstream.runner.metrics.metric import Metric
 from mpstream.runner.record import MediaFacts
 from mpstream.runner.scenario import Condition, Scenario, Trial
 from mpstream.runner.sites.base import Site
@@ -77,7 +77,7 @@ class Workload(ABC):
     # Programs each trial runs (checked before the first).
     tools: ClassVar[tuple[str, ...]] = ()
     # Its figures in the order the report shows them, before every other trial figure
-    # (runner/metric.py).
+    # (runner/metrics/metric.py).
     shown: ClassVar[tuple[Metric, ...]] = ()
 
     def check(self, scenario: Scenario) -> None:

@@ -9,8 +9,8 @@ import time
 
 from mpstream.runner.downloads import BULK_PORT, BulkFlow, Downloads, competitor_flow
 from mpstream.runner.layout import TrialData
-from mpstream.runner.metric import Metric, declare
-from mpstream.runner.metrics import cross_traffic_metrics, fairness_metrics, user_rates
+from mpstream.runner.metrics.common import cross_traffic_metrics, fairness_metrics, user_rates
+from mpstream.runner.metrics.metric import Metric, declare
 from mpstream.runner.scenario import Condition
 from mpstream.runner.workloads import register
 from mpstream.runner.workloads.base import TRIAL_SLACK_S, TrialContext, Workload, WorkloadOutcome

@@ -42,11 +42,9 @@ from mpstream.qoe.scores import (
     session_scores,
 )
 from mpstream.runner.downloads import Downloads, competitor_flow
-from mpstream.runner.evidence import HELD
 from mpstream.runner.layout import TrialData, read_json, write_json
 from mpstream.runner.media import existing_tree, prepare_media
-from mpstream.runner.metric import Metric, declare
-from mpstream.runner.metrics import (
+from mpstream.runner.metrics.common import (
     client_speaks_mptcp,
     cross_traffic_metrics,
     fairness_metrics,
@@ -54,6 +52,8 @@ from mpstream.runner.metrics import (
     num_or_nan,
     speaks_mptcp,
 )
+from mpstream.runner.metrics.evidence import HELD
+from mpstream.runner.metrics.metric import Metric, declare
 from mpstream.runner.record import MediaFacts
 from mpstream.runner.scenario import LiveSpec, Scenario, Trial
 from mpstream.runner.sites import site_class
@@ -137,7 +137,8 @@ class VideoSession(Workload):
     actor = "player"
     plays_video = True
     tools = ("ip",)
-    # The session's QoE first, then the segment evidence of its startup (runner/evidence.py).
+    # The session's QoE first, then the segment evidence of its startup
+    # (runner/metrics/evidence.py).
     shown = (*PLAYBACK, *QUALITY, *MEDIA, *FRAMES, *DOWNLOADS, *STARTUP, *HELD, *AFTER_EVENT,
              *SCORES, *USERS)
 
@@ -225,7 +226,7 @@ class VideoSession(Workload):
                 phases.mark(phases.WATCHING)
                 ctx.network.start_events()
                 # The wall clock of the profile's t=0, to place its timed events on the page's
-                # clock (runner/metrics.py: stalls after a path failure).
+                # clock (runner/metrics/common.py: stalls after a path failure).
                 started_unix = time.time()
                 cross_traffic.start()
                 with rivals:

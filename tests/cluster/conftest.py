@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mpstream.runner import localcluster
+from mpstream.runner.cluster import local
 from tests.scenarios import balanced_and_single
 
 # Ray's programs as they show in the process table (the workers rename themselves ray::…).
@@ -27,7 +27,7 @@ def mpstream(*args: str, **kw) -> subprocess.Popen:
 
 
 def leftovers() -> list[str]:
-    found = localcluster.leftovers()
+    found = local.leftovers()
     procs = subprocess.run(["pgrep", "-af", RAY_PROCESSES], capture_output=True, text=True)
     found += [f"process {line}" for line in procs.stdout.splitlines()]
     for info in Path("/proc").glob("[0-9]*/mountinfo"):

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from mpstream.paths import REPO_ROOT
-from mpstream.runner.hosts import CONFIG_ENV, TOKEN_FILE
+from mpstream.runner.cluster.hosts import CONFIG_ENV, TOKEN_FILE
+from mpstream.runner.cluster.local import LocalCluster
 from mpstream.runner.layout import write_json
-from mpstream.runner.localcluster import LocalCluster
 from mpstream.runner.run import _run_json
 from mpstream.runner.scenario import expand_trials, load_scenario
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.timeout(300)
 
 CONNECT = """
 import sys
-from mpstream.runner.cluster import connect, host_nodes
+from mpstream.runner.cluster.raytrials import connect, host_nodes
 connect(sys.argv[1])
 print("hosts:", len(host_nodes()))
 """

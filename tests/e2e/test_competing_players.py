@@ -16,7 +16,7 @@ import pytest
 
 from mpstream.netem.teardown import netns_pids
 from mpstream.proc import pid_alive
-from mpstream.runner.report import build_report
+from mpstream.runner.report.build import build_report
 from mpstream.runner.run import run_scenario
 from mpstream.runner.scenario import load_scenario
 from tests.runs import leftover_namespaces, trial_topologies

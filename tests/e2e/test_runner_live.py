@@ -14,7 +14,7 @@ import pytest
 from mpstream.qoe.metrics import live_latency
 from mpstream.qoe.stats import summarize
 from mpstream.runner.layout import load_trials
-from mpstream.runner.report import build_report
+from mpstream.runner.report.build import build_report
 from mpstream.runner.run import run_scenario
 from mpstream.runner.scenario import load_scenario, parse_scenario
 

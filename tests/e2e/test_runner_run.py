@@ -13,8 +13,8 @@ import pytest
 
 from mpstream.qoe.stats import summarize
 from mpstream.runner.layout import load_trials
-from mpstream.runner.metrics import segment_rates
-from mpstream.runner.report import build_report
+from mpstream.runner.metrics.common import segment_rates
+from mpstream.runner.report.build import build_report
 from mpstream.runner.run import run_scenario
 from mpstream.runner.scenario import parse_scenario
 from tests.runs import leftover_namespaces, trial_topologies

@@ -19,7 +19,7 @@ import pytest
 from mpstream.netem.profile import profile_from_dict
 from mpstream.netem.teardown import leftovers
 from mpstream.netem.topology import Topology
-from mpstream.runner.metrics import received_bps
+from mpstream.runner.metrics.common import received_bps
 
 pytestmark = [pytest.mark.long, pytest.mark.timeout(400)]  # make test-sharing
 

@@ -12,7 +12,7 @@ import pytest
 from mpstream.netem.profile import load_profile
 from mpstream.netem.topology import Topology
 from mpstream.proc import pid_alive
-from mpstream.runner.capture import SNAPLEN, CounterSnapshots, PacketCapture
+from mpstream.runner.samplers.capture import SNAPLEN, CounterSnapshots, PacketCapture
 from mpstream.transports.base import get_transport
 from tests.waiting import listening, wait_until
 

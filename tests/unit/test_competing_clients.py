@@ -12,7 +12,7 @@ from mpstream.netem.profile import MAX_COMPETITORS, load_profile, profile_from_d
 from mpstream.netem.teardown import ROLES, competitor_role
 from mpstream.netem.topology import Topology
 from mpstream.runner.layout import write_json
-from mpstream.runner.metrics import fairness_metrics, jain_index, trial_metrics
+from mpstream.runner.metrics.common import fairness_metrics, jain_index, trial_metrics
 from mpstream.runner.record import CompetitorLabel
 from mpstream.runner.workloads.video import RivalSession
 from mpstream.runner.workloads.video import video_fairness as fairness_of_video

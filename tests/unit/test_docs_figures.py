@@ -221,7 +221,7 @@ def test_a_whole_number_of_ms_or_percent_is_held_to_a_source_unless_marked(tmp_p
 
 
 def test_a_benchmarks_summary_gives_its_medians(tmp_path, data_dir, monkeypatch):
-    from mpstream.runner import summary
+    from mpstream.runner.report import summary
 
     monkeypatch.setattr(summary.provenance, "load_avg_1m", lambda: 0.25)
     record = summary.BenchRecord()  # the load as the bench starts

@@ -132,7 +132,7 @@ def test_the_implementation_the_hop_reports_is_the_library_cargo_pins():
 def test_the_report_says_what_carried_each_transport():
     from types import SimpleNamespace
 
-    from mpstream.runner.report import implementations
+    from mpstream.runner.report.build import implementations
 
     def trial(transport, impl):
         return SimpleNamespace(record=SimpleNamespace(transport=transport,

@@ -61,7 +61,7 @@ def test_ratio_names_a_condition_without_trials(tmp_path):
 def test_peak_notsent_is_the_largest_held_at_one_poll_per_trial(tmp_path, capsys):
     import csv
 
-    from mpstream.runner.sampler import FIELDS
+    from mpstream.runner.samplers.kernel import FIELDS
 
     run = _run(tmp_path, {"unbalanced": [500.0, 520.0]})
     for i, peak in enumerate((300_000, 410_000)):
@@ -113,7 +113,7 @@ def _sender_trial(tmp_path, label: str, polls: list[dict]):
     import csv
 
     from mpstream.runner.record import PathLabel
-    from mpstream.runner.sampler import FIELDS
+    from mpstream.runner.samplers.kernel import FIELDS
 
     key = f"r00-{label}-dashjs"
     d = tmp_path / "trials" / key
@@ -150,7 +150,7 @@ def test_link_losses_sets_the_senders_count_beside_the_links_drops(tmp_path, cap
 def test_sender_windows_reads_the_window_and_rtt_only_while_a_socket_sends(tmp_path, capsys):
     import csv
 
-    from mpstream.runner.sampler import FIELDS
+    from mpstream.runner.samplers.kernel import FIELDS
 
     d = tmp_path / "trials" / "r00-375k-wvegas"
     d.mkdir(parents=True)
@@ -213,7 +213,7 @@ def test_a_summary_holds_each_trials_figures_the_runs_provenance_and_the_command
     res = docsfigures.check_page(page, data_dir=out.parent)
     assert res.errors == [] and res.inline == 2
     # Rows labelled by a report group (condition/rule) still find their trials, by key.
-    from mpstream.runner.summary import write_analysis
+    from mpstream.runner.report.summary import write_analysis
     grouped = write_analysis(run, argv, {"single/bba0": [{"key": "r01-single-dashjs", "x": 1.0}]},
                              {}, {}, tmp_path / "data" / "grouped.json")
     run_block = json.loads(grouped.read_text())["run"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mpstream.runner.layout import write_json
-from mpstream.runner.report import build_report
+from mpstream.runner.report.build import build_report
 from mpstream.server.app import create_app
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "sessions"
@@ -96,7 +96,7 @@ def test_stall_after_the_throttle_is_counted(report):
 
 
 def test_p1203_input_per_session(report):
-    from mpstream.runner.report import write_p1203_inputs
+    from mpstream.runner.report.build import write_p1203_inputs
 
     rep, _ = report
     written = {p.stem: json.loads(p.read_text()) for p in write_p1203_inputs(rep)}

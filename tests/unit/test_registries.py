@@ -137,7 +137,8 @@ def ping_plugin(tmp_path: Path):
     a file in runner/workloads/ would be; removed again afterwards."""
     import sys
 
-    from mpstream.runner import metric, workloads
+    from mpstream.runner import workloads
+    from mpstream.runner.metrics import metric
     (tmp_path / "ping.py").write_text(_docs_example())
     registry = workloads.WORKLOADS
     workloads.__path__.append(str(tmp_path))
@@ -156,7 +157,7 @@ def ping_plugin(tmp_path: Path):
 def test_the_docs_example_workload_is_one_file_and_nothing_else_names_it(ping_plugin, base,
                                                                           tmp_path):
     from mpstream.runner.layout import TrialData
-    from mpstream.runner.metric import metric_label
+    from mpstream.runner.metrics.metric import metric_label
     assert "ping" in workload_kinds()
     scenario = parse_scenario(_raw(kind="ping"), base_dir=base)
     assert scenario.kind == "ping" and workload_for(scenario.kind).tools == ("ping",)

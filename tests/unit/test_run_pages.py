@@ -1,7 +1,7 @@
-"""The run pages' API (runner/runpages.py) over real run folders made from the golden fixture's
-trials: the list, a run's conditions (from the report's CSV files, or computed when they are
-missing or stale, the same figures either way), a trial's timeline, the OpenAPI document, and
-names that lead out of the results folder (404, nothing outside read or listed).
+"""The run pages' API (runner/report/runpages.py) over real run folders made from the golden
+fixture's trials: the list, a run's conditions (from the report's CSV files, or computed when
+they are missing or stale, the same figures either way), a trial's timeline, the OpenAPI
+document, and names that lead out of the results folder (404, nothing outside read or listed).
 The same app behind nginx and gunicorn, in Chromium: tests/e2e/test_run_pages.py."""
 
 import json
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mpstream.runner.runpages import create_app
+from mpstream.runner.report.runpages import create_app
 from tests.runfolder import GOLDEN, make_run
 
 SECRET = "scenario-outside-the-results-folder"
@@ -221,7 +221,7 @@ def test_the_results_folder_can_be_a_link_itself(tmp_path, results):
 
 
 def test_a_profile_events_detail_names_what_it_set():
-    from mpstream.runner.runfolders import _event_detail
+    from mpstream.runner.report.runfolders import _event_detail
 
     event = {"at_s": 15.0, "path": 0, "action": "change", "dir": "downlink",
              "set": {"rate": 2000000, "delay_ms": None, "loss": 0.01}}

@@ -5,8 +5,8 @@ in tests/integration/test_runner_capture.py)."""
 import pytest
 
 from mpstream.errors import UserError
-from mpstream.runner import capture
-from mpstream.runner.capture import CounterSnapshots, PacketCapture
+from mpstream.runner.samplers import capture
+from mpstream.runner.samplers.capture import CounterSnapshots, PacketCapture
 
 
 @pytest.mark.parametrize(("kwargs", "named"), [

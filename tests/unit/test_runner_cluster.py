@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from mpstream.errors import UserError
-from mpstream.runner import cluster
-from mpstream.runner.hosts import CACHE_ENV, HostFacts
+from mpstream.runner.cluster import raytrials
+from mpstream.runner.cluster.hosts import CACHE_ENV, HostFacts
+from mpstream.runner.cluster.local import local_hosts
 from mpstream.runner.layout import (
     TRIAL_JSON,
     install_trial_dir,
@@ -16,7 +17,6 @@ from mpstream.runner.layout import (
     remove_partial_trials,
     write_json,
 )
-from mpstream.runner.localcluster import local_hosts
 from mpstream.runner.run import run_scenario
 from mpstream.runner.scenario import expand_trials, load_scenario, parse_scenario
 from mpstream.runner.trial import failed_record
@@ -85,31 +85,31 @@ def test_media_trees_are_known_by_content(tmp_path, monkeypatch):
     (tree / "dash").mkdir(parents=True)
     (tree / "media.json").write_text("{}")
     (tree / "dash" / "seg1.m4s").write_bytes(b"x" * 1000)
-    digest = cluster.tree_digest(tree)
+    digest = raytrials.tree_digest(tree)
     copy = tmp_path / "copy"
-    cluster.untar(cluster.tar_bytes(tree), copy)
-    assert cluster.tree_digest(copy) == digest
+    raytrials.untar(raytrials.tar_bytes(tree), copy)
+    assert raytrials.tree_digest(copy) == digest
     (copy / "dash" / "seg1.m4s").write_bytes(b"y" * 1000)
-    assert cluster.tree_digest(copy) != digest
+    assert raytrials.tree_digest(copy) != digest
 
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     # The tree at the run's own path with the same content is used where it is; no archive
     # is fetched (there is none to fetch here).
-    shipment = cluster.MediaShipment(digest, str(tree), archive=[])
-    assert cluster.media_here(shipment) == (tree, "")
+    shipment = raytrials.MediaShipment(digest, str(tree), archive=[])
+    assert raytrials.media_here(shipment) == (tree, "")
     # Known now, by the files' sizes and times: not hashed again...
-    monkeypatch.setattr(cluster, "tree_digest", lambda _tree: pytest.fail("hashed again"))
-    assert cluster.media_here(shipment) == (tree, "")
+    monkeypatch.setattr(raytrials, "tree_digest", lambda _tree: pytest.fail("hashed again"))
+    assert raytrials.media_here(shipment) == (tree, "")
     monkeypatch.undo()
     # ...until a file changes: then it is hashed again and no longer the run's tree.
     (tree / "media.json").write_text('{"changed": 1}')
-    assert cluster._known_digest(tree, tmp_path / "cache" / "media") != digest
+    assert raytrials._known_digest(tree, tmp_path / "cache" / "media") != digest
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     # A tree cached earlier by its hash wins.
     cached = tmp_path / "cache" / "media" / digest
-    cluster.untar(cluster.tar_bytes(tree), cached)
+    raytrials.untar(raytrials.tar_bytes(tree), cached)
     (tmp_path / "cache" / "media" / f"{digest}.ok").touch()
-    assert cluster.media_here(cluster.MediaShipment(digest, "/nowhere", [])) == (cached, "")
+    assert raytrials.media_here(raytrials.MediaShipment(digest, "/nowhere", [])) == (cached, "")
 
 
 def test_a_host_without_the_tree_unpacks_the_shipped_archive_once(tmp_path, monkeypatch):
@@ -120,14 +120,14 @@ def test_a_host_without_the_tree_unpacks_the_shipped_archive_once(tmp_path, monk
     (tree / "hls").mkdir(parents=True)
     (tree / "media.json").write_text("{}")
     (tree / "hls" / "seg0.ts").write_bytes(b"z" * 4000)
-    digest = cluster.tree_digest(tree)
+    digest = raytrials.tree_digest(tree)
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     fetched = []
-    monkeypatch.setattr(cluster.ray, "get", lambda ref: fetched.append(ref) or ref)
-    shipment = cluster.MediaShipment(digest, str(tmp_path / "elsewhere"),
-                                     archive=[cluster.tar_bytes(tree)])
-    where, note = cluster.media_here(shipment)
+    monkeypatch.setattr(raytrials.ray, "get", lambda ref: fetched.append(ref) or ref)
+    shipment = raytrials.MediaShipment(digest, str(tmp_path / "elsewhere"),
+                                       archive=[raytrials.tar_bytes(tree)])
+    where, note = raytrials.media_here(shipment)
     assert where == tmp_path / "cache" / "media" / digest
-    assert cluster.tree_digest(where) == digest
+    assert raytrials.tree_digest(where) == digest
     assert note.startswith(f"media tree {digest[:12]} copied to {where}")
-    assert cluster.media_here(shipment) == (where, "") and len(fetched) == 1
+    assert raytrials.media_here(shipment) == (where, "") and len(fetched) == 1

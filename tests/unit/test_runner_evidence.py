@@ -7,9 +7,10 @@ import math
 
 import pytest
 
-from mpstream.runner.evidence import timeline_figure, trial_evidence, write_clock
 from mpstream.runner.layout import TrialData
-from mpstream.runner.sampler import FIELDS
+from mpstream.runner.metrics.evidence import trial_evidence, write_clock
+from mpstream.runner.report.figures import timeline_figure
+from mpstream.runner.samplers.kernel import FIELDS
 from tests.records import trial_data
 
 T0_UNIX = 1_700_000_000.0

@@ -3,8 +3,8 @@ parts (a dash.js run over unbalanced MPTCP and single-path TCP, and an iperf3 ru
 CSV files `mpstream report` made of them then. The report of today must give the same rows:
 the trial record's migration, the one reading of a trial's data and the report's metrics all
 stand behind these files. One definition changed since, on purpose: a path's smoothed RTT
-counts each poll by the bytes sent since the one before (runner/metrics.py says why); the files
-hold those figures, every other one as it was."""
+counts each poll by the bytes sent since the one before (runner/metrics/common.py says why);
+the files hold those figures, every other one as it was."""
 
 import csv
 import shutil
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mpstream.runner.report import build_report
+from mpstream.runner.report.build import build_report
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "runs"
 CSVS = ("conditions.csv", "trials.csv", "segments.csv")

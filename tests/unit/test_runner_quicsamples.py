@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from mpstream.runner.evidence import write_clock
-from mpstream.runner.metrics import kernel_metrics
+from mpstream.runner.metrics.common import kernel_metrics
+from mpstream.runner.metrics.evidence import write_clock
 from mpstream.runner.record import PathLabel
 from tests.records import trial_data
 

@@ -10,8 +10,8 @@ import pytest
 
 from mpstream.qoe.stats import summarize
 from mpstream.runner.layout import write_json
-from mpstream.runner.report import build_report
-from mpstream.runner.sampler import FIELDS
+from mpstream.runner.report.build import build_report
+from mpstream.runner.samplers.kernel import FIELDS
 
 T_975_DF2 = 4.302652729911275  # Student's t, 97.5% quantile, 2 degrees of freedom
 SEG_BYTES = 6_000_000
@@ -190,7 +190,7 @@ def test_a_paths_rtt_is_the_one_its_data_saw():
     """Each poll counts by the bytes its socket sent since its previous poll: an idle socket
     beside the data's (iperf3's control connection) and a socket's first poll count for
     nothing, and a poll that moved three times the bytes counts three times."""
-    from mpstream.runner.metrics import data_weighted_rtt_ms
+    from mpstream.runner.metrics.common import data_weighted_rtt_ms
 
     def row(t, local, sent, rtt, path=0, state="ESTAB"):
         return {"t_s": t, "path": path, "local": local, "peer": "p", "state": state,
@@ -288,7 +288,7 @@ def test_a_stall_still_open_at_the_end_counts_until_the_last_event():
 
 
 def test_groups_name_the_browser_and_codec_only_when_they_vary(tmp_path):
-    from mpstream.runner.report import group_of, varying_factors
+    from mpstream.runner.report.build import group_of, varying_factors
     from tests.records import trial_data
 
     def rec(key, **fields):
@@ -308,7 +308,7 @@ def test_groups_name_the_browser_and_codec_only_when_they_vary(tmp_path):
 
 def test_explanations_join_the_evidence_per_condition(tmp_path):
     from mpstream.qoe.stats import summarize
-    from mpstream.runner.report import explanations
+    from mpstream.runner.report.build import explanations
 
     summaries = {
         "unbalanced": {"startup_delay_ms": summarize([1000.0, 1200.0]),
@@ -333,7 +333,7 @@ def test_explanations_join_the_evidence_per_condition(tmp_path):
 
 def test_path_check_rows_list_each_interface_then_the_aggregate(tmp_path):
     from mpstream.runner.record import PathCheck
-    from mpstream.runner.report import path_check_rows
+    from mpstream.runner.report.build import path_check_rows
     from tests.records import trial_data
 
     check = PathCheck.model_validate({
@@ -353,7 +353,7 @@ def test_path_check_rows_list_each_interface_then_the_aggregate(tmp_path):
 
 
 def test_a_numeric_sweep_is_found_with_a_line_per_other_setting():
-    from mpstream.runner.report import numeric_sweep
+    from mpstream.runner.report.build import numeric_sweep
     from mpstream.runner.scenario import load_scenario
 
     conds = [c.model_dump(mode="json") for c in load_scenario("mpcc-buffer-sweep").all_conditions()]
@@ -370,7 +370,7 @@ def test_a_numeric_sweep_is_found_with_a_line_per_other_setting():
 
 
 def _sweep_report(tmp_path):
-    from mpstream.runner import report as report_mod
+    from mpstream.runner.report import build as report_mod
 
     conds = [{"label": f"{b}k-{cc}", "set": {"cc": cc, "q": b * 1000}}
              for b in (1, 2, 3) for cc in ("lia", "cubic")]
@@ -396,7 +396,7 @@ def test_a_sweep_gathers_each_conditions_summary_at_its_swept_value(tmp_path):
 
 
 def test_the_sweep_csv_has_a_row_per_metric_line_and_value(tmp_path):
-    from mpstream.runner.reportcsv import write_sweep_csv
+    from mpstream.runner.report.csvfiles import write_sweep_csv
 
     rep = _sweep_report(tmp_path)
     write_sweep_csv(rep.sweep, tmp_path / "sweep.csv")
@@ -411,7 +411,7 @@ def test_the_sweep_csv_has_a_row_per_metric_line_and_value(tmp_path):
 def test_a_sweeps_terminal_tables_have_a_row_per_value_and_a_column_per_line(tmp_path):
     from rich.console import Console
 
-    from mpstream.runner.table import print_sweep_tables
+    from mpstream.runner.report.table import print_sweep_tables
 
     console = Console(record=True, width=200)
     print_sweep_tables(_sweep_report(tmp_path).sweep, console)
@@ -427,7 +427,7 @@ def test_a_sweeps_terminal_tables_have_a_row_per_value_and_a_column_per_line(tmp
 
 
 def test_the_html_report_tables_a_sweep_by_value_and_line(tmp_path):
-    from mpstream.runner import report as report_mod
+    from mpstream.runner.report import build as report_mod
 
     rep = _sweep_report(tmp_path)
     report_mod.write_html(rep, tmp_path / "r.html", [])
@@ -442,8 +442,8 @@ def test_the_html_report_tables_a_sweep_by_value_and_line(tmp_path):
 
 
 def test_the_sweep_figure_is_drawn_from_the_report(tmp_path, monkeypatch):
-    from mpstream.runner import figures
-    from mpstream.runner import report as report_mod
+    from mpstream.runner.report import build as report_mod
+    from mpstream.runner.report import plots
 
     rep = _sweep_report(tmp_path)
     seen = {}
@@ -452,15 +452,15 @@ def test_the_sweep_figure_is_drawn_from_the_report(tmp_path, monkeypatch):
         seen.update(path=path, x=x_name, points=points, tick=x_tick(2000.0))
         return path
 
-    monkeypatch.setattr(figures, "sweep_lines", capture)
+    monkeypatch.setattr(plots, "sweep_lines", capture)
     assert tmp_path / "sweep.png" in report_mod.write_figures(rep, tmp_path)
     assert seen["x"] == "q" and seen["tick"] == "2k" and seen["points"] is rep.sweep.points
 
 
 def test_the_sweep_figure_is_drawn(tmp_path):
-    from mpstream.runner import figures
+    from mpstream.runner.report import plots
 
     s = summarize([1.0, 2.0])
-    out = figures.sweep_lines(tmp_path / "sweep.png", "q", {"m": {"lia": {1.0: s, 2.0: s}}},
-                              [("m", "m (x)")], str)
+    out = plots.sweep_lines(tmp_path / "sweep.png", "q", {"m": {"lia": {1.0: s, 2.0: s}}},
+                            [("m", "m (x)")], str)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

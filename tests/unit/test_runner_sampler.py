@@ -5,8 +5,8 @@ import csv
 import io
 
 from mpstream.netem.sockets import MPTCP_LEVEL, parse_ss, split_host_port
-from mpstream.runner.metrics import binned_by_path
-from mpstream.runner.sampler import (
+from mpstream.runner.metrics.common import binned_by_path
+from mpstream.runner.samplers.kernel import (
     DESTROYED,
     FIELDS,
     SubflowSampler,

@@ -65,7 +65,7 @@ def test_every_shipped_scenario_loads_and_builds_its_profiles(trace_store):
 
 def test_a_trials_key_names_its_condition_in_every_shipped_scenario(trace_store):
     # quic-bandwidth's single-tcp and single-tcp-hop, abr's players and rules after the label:
-    # a summary reads a plan's conditions from its keys (runner/summary.py).
+    # a summary reads a plan's conditions from its keys (runner/report/summary.py).
     for path in sorted(SCENARIOS_DIR.glob("*.toml")):
         sc = load_scenario(path.stem)
         labels = [c.label for c in sc.all_conditions()]

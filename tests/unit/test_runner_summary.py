@@ -1,6 +1,6 @@
-"""A run's summary for docs/data/ (runner/summary.py, `mpstream report --summary`): per condition
-the trials and each metric's n, mean, sd and interval as the report computed them, and what made
-the run; from run folders built of the golden fixture's real trials."""
+"""A run's summary for docs/data/ (runner/report/summary.py, `mpstream report --summary`): per
+condition the trials and each metric's n, mean, sd and interval as the report computed them,
+and what made the run; from run folders built of the golden fixture's real trials."""
 
 import csv
 import json
@@ -134,15 +134,17 @@ def test_a_run_stopped_part_way_keeps_the_whole_runs_command_and_says_how_far_it
 
 
 def test_a_plans_conditions_come_in_the_scenarios_order_and_none_without_a_plan():
-    from mpstream.runner.summary import _planned_conditions
+    from mpstream.runner.report.summary import RunFolder, _planned_conditions
+
+    def planned(run):
+        return _planned_conditions(RunFolder.of(run))
 
     spec = {"name": "x", "conditions": [{"label": "single"}, {"label": "single-tcp"},
                                         {"label": "1000k-bbr"}]}
     run = {"scenario_spec": spec, "plan": ["r00-1000k-bbr", "r00-single-tcp-dashjs"]}
-    assert _planned_conditions(run) == ["single-tcp", "1000k-bbr"]
-    assert _planned_conditions({"scenario_spec": spec}) is None  # an older run folder
-    assert _planned_conditions({**run, "chosen": ["1000k-bbr", "single"]}) == ["single",
-                                                                              "1000k-bbr"]
+    assert planned(run) == ["single-tcp", "1000k-bbr"]
+    assert planned({"scenario_spec": spec}) is None  # an older run folder
+    assert planned({**run, "chosen": ["1000k-bbr", "single"]}) == ["single", "1000k-bbr"]
 
 
 def test_the_conditions_chosen_add_up_over_the_runs_into_a_folder(tmp_path):
@@ -172,3 +174,16 @@ def test_a_run_that_captured_packets_says_so(tmp_path):
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text())["run"]["pcap"] is True
     assert "This run captured packets" in (tmp_path / "rep" / "report.html").read_text()
+
+
+def test_every_checked_in_summary_is_one_model_written_back_byte_for_byte():
+    # The report's, the benchmarks' and the scripts' summaries are one model: each file in
+    # docs/data/ reads into it and is written again as it is, field order and all.
+    from mpstream.paths import REPO_ROOT
+    from mpstream.runner.report.summary import RunSummary, dumps
+
+    files = sorted((REPO_ROOT / "docs" / "data").glob("*.json"))
+    assert files
+    for path in files:
+        text = path.read_text()
+        assert dumps(RunSummary.model_validate_json(text)) == text, path.name

@@ -81,7 +81,7 @@ def test_the_hops_redundant_bytes_are_each_paths_last_count(tmp_path):
 
 
 def test_redundant_bytes_are_a_share_of_the_media_bytes(tmp_path):
-    from mpstream.runner.metrics import redundancy_metrics
+    from mpstream.runner.metrics.common import redundancy_metrics
     from tests.records import trial_data
 
     events = [{"seq": i, "t_ms": i, "type": "segment", "data": {"bytes": 500_000}}

@@ -6,7 +6,7 @@ import pytest
 
 from mpstream.deployment import Deployment, load_deployment
 from mpstream.errors import UserError
-from mpstream.runner.tune import (
+from mpstream.runner.tune.search import (
     OBJECTIVES,
     Measured,
     candidate_label,
@@ -15,7 +15,7 @@ from mpstream.runner.tune import (
     optimistic,
     pareto_front,
 )
-from mpstream.runner.tunespace import apply_settings, decode, load_space, parse_space, space_names
+from mpstream.runner.tune.space import apply_settings, decode, load_space, parse_space, space_names
 
 
 def _space(settings, proc_sys=None, base=None):

@@ -1,6 +1,6 @@
 """A run's trials on a Ray cluster: the one module that imports Ray.
 
-Each host (a Ray node offering one `mpstream_host` unit, see runner/hosts.py) runs one trial at
+Each host (a Ray node offering one `mpstream_host` unit, see hosts.py) runs one trial at
 a time: a trial is a task asking for that unit. Tasks are handed out in the plan's order, never
 more at once than there are hosts, so trials start in plan order. On the host the task writes a
 copy of run.json into a scratch folder, runs `mpstream trial` there (the same one-trial command
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mpstream.errors import UserError
-from mpstream.runner.hosts import (
+from mpstream.runner.cluster.hosts import (
     CACHE_ENV,
     HOST_RESOURCE,
     HostFacts,
@@ -461,12 +461,12 @@ def _die_with_parent() -> None:
 
 
 def drive(argv: list[str]) -> int:
-    """`python -m mpstream.runner.cluster RUN_DIR --address A KEY...`: the planned trials of
-    RUN_DIR on the cluster, one JSON line on stdout as each is handed out and as each is in
-    the run folder."""
+    """`python -m mpstream.runner.cluster.raytrials RUN_DIR --address A KEY...`: the planned
+    trials of RUN_DIR on the cluster, one JSON line on stdout as each is handed out and as each
+    is in the run folder."""
     from mpstream.proc import signals_interrupt
 
-    parser = argparse.ArgumentParser(prog="python -m mpstream.runner.cluster")
+    parser = argparse.ArgumentParser(prog="python -m mpstream.runner.cluster.raytrials")
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("keys", nargs="+")
     parser.add_argument("--address", required=True)

@@ -10,7 +10,7 @@ from collections import defaultdict
 
 from mpstream.qoe.metrics import video_segment_rates as segment_rates
 from mpstream.runner.layout import TrialData
-from mpstream.runner.metric import Metric, declare
+from mpstream.runner.metrics.metric import Metric, declare
 from mpstream.runner.workloads import workload_for
 from mpstream.transports.base import TRANSPORTS, get_transport
 

@@ -1,13 +1,13 @@
 """The hosts a run's trials can spread over, as Ray nodes: what `mpstream cluster head|join|
-status|down` (runner/clustercli.py) start and stop. `head` and `join` are thin wrappers around
+status|down` (runner/cluster/cli.py) start and stop. `head` and `join` are thin wrappers around
 `ray start` that always set what a testbed must not forget: token authentication (the token
 generated once and kept 0600), usage statistics off, no dashboard, the node address given (Ray
 binds to it; choose the control network, never an experiment interface) and one `mpstream_host`
 unit per host, which each trial asks for, so that a host never runs two trials at once. `down`
 is `ray stop`.
 
-This module does not import Ray (runner/cluster.py does): it runs the `ray` program. What a
-host reports about itself (`python -m mpstream.runner.hosts facts`: kernel, MPTCP, mpstream
+This module does not import Ray (raytrials.py does): it runs the `ray` program. What a
+host reports about itself (`python -m mpstream.runner.cluster.hosts facts`: kernel, MPTCP, mpstream
 version, `doctor` verdict) is here too, so that the head and every host compute it alike.
 """
 
@@ -174,7 +174,7 @@ def host_facts() -> HostFacts:
 
 def facts_of_this_host() -> HostFacts:
     """The facts from a fresh process: the mpstream installed now, not one loaded earlier."""
-    done = subprocess.run([sys.executable, "-m", "mpstream.runner.hosts", "facts"],
+    done = subprocess.run([sys.executable, "-m", "mpstream.runner.cluster.hosts", "facts"],
                           capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
         raise UserError(f"could not describe this host: {done.stderr.strip()[-300:]}")
@@ -185,7 +185,7 @@ def main(argv: list[str]) -> int:
     if argv == ["facts"]:
         print(host_facts().model_dump_json())
         return 0
-    print("usage: python -m mpstream.runner.hosts facts", file=sys.stderr)
+    print("usage: python -m mpstream.runner.cluster.hosts facts", file=sys.stderr)
     return 2
 
 

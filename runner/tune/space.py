@@ -1,7 +1,7 @@
 """Search spaces of `mpstream tune`: which deployment settings (and, where a space names them,
 the transport and its scheduler) a search may change, and to what.
 
-A space is a TOML file (shipped ones in runner/spaces/, `mpstream tune --list-spaces`):
+A space is a TOML file (shipped ones in runner/tune/spaces/, `mpstream tune --list-spaces`):
 
     description = "..."
     [settings]

@@ -1,7 +1,7 @@
 """Per-segment evidence of a video trial: for each media segment, when the page asked for it,
 when nginx got the request, when its first and last bytes reached the page, and how many bytes
-each path carried meanwhile, all on one clock; and a timeline figure of each subflow's bytes in
-flight and congestion window with the segment boundaries over it.
+each path carried meanwhile, all on one clock (the report draws them as a timeline:
+runner/report/figures.py).
 
 The trial clock is the kernel samplers' (seconds from the samplers' start, `t_s` of the samples;
 clock.json holds its origin in Unix time). nginx logs Unix time (`msec`, the response's end, and
@@ -23,8 +23,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from mpstream.runner.layout import CLOCK_JSON, TrialData
-from mpstream.runner.metric import Metric, declare
-from mpstream.runner.metrics import socket_increments
+from mpstream.runner.metrics.common import socket_increments
+from mpstream.runner.metrics.metric import Metric, declare
 
 # A sample counts towards a segment from its request up to one sampling interval after its last
 # byte (the sample that sees the last bytes is taken up to 100 ms later).
@@ -307,32 +307,3 @@ def _held_polls(server_rows: list[dict]) -> list[tuple[float, float]]:
                for subflows in polls[t].values()):
             out.append((t, t - before))
     return out
-
-
-def timeline_figure(rec: TrialData, evidence: TrialEvidence, n_paths: int,
-                    out: Path) -> Path | None:
-    """Bytes in flight (bytes_sent - bytes_acked), cwnd and bytes held unsent (notsent) of every
-    sender socket on a path, by path, over the trial, with what the client held unread, the
-    polls that found the sender holding data back (shaded), and each segment's request (dashed)
-    and last byte (solid)."""
-    from mpstream.runner import figures
-
-    if not evidence.server:
-        return None
-    series: dict[int, dict[str, list]] = defaultdict(lambda: {"t": [], "inflight": [],
-                                                              "cwnd": [], "notsent": []})
-    for r in evidence.server:
-        s = series[r["path"]]
-        s["t"].append(r["t_s"])
-        s["inflight"].append(max(0, r["bytes_sent"] - r["bytes_acked"]) / 1000.0)
-        s["cwnd"].append(r["cwnd"])
-        s["notsent"].append(r["notsent"] / 1000.0)
-    unread = {t: evidence.unread[t] / 1000.0 for t in sorted(evidence.unread)}
-    # The path policy's toggles of a metered path, on the trial clock, with the buffer level.
-    t0 = rec.t0_unix
-    toggles = [(t.t_unix - t0, f"path {t.path} {'joins' if t.action == 'nobackup' else 'leaves'}"
-                + (f" ({t.buffer_s:g} s buffered)" if t.buffer_s is not None else ""))
-               for t in rec.record.path_policy_toggles] if t0 is not None else []
-    return figures.subflow_timeline(out, f"{rec.key}: sender subflows and segments",
-                                    dict(series), evidence.segments, n_paths, unread=unread,
-                                    held=evidence.held, toggles=toggles)

@@ -1,4 +1,4 @@
-"""The report's CSV files, written from the analysis (runner/analysis.py): trials.csv (a row per
+"""The report's CSV files, written from the analysis (analysis.py): trials.csv (a row per
 trial), conditions.csv (a row per group and figure), hosts.csv, reference.csv, segments.csv (a
 row per video segment with its evidence), sweep.csv and paths_per_second.csv."""
 
@@ -8,8 +8,8 @@ import csv
 import math
 from pathlib import Path
 
-from mpstream.runner.analysis import Analysis, Sweep
-from mpstream.runner.metric import metric_label
+from mpstream.runner.metrics.metric import metric_label
+from mpstream.runner.report.analysis import Analysis, Sweep
 
 
 def fmt(v: object) -> str:

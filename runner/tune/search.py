@@ -43,7 +43,7 @@ from mpstream.runner.scenario import (
     load_scenario,
     parse_scenario,
 )
-from mpstream.runner.tunespace import (
+from mpstream.runner.tune.space import (
     CONDITION_SETTINGS,
     Space,
     apply_settings,
@@ -238,7 +238,7 @@ class Search:
     def evaluate(self, label: str, values: dict[str, Any]) -> tuple[Measured | None, bool]:
         """Runs the candidate's trials round by round beside its baseline copy; stops early
         when its interval is dominated by the front."""
-        from mpstream.runner.analysis import analyze
+        from mpstream.runner.report.analysis import analyze
         from mpstream.runner.run import run_scenario
 
         self._write_candidate(label, values)
@@ -412,7 +412,7 @@ def print_front(out_dir: Path, objectives: tuple[Objective, ...], console: Conso
 def _list_spaces(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if not value or ctx.resilient_parsing:
         return
-    from mpstream.runner.tunespace import load_space
+    from mpstream.runner.tune.space import load_space
 
     for name in space_names():
         space = load_space(name, Deployment())

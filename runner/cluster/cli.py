@@ -1,7 +1,7 @@
 """`mpstream cluster head|join|status|down`: the commands that make this machine a Ray node
 of a cluster (its head, or a host that joins one), list the cluster's hosts and stop the node.
-What they run, and what a host says of itself, is in runner/hosts.py; the status of a running
-cluster comes from runner/cluster.py, the only module that imports Ray."""
+What they run, and what a host says of itself, is in hosts.py; the status of a running cluster
+comes from raytrials.py, the only module that imports Ray."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 
 from mpstream.errors import UserError
-from mpstream.runner.hosts import (
+from mpstream.runner.cluster.hosts import (
     DEFAULT_PORT,
     NODE_FILE,
     config_dir,
@@ -91,7 +91,7 @@ def status(address: str | None) -> None:
     """List the cluster's hosts: kernel, MPTCP, mpstream version and `doctor` verdict, and
     whether each may run this head's trials (ADDRESS: default, the cluster this machine
     joined or heads)."""
-    from mpstream.runner.cluster import cluster_status
+    from mpstream.runner.cluster.raytrials import cluster_status
 
     node = saved_node()
     address = address or node.get("address")

@@ -1,4 +1,4 @@
-"""The report's PNG figures, drawn from the analysis (runner/analysis.py) with runner/figures.py:
+"""The report's PNG figures, drawn from the analysis (analysis.py) with plots.py:
 segment download rates, retransmissions and bytes per path over time, the headline metrics'
 bars, a sweep's lines; beside the page, a timeline per video trial and the queueing delay of
 each trace-driven trial."""
@@ -9,10 +9,10 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from mpstream.runner.analysis import Analysis, PathSeries, sweep_tick
-from mpstream.runner.evidence import timeline_figure
 from mpstream.runner.layout import QUEUE_DELAY_DIR, TrialData
-from mpstream.runner.metric import metric_label
+from mpstream.runner.metrics.evidence import TrialEvidence
+from mpstream.runner.metrics.metric import metric_label
+from mpstream.runner.report.analysis import Analysis, PathSeries, sweep_tick
 from mpstream.runner.workloads import workload_for
 
 # The metrics of the bar figure, those of them the run has.
@@ -41,7 +41,7 @@ def traced_links(rec: TrialData) -> dict[str, list[dict]]:
 
 def write_figures(a: Analysis, out: Path) -> list[Path]:
     # matplotlib loads here, not with the report's figures and labels (the run pages read those).
-    from mpstream.runner import figures
+    from mpstream.runner.report import plots
 
     ok = [r for r in a.trials if r.ok]
     seg: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -56,13 +56,13 @@ def write_figures(a: Analysis, out: Path) -> list[Path]:
     made = []
     groups = [str(g) for g in a.groups]
     if any(seg.values()):
-        made.append(figures.segment_rates(out / "segment-download-rate.png", groups, seg))
+        made.append(plots.segment_rates(out / "segment-download-rate.png", groups, seg))
     if a.n_paths and any(retr_series.values()):
-        made.append(figures.per_path_over_time(
+        made.append(plots.per_path_over_time(
             out / "retransmissions-per-path.png", groups, retr_series, a.n_paths,
             ylabel="retransmissions per second", title="Retransmissions per second per path"))
     if a.n_paths and any(recv_series.values()):
-        made.append(figures.path_share(out / "path-share.png", groups, recv_series, a.n_paths))
+        made.append(plots.path_share(out / "path-share.png", groups, recv_series, a.n_paths))
     # One timeline a video trial, beside the report (not in the page: a run may have hundreds).
     for rec in ok:
         if workload_for(rec.record.kind).plays_video:
@@ -75,18 +75,47 @@ def write_figures(a: Analysis, out: Path) -> list[Path]:
         links = traced_links(rec)
         if links:
             (out / "queue-delay").mkdir(exist_ok=True)
-            figures.capacity_and_delay(out / "queue-delay" / f"{rec.key}.png", rec.key, links)
+            plots.capacity_and_delay(out / "queue-delay" / f"{rec.key}.png", rec.key, links)
     bars = [m for m in BAR_METRICS if m in a.metric_order]
     if bars:
         summaries = {str(g): by_metric for g, by_metric in a.summaries.items()}
-        made.append(figures.metric_bars(out / "metrics.png", groups, summaries, bars,
-                                        metric_label))
+        made.append(plots.metric_bars(out / "metrics.png", groups, summaries, bars,
+                                      metric_label))
     timed = [r for r in a.trials if r.record.phases]
     if timed:
-        made.append(figures.trial_phases(out / "trial-phases.png", [r.key for r in timed],
-                                         [r.record.phases for r in timed]))
+        made.append(plots.trial_phases(out / "trial-phases.png", [r.key for r in timed],
+                                       [r.record.phases for r in timed]))
     if a.sweep is not None:
         sw = a.sweep
-        made.append(figures.sweep_lines(out / "sweep.png", sw.setting, sw.points, sw.titles,
-                                        sweep_tick))
+        made.append(plots.sweep_lines(out / "sweep.png", sw.setting, sw.points, sw.titles,
+                                      sweep_tick))
     return made
+
+
+def timeline_figure(rec: TrialData, evidence: TrialEvidence, n_paths: int,
+                    out: Path) -> Path | None:
+    """Bytes in flight (bytes_sent - bytes_acked), cwnd and bytes held unsent (notsent) of every
+    sender socket on a path, by path, over the trial, with what the client held unread, the
+    polls that found the sender holding data back (shaded), and each segment's request (dashed)
+    and last byte (solid)."""
+    from mpstream.runner.report import plots  # matplotlib: see write_figures
+
+    if not evidence.server:
+        return None
+    series: dict[int, dict[str, list]] = defaultdict(lambda: {"t": [], "inflight": [],
+                                                              "cwnd": [], "notsent": []})
+    for r in evidence.server:
+        s = series[r["path"]]
+        s["t"].append(r["t_s"])
+        s["inflight"].append(max(0, r["bytes_sent"] - r["bytes_acked"]) / 1000.0)
+        s["cwnd"].append(r["cwnd"])
+        s["notsent"].append(r["notsent"] / 1000.0)
+    unread = {t: evidence.unread[t] / 1000.0 for t in sorted(evidence.unread)}
+    # The path policy's toggles of a metered path, on the trial clock, with the buffer level.
+    t0 = rec.t0_unix
+    toggles = [(t.t_unix - t0, f"path {t.path} {'joins' if t.action == 'nobackup' else 'leaves'}"
+                + (f" ({t.buffer_s:g} s buffered)" if t.buffer_s is not None else ""))
+               for t in rec.record.path_policy_toggles] if t0 is not None else []
+    return plots.subflow_timeline(out, f"{rec.key}: sender subflows and segments",
+                                  dict(series), evidence.segments, n_paths, unread=unread,
+                                  held=evidence.held, toggles=toggles)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mpstream.jsonlines import read_json_lines
 from mpstream.runner.record import TrialRecord
-from mpstream.runner.sampler import SampleRow
+from mpstream.runner.samplers.kernel import SampleRow
 
 FILES = {"client": "quic-proxy.jsonl", "server": "quic-gateway.jsonl"}
 

@@ -17,7 +17,7 @@ from typing import Any
 from flask import Blueprint, Flask, abort, current_app, jsonify, render_template
 
 from mpstream.paths import REPO_ROOT
-from mpstream.runner.runfolders import (
+from mpstream.runner.report.runfolders import (
     NotARun,
     RunDetailOut,
     RunsOut,

@@ -2,7 +2,7 @@
 each trial's figures computed once (its workload's, the network's, the transport's and the
 segment evidence), grouped by condition and the factors that vary in the run, summarized with
 95% intervals per group, set beside published figures, per host, and as a numeric sweep. The
-writers (runner/reportfiles.py: CSV, figures, HTML) only read what this computes."""
+writers (csvfiles.py, figures.py and htmlpage.py beside this) only read what this computes."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from typing import Any, TypedDict
 
 from mpstream.errors import UserError
 from mpstream.qoe.stats import Summary, anytime_summary, summarize
-from mpstream.runner.evidence import TrialEvidence, trial_evidence
 from mpstream.runner.layout import RUN_JSON, RunScenario, TrialData, load_trials, read_json
-from mpstream.runner.metric import metric_label, metric_order
-from mpstream.runner.metrics import binned_by_path, n_paths_of, segment_rates, trial_metrics
+from mpstream.runner.metrics.common import binned_by_path, n_paths_of, segment_rates, trial_metrics
+from mpstream.runner.metrics.evidence import TrialEvidence, trial_evidence
+from mpstream.runner.metrics.metric import metric_label, metric_order
 from mpstream.runner.record import Measurement
-from mpstream.runner.reference import condition_text, published
+from mpstream.runner.report.reference import condition_text, published
 from mpstream.runner.scenario import short_value
 from mpstream.runner.workloads import workload_for
 

@@ -1,5 +1,5 @@
-"""The report's one self-contained HTML page (runner/templates/report.html.j2), its figures
-inline, written from the analysis (runner/analysis.py); and the cell formats the terminal's
+"""The report's one self-contained HTML page (runner/report/templates/report.html.j2), its figures
+inline, written from the analysis (runner/report/analysis.py); and the cell formats the terminal's
 tables share with it."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from mpstream.qoe.stats import Summary
-from mpstream.runner.analysis import Analysis, ReferenceRow, sweep_tick
 from mpstream.runner.layout import RunScenario, TrialData
-from mpstream.runner.metric import metric_label
-from mpstream.runner.reference import THESIS
+from mpstream.runner.metrics.metric import metric_label
+from mpstream.runner.report.analysis import Analysis, ReferenceRow, sweep_tick
+from mpstream.runner.report.reference import THESIS
 from mpstream.runner.until import Until
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"

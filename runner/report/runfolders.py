@@ -1,4 +1,4 @@
-"""The run folders under a results folder, read for the run pages (runner/runpages.py): the
+"""The run folders under a results folder, read for the run pages (runner/report/runpages.py): the
 runs there, a run's conditions with their summary figures, and a trial's timeline.
 
 Everything comes from the run folder's own files (layout.py): the report's conditions.csv and
@@ -291,7 +291,7 @@ def _finite(v: Any) -> float | None:
 
 
 def _label(metric: str) -> tuple[str, str]:
-    from mpstream.runner.metric import metric_label
+    from mpstream.runner.metrics.metric import metric_label
 
     return metric_label(metric)
 
@@ -358,8 +358,8 @@ def _computed(run_dir: Path, signature: tuple[tuple[str, int], ...]
     """The report's per-trial figures and per-condition summaries, computed from the trials
     by the report's own functions (cached by the trials' signature)."""
     from mpstream.qoe.stats import summarize
-    from mpstream.runner.analysis import group_of, shown_order, varying_factors
-    from mpstream.runner.metrics import n_paths_of
+    from mpstream.runner.metrics.common import n_paths_of
+    from mpstream.runner.report.analysis import group_of, shown_order, varying_factors
 
     records = _trials(run_dir)
     several = varying_factors(records)
@@ -391,8 +391,8 @@ def _computed(run_dir: Path, signature: tuple[tuple[str, int], ...]
 def _trial_figures(folder: Path, written_ns: int, n_paths: int) -> dict[str, float]:
     """One ok trial's figures, as the report computes them; kept while its record is the one
     written at `written_ns`, so a run that grows computes only its new trials."""
-    from mpstream.runner.evidence import trial_evidence
-    from mpstream.runner.metrics import trial_metrics
+    from mpstream.runner.metrics.common import trial_metrics
+    from mpstream.runner.metrics.evidence import trial_evidence
 
     record = load_record(folder / TRIAL_JSON)
     if record is None:
@@ -408,8 +408,8 @@ def trial_timeline(run_dir: Path, key: str) -> TimelineOut:
     """What the trial page draws: per-path throughput from the client's kernel samples, the
     buffer level, the bitrate, each segment's download rate and the stalls from the player's
     events, and the paths' events (the profile's timed failures, the path policy's toggles)."""
-    from mpstream.runner.evidence import page_clock
-    from mpstream.runner.metrics import binned_by_path
+    from mpstream.runner.metrics.common import binned_by_path
+    from mpstream.runner.metrics.evidence import page_clock
     from mpstream.server.dashboard import timeline as session_timeline
 
     folder = trial_folder(run_dir, key)

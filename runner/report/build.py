@@ -1,10 +1,9 @@
 """`mpstream report RUN_DIR`: tables, CSV files, PNG figures and one self-contained HTML page,
-all computed from the trial folders' raw data (see layout.py).
+all computed from the trial folders' raw data (see runner/layout.py).
 
-The analysis (runner/analysis.py) reads the trials once and computes every figure once; the
-writers only write what it computed: runner/reportcsv.py, runner/reportfigures.py and
-runner/reporthtml.py. Each figure is declared once, beside the code that computes it
-(runner/metric.py)."""
+The analysis (analysis.py) reads the trials once and computes every figure once; the writers
+only write what it computed: csvfiles.py, figures.py and htmlpage.py. Each figure is declared
+once, beside the code that computes it (runner/metrics/metric.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +11,8 @@ import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from mpstream.runner.analysis import (  # noqa: F401  (the report's names, read from here)
+from mpstream.runner.metrics.metric import metric_label  # noqa: F401
+from mpstream.runner.report.analysis import (  # noqa: F401  (the report's names, read from here)
     Analysis,
     Group,
     Sweep,
@@ -24,10 +24,9 @@ from mpstream.runner.analysis import (  # noqa: F401  (the report's names, read 
     sweep_tick,
     varying_factors,
 )
-from mpstream.runner.metric import metric_label  # noqa: F401
-from mpstream.runner.reportcsv import write_csvs
-from mpstream.runner.reportfigures import write_figures
-from mpstream.runner.reporthtml import (  # noqa: F401
+from mpstream.runner.report.csvfiles import write_csvs
+from mpstream.runner.report.figures import write_figures
+from mpstream.runner.report.htmlpage import (  # noqa: F401
     cell,
     explanations,
     implementations,

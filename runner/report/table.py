@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from mpstream.qoe.stats import Summary
-from mpstream.runner.analysis import interval_name
-from mpstream.runner.report import Report, Sweep, metric_label, num, sweep_tick
+from mpstream.runner.report.analysis import interval_name
+from mpstream.runner.report.build import Report, Sweep, metric_label, num, sweep_tick
 
 # The terminal shows the headline metrics; the HTML and CSV files have all of them.
 HEADLINE = (
@@ -98,7 +98,7 @@ def _print_reference_and_failures(rep: Report, console: Console) -> None:
 
 def report_and_print(run_dir: Path, out: Path | None, console: Console) -> Report:
     """Writes a run folder's report and prints its tables and where the page is."""
-    from mpstream.runner.report import build_report
+    from mpstream.runner.report.build import build_report
 
     rep = build_report(run_dir, out)
     print_tables(rep, console)

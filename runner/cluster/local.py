@@ -44,7 +44,7 @@ from mpstream.netem.system import require_root
 from mpstream.netem.teardown import NETNS_DIR, netns_pids, remove_namespaces
 from mpstream.network import in_netns
 from mpstream.proc import child_pids, pid_alive, stop, stop_pids
-from mpstream.runner.hosts import CACHE_ENV, CONFIG_ENV, TOKEN_FILE, ensure_token
+from mpstream.runner.cluster.hosts import CACHE_ENV, CONFIG_ENV, TOKEN_FILE, ensure_token
 from mpstream.runner.layout import TRIAL_JSON, trial_dir
 from mpstream.runner.process import TEARDOWN_TIMEOUT_S, Finished, Started
 from mpstream.runner.record import load_record
@@ -118,7 +118,7 @@ class Sandbox:
         argv = in_netns(self.netns, [
             "unshare", "--mount", "--propagation", "private", "--pid", "--fork",
             "--mount-proc", "--kill-child=SIGKILL",
-            sys.executable, "-m", "mpstream.runner.localcluster", "init", str(token),
+            sys.executable, "-m", "mpstream.runner.cluster.local", "init", str(token),
             str(STOP_GRACE_S if self.host else HEAD_STOP_GRACE_S), *map(str, needs)])
         with log.open("ab") as err:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -291,8 +291,9 @@ class LocalCluster:
 
     def driver(self, run_dir: Path, keys: list[str], margin_s: float, log: Path,
                balance: bool = False) -> subprocess.Popen:
-        """The run's driver inside the head's sandbox: `python -m mpstream.runner.cluster`."""
-        argv = [sys.executable, "-m", "mpstream.runner.cluster", str(run_dir), *keys,
+        """The run's driver inside the head's sandbox: `python -m
+        mpstream.runner.cluster.raytrials`."""
+        argv = [sys.executable, "-m", "mpstream.runner.cluster.raytrials", str(run_dir), *keys,
                 "--address", self.address, "--node-address", self.head.address,
                 "--margin", str(margin_s), *(["--balance-hosts"] if balance else [])]
         with log.open("ab") as err:
@@ -303,7 +304,7 @@ class LocalCluster:
 def project_paths() -> list[Path]:
     """What every sandbox runs from: the interpreter as it is called (a virtual environment's
     own path), the packages of mpstream's parts and the working folder (nsenter's --wd)."""
-    parts = {Path(state.__file__).parent, Path(__file__).parent}
+    parts = {Path(state.__file__).parent, Path(__file__).parents[1]}  # mpstream/, runner/
     return [Path(sys.executable), *sorted(parts), Path(os.getcwd())]
 
 
@@ -508,6 +509,6 @@ def _others_alive() -> bool:
 if __name__ == "__main__":
     if len(sys.argv) >= 4 and sys.argv[1] == "init":
         sys.exit(init(Path(sys.argv[2]), float(sys.argv[3]), [Path(p) for p in sys.argv[4:]]))
-    print("usage: python -m mpstream.runner.localcluster init TOKEN_FILE GRACE_S "
+    print("usage: python -m mpstream.runner.cluster.local init TOKEN_FILE GRACE_S "
           "[NEEDED_PATH ...]", file=sys.stderr)
     sys.exit(2)
