@@ -15,6 +15,7 @@ from mpstream.proc import pid_alive
 # What each kind of folder holds, as `clean` says it.
 PURPOSES = {
     "carrier": "the QUIC hop's files",
+    "chromium": "Chromium's own temporary files",
     "play-url": "the player page and collector of `play --url`",
     "firefox": "a Firefox profile",
     "server": "the server stack's files: nginx's, the collector's database",

@@ -271,8 +271,12 @@ def chromium_in_namespace(netns: str | None, *, wrap: Wrapper | None = None) -> 
     wrapped by a transport's `wrap` when given; closed on the way out."""
     from playwright.sync_api import Error as PlaywrightError
 
-    env: dict[str, str | float | bool] = {**browser_starter_env(netns, wrap)}
-    with _playwright() as pw:
+    # Chromium's own temporary files (its singleton lock's folder, which a killed browser
+    # leaves behind) go to a folder of this session's, which `mpstream clean` removes after
+    # a kill.
+    with session_tempdir("chromium") as tmp, _playwright() as pw:
+        env: dict[str, str | float | bool] = {**browser_starter_env(netns, wrap),
+                                              "TMPDIR": tmp}
         try:
             browser = pw.chromium.launch(executable_path=str(BROWSER_STARTER), headless=True,
                                          args=CHROMIUM_FLAGS, timeout=LAUNCH_TIMEOUT_S * 1000,
