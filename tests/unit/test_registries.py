@@ -16,6 +16,7 @@ from mpstream.runner.run import run_scenario
 from mpstream.runner.scenario import parse_scenario
 from mpstream.runner.sites import site_class, site_kinds
 from mpstream.runner.workloads import workload_for, workload_kinds
+from mpstream.transports.base import get_transport
 from tests.unit.test_runner_scenario import PROFILE, _raw
 
 
@@ -242,3 +243,22 @@ def test_the_shipped_transports_keep_their_order_whatever_is_imported_first():
          "print(' '.join(TRANSPORTS.names()))"],
         capture_output=True, text=True, check=True).stdout.split()
     assert listed == ["mptcp", "tcp", "mpquic", "quic", "mptcp-hop", "tcp-hop", "mphttp"]
+
+
+def test_an_mphttp_scheduler_is_one_class_and_its_register_call():
+    """What adding a scheduler to mphttp touches: its class and `register`, in one module;
+    the transport and its proxy's --scheduler then offer it by name."""
+    from mpstream.transports.mphttp import schedulers
+    from mpstream.transports.mphttp.program import parse_args
+
+    class Halves(schedulers.Even):
+        name = "halves"
+        summary = "every gap split in two, whatever the paths"
+
+    schedulers.register(Halves())
+    try:
+        assert get_transport("mphttp").schedulers()["halves"] == Halves.summary
+        assert parse_args(["--scheduler", "halves", "--path", "0,10.1.0.2"]).scheduler \
+            == "halves"
+    finally:
+        del schedulers.SCHEDULERS["halves"]
