@@ -78,8 +78,8 @@ def main() -> None:
             ThreadPoolExecutor(max_workers=1) as kept_thread:
         # The kept driver's rounds run in a thread of their own: Playwright's sync API lets
         # no other driver start in the thread where one runs.
-        driver = KeptPlaywright()
-        kept_thread.submit(driver.start).result()
+        driver = kept_thread.submit(KeptPlaywright).result()
+        kept_thread.submit(driver.driver).result()  # started before the first round
         try:
             media = Path(tmp) / "media"
             (media / "dash").mkdir(parents=True)  # the page is all a round loads

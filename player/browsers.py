@@ -194,34 +194,33 @@ class _PlaywrightPage:
 class KeptPlaywright:
     """One Playwright driver (its node process) kept for the Chromium sessions that the thread
     which made it opens, where each would start one of its own (about half a second each): a
-    run's trials in one worker process. Each session still launches a browser of its own, with
+    run's trials in one worker process. It starts with the first session that needs it (a run
+    that opens no browser starts none). Each session still launches a browser of its own, with
     a fresh profile, in its own namespace; the driver keeps nothing of a browser once it is
-    closed. `restart` begins again with a new driver (after a trial that failed, which may
-    have been the driver's doing)."""
+    closed. `stop` ends it; the next session starts a new one (after a trial that failed, which
+    may have been the driver's doing)."""
 
     def __init__(self) -> None:
-        self.thread: int | None = None
+        # Playwright's sync API is bound to the thread that started it, and no other driver
+        # can start in that thread while it runs.
+        self.thread = threading.get_ident()
         self._manager: Any = None
         self.pw: Any = None
 
-    def start(self) -> None:
-        """Starts the driver for the calling thread (Playwright's sync API is bound to the
-        thread that started it, and no other can start one there while it runs)."""
-        from playwright.sync_api import sync_playwright
+    def driver(self) -> Any:
+        """The running driver, started now if there is none."""
+        if self.pw is None:
+            from playwright.sync_api import sync_playwright
 
-        self.thread = threading.get_ident()
-        self._manager = sync_playwright()
-        self.pw = self._manager.__enter__()
+            self._manager = sync_playwright()
+            self.pw = self._manager.__enter__()
+        return self.pw
 
     def stop(self) -> None:
         if self._manager is not None:
             manager, self._manager, self.pw = self._manager, None, None
             with contextlib.suppress(Exception):  # a driver that died has nothing to stop
                 manager.__exit__(None, None, None)
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
 
 
 _KEPT: list[KeptPlaywright] = []
@@ -241,9 +240,8 @@ def using(kept: KeptPlaywright) -> Iterator[KeptPlaywright]:
 @contextlib.contextmanager
 def kept_playwright() -> Iterator[KeptPlaywright]:
     """Inside the block, Chromium sessions opened by this thread share one Playwright driver,
-    started here and stopped on the way out."""
+    stopped on the way out."""
     kept = KeptPlaywright()
-    kept.start()
     try:
         with using(kept):
             yield kept
@@ -256,10 +254,9 @@ def _playwright() -> Iterator[Any]:
     """The kept driver of this thread, else one of its own for this session."""
     from playwright.sync_api import sync_playwright
 
-    kept = next((k for k in _KEPT if k.thread == threading.get_ident() and k.pw is not None),
-                None)
+    kept = next((k for k in _KEPT if k.thread == threading.get_ident()), None)
     if kept is not None:
-        yield kept.pw
+        yield kept.driver()
         return
     with sync_playwright() as pw:
         yield pw

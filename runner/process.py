@@ -187,6 +187,6 @@ def collect_record(run_dir: Path, key: str, code: int | None) -> TrialRecord:
             log_path.read_text() if log_path.is_file() else "")
         if code in (130, -2, -15):
             raise KeyboardInterrupt
-        raise UserError(f"`mpstream trial {run_dir} --key {key}` ended ({code}) without a "
-                        f"trial record: {said.strip()[-500:]}")
+        raise UserError(f"trial {key} of {run_dir} ended (exit {code}) without a trial "
+                        f"record: {said.strip()[-500:]}")
     return record

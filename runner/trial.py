@@ -298,7 +298,7 @@ def serve_keys(run_dir: Path, plan: RunPlan) -> None:
                     click.echo(f"Error: {exc}", err=True)
                     record = None
             if record is None or record.status != "ok":
-                driver.restart()  # a failure may have been the driver's: the next gets a new one
+                driver.stop()  # a failure may have been the driver's: the next starts a new one
             done.write(json.dumps({"done": key}) + "\n")
 
 

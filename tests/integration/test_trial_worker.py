@@ -63,8 +63,8 @@ def _site():
 
 def test_a_kept_driver_carries_no_cookie_cache_or_storage_to_the_next_browser():
     with _site() as url, kept_playwright() as kept:
-        driver = kept.pw
         with open_page("chromium", None) as page:
+            driver = kept.pw  # started by this first session
             page.goto(f"{url}/page.html", 30)
             page.evaluate("localStorage.setItem('trial', 'first')")
             page.goto(f"{url}/page.html", 30)  # the second load: cookie sent, script cached
@@ -74,7 +74,7 @@ def test_a_kept_driver_carries_no_cookie_cache_or_storage_to_the_next_browser():
             page.goto(f"{url}/page.html", 30)
             storage = page.evaluate("localStorage.getItem('trial')")
             cookie = page.evaluate("document.cookie")
-        assert kept.pw is driver  # the same driver served both browsers
+        assert driver is not None and kept.pw is driver  # the same driver served both
     # Within the first browser its cookie went back and its script came from its cache: the
     # checks below could fail.
     assert [p for p, _ in first].count("/asset.js") == 1, first
