@@ -14,6 +14,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from mpstream.encoder.ladder import CODECS, Ladder, Rung
+from mpstream.encoder.lowlatency import LowLatency
 from mpstream.encoder.sources import TONE, LiveSource, Source
 
 ENCODER = {"avc": "libx264", "hevc": "libx265"}
@@ -72,7 +73,7 @@ def encode_command(
 
 def _stream_args(item: Intermediate, ladder: Ladder, segment_duration: float, fps: Fraction,
                  audio_input: str | None, index: int | None = None,
-                 flags: str = "") -> list[str]:
+                 flags: str = "", zero_latency: bool = False) -> list[str]:
     """-map and encoder options of one rendition. An encode writes one rendition per file;
     live puts them all in one output, so there `index` (the output stream) qualifies every
     option."""
@@ -101,6 +102,10 @@ def _stream_args(item: Intermediate, ladder: Ladder, segment_duration: float, fp
         opt("bufsize"), f"{round(rung.bitrate_kbps * enc.buffer_seconds)}k",
         opt("force_key_frames"), force, opt("forced-idr"), "1", opt("g"), str(gop),
     ]
+    if zero_latency:
+        # Low-latency live: each frame leaves the encoder as soon as it is encoded (no
+        # lookahead, no frames held by frame threads), so a part is written on time.
+        argv += [opt("tune"), "zerolatency"]
     if item.kind == "avc":
         argv += [opt("preset"), enc.avc_preset, opt("keyint_min"), str(gop),
                  opt("sc_threshold"), "0", opt("flags"), "+cgop" + flags]
@@ -209,12 +214,15 @@ class LiveLayout:
 def live_command(
     ffmpeg: str, source: LiveSource, ladder: Ladder, segment_duration: float,
     layout: LiveLayout, window: int, keep: int, utc_timing_url: str,
+    low_latency: LowLatency | None = None,
 ) -> list[str]:
     """ONE ffmpeg process for a live ladder: the source decoded once, every rung encoded once
     per codec, and the tee muxer hands the same packets to one HLS muxer per AVC rung (with the
     audio) and to one DASH muxer (all streams). Playlists/MPD list `window` segments; `keep`
     more stay on disk for players that fetched a playlist just before it moved on. Both
-    muxers write a segment to a temporary name and rename it when complete."""
+    muxers write a segment to a temporary name and rename it when complete. With
+    `low_latency` only the DASH muxer runs, writing each segment in chunks as it is encoded
+    (encoder/lowlatency.py); the HLS side is made from its segments."""
     argv = [ffmpeg, *_COMMON, *source.input_args]
     audio_input = source.audio_map
     if audio_input is None:
@@ -226,11 +234,12 @@ def live_command(
     # muxer puts them back in front of every keyframe.
     for index, item in enumerate(items):
         argv += _stream_args(item, ladder, segment_duration, source.fps, audio_input,
-                             index=index, flags="+global_header")
+                             index=index, flags="+global_header",
+                             zero_latency=low_latency is not None)
     audio_index = len(items) - 1
     slaves = []
     for index, item in enumerate(items):
-        if item.kind != "avc" or item.rung is None:
+        if item.kind != "avc" or item.rung is None or low_latency is not None:
             continue
         slaves.append(_tee_slave({
             "select": f"{index},{audio_index}", "f": "hls",
@@ -250,6 +259,7 @@ def live_command(
         "streaming": "0", "remove_at_exit": "0", "dash_segment_type": "mp4",
         "utc_timing_url": utc_timing_url, "adaptation_sets": sets,
         "init_seg_name": layout.dash_init, "media_seg_name": layout.dash_media,
+        **(low_latency.muxer_options() if low_latency else {}),
     }, layout.ffmpeg_mpd))
     # onfail=abort: a muxer that cannot write stops the whole stream instead of leaving the
     # others running with a hole in the ladder.

@@ -43,8 +43,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import IO
 
-from mpstream.encoder.commands import LiveLayout, intermediates, live_command
+from mpstream.encoder.commands import Intermediate, LiveLayout, intermediates, live_command
 from mpstream.encoder.ladder import Ladder, load_ladder
+from mpstream.encoder.lowlatency import LowLatency, check_timing
 from mpstream.encoder.runner import FfmpegFailed, stderr_tail
 from mpstream.encoder.sources import LiveSource, resolve_live_source
 from mpstream.encoder.tools import require_tools
@@ -53,9 +54,9 @@ from mpstream.manifests import dash, hls
 from mpstream.manifests.bitstream import init_segment_codecs
 from mpstream.manifests.codecs import CodecError
 from mpstream.manifests.isobmff import BoxError
+from mpstream.manifests.lltree import LIVE_JSON, LOW_LATENCY_KEY, LowLatencyTree, Rendition
 from mpstream.proc import pid_alive, stop
 
-LIVE_JSON = "live.json"
 # The MPD's UTCTiming points here; nginx answers it itself (server/nginx.conf.j2), so a dash.js
 # player computes latency against the server's clock.
 UTC_TIMING_URL = "/api/time"
@@ -73,6 +74,8 @@ class LiveConfig:
     segment_duration: float = 2.0
     window_s: float = 30.0
     out: Path = Path("media/live")
+    # LL-DASH and LL-HLS, each segment served while it is written (None: whole segments)
+    low_latency: LowLatency | None = None
 
     @property
     def window_segments(self) -> int:
@@ -119,6 +122,8 @@ def validate_config(config: LiveConfig) -> None:
             f"--window ({config.window_s:g} s) must hold at least one segment"
             f" ({config.segment_duration:g} s)."
         )
+    if config.low_latency is not None:
+        check_timing(config.segment_duration, config.low_latency)
 
 
 def prepare_tree(out: Path) -> Path:
@@ -174,10 +179,13 @@ def run_live(
         segment_duration=config.segment_duration, window_segments=window, stamp=layout.stamp,
         started_at=started.isoformat(timespec="milliseconds"), pid=os.getpid(),
     )
+    if config.low_latency is not None:
+        state.extra[LOW_LATENCY_KEY] = _describe_low_latency(config, layout, spec, src)
     state.write(out)
     argv = live_command(tools.ffmpeg, src, spec, config.segment_duration, layout, window,
-                        KEEP_AFTER_WINDOW, UTC_TIMING_URL)
-    publisher = Publisher(out, layout, spec, src, config.segment_duration)
+                        KEEP_AFTER_WINDOW, UTC_TIMING_URL, config.low_latency)
+    publisher = Publisher(out, layout, spec, src, config.segment_duration,
+                          low_latency=config.low_latency is not None)
     reason = "interrupted"
     with tempfile.TemporaryFile() as stderr:
         proc = _start_ffmpeg(argv, out, stderr)
@@ -202,6 +210,28 @@ def run_live(
                 " has space."
             )
     return state
+
+
+def _describe_low_latency(config: LiveConfig, layout: LiveLayout, spec: Ladder,
+                          src: LiveSource) -> dict:
+    """live.json's low_latency block: what the origin makes the LL-HLS playlists from. Each
+    AVC rung's playlist lists the DASH representation of the same index, as does the audio's."""
+    low = config.low_latency
+    assert low is not None
+    renditions = [Rendition(playlist=_hls_name(item), rep=str(index),
+                            kind="audio" if item.kind == "audio" else "video")
+                  for index, item in enumerate(intermediates(spec, Path(".")))
+                  if item.kind in ("avc", "audio")]
+    return LowLatencyTree(
+        stamp=layout.stamp, segment_duration=config.segment_duration,
+        part_duration=low.part_duration, part_target=round(low.part_target(src.fps), 6),
+        target_latency_s=low.target_s, window_segments=config.window_segments,
+        renditions=tuple(renditions),
+    ).model_dump(mode="json")
+
+
+def _hls_name(item: Intermediate) -> str:
+    return item.rung.name if item.rung is not None else "audio"
 
 
 def _make_stream_folders(out: Path, spec: Ladder) -> None:
@@ -287,8 +317,11 @@ class Publisher:
     dash/manifest.mpd each time ffmpeg rewrites dash/ffmpeg.mpd."""
 
     def __init__(self, out: Path, layout: LiveLayout, spec: Ladder, src: LiveSource,
-                 segment_duration: float):
+                 segment_duration: float, low_latency: bool = False):
         self.out, self.layout, self.spec, self.src = out, layout, spec, src
+        # Low latency: the media playlists are the origin's, made from the DASH segments; the
+        # master names them and the audio's.
+        self.low_latency = low_latency
         self.segment_duration = segment_duration
         self.items = intermediates(spec, Path("."))
         self.codecs: dict[str, str] = {}  # DASH Representation@id -> codecs string
@@ -338,7 +371,8 @@ class Publisher:
             if item.kind != "avc" or item.rung is None:
                 continue
             playlist = self.out / self.layout.hls_playlist(item.rung)
-            if not playlist.is_file() or "#EXTINF" not in playlist.read_text():
+            if not self.low_latency and (not playlist.is_file()
+                                         or "#EXTINF" not in playlist.read_text()):
                 return False
             rung = item.rung
             audio = enc.audio_bitrate_kbps * 1000
@@ -351,7 +385,8 @@ class Publisher:
                 frame_rate=Fraction(self.src.fps),
             ))
         tmp = self.out / "hls" / ".master.m3u8.tmp"
-        hls.write_master(tmp, variants)
+        hls.write_master(tmp, variants, audio_uri="audio/index.m3u8" if self.low_latency
+                         else None)
         tmp.chmod(0o644)
         tmp.replace(self.out / "hls" / "master.m3u8")
         return True
@@ -407,6 +442,10 @@ def live_in_background(config: LiveConfig, ready_timeout: float = 60.0) -> Itera
     argv = [sys.executable, "-m", "mpstream.cli", "live", config.source,
             "--ladder", str(config.ladder), "--segment-duration", f"{config.segment_duration:g}",
             "--window", f"{config.window_s:g}", "--out", str(out)]
+    low = config.low_latency
+    if low is not None:
+        argv += ["--low-latency", "--part-duration", f"{low.part_duration:g}",
+                 "--target-latency", f"{low.target_s:g}"]
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT)

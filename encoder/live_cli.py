@@ -8,6 +8,7 @@ import click
 from rich.console import Console
 
 from mpstream.encoder.live import LiveConfig, run_live
+from mpstream.encoder.lowlatency import LowLatency
 from mpstream.proc import signals_interrupt
 
 
@@ -22,7 +23,17 @@ from mpstream.proc import signals_interrupt
                    " segments are deleted.")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("media/live"),
               show_default=True, help="Directory of the live tree (replaced if it holds one).")
-def live(source: str, ladder: str, segment_duration: float, window_s: float, out: Path) -> None:
+@click.option("--low-latency", is_flag=True,
+              help="LL-DASH and LL-HLS: each segment written in parts (CMAF chunks) that are "
+                   "served while the segment is encoded; see docs/live.md.")
+@click.option("--part-duration", type=float, default=None,
+              help="With --low-latency: seconds of media in a part [default: 0.5].")
+@click.option("--target-latency", "target_latency_s", type=float, default=None,
+              help="With --low-latency: the latency to live the manifests ask players to hold "
+                   "[default: 2, at least three parts].")
+def live(source: str, ladder: str, segment_duration: float, window_s: float, out: Path,
+         low_latency: bool, part_duration: float | None,
+         target_latency_s: float | None) -> None:
     """Stream SOURCE live as HLS + DASH: `synthetic` (a test pattern with the UTC clock burned
     in), a V4L2 camera (/dev/videoN), or a video file / `sample` looped forever.
 
@@ -32,8 +43,12 @@ def live(source: str, ladder: str, segment_duration: float, window_s: float, out
     EXT-X-ENDLIST, the MPD turns static over the segments left, live.json says `ended`.
     """
     console = Console(stderr=True)
+    if not low_latency and (part_duration is not None or target_latency_s is not None):
+        raise click.UsageError("--part-duration and --target-latency go with --low-latency")
+    low = (LowLatency(part_duration=0.5 if part_duration is None else part_duration,
+                      target_latency_s=target_latency_s) if low_latency else None)
     config = LiveConfig(source=source, ladder=ladder, segment_duration=segment_duration,
-                        window_s=window_s, out=out)
+                        window_s=window_s, out=out, low_latency=low)
 
     def ready(root: Path) -> None:
         console.print(f"live: HLS  {root / 'hls' / 'master.m3u8'}")

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import m3u8
 
+AUDIO_GROUP = "audio"
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -23,13 +25,19 @@ class Variant:
     frame_rate: Fraction
 
 
-def write_master(path: Path, variants: list[Variant]) -> None:
-    lines = ["#EXTM3U", "#EXT-X-VERSION:3", "#EXT-X-INDEPENDENT-SEGMENTS"]
+def write_master(path: Path, variants: list[Variant], audio_uri: str | None = None) -> None:
+    """The master playlist; with `audio_uri`, the audio is a rendition of its own (a CMAF
+    tree's separate audio track) that every variant names."""
+    lines = ["#EXTM3U", f"#EXT-X-VERSION:{6 if audio_uri else 3}", "#EXT-X-INDEPENDENT-SEGMENTS"]
+    if audio_uri:
+        lines.append(f'#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="{AUDIO_GROUP}",NAME="audio",'
+                     f'DEFAULT=YES,AUTOSELECT=YES,URI="{audio_uri}"')
     for v in sorted(variants, key=lambda v: v.peak_bandwidth):
         lines.append(
             f"#EXT-X-STREAM-INF:BANDWIDTH={v.peak_bandwidth},"
             f"AVERAGE-BANDWIDTH={v.average_bandwidth},RESOLUTION={v.width}x{v.height},"
             f'CODECS="{v.codecs}",FRAME-RATE={float(v.frame_rate):.3f}'
+            + (f',AUDIO="{AUDIO_GROUP}"' if audio_uri else "")
         )
         lines.append(v.uri)
     path.write_text("\n".join(lines) + "\n")

@@ -437,6 +437,10 @@ def _visit(network: Network, server: PageServer, r: PlayRequest, url: str,
             visit.report = _page_report(page)
         except BrowserGone as exc:
             visit.failure, visit.gone = str(exc), True
+        if visit.failure is None and visit.report.get("rejected"):
+            # Events the collector refused are lost to the session's figures: never a quiet ok.
+            visit.failure = (f"the collector refused {visit.report['rejected']} batch(es) of "
+                             f"the page's events: {visit.report.get('sender_error')}")
         if visit.gone and r.collector_url is None:
             _record_browser_failure(server, r.session_id, f"{r.browser}: {visit.failure}")
         visit.summary = _collector_get(server, None if visit.gone else page,

@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from mpstream.deployment import deployment_file, load_deployment
+from mpstream.encoder.lowlatency import LowLatency, check_timing
 from mpstream.errors import UserError
 from mpstream.player.abr import DEFAULT as ABR_DEFAULT
 from mpstream.player.abr import resolve_abr
@@ -79,14 +80,33 @@ class LiveSpec(_Strict):
     ladder: str = "small"
     segment_duration: float = Field(default=2.0, gt=0, le=30)
     window_s: float = Field(default=30.0, gt=0, le=3600)
-    # How far behind the live edge the players aim to play (s); None: the library's default.
+    # How far behind the live edge the players aim to play (s); None: the library's default
+    # (with low_latency: the stream's own target, docs/live.md).
     target_latency_s: float | None = Field(default=None, gt=0, le=600)
+    # LL-DASH and LL-HLS: segments served in parts while they are written.
+    low_latency: bool = False
+    part_duration: float | None = Field(default=None, gt=0, le=10)
 
     @model_validator(mode="after")
     def _window_holds_a_segment(self) -> LiveSpec:
         if self.window_s < self.segment_duration:
             raise ValueError("window_s must hold at least one segment (segment_duration)")
+        if self.part_duration is not None and not self.low_latency:
+            raise ValueError("part_duration goes with low_latency = true")
+        low = self.low_latency_config()
+        if low is not None:
+            try:
+                check_timing(self.segment_duration, low)
+            except UserError as exc:
+                raise ValueError(str(exc).replace("--part-duration", "part_duration")) from None
         return self
+
+    def low_latency_config(self) -> LowLatency | None:
+        """The stream's low-latency timing (None: whole segments)."""
+        if not self.low_latency:
+            return None
+        return LowLatency(part_duration=self.part_duration or 0.5,
+                          target_latency_s=self.target_latency_s)
 
 
 class Condition(_Strict):

@@ -95,6 +95,9 @@ class NginxConfig:
     listen: str  # "host:port"
     collector_socket: Path | None  # the collector's unix socket, or
     collector_address: str | None = None  # host:port of a collector elsewhere (containers)
+    # A low-latency live tree's origin (server/origin/): what is not a finished file under
+    # /media/ goes there (the segment being written, its parts, the LL-HLS playlists).
+    origin_socket: Path | None = None
     multipath: bool = False
     player_root: Path = PLAYER_DIST
     api_rate: int = 5000  # requests/s per client address; bursts of beacons are fine
@@ -135,6 +138,7 @@ class NginxConfig:
                 if self.collector_address
                 else f"unix:{self.collector_socket}"
             ),
+            origin=self.origin_socket,
             api_rate=self.api_rate,
             api_burst=self.api_burst,
             body_limit=self.body_limit,

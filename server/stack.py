@@ -32,6 +32,7 @@ from typing import Any
 import requests
 
 from mpstream.errors import UserError
+from mpstream.manifests.lltree import read_low_latency
 from mpstream.network import in_netns
 from mpstream.proc import stop
 from mpstream.scratch import clean_stale_tempdirs, session_mkdtemp
@@ -137,6 +138,9 @@ class ServerStack:
         self._database_url = database_url
         self.nginx: subprocess.Popen | None = None
         self.collector: subprocess.Popen | None = None
+        # A low-latency live tree is served partly by its origin (server/origin/), behind nginx.
+        self.low_latency = False  # decided at start, from the tree's live.json
+        self.origin: subprocess.Popen | None = None
         self.mptcp_method: str = "off"  # "listen-multipath" | "mptcpize" | "off"
 
     # --- what users read ---
@@ -177,12 +181,20 @@ class ServerStack:
         finds it."""
         if self.shared_collector is not None:
             return self.shared_collector
+        return self._socket("collector", "")
+
+    @property
+    def origin_socket(self) -> Path:
+        """The low-latency origin's socket (server/origin/), placed as the collector's."""
+        return self._socket("origin", "-origin")
+
+    def _socket(self, name: str, suffix: str) -> Path:
         assert self.workdir is not None
-        own = self.workdir / "collector.sock"
+        own = self.workdir / f"{name}.sock"
         if len(os.fsencode(own)) <= SUN_PATH_MAX:
             return own
         digest = hashlib.sha256(os.fsencode(self.workdir.resolve())).hexdigest()[:16]
-        return Path(tempfile.gettempdir()) / f"{SOCKET_PREFIX}{digest}.sock"
+        return Path(tempfile.gettempdir()) / f"{SOCKET_PREFIX}{digest}{suffix}.sock"
 
     @property
     def collector_pidfile(self) -> Path:
@@ -225,8 +237,15 @@ class ServerStack:
             # request); each is waited for once both are started.
             if self.shared_collector is None:
                 self._spawn_collector()
+            self.low_latency = read_low_latency(self.media_dir) is not None
+            if self.low_latency:
+                self._spawn_origin()
             self._spawn_nginx()
             self._wait_collector()
+            if self.origin is not None:
+                self._wait(self.origin_socket.exists, self.origin, self.logs_dir / "origin.log",
+                           "the low-latency origin")
+                self._nginx_config().share_with_workers(self.origin_socket)
             self._wait_nginx()
         except BaseException:
             self.stop()
@@ -236,6 +255,8 @@ class ServerStack:
         # nginx first (no new requests reach the collector), then the collector.
         if self.nginx is not None:
             stop(self.nginx, signal.SIGQUIT, timeout=10)
+        if self.origin is not None:
+            stop(self.origin, signal.SIGTERM, timeout=10)
         if self.collector is not None:
             # gunicorn's own shutdown takes about a second even when quick (SIGQUIT).
             stop(self.collector, signal.SIGKILL if self.one_trial else signal.SIGTERM,
@@ -315,6 +336,14 @@ class ServerStack:
             return False
         return status == 200
 
+    # --- the low-latency origin ---
+
+    def _spawn_origin(self) -> None:
+        self.origin_socket.unlink(missing_ok=True)
+        argv = [*in_netns(self.netns), sys.executable, "-m", "mpstream.server.origin",
+                "--tree", str(self.media_dir.resolve()), "--socket", str(self.origin_socket)]
+        self.origin = process.spawn(argv, self.logs_dir / "origin.log")
+
     # --- nginx ---
 
     def _nginx_config(self) -> NginxConfig:
@@ -328,6 +357,7 @@ class ServerStack:
             listen=fmt(self.host, self.port),
             also_listen=tuple(fmt(h, p) for h, p in self.also_listen),
             collector_socket=self.collector_socket,
+            origin_socket=self.origin_socket if self.low_latency else None,
             multipath=self.mptcp and supports_multipath_listen(),
             api_rate=self.api_rate,
             api_burst=self.api_burst,
@@ -403,6 +433,7 @@ class ServerStack:
             "netns": self.netns,
             "nginx_pid": self.nginx.pid if self.nginx else None,
             "collector_pid": self.collector.pid if self.collector else None,
+            "origin_pid": self.origin.pid if self.origin else None,
         }
 
     def __repr__(self) -> str:

@@ -239,7 +239,8 @@ def add_events(engine: Engine, session_id: str, batch: list[BaseEvent]) -> tuple
             "seq": ev.seq,
             "t_ms": ev.t_ms,
             "type": ev.type,
-            "data": ev.data.model_dump_json(),
+            # As sent: an optional field the page left out stays out (a segment's `part`).
+            "data": ev.data.model_dump_json(exclude_unset=True),
         }
         for ev in batch
     ]

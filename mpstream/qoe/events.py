@@ -83,6 +83,8 @@ class SegmentData(Strict):
     t_done: Ms
     index: Count | None
     duration_s: Seconds | None
+    # A low-latency part of segment `index` (LL-HLS loads a segment part by part).
+    part: Count | None = None
 
 
 class StallStartData(Strict):

@@ -413,7 +413,7 @@ def live_stream(live: LiveSpec, out_dir: Path, console: Console) -> Iterator[Pat
 
     config = LiveConfig(source=live.source, ladder=live.ladder,
                         segment_duration=live.segment_duration, window_s=live.window_s,
-                        out=out_dir / "live-tree")
+                        out=out_dir / "live-tree", low_latency=live.low_latency_config())
     console.print(f"starting the live stream ({live.source}, ladder {live.ladder}) …")
     with live_in_background(config) as tree:
         # Every trial joins with a full window behind the edge, as a viewer of a running

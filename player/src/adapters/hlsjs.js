@@ -94,8 +94,10 @@ export function createAdapter({ video, config, probe, fail, bufferAhead }) {
     }
     if (frag.type === 'main' && hls.levels[frag.level]) bitrate = hls.levels[frag.level].bitrate;
     else if (frag.type === 'audio' && hls.audioTracks[frag.level]) bitrate = hls.audioTracks[frag.level].bitrate || 0;
+    // Low-latency HLS loads a segment part by part: each part is a download of its own (the
+    // segment being written has no URI of its own yet).
     const record = probe.segmentLoaded({
-      url: stripCmcd(frag.url),
+      url: stripCmcd((part || frag).url),
       kind,
       bitrate,
       bytes: stats.loaded || stats.total,
@@ -103,7 +105,8 @@ export function createAdapter({ video, config, probe, fail, bufferAhead }) {
       t_first_byte: stats.loading.first,
       t_done: stats.loading.end,
       index: typeof frag.sn === 'number' ? frag.sn : null,
-      duration_s: frag.sn === 'initSegment' ? null : frag.duration,
+      part: part ? part.index : null,
+      duration_s: frag.sn === 'initSegment' ? null : (part || frag).duration,
     });
     if (abr.engine) abr.engine.downloaded(record);
   });

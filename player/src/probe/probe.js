@@ -86,6 +86,8 @@ export class QoeProbe {
       t_done: rounded(Math.max(segment.t_done, segment.t_first_byte, segment.t_request)),
       index: Number.isInteger(segment.index) ? segment.index : null,
       duration_s: Number.isFinite(segment.duration_s) ? rounded(segment.duration_s) : null,
+      // a low-latency part of segment `index` (LL-HLS), only then
+      ...(Number.isInteger(segment.part) ? { part: segment.part } : {}),
     };
     if (this.firstMediaSegment === null && MEDIA_KINDS.has(record.kind)) {
       this.firstMediaSegment = record;

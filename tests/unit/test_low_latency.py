@@ -1,0 +1,184 @@
+"""Low-latency live: the timing checks, the chunks of a growing CMAF segment, the LL-HLS
+playlists (parsed back by the m3u8 library), the origin's index of a tree being written, and the
+blocking-reload rule. The segments here are built box by box, so every size and duration is
+known."""
+
+import struct
+from datetime import UTC, datetime
+
+import m3u8
+import pytest
+
+from mpstream.encoder.lowlatency import LowLatency, check_timing
+from mpstream.errors import UserError
+from mpstream.manifests.cmaf import read_chunks, track_timescale
+from mpstream.manifests.llhls import MediaPlaylist, Part, Segment
+from mpstream.manifests.lltree import LowLatencyTree, Rendition
+from mpstream.server.origin.index import StreamIndex, reload_answer
+
+TIMESCALE = 12800
+FRAME = 512  # ticks: 25 frames a second
+
+
+def box(kind: bytes, payload: bytes) -> bytes:
+    return struct.pack(">I4s", 8 + len(payload), kind) + payload
+
+
+def full(kind: bytes, flags: int, payload: bytes) -> bytes:
+    return box(kind, struct.pack(">I", flags) + payload)
+
+
+def init_segment() -> bytes:
+    mdhd = full(b"mdhd", 0, struct.pack(">IIII", 0, 0, TIMESCALE, 0) + b"\0" * 4)
+    return box(b"ftyp", b"iso6\0\0\0\0") + box(b"moov", box(b"trak", box(b"mdia", mdhd)))
+
+
+def chunk(frames: int, payload: int = 100, per_sample: bool = False) -> bytes:
+    """A moof + mdat of `frames` samples: with a default duration in tfhd, or (per_sample) a
+    duration per sample in trun."""
+    if per_sample:
+        tfhd = full(b"tfhd", 0, struct.pack(">I", 1))
+        trun = full(b"trun", 0x100, struct.pack(">I", frames) + struct.pack(">I", FRAME) * frames)
+    else:
+        tfhd = full(b"tfhd", 0x08, struct.pack(">II", 1, FRAME))
+        trun = full(b"trun", 0, struct.pack(">I", frames))
+    return box(b"moof", box(b"traf", tfhd + trun)) + box(b"mdat", b"\0" * payload)
+
+
+STYP = box(b"styp", b"msdh\0\0\0\0")
+
+
+# --- timing -------------------------------------------------------------------------------------
+
+def test_timing_accepts_whole_parts_and_a_target_of_three():
+    check_timing(2.0, LowLatency(part_duration=0.5, target_latency_s=1.5))
+    check_timing(2.0, LowLatency(part_duration=0.25))
+
+
+@pytest.mark.parametrize("segment, part, target, says", [
+    (2.0, 0.5, 1.0, "give at least 1.5 s"),
+    (2.0, 0.3, None, "does not divide"),
+    (2.0, 1.5, None, "at least two parts"),
+    (2.0, 0.0, None, "positive"),
+])
+def test_timing_refuses_what_does_not_fit_and_says_what_would(segment, part, target, says):
+    with pytest.raises(UserError, match=says):
+        check_timing(segment, LowLatency(part_duration=part, target_latency_s=target))
+
+
+def test_part_target_is_the_part_rounded_up_to_frames():
+    from fractions import Fraction
+    assert LowLatency(part_duration=0.5).part_target(Fraction(25)) == pytest.approx(0.52)
+    assert LowLatency(part_duration=0.5).part_target(Fraction(30)) == pytest.approx(0.5)
+
+
+# --- chunks ---------------------------------------------------------------------------------------
+
+def test_chunks_end_at_each_mdat_and_carry_their_durations():
+    data = STYP + chunk(13) + chunk(13, per_sample=True) + chunk(11)
+    chunks, rest = read_chunks(data)
+    assert [c.ticks for c in chunks] == [13 * FRAME, 13 * FRAME, 11 * FRAME]
+    assert chunks[0].offset == 0 and chunks[0].size == len(STYP + chunk(13))
+    assert sum(c.size for c in chunks) == rest == len(data)
+    assert track_timescale(init_segment()) == TIMESCALE
+
+
+def test_a_chunk_still_being_written_is_left_for_later():
+    data = STYP + chunk(13) + chunk(13)
+    chunks, rest = read_chunks(data[:-10])
+    assert len(chunks) == 1 and rest == len(STYP + chunk(13))
+    more, end = read_chunks(data, rest)
+    assert len(more) == 1 and more[0].offset == rest and end == len(data)
+
+
+# --- LL-HLS playlists -------------------------------------------------------------------------
+
+def _playlist(ended=False) -> MediaPlaylist:
+    start = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+    parts = tuple(Part(f"s{n}.p{k}.m4s", 0.5, k == 0) for n in range(1) for k in range(4))
+    segments = tuple(Segment(n, f"s{n}.m4s", 2.0, start, parts) for n in range(3, 8))
+    return MediaPlaylist(map_uri="init.m4s", target_duration=2.0, part_target=0.52,
+                         part_hold_back=2.0, segments=segments, open_msn=8,
+                         open_parts=(Part("s8.p0.m4s", 0.52, True),),
+                         preload_hint="s8.p1.m4s", ended=ended)
+
+
+def test_playlist_has_the_tags_low_latency_players_need():
+    text = _playlist().text()
+    parsed = m3u8.loads(text)
+    done = [s for s in parsed.segments if s.uri]  # the parts after them: a segment without URI
+    assert parsed.media_sequence == 3 and len(done) == 5
+    assert [p.uri for p in parsed.segments[-1].parts] == ["s8.p0.m4s"]
+    assert parsed.part_inf.part_target == pytest.approx(0.52)
+    assert parsed.server_control.can_block_reload == "YES"
+    assert parsed.server_control.part_hold_back == pytest.approx(2.0)
+    assert parsed.preload_hint.uri == "s8.p1.m4s"
+    # parts for the last three segments only, then the open segment's
+    assert [len(s.parts) for s in done] == [0, 0, 4, 4, 4]
+    assert "#EXT-X-PROGRAM-DATE-TIME:2026-11-29T12:00:00.000Z" in text
+    assert text.rstrip().endswith('#EXT-X-PRELOAD-HINT:TYPE=PART,URI="s8.p1.m4s"')
+
+
+def test_an_ended_playlist_lists_no_parts_and_ends():
+    text = _playlist(ended=True).text()
+    assert "#EXT-X-PART:" not in text and "PRELOAD-HINT" not in text
+    assert text.rstrip().endswith("#EXT-X-ENDLIST")
+
+
+@pytest.mark.parametrize("msn, part, answer", [
+    (7, None, "ready"), (8, 0, "ready"), (8, 1, "wait"), (8, None, "wait"), (9, 0, "wait"),
+    (10, None, "refuse"), (8, 4, "refuse"), (8, 3, "wait"),
+])
+def test_blocking_reload_waits_or_refuses_as_the_specification_says(msn, part, answer):
+    assert reload_answer(_playlist(), msn, part) == answer
+
+
+# --- the origin's index of a tree being written --------------------------------------------
+
+def _tree(tmp_path) -> tuple[StreamIndex, LowLatencyTree]:
+    tree = LowLatencyTree(stamp="T", segment_duration=2.0, part_duration=0.5, part_target=0.52,
+                          target_latency_s=2.0, window_segments=3,
+                          renditions=(Rendition(playlist="360p", rep="0", kind="video"),))
+    dash = tmp_path / "dash"
+    dash.mkdir()
+    (dash / tree.init_name("0")).write_bytes(init_segment())
+    (dash / "ffmpeg.mpd").write_text('<MPD availabilityStartTime="2026-11-29T12:00:00.000Z"/>')
+    return StreamIndex(tmp_path, tree), tree
+
+
+def test_index_follows_a_segment_as_it_is_written_and_renamed(tmp_path):
+    index, tree = _tree(tmp_path)
+    growing = tmp_path / "dash" / f"{tree.segment_name('0', 1)}.tmp"
+    growing.write_bytes(STYP + chunk(13) + chunk(13)[:20])
+    assert index.scan()
+    playlist = index.playlist(tree.renditions[0])
+    assert playlist is not None and playlist.open_msn == 1 and len(playlist.open_parts) == 1
+    assert playlist.preload_hint.endswith("T-0-00001.p1.m4s")
+    assert not index.scan()  # nothing new
+
+    growing.write_bytes(STYP + chunk(13) + chunk(13) + chunk(13) + chunk(11))
+    growing.rename(tmp_path / "dash" / tree.segment_name("0", 1))
+    assert index.scan()
+    playlist = index.playlist(tree.renditions[0])
+    assert [s.msn for s in playlist.segments] == [1] and playlist.open_msn == 2
+    assert playlist.segments[0].duration == pytest.approx(2.0)
+    assert reload_answer(playlist, 1, 3) == "ready"
+    assert playlist.preload_hint.endswith("T-0-00002.p0.m4s")
+
+
+def test_index_forgets_segments_the_packager_deleted(tmp_path):
+    index, tree = _tree(tmp_path)
+    for n in (1, 2):
+        (tmp_path / "dash" / tree.segment_name("0", n)).write_bytes(STYP + chunk(50))
+    index.scan()
+    (tmp_path / "dash" / tree.segment_name("0", 1)).unlink()
+    assert index.scan()
+    assert [s.msn for s in index.playlist(tree.renditions[0]).segments] == [2]
+
+
+def test_tree_names_round_trip(tmp_path):
+    _, tree = _tree(tmp_path)
+    assert tree.parse_name(tree.segment_name("3", 12)) == ("3", 12, None, False)
+    assert tree.parse_name(tree.part_name("3", 12, 2)) == ("3", 12, 2, False)
+    assert tree.parse_name(tree.segment_name("3", 12) + ".tmp") == ("3", 12, None, True)
+    assert tree.parse_name("U-3-00012.m4s") is None  # another stream's
