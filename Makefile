@@ -194,10 +194,13 @@ test-real-networks: setup-core
 test-presets: setup-core
 	@scripts/pytest.sh -m long tests/integration/test_netem_presets.py
 
-# Live streaming's proofs (about 5 minutes): a live stream served while it slides, each player's
-# latency behind a live encoder, and `mpstream run` of a live scenario with its report.
+# Live streaming's proofs (about 7 minutes): a live stream served while it slides, each player's
+# latency behind a live encoder, `mpstream run` of a live scenario with its report; low-latency
+# live served by its origin while segments are written, and played in low-latency mode by both
+# players in Chromium and Firefox.
 test-live: setup-core
-	@scripts/pytest.sh -m long tests/integration/test_encoder_live.py tests/e2e/test_player_live.py tests/e2e/test_runner_live.py
+	@scripts/pytest.sh -m long tests/integration/test_encoder_live.py tests/e2e/test_player_live.py tests/e2e/test_runner_live.py \
+		tests/integration/test_live_low_latency.py tests/e2e/test_player_low_latency.py
 
 # The QUIC hop (about 3 minutes, and a few more for its first Rust build): its Rust unit tests,
 # then curl through the proxy and gateway over multipath QUIC, QUIC, and the hop's TCP and MPTCP

@@ -55,7 +55,7 @@ from mpstream.manifests.bitstream import init_segment_codecs
 from mpstream.manifests.codecs import CodecError
 from mpstream.manifests.isobmff import BoxError
 from mpstream.manifests.lltree import LIVE_JSON, LOW_LATENCY_KEY, LowLatencyTree, Rendition
-from mpstream.proc import pid_alive, stop
+from mpstream.proc import die_with_parent, pid_alive, stop
 
 # The MPD's UTCTiming points here; nginx answers it itself (server/nginx.conf.j2), so a dash.js
 # player computes latency against the server's clock.
@@ -247,8 +247,10 @@ def _start_ffmpeg(argv: list[str], out: Path, stderr: IO[bytes]) -> subprocess.P
     """ffmpeg in a session of its own: a terminal's Ctrl-C reaches only us, and we stop ffmpeg
     in the one way that lets it finish its playlists. Its progress comes on stdout."""
     argv = [argv[0], "-progress", "pipe:1", "-nostats", *argv[1:]]
+    # `mpstream live` killed with -9 stops its encoder too (which then ends its files).
     return subprocess.Popen(argv, cwd=out, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=stderr, text=True, start_new_session=True)
+                            stderr=stderr, text=True, start_new_session=True,
+                            preexec_fn=die_with_parent)
 
 
 def _publish_while_running(

@@ -8,17 +8,10 @@ exec in place, so the pid we hold is the daemon's master's own.
 
 from __future__ import annotations
 
-import ctypes
-import signal
 import subprocess
 from pathlib import Path
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+from mpstream.proc import die_with_parent
 
 
 def spawn(argv: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
@@ -31,7 +24,7 @@ def spawn(argv: list[str], log: Path, env: dict[str, str] | None = None) -> subp
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
     finally:
         out.close()

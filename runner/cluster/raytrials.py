@@ -28,14 +28,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import hashlib
 import io
 import json
 import logging
 import os
 import shutil
-import signal
 import sys
 import tarfile
 import tempfile
@@ -453,18 +451,11 @@ def untar(data: bytes, into: Path) -> None:
 # --- the driver as a process of its own (a local cluster's, inside its head) ---------------
 
 
-def _die_with_parent() -> None:
-    """SIGTERM when the process that started this one dies (PR_SET_PDEATHSIG): a `run`
-    killed with -9 stops its driver too, which then stops its trials."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGTERM, 0, 0, 0)
-
-
 def drive(argv: list[str]) -> int:
     """`python -m mpstream.runner.cluster.raytrials RUN_DIR --address A KEY...`: the planned
     trials of RUN_DIR on the cluster, one JSON line on stdout as each is handed out and as each
     is in the run folder."""
-    from mpstream.proc import signals_interrupt
+    from mpstream.proc import die_with_parent, signals_interrupt
 
     parser = argparse.ArgumentParser(prog="python -m mpstream.runner.cluster.raytrials")
     parser.add_argument("run_dir", type=Path)
@@ -474,7 +465,8 @@ def drive(argv: list[str]) -> int:
     parser.add_argument("--margin", type=float, required=True)
     parser.add_argument("--balance-hosts", action="store_true")
     args = parser.parse_args(argv)
-    _die_with_parent()
+    # A `run` killed with -9 stops its driver too, which then stops its trials.
+    die_with_parent()
 
     def say(event: str, key: str) -> None:
         print(json.dumps({"event": event, "key": key}), flush=True)

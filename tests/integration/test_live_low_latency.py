@@ -1,0 +1,191 @@
+"""`mpstream live --low-latency` for real, served by nginx and the origin behind it: the segment
+being written arrives in chunks before it is finished, a blocking playlist reload returns as
+soon as its part exists and lists it, a reload far past the edge is refused at once, parts are
+the very bytes of their segment, many viewers are answered together, and the ended stream's
+playlists end. Killed with -9, neither the stream nor the server leaves a program behind."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from mpstream.manifests.lltree import read_low_latency
+from mpstream.proc import pid_alive, stop
+from mpstream.server.stack import ServerStack
+from tests.servers import _free_port
+
+pytestmark = pytest.mark.long  # a stream followed for many parts: `make test-live`
+
+SEGMENT_S = 2.0
+PART_S = 0.5
+
+
+def _start_live(out: Path) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mpstream.cli", "live", "synthetic", "--ladder", "tiny",
+         "--segment-duration", f"{SEGMENT_S:g}", "--window", "12", "--low-latency",
+         "--part-duration", f"{PART_S:g}", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        described = read_low_latency(out)
+        if described and described[1] == "running":
+            return proc
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.2)
+    stop(proc, graceful=signal.SIGINT, timeout=20)
+    raise AssertionError("the low-latency stream did not start within 60 s")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ll")
+    tmp.chmod(0o755)
+    out = tmp / "tree"
+    proc = _start_live(out)
+    try:
+        with ServerStack(out, port=_free_port(), workdir=tmp / "server") as stack:
+            base = f"{stack.base_url}/media"
+            playlist = f"{base}/hls/{read_low_latency(out)[0].renditions[0].playlist}/index.m3u8"
+            deadline = time.monotonic() + 20
+            while requests.get(playlist, timeout=5).status_code != 200:
+                assert time.monotonic() < deadline, "no LL-HLS playlist within 20 s"
+                time.sleep(0.2)
+            yield proc, out, stack, playlist
+    finally:
+        stop(proc, graceful=signal.SIGINT, timeout=20)
+
+
+def _edge(text: str) -> tuple[int, int]:
+    """(the segment being written, its parts listed) of an LL-HLS media playlist."""
+    first = int(re.search(r"#EXT-X-MEDIA-SEQUENCE:(\d+)", text).group(1))
+    lines = text.splitlines()
+    done = sum(1 for line in lines if line.startswith("#EXTINF"))
+    last = max(i for i, line in enumerate(lines) if line.startswith("#EXTINF"))
+    return first + done, sum(1 for line in lines[last:] if line.startswith("#EXT-X-PART:"))
+
+
+def _lists(text: str, msn: int, part: int) -> bool:
+    now, parts = _edge(text)
+    return now > msn or (now == msn and parts > part)
+
+
+def test_a_blocking_reload_returns_once_its_part_exists_and_lists_it(served):
+    _, _, _, playlist = served
+    for _ in range(4):
+        msn, part = _edge(requests.get(playlist, timeout=5).text)
+        t0 = time.monotonic()
+        reply = requests.get(playlist, params={"_HLS_msn": msn, "_HLS_part": part}, timeout=10)
+        waited = time.monotonic() - t0
+        assert reply.status_code == 200 and _lists(reply.text, msn, part), reply.text[-300:]
+        assert waited < PART_S + 0.4, f"held {waited:.2f} s for the next part"
+
+
+def test_a_reload_far_past_the_edge_is_refused_at_once(served):
+    _, _, _, playlist = served
+    msn, part = _edge(requests.get(playlist, timeout=5).text)
+    for args in ({"_HLS_msn": msn + 3}, {"_HLS_msn": msn, "_HLS_part": part + 4}):
+        t0 = time.monotonic()
+        reply = requests.get(playlist, params=args, timeout=10)
+        assert reply.status_code == 400 and time.monotonic() - t0 < 1, (args, reply.text)
+
+
+def test_the_segment_being_written_arrives_in_chunks_and_whole(served):
+    _, out, stack, playlist = served
+    tree = read_low_latency(out)[0]
+    rep = tree.renditions[0].rep
+    msn, _ = _edge(requests.get(playlist, timeout=5).text)
+    url = f"{stack.base_url}/media/dash/{tree.segment_name(rep, msn + 1)}"
+    t0 = time.monotonic()
+    arrivals, body = [], b""
+    with requests.get(url, stream=True, timeout=15) as reply:
+        assert reply.status_code == 200 and "Content-Length" not in reply.headers
+        for piece in reply.raw.stream(65536, decode_content=False):
+            arrivals.append(time.monotonic() - t0)
+            body += piece
+    assert arrivals[0] < SEGMENT_S + 0.5, "the first chunk waited for the whole segment"
+    assert arrivals[-1] - arrivals[0] > SEGMENT_S / 2, arrivals
+    # the same bytes as the finished file, whose parts are its chunks
+    final = out / "dash" / tree.segment_name(rep, msn + 1)
+    assert body == final.read_bytes()
+    parts = [requests.get(f"{stack.base_url}/media/dash/{tree.part_name(rep, msn + 1, k)}",
+                          timeout=10) for k in range(tree.parts_per_segment)]
+    assert all(p.status_code == 200 for p in parts)
+    assert b"".join(p.content for p in parts) == body
+
+
+def test_many_viewers_are_answered_together(served):
+    _, _, _, playlist = served
+    msn, part = _edge(requests.get(playlist, timeout=5).text)
+    answers: list[tuple[int, float, bool]] = []
+
+    def viewer() -> None:
+        reply = requests.get(playlist, params={"_HLS_msn": msn, "_HLS_part": part}, timeout=15)
+        answers.append((reply.status_code, time.monotonic(), _lists(reply.text, msn, part)))
+
+    threads = [threading.Thread(target=viewer) for _ in range(30)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(code == 200 and listed for code, _, listed in answers)
+    spread = max(t for _, t, _ in answers) - min(t for _, t, _ in answers)
+    assert spread < PART_S, f"30 viewers answered {spread:.2f} s apart"
+
+
+def test_the_ended_stream_ends_its_playlists_and_leaves_nothing_half_written(served):
+    proc, out, _, playlist = served
+    proc.send_signal(signal.SIGINT)
+    proc.wait(30)
+    deadline = time.monotonic() + 5
+    while "#EXT-X-ENDLIST" not in (text := requests.get(playlist, timeout=5).text):
+        assert time.monotonic() < deadline, text[-300:]
+        time.sleep(0.2)
+    assert "#EXT-X-PART:" not in text and "PRELOAD-HINT" not in text
+    assert not list(out.rglob("*.tmp"))
+
+
+def test_kill_9_leaves_no_encoder_and_no_origin(tmp_path):
+    tmp_path.chmod(0o755)
+    out = tmp_path / "tree"
+    live = _start_live(out)
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "mpstream.cli", "serve", "--media", str(out), "--port",
+         str(_free_port())], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        encoder = _state(out)["extra"]["ffmpeg_pid"]
+        origin = _wait_for_origin(out)
+        assert pid_alive(encoder) and pid_alive(origin)
+        os.kill(live.pid, signal.SIGKILL)
+        os.kill(serve.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 15
+        while pid_alive(encoder) or pid_alive(origin):
+            assert time.monotonic() < deadline, "ffmpeg or the origin outlived its parent"
+            time.sleep(0.2)
+    finally:
+        stop(serve, timeout=5)
+        stop(live, timeout=5)
+
+
+def _state(out: Path) -> dict:
+    return json.loads((out / "live.json").read_text())
+
+
+def _wait_for_origin(out: Path) -> int:
+    """The pid of the origin serving `out` (once `serve` has started it)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = subprocess.run(["pgrep", "-f", f"mpstream.server.origin --tree {out}"],
+                               capture_output=True, text=True).stdout.split()
+        if found:
+            return int(found[0])
+        time.sleep(0.2)
+    raise AssertionError("serve started no origin within 30 s")
