@@ -17,7 +17,7 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 from urllib.parse import urlparse
@@ -96,6 +96,8 @@ class TrialEvidence:
     held: list[tuple[float, float]]  # (poll time, interval) of the polls that found data held
     server: list[dict]  # the sender's sockets on a path, polled (not DESTROYED) rows
     unread: dict[float, int]  # poll time -> bytes the client held unread, all connections
+    # A live session's latency to live: (trial time, seconds behind the live edge), per sample
+    live_latency: list[tuple[float, float]] = field(default_factory=list)
 
 
 def trial_evidence(rec: TrialData, n_paths: int) -> TrialEvidence:
@@ -147,9 +149,12 @@ def trial_evidence(rec: TrialData, n_paths: int) -> TrialEvidence:
                 (b for t, b in unread.items() if req < t <= done + SAMPLE_SLACK_S), default=0)
         rows.append(row)
     metrics = _metrics(rec, n_paths, page_s, incs, held, rows)
+    latency = [(t, float(e["data"]["latency_s"])) for e in rec.events
+               if e.get("type") == "live_latency"
+               and (t := page_s(e.get("t_ms"))) is not None]
     return TrialEvidence(rows, metrics,
                          held, [r for r in server if r["path"] is not None
-                                and r["state"] != "DESTROYED"], dict(unread))
+                                and r["state"] != "DESTROYED"], dict(unread), latency)
 
 
 def _bytes_by_path(incs, n_paths: int, req: float | None, done: float | None) -> list[int]:

@@ -96,8 +96,8 @@ def timeline_figure(rec: TrialData, evidence: TrialEvidence, n_paths: int,
                     out: Path) -> Path | None:
     """Bytes in flight (bytes_sent - bytes_acked), cwnd and bytes held unsent (notsent) of every
     sender socket on a path, by path, over the trial, with what the client held unread, the
-    polls that found the sender holding data back (shaded), and each segment's request (dashed)
-    and last byte (solid)."""
+    polls that found the sender holding data back (shaded), each segment's request (dashed)
+    and last byte (solid), and a live session's latency to live."""
     from mpstream.runner.report import plots  # matplotlib: see write_figures
 
     if not evidence.server:
@@ -118,4 +118,5 @@ def timeline_figure(rec: TrialData, evidence: TrialEvidence, n_paths: int,
                for t in rec.record.path_policy_toggles] if t0 is not None else []
     return plots.subflow_timeline(out, f"{rec.key}: sender subflows and segments",
                                   dict(series), evidence.segments, n_paths, unread=unread,
-                                  held=evidence.held, toggles=toggles)
+                                  held=evidence.held, toggles=toggles,
+                                  live_latency=evidence.live_latency)

@@ -135,13 +135,15 @@ def subflow_timeline(path: Path, title: str, series: dict[int, dict[str, list]],
                      segments: list[dict], n_paths: int,
                      unread: dict[float, float] | None = None,
                      held: list[tuple[float, float]] | None = None,
-                     toggles: list[tuple[float, str]] | None = None) -> Path:
+                     toggles: list[tuple[float, str]] | None = None,
+                     live_latency: list[tuple[float, float]] | None = None) -> Path:
     """Three panels over the trial clock: bytes in flight (KB) and cwnd (packets) per path, and
     bytes held at the sender unsent (KB, notsent) per path beside the bytes the client held
     unread (KB, all its connections), with each segment's request (dashed) and last byte (solid)
     as vertical lines, and shaded the (poll time, interval) spans in `held`: the sender held
     data back with nothing in flight; `toggles`: the path policy's (time, what) changes of a
-    metered path, as labelled green lines."""
+    metered path, as labelled green lines; `live_latency`: a live session's (time, latency to
+    live) samples, on the bottom panel's right axis."""
     fig, (top, middle, bottom) = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
     # Fixed margins (one of these is drawn for every trial, and tight_layout's extra draw was
     # a third of each): room for the y labels' ticks of up to five digits and the x label.
@@ -175,6 +177,13 @@ def subflow_timeline(path: Path, title: str, series: dict[int, dict[str, list]],
             ax.axvline(at, color="tab:green", lw=1.2)
         top.annotate(what, (at, 1), xycoords=("data", "axes fraction"), rotation=90,
                      fontsize=6, va="top", ha="right", color="tab:green")
+    if live_latency:
+        behind = bottom.twinx()
+        behind.plot([t for t, _ in live_latency], [v for _, v in live_latency], "-", lw=1.2,
+                    color="tab:purple", label="latency to live")
+        behind.set_ylabel("latency to live (s)", color="tab:purple")
+        behind.set_ylim(bottom=0)
+        fig.subplots_adjust(right=0.93)  # room for the right axis' label
     top.set_ylabel("bytes in flight (KB)")
     middle.set_ylabel("cwnd (packets)")
     bottom.set_ylabel("held (KB)")
