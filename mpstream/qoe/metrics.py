@@ -171,20 +171,29 @@ class LiveLatency(TypedDict):
     mean_s: float | None
     p95_s: float | None
     samples: int
+    catchup_share: float | None
+
+
+# A playback rate this far from 1 is the player catching up (or falling back) to its target.
+CATCHUP_RATE_OFF = 0.01
 
 
 def live_latency(events: Iterable[Event]) -> LiveLatency:
     """Latency to live of a session from its `live_latency` samples (one a second): mean, 95th
-    percentile (linear interpolation between order statistics) and the sample count. All None
+    percentile (linear interpolation between order statistics), the sample count, and the share
+    of samples taken while the player changed its playback rate to reach its target. All None
     (count 0) for on-demand media."""
-    values = sorted(e.data.latency_s for e in of_type(parse_events(events), LiveLatencyEvent))
+    samples = of_type(parse_events(events), LiveLatencyEvent)
+    values = sorted(e.data.latency_s for e in samples)
     if not values:
-        return {"mean_s": None, "p95_s": None, "samples": 0}
+        return {"mean_s": None, "p95_s": None, "samples": 0, "catchup_share": None}
+    catching_up = sum(1 for e in samples if abs(e.data.playback_rate - 1) > CATCHUP_RATE_OFF)
     rank = 0.95 * (len(values) - 1)
     low = int(rank)
     high = min(low + 1, len(values) - 1)
     p95 = values[low] + (values[high] - values[low]) * (rank - low)
-    return {"mean_s": sum(values) / len(values), "p95_s": p95, "samples": len(values)}
+    return {"mean_s": sum(values) / len(values), "p95_s": p95, "samples": len(values),
+            "catchup_share": catching_up / len(values)}
 
 
 def played_s(events: Iterable[Event]) -> float:
@@ -312,6 +321,7 @@ class SessionMetrics(BaseModel):
     live_latency_mean_s: float | None  # None for on-demand media
     live_latency_p95_s: float | None
     live_latency_samples: int
+    live_catchup_share: float | None  # share of those samples at a playback rate other than 1
     abr: str | None  # the adaptation rule the player reported (None: no abr event)
     abr_decisions: int  # abr_decision events: decisions of a rule of ours
     ladder: list[Rung] | None  # the ladder event's representations (None: none sent)
@@ -382,6 +392,7 @@ def session_metrics(events: Iterable[Event], *, capacity_bps: float | None = Non
         live_latency_mean_s=latency["mean_s"],
         live_latency_p95_s=latency["p95_s"],
         live_latency_samples=latency["samples"],
+        live_catchup_share=latency["catchup_share"],
         abr=abr_name(evs),
         abr_decisions=len(of_type(evs, AbrDecisionEvent)),
         ladder=ladder(evs),

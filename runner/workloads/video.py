@@ -92,6 +92,7 @@ MEDIA = declare(
     Metric("played_s", "played time", "s"),
     Metric("live_latency_mean_s", "latency to live, mean", "s"),
     Metric("live_latency_p95_s", "latency to live, p95", "s"),
+    Metric("live_catchup_share", "time catching up to the live target (rate not 1)"),
 )
 FRAMES = declare(Metric("decoded_frames", "decoded frames", "count"),
                  Metric("dropped_frames", "dropped frames", "count"))
@@ -108,7 +109,7 @@ QOE_COLUMNS = SessionMetrics.named(
     "startup_delay_ms", "manifest_ms", "first_segment_ms", "decode_ms", "stall_count",
     "stall_ms", "longest_stall_ms", "rebuffer_ratio", "switches", "down_switches",
     "bitrate_utilization", "segments", "played_s",
-    "download_share", "live_latency_mean_s", "live_latency_p95_s",
+    "download_share", "live_latency_mean_s", "live_latency_p95_s", "live_catchup_share",
 )  # fmt: skip
 AFTER_EVENT = declare(
     Metric("stalls_after_event", "stalls after the network event", "count"),
