@@ -40,7 +40,8 @@ each ask for the next part's playlist (`?_HLS_msn=M&_HLS_part=P`), once per roun
 late when its answer does not list the part, fails, or arrives more than one PART-TARGET after
 the part was written; `spread` is the last answer's arrival minus the first's. The viewers'
 threads share this interpreter, so the spread includes the time they take to read their
-answers one after another.
+answers one after another; `at nginx` is the spread of the times nginx logged the answers as
+sent (its access log, to the millisecond), without that.
 
 Prints figures; not a pass/fail test. `--summary` writes them as a run summary
 (scripts/docsfigures.py). The machine's CPU is shared with ffmpeg, nginx and the origin: the
@@ -54,6 +55,8 @@ import contextlib
 import ctypes
 import functools
 import http.client
+import json
+import math
 import multiprocessing
 import os
 import re
@@ -317,8 +320,20 @@ def blocking_reload(client: Client, start: threading.Barrier, url: str, wanted: 
     return status == 200 and wanted in body.decode(), done
 
 
+def nginx_spread_ms(access_log: Path, playlist: str, query: str) -> float:
+    """How far apart nginx finished the answers to one reload (its access log's `msec`, to the
+    millisecond): the spread without this bench's own threads reading them."""
+    ends = []
+    for line in access_log.read_text().splitlines():
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            if entry["uri"] == playlist and entry["args"] == query:
+                ends.append(float(entry["msec"]))
+    return 1000 * (max(ends) - min(ends)) if ends else math.nan
+
+
 def viewer_rounds(port: int, tree: LowLatencyTree, playlist: str, clock: PartClock,
-                  viewers: int, rounds: int) -> list[dict[str, float]]:
+                  viewers: int, rounds: int, access_log: Path) -> list[dict[str, float]]:
     """Per round: the viewers' blocking reloads for the next part, late ones and spread."""
     clients = [Client(port) for _ in range(viewers)]
     lists = Client(port)
@@ -327,7 +342,8 @@ def viewer_rounds(port: int, tree: LowLatencyTree, playlist: str, clock: PartClo
         with ThreadPoolExecutor(max_workers=viewers) as pool:
             for r in range(rounds):
                 (msn, k), _ = next_part(lists, playlist, tree)
-                url = f"{playlist}?_HLS_msn={msn}&_HLS_part={k}"
+                query = f"_HLS_msn={msn}&_HLS_part={k}"
+                url = f"{playlist}?{query}"
                 reload = functools.partial(blocking_reload, start=threading.Barrier(viewers),
                                            url=url, wanted=tree.part_name(clock.rep, msn, k))
                 answers = list(pool.map(reload, clients))
@@ -336,11 +352,13 @@ def viewer_rounds(port: int, tree: LowLatencyTree, playlist: str, clock: PartClo
                 late = sum(1 for (ok, _), a in zip(answers, after, strict=True)
                            if not ok or a > tree.part_target)
                 row = {"late": float(late), "spread_ms": 1000 * (max(after) - min(after)),
-                       "first_ms": 1000 * min(after), "last_ms": 1000 * max(after)}
+                       "first_ms": 1000 * min(after), "last_ms": 1000 * max(after),
+                       "nginx_spread_ms": nginx_spread_ms(access_log, playlist, query)}
                 out.append(row)
                 print(f"  round {r} part {msn}.{k}: {late} late of {viewers}, answers "
                       f"{row['first_ms']:.1f} to {row['last_ms']:.1f} ms after the part "
-                      f"(spread {row['spread_ms']:.1f} ms)", flush=True)
+                      f"(spread {row['spread_ms']:.1f} ms, at nginx "
+                      f"{row['nginx_spread_ms']:.0f} ms)", flush=True)
     finally:
         for c in [*clients, lists]:
             c.close()
@@ -400,7 +418,8 @@ def run(args: argparse.Namespace, tmp: Path) -> tuple[dict[str, list[dict[str, f
             print(f"part delivery, {args.samples} samples:", flush=True)
             parts = part_samples(port, tree_dir, tree, playlist, clock, args.samples)
             print(f"{args.viewers} viewers, {args.rounds} rounds:", flush=True)
-            rounds = viewer_rounds(port, tree, playlist, clock, args.viewers, args.rounds)
+            rounds = viewer_rounds(port, tree, playlist, clock, args.viewers, args.rounds,
+                                   stack.access_log)
         return {"origin": [{"delivery_ms": p["origin_ms"], "bytes": p["bytes"]} for p in parts],
                 "nginx-file": [{"delivery_ms": p["file_ms"], "bytes": p["bytes"]}
                                for p in parts],
@@ -444,13 +463,12 @@ def main() -> None:
     print(f"viewers: {late:.0f} late of {v['answers']:.0f} answers (late: more than "
           f"{part_target_ms:.0f} ms after the part); spread per round median "
           f"{statistics.median(r['spread_ms'] for r in got['viewers']):.1f} ms, max "
-          f"{v['spread_max_ms']:.1f} ms; slowest answer {v['last_max_ms']:.1f} ms after its part")
+          f"{v['spread_max_ms']:.1f} ms (at nginx: median "
+          f"{statistics.median(r['nginx_spread_ms'] for r in got['viewers']):.0f} ms); slowest "
+          f"answer {v['last_max_ms']:.1f} ms after its part")
     if args.summary:
-        units = {"delivery_ms": "ms", "bytes": "B", "added_ms": "ms",
-                 "late": "", "spread_ms": "ms", "first_ms": "ms", "last_ms": "ms",
-                 "delivery_p95_ms": "ms", "added_p95_ms": "ms", "added_max_ms": "ms",
-                 "late_total": "", "answers": "", "spread_max_ms": "ms", "last_max_ms": "ms",
-                 "part_target_ms": "ms"}
+        names = {k for rows in [*got.values(), list(derived.values())] for r in rows for k in r}
+        units = {k: "ms" if k.endswith("_ms") else "B" if k == "bytes" else "" for k in names}
         argv = ["--summary" if a == "--out" else a.replace("--out=", "--summary=", 1)
                 for a in sys.argv]
         print(f"summary: {record.write(args.summary, argv, got, units, derived)}")
