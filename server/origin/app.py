@@ -24,7 +24,8 @@ from pathlib import Path
 
 from aiohttp import web
 
-from mpstream.manifests.lltree import LowLatencyTree, read_low_latency
+from mpstream.manifests.llhls import MediaPlaylist
+from mpstream.manifests.lltree import LowLatencyTree, Rendition, read_low_latency
 from mpstream.server.origin.index import StreamIndex, reload_answer
 
 SCAN_INTERVAL_S = 0.005
@@ -42,22 +43,37 @@ class Origin:
         self.root, self.tree = root, tree
         self.index = StreamIndex(root, tree)
         self.changed = asyncio.Condition()
+        # Each rendition's playlist and its text, made once per change of the index: every held
+        # reload checks it on each change and many are answered with it at once, so made per
+        # request it held the last of 50 viewers for a hundred milliseconds and more.
+        self._playlists: dict[str, tuple[MediaPlaylist, str] | None] = {}
 
     async def keep_current(self) -> None:
         since_state = 0.0
         while True:
             if self.index.scan():
-                async with self.changed:
-                    self.changed.notify_all()
+                await self._changed()
             since_state += SCAN_INTERVAL_S
             if since_state >= STATE_INTERVAL_S:
                 since_state = 0.0
                 described = read_low_latency(self.root)
                 if described and described[1] == "ended" and not self.index.ended:
                     self.index.ended = True
-                    async with self.changed:
-                        self.changed.notify_all()
+                    await self._changed()
             await asyncio.sleep(SCAN_INTERVAL_S)
+
+    async def _changed(self) -> None:
+        self._playlists.clear()
+        async with self.changed:
+            self.changed.notify_all()
+
+    def current(self, rendition: Rendition) -> tuple[MediaPlaylist, str] | None:
+        """The rendition's playlist as the index has it now, and its text; None before its
+        first segment."""
+        if rendition.playlist not in self._playlists:
+            made = self.index.playlist(rendition)
+            self._playlists[rendition.playlist] = None if made is None else (made, made.text())
+        return self._playlists[rendition.playlist]
 
     async def wait_until(self, ready: Callable[[], bool], timeout: float) -> bool:
         """Whether `ready()` came true within `timeout` seconds (checked on every change)."""
@@ -73,23 +89,23 @@ class Origin:
         if rendition is None:
             raise web.HTTPNotFound(text="no such rendition in this stream")
         msn, part = _blocking_args(request)
-        current = self.index.playlist(rendition)
+        current = self.current(rendition)
         if msn is not None:
-            if current is not None and reload_answer(current, msn, part) == "refuse":
+            if current is not None and reload_answer(current[0], msn, part) == "refuse":
                 raise web.HTTPBadRequest(text=f"_HLS_msn={msn} _HLS_part={part} is too far "
                                               "past the live edge")
 
             def listed() -> bool:
-                now = self.index.playlist(rendition)
-                return now is not None and reload_answer(now, msn, part) == "ready"
+                now = self.current(rendition)
+                return now is not None and reload_answer(now[0], msn, part) == "ready"
 
             if not await self.wait_until(listed, 3 * self.tree.segment_duration):
                 raise web.HTTPServiceUnavailable(text="the part asked for was not written in "
                                                       "three target durations")
-            current = self.index.playlist(rendition)
+            current = self.current(rendition)
         if current is None:
             raise web.HTTPNotFound(text="the stream has no segment yet")
-        return web.Response(text=current.text(), content_type=PLAYLIST_TYPE, headers=NO_CACHE)
+        return web.Response(text=current[1], content_type=PLAYLIST_TYPE, headers=NO_CACHE)
 
     # --- segments and parts ----------------------------------------------------------------
 

@@ -61,9 +61,12 @@ class StreamIndex:
     # --- scanning --------------------------------------------------------------------------
 
     def scan(self) -> bool:
-        """Reads what ffmpeg wrote since the last scan; True when anything changed."""
+        """Reads what ffmpeg wrote since the last scan; True when anything changed (anything a
+        playlist is made from: the origin keeps each playlist until then)."""
+        changed = False
         if self.start is None:
             self.start = _availability_start(self.dash / "ffmpeg.mpd")
+            changed = self.start is not None
         seen: dict[tuple[str, int], bool] = {}
         try:
             entries = list(os.scandir(self.dash))
@@ -76,7 +79,6 @@ class StreamIndex:
             rep, number, _, writing = parsed
             # A segment renamed between the listing and now shows up once, complete.
             seen[(rep, number)] = seen.get((rep, number), True) and writing
-        changed = False
         for (rep, number), writing in seen.items():
             changed |= self._update(self.reps[rep], number, writing)
         for state in self.reps.values():
@@ -88,6 +90,7 @@ class StreamIndex:
 
     def _update(self, rep: RepState, number: int, writing: bool) -> bool:
         seg = rep.segments.get(number)
+        new = seg is None  # a segment begun: the one being written is another
         if seg is None:
             seg = rep.segments[number] = SegmentState(number)
         if seg.complete:
@@ -97,7 +100,7 @@ class StreamIndex:
                 rep.timescale = track_timescale((self.dash / self.tree.init_name(rep.rep))
                                                 .read_bytes())
             except (OSError, BoxError):
-                return False
+                return new
         name = self.tree.segment_name(rep.rep, number)
         path = self.dash / (f"{name}.tmp" if writing else name)
         try:
@@ -110,12 +113,12 @@ class StreamIndex:
                 seg.chunks += [Chunk(c.offset + seg.parsed, c.size, c.ticks) for c in chunks]
                 seg.parsed += rest
         except (FileNotFoundError, BoxError):
-            return False  # renamed or removed meanwhile: the next scan sees it
+            return new  # renamed or removed meanwhile: the next scan sees it
         grew = size != seg.size
         seg.size = size
         if not writing:
             seg.complete = True
-        return grew or not writing
+        return new or grew or not writing
 
     # --- what it holds ---------------------------------------------------------------------
 

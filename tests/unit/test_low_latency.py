@@ -3,6 +3,7 @@ playlists (parsed back by the m3u8 library), the origin's index of a tree being 
 blocking-reload rule. The segments here are built box by box, so every size and duration is
 known."""
 
+import asyncio
 import struct
 from datetime import UTC, datetime
 
@@ -14,6 +15,7 @@ from mpstream.errors import UserError
 from mpstream.manifests.cmaf import read_chunks, track_timescale
 from mpstream.manifests.llhls import MediaPlaylist, Part, Segment
 from mpstream.manifests.lltree import LowLatencyTree, Rendition
+from mpstream.server.origin.app import Origin
 from mpstream.server.origin.index import StreamIndex, reload_answer
 
 TIMESCALE = 12800
@@ -164,6 +166,35 @@ def test_index_follows_a_segment_as_it_is_written_and_renamed(tmp_path):
     assert playlist.segments[0].duration == pytest.approx(2.0)
     assert reload_answer(playlist, 1, 3) == "ready"
     assert playlist.preload_hint.endswith("T-0-00002.p0.m4s")
+
+
+def test_index_reports_a_segment_begun_before_its_first_bytes(tmp_path):
+    index, tree = _tree(tmp_path)
+    (tmp_path / "dash" / tree.segment_name("0", 1)).write_bytes(STYP + chunk(50))
+    assert index.scan()
+    (tmp_path / "dash" / f"{tree.segment_name('0', 2)}.tmp").write_bytes(b"")
+    assert index.scan()  # the playlist's open segment moved on: a change
+    assert index.playlist(tree.renditions[0]).open_msn == 2
+    assert not index.scan()
+
+
+def test_origin_makes_a_playlist_once_per_change(tmp_path):
+    _, tree = _tree(tmp_path)
+    origin = Origin(tmp_path, tree)
+    growing = tmp_path / "dash" / f"{tree.segment_name('0', 1)}.tmp"
+    growing.write_bytes(STYP + chunk(13))
+    rendition = tree.renditions[0]
+    assert origin.current(rendition) is None  # no scan yet: nothing known
+    assert origin.index.scan()
+    asyncio.run(origin._changed())
+    first = origin.current(rendition)
+    assert first is not None and len(first[0].open_parts) == 1
+    assert first[1] == first[0].text()
+    growing.write_bytes(STYP + chunk(13) + chunk(13))
+    assert origin.current(rendition) is first  # the same until the scan finds the change
+    assert origin.index.scan()
+    asyncio.run(origin._changed())
+    assert len(origin.current(rendition)[0].open_parts) == 2
 
 
 def test_index_forgets_segments_the_packager_deleted(tmp_path):
