@@ -131,6 +131,16 @@ def metric_bars(path: Path, groups: list[str], summaries: dict, metrics: list[st
     return _save(fig, path)
 
 
+def _latency_axis(fig, ax, samples: list[tuple[float, float]]) -> None:
+    """A live session's latency to live on `ax`'s right axis."""
+    behind = ax.twinx()
+    behind.plot([t for t, _ in samples], [v for _, v in samples], "-", lw=1.2,
+                color="tab:purple", label="latency to live")
+    behind.set_ylabel("latency to live (s)", color="tab:purple")
+    behind.set_ylim(bottom=0)
+    fig.subplots_adjust(right=0.93)  # room for the right axis' label
+
+
 def subflow_timeline(path: Path, title: str, series: dict[int, dict[str, list]],
                      segments: list[dict], n_paths: int,
                      unread: dict[float, float] | None = None,
@@ -178,12 +188,7 @@ def subflow_timeline(path: Path, title: str, series: dict[int, dict[str, list]],
         top.annotate(what, (at, 1), xycoords=("data", "axes fraction"), rotation=90,
                      fontsize=6, va="top", ha="right", color="tab:green")
     if live_latency:
-        behind = bottom.twinx()
-        behind.plot([t for t, _ in live_latency], [v for _, v in live_latency], "-", lw=1.2,
-                    color="tab:purple", label="latency to live")
-        behind.set_ylabel("latency to live (s)", color="tab:purple")
-        behind.set_ylim(bottom=0)
-        fig.subplots_adjust(right=0.93)  # room for the right axis' label
+        _latency_axis(fig, bottom, live_latency)
     top.set_ylabel("bytes in flight (KB)")
     middle.set_ylabel("cwnd (packets)")
     bottom.set_ylabel("held (KB)")
