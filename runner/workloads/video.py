@@ -195,7 +195,7 @@ class VideoSession(Workload):
 
     def run(self, ctx: TrialContext) -> WorkloadOutcome:
         from mpstream.player.browsers import open_page
-        from mpstream.player.session import PlayRequest, play_session
+        from mpstream.player.session import play_session
 
         player = ctx.trial.player or "dashjs"
         browser = ctx.trial.browser or "chromium"
@@ -207,18 +207,7 @@ class VideoSession(Workload):
         ) as ((server, manifest), page):
             phases.mark(phases.SERVERS_UP)
             media = media_facts(ctx.media_dir) if ctx.media_dir is not None else None
-            live = ctx.scenario.live
-            abr, abr_params = ctx.scenario.abr_request(player, ctx.trial.abr)
-            request = PlayRequest(
-                player=player, transport=ctx.transport, manifest_path=manifest,
-                duration_s=ctx.scenario.duration_s, session_id=ctx.session_id,
-                scenario=ctx.scenario.name, trial=ctx.trial.round,
-                screenshot=ctx.tdir / "last-frame.png", buffer_s=ctx.scenario.buffer_s,
-                target_latency_s=live.target_latency_s if live else None,
-                browser=browser, codec=ctx.trial.codec or "auto",
-                abr=abr, abr_params=abr_params, workdir=ctx.tdir, path_policy=ctx.path_policy,
-                metered=ctx.metered, held_paths=ctx.held_paths,
-                deadline_marks=marks_of(ctx.trial))
+            request = play_request(ctx, player, browser, manifest)
             rivals = CompetingPlayers(ctx.network, server, request)
             cross = [competitor_flow(ctx, k, user, ctx.scenario.duration_s)
                      for k, user in enumerate(ctx.network.competitors) if user.cross_traffic]
@@ -233,7 +222,7 @@ class VideoSession(Workload):
                     played = play_session(ctx.network, server, request, page)
                 cross_traffic.wait(TRIAL_SLACK_S)
             write_json(ctx.tdir / "summary.json", played.as_json())
-            events = keep_session(server, ctx.session_id, ctx.tdir)
+            events = keep_session(server, request.session_id, ctx.tdir)
             unplayed = rivals.keep(server, ctx.tdir)
             phases.mark(phases.RESULTS)
         phases.mark(phases.TORN_DOWN)
@@ -247,6 +236,24 @@ class VideoSession(Workload):
                                metered=played.metered_figures(),
                                path_policy_toggles=played.toggles(),
                                redundant_bytes=played.redundant_bytes)
+
+
+def play_request(ctx: TrialContext, player: str, browser: str, manifest: str) -> PlayRequest:
+    """The trial's session as the player plays it: the scenario's, the condition's and the
+    trial's settings, the session's names, what the site says of its paths."""
+    from mpstream.player.session import PlayRequest
+
+    abr, abr_params = ctx.scenario.abr_request(player, ctx.trial.abr)
+    live = ctx.scenario.live
+    return PlayRequest(
+        player=player, transport=ctx.transport, manifest_path=manifest,
+        duration_s=ctx.scenario.duration_s, session_id=ctx.session.session_id,
+        scenario=ctx.session.scenario, trial=ctx.session.trial,
+        screenshot=ctx.session.screenshot, buffer_s=ctx.scenario.buffer_s,
+        target_latency_s=live.target_latency_s if live else None,
+        browser=browser, codec=ctx.trial.codec or "auto",
+        abr=abr, abr_params=abr_params, workdir=ctx.tdir, path_policy=ctx.path_policy,
+        metered=ctx.metered, held_paths=ctx.held_paths, deadline_marks=marks_of(ctx.trial))
 
 
 def marks_of(trial: Trial) -> DeadlineMarks:
