@@ -59,6 +59,9 @@ class EmulatedSite(Site):
                              "`url` and `interfaces`)")
         if cond.url is not None or cond.interfaces is not None:
             raise ValueError("`url` and `interfaces` go with kind = \"real\"")
+        if cond.collector is not None:
+            raise ValueError("`collector` goes with kind = \"real\": an emulated network's "
+                             "server runs its own")
 
     @classmethod
     def check_condition(cls, scenario: Scenario, cond: Condition) -> None:
