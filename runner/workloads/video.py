@@ -221,7 +221,8 @@ class VideoSession(Workload):
                 with rivals:
                     played = play_session(ctx.network, server, request, page)
                 cross_traffic.wait(TRIAL_SLACK_S)
-            write_json(ctx.tdir / "summary.json", played.as_json())
+            # In the session's own order, which `play --json` prints.
+            write_json(ctx.tdir / "summary.json", played.as_json(), sort_keys=False)
             events = keep_session(server, request, ctx.tdir)
             unplayed = rivals.keep(server, ctx.tdir)
             phases.mark(phases.RESULTS)
