@@ -407,16 +407,21 @@ def load_scenario(ref: str | Path) -> Scenario:
 
 
 def parse_scenario(raw: dict[str, Any], *, base_dir: Path, origin: str = "scenario") -> Scenario:
-    try:
-        scenario = Scenario.model_validate({**raw, "base_dir": base_dir})
-    except ValidationError as exc:
-        raise UserError(f"{origin}: invalid scenario: {_describe(exc)}") from None
+    scenario = validate_scenario(raw, base_dir=base_dir, origin=origin)
     for cond in scenario.all_conditions():
         try:  # a bad profile, say, is an error now, not mid-run
             site_class(cond.kind).check_condition(scenario, cond)
         except UserError as exc:
             raise UserError(f"{origin}: condition {cond.label!r}: {exc}") from None
     return scenario
+
+
+def validate_scenario(raw: dict[str, Any], *, base_dir: Path, origin: str) -> Scenario:
+    """The scenario of these fields; a UserError naming each field that is wrong."""
+    try:
+        return Scenario.model_validate({**raw, "base_dir": base_dir})
+    except ValidationError as exc:
+        raise UserError(f"{origin}: invalid scenario: {_describe(exc)}") from None
 
 
 def _describe(exc: ValidationError) -> str:
