@@ -20,7 +20,7 @@ SUBCOMMANDS = {
     "netem": "mpstream.netem.cli:netem",
     "traces": "mpstream.netem.cli:traces",
     "serve": "mpstream.server.cli:serve",
-    "play": "mpstream.player.cli:play",
+    "play": "mpstream.runner.play:play",
     "deployments": "mpstream.deploymentcli:deployments",
     "run": "mpstream.runner.cli:run",
     "trial": "mpstream.runner.trial:trial",

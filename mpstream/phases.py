@@ -4,14 +4,15 @@ Each mark closes a phase: the seconds since the previous mark go to the phase it
 phases add up to the time from the clock's start to its last mark.
 
 The clock is found through a context variable, so that a part deep below the trial (the player
-session) marks its phases without every layer between passing the clock on; outside a trial
-(`mpstream play`) no clock is running and a mark does nothing."""
+session) marks its phases without every layer between passing the clock on; outside a trial no
+clock is running and a mark does nothing. A command that runs a trial and shows its progress
+(`mpstream play`) is told of each mark as it is made (`told`)."""
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 
 # The steps of a trial, in order. A phase a trial passes more than once (teardown: the servers,
@@ -29,6 +30,7 @@ ORDER = (PREPARED, NETWORK_UP, SERVERS_UP, WATCHING, BROWSER_UP, PAGE_READY, PLA
          TORN_DOWN)
 
 _CURRENT: ContextVar[PhaseClock | None] = ContextVar("phase_clock", default=None)
+_LISTENER: ContextVar[Callable[[str], None] | None] = ContextVar("phase_listener", default=None)
 
 
 class PhaseClock:
@@ -59,8 +61,21 @@ def phase_clock() -> Iterator[PhaseClock]:
         _CURRENT.reset(token)
 
 
+@contextlib.contextmanager
+def told(listener: Callable[[str], None]) -> Iterator[None]:
+    """`listener(phase)` after each mark made in the block."""
+    token = _LISTENER.set(listener)
+    try:
+        yield
+    finally:
+        _LISTENER.reset(token)
+
+
 def mark(phase: str) -> None:
-    """Closes `phase` on the running clock (nothing outside a trial)."""
+    """Closes `phase` on the running clock (nothing outside a trial), then tells the listener."""
     clock = _CURRENT.get()
     if clock is not None:
         clock.mark(phase)
+    listener = _LISTENER.get()
+    if listener is not None:
+        listener(phase)

@@ -16,6 +16,7 @@ from mpstream.proc import pid_alive
 PURPOSES = {
     "carrier": "the QUIC hop's files",
     "chromium": "Chromium's own temporary files",
+    "play": "the trial folder of `play` (its servers', browser's and samplers' files)",
     "play-url": "the player page and collector of `play --url`",
     "firefox": "a Firefox profile",
     "server": "the server stack's files: nginx's, the collector's database",

@@ -1,7 +1,8 @@
-"""One playback session from any manifest's URL, in the network namespace this process runs in,
-over this host's own interfaces: no emulated topology. The player page and (unless the events go
-to a collector elsewhere) the collector are served on loopback; the interfaces are set up for
-MPTCP for the session and restored after (mpstream.netem.hostnet)."""
+"""What a playback session from any manifest's URL runs on (runner/sites/real.py), in the
+network namespace this process runs in, over this host's own interfaces: no emulated topology.
+The player page and (unless the events go to a collector elsewhere) the collector are served on
+loopback; the interfaces are set up for MPTCP for the session and restored after
+(mpstream.netem.hostnet)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from urllib.parse import urlsplit
 
 from mpstream.errors import UserError
 from mpstream.netem.hostnet import HostPaths, InterfaceSpec, parse_interfaces, route_interface
-from mpstream.player.session import PlayRequest, PlayResult, play_session
 from mpstream.scratch import session_tempdir
 from mpstream.server.stack import ServerStack
 from mpstream.transports.base import Transport
@@ -30,14 +30,6 @@ def _free_local_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def play_url(url: str, interfaces: str | None, request: PlayRequest) -> PlayResult:
-    """Plays `request` (its manifest: `url`) over this host's `interfaces` ("IF1,IF2[:backup]",
-    default the route to the server's)."""
-    specs = interface_specs(url, interfaces)
-    with real_network(url, specs, request.transport) as paths, page_server() as stack:
-        return play_session(paths, stack, request)
 
 
 def interface_specs(url: str, interfaces: str | None) -> list[InterfaceSpec]:

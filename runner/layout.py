@@ -61,10 +61,10 @@ def competitor_iperf_name(host: str) -> str:
     return f"iperf-{host}.json"
 
 
-def write_json(path: Path, data: Any) -> None:
+def write_json(path: Path, data: Any, *, sort_keys: bool = True) -> None:
     # Written to a temporary name first: a crash never leaves half a trial.json behind.
     tmp = path.with_suffix(path.suffix + ".part")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=sort_keys, default=str))
     tmp.replace(path)
 
 

@@ -121,8 +121,12 @@ class Condition(_Strict):
     # for all, and the interfaces as for `mpstream play --interfaces` (IF1,IF2[:backup]).
     url: str | dict[str, str] | None = None
     interfaces: str | None = None
+    # kind "real": the collector API the page posts its events to (e.g. http://HOST:8080/api/v1,
+    # beside the server); None: one on loopback.
+    collector: str | None = None
     # kind "real": seconds of each timed download of the path checks before and after a trial
-    check_s: float = Field(default=3.0, gt=0, le=60)
+    # (0: no checks, as `mpstream play --url` runs)
+    check_s: float = Field(default=3.0, ge=0, le=60)
     # None: the profile's own mode (mptcp profiles run MPTCP, tcp profiles single-path TCP).
     transport: TransportName | None = None
     # The transport's path scheduler (None: its default); `mpstream play --list-schedulers`.
@@ -248,6 +252,13 @@ class Scenario(_Strict):
     warmup_s: float = Field(default=0.0, ge=0, le=600)
     # Cap on how far ahead the player buffers (s); None: the player library's own target.
     buffer_s: float | None = Field(default=None, gt=0, le=600)
+    # Live streams: how far behind the live edge the players aim to play (s); None: [live]'s
+    # target_latency_s, else the player library's default. For a live stream of a real
+    # condition's server, which has no [live] table.
+    target_latency_s: float | None = Field(default=None, gt=0, le=600)
+    # How long the page keeps sending unsent events after the session ends while the collector
+    # does not take them (s); None: the page's 15 s. For a collector far away.
+    report_timeout_s: float | None = Field(default=None, gt=0, le=3600)
     seed: int = 1
     # Where the scenario file was read from; relative profile paths resolve against it.
     base_dir: Path = Field(default=SCENARIOS_DIR, exclude=True)
@@ -304,10 +315,18 @@ class Scenario(_Strict):
 
     def abr_request(self, player: str, abr: str | None) -> tuple[str | None,
                                                                  tuple[tuple[str, float], ...]]:
-        """The rule a trial asks `player` for (None: the page's default) and its parameters."""
-        if abr is None or abr == ABR_DEFAULT:
+        """The rule a trial asks `player` for (None: the page's default, when no parameters
+        are given for it) and its parameters."""
+        params = tuple(self.abr_params.get(abr or ABR_DEFAULT, {}).items())
+        if (abr is None or abr == ABR_DEFAULT) and not params:
             return None, ()
-        return resolve_abr(player, abr), tuple(self.abr_params.get(abr, {}).items())
+        return resolve_abr(player, abr), params
+
+    def live_target_s(self) -> float | None:
+        """How far behind the live edge the players aim (None: the library's default)."""
+        if self.target_latency_s is not None or self.live is None:
+            return self.target_latency_s
+        return self.live.target_latency_s
 
     def all_conditions(self) -> list[Condition]:
         return list(self.conditions) + (self.sweep.conditions() if self.sweep else [])
@@ -408,16 +427,21 @@ def load_scenario(ref: str | Path) -> Scenario:
 
 
 def parse_scenario(raw: dict[str, Any], *, base_dir: Path, origin: str = "scenario") -> Scenario:
-    try:
-        scenario = Scenario.model_validate({**raw, "base_dir": base_dir})
-    except ValidationError as exc:
-        raise UserError(f"{origin}: invalid scenario: {_describe(exc)}") from None
+    scenario = validate_scenario(raw, base_dir=base_dir, origin=origin)
     for cond in scenario.all_conditions():
         try:  # a bad profile, say, is an error now, not mid-run
             site_class(cond.kind).check_condition(scenario, cond)
         except UserError as exc:
             raise UserError(f"{origin}: condition {cond.label!r}: {exc}") from None
     return scenario
+
+
+def validate_scenario(raw: dict[str, Any], *, base_dir: Path, origin: str) -> Scenario:
+    """The scenario of these fields; a UserError naming each field that is wrong."""
+    try:
+        return Scenario.model_validate({**raw, "base_dir": base_dir})
+    except ValidationError as exc:
+        raise UserError(f"{origin}: invalid scenario: {_describe(exc)}") from None
 
 
 def _describe(exc: ValidationError) -> str:

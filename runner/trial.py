@@ -52,12 +52,24 @@ from mpstream.runner.scenario import Scenario, Trial, expand_trials
 from mpstream.runner.sites import site_class
 from mpstream.runner.sites.base import Site
 from mpstream.runner.workloads import workload_for
-from mpstream.runner.workloads.base import TrialContext, TrialFailed, WorkloadOutcome
+from mpstream.runner.workloads.base import (
+    SessionNames,
+    TrialContext,
+    TrialFailed,
+    WorkloadOutcome,
+)
 from mpstream.transports import pathpolicy
 
 
 def session_id_for(run_id: str, trial: Trial) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", f"{run_id}-{trial.key}")[:64]
+
+
+def session_names(run_id: str, scenario: Scenario, trial: Trial, tdir: Path) -> SessionNames:
+    """A run's trial's session: named after the run and the trial, labelled with the scenario
+    and the round, its screenshot the trial folder's last frame."""
+    return SessionNames(session_id_for(run_id, trial), scenario=scenario.name,
+                        trial=trial.round, screenshot=tdir / "last-frame.png")
 
 
 def site_for(scenario: Scenario, trial: Trial, tdir: Path, topo_name: str, pcap: bool) -> Site:
@@ -69,8 +81,10 @@ def site_for(scenario: Scenario, trial: Trial, tdir: Path, topo_name: str, pcap:
 
 
 def run_trial(scenario: Scenario, trial: Trial, *, run_id: str, run_dir: Path,
-              media_dir: Path | None, topo_name: str, pcap: bool = False) -> TrialRecord:
-    """Runs one trial and writes its folder; returns its record (also in trial.json)."""
+              media_dir: Path | None, topo_name: str, pcap: bool = False,
+              session: SessionNames | None = None) -> TrialRecord:
+    """Runs one trial and writes its folder; returns its record (also in trial.json).
+    `session`: what its video session is called (None: after the run and the trial)."""
     tdir = trial_dir(run_dir, trial.key)
     if tdir.exists():
         shutil.rmtree(tdir)  # an interrupted attempt: start clean
@@ -80,10 +94,11 @@ def run_trial(scenario: Scenario, trial: Trial, *, run_id: str, run_dir: Path,
         condition=trial.condition, player=trial.player, browser=trial.browser,
         codec=trial.codec, abr=trial.abr, host=this_host(),
         started_at=datetime.now(UTC).isoformat(), load_avg_1m=load_avg_1m())
+    session = session or session_names(run_id, scenario, trial, tdir)
     t_start = time.monotonic()
     with phases.phase_clock() as clock:
         try:
-            _run(scenario, trial, record, run_id, tdir, media_dir, topo_name, pcap)
+            _run(scenario, trial, record, session, tdir, media_dir, topo_name, pcap)
             record.status = "ok"
         except KeyboardInterrupt:
             raise  # no trial.json: the resumed run does this trial again
@@ -113,8 +128,8 @@ def failed_record(kind: str, trial: Trial, reason: str, *, host: str | None = No
         reason=reason)
 
 
-def _run(scenario: Scenario, trial: Trial, record: TrialRecord, run_id: str, tdir: Path,
-         media_dir: Path | None, topo_name: str, pcap: bool) -> None:
+def _run(scenario: Scenario, trial: Trial, record: TrialRecord, session: SessionNames,
+         tdir: Path, media_dir: Path | None, topo_name: str, pcap: bool) -> None:
     site = site_for(scenario, trial, tdir, topo_name, pcap)
     transport = site.transport
     record.transport = transport.name
@@ -128,7 +143,7 @@ def _run(scenario: Scenario, trial: Trial, record: TrialRecord, run_id: str, tdi
     record.metered_paths = sorted(metered or {})
     workload = workload_for(scenario.kind)
     if workload.plays_video:
-        record.session_id = session_id_for(run_id, trial)
+        record.session_id = session.session_id
     phases.mark(phases.PREPARED)
     with site.around(record), site.open() as network:
         phases.mark(phases.NETWORK_UP)
@@ -142,7 +157,7 @@ def _run(scenario: Scenario, trial: Trial, record: TrialRecord, run_id: str, tdi
         record.capacity_bps = network.capacity_bps(in_use)
         outcome = workload.run(TrialContext(
             network=network, transport=transport, scenario=scenario, trial=trial, tdir=tdir,
-            session_id=record.session_id or "", media_dir=media_dir, site=site,
+            session=session, media_dir=media_dir, site=site,
             watch=lambda: site.watch(network, tdir), path_policy=trial.condition.path_policy,
             metered=metered, held_paths=site.held_paths()))
         record.media = outcome.media

@@ -45,10 +45,11 @@ def playing(stack: Any, session_id: str) -> bool:
 
 
 def stack_of(pid: int, media: Path) -> Any:
-    """A handle on the ServerStack that process `pid` started (`mpstream play`, say), to read
-    its collector; None until its work directory is there."""
+    """A handle on the ServerStack that `mpstream play` (process `pid`) started, to read its
+    collector; None until its work directory is there (in the play's trial folder)."""
     from mpstream.scratch import session_folders
     from mpstream.server.stack import ServerStack
 
-    folders = session_folders("server", pid)
-    return ServerStack(media, workdir=folders[0]) if folders else None
+    workdirs = [workdir for folder in session_folders("play", pid)
+                for workdir in folder.glob("trials/*/server")]
+    return ServerStack(media, workdir=workdirs[0]) if workdirs else None

@@ -42,15 +42,21 @@ class EmulatedSite(Site):
 
     def __init__(self, scenario: Scenario, trial: Trial, tdir: Path, topo_name: str,
                  pcap: bool):
-        cond = trial.condition
-        profile = build_profile(scenario, cond)
-        self.transport = transport_for(cond, profile.mode)
-        profile = self.transport.fit_profile(profile)
-        pathpolicy.check_for(cond.path_policy, self.transport, profile)
-        # backup, deadline and fast-start start with their paths' endpoints flagged backup
-        self.profile, self.held = pathpolicy.fit_profile(profile, cond.path_policy)
+        self.profile, self.transport, self.held = self.built(scenario, trial.condition)
         self.tdir, self.topo_name, self.pcap = tdir, topo_name, pcap
         write_json(tdir / "profile.json", self.profile.model_dump(mode="json"))
+
+    @classmethod
+    def built(cls, scenario: Scenario, cond: Condition) -> tuple[Profile, Transport, list[int]]:
+        """The condition's profile as its transport and path policy run it (a policy the
+        network cannot run refused), that transport, and the paths the policy holds back."""
+        profile = build_profile(scenario, cond)
+        transport = transport_for(cond, profile.mode)
+        profile = transport.fit_profile(profile)
+        pathpolicy.check_for(cond.path_policy, transport, profile)
+        # backup, deadline and fast-start start with their paths' endpoints flagged backup
+        profile, held = pathpolicy.fit_profile(profile, cond.path_policy)
+        return profile, transport, held
 
     @classmethod
     def check_fields(cls, cond: Condition) -> None:
@@ -59,6 +65,9 @@ class EmulatedSite(Site):
                              "`url` and `interfaces`)")
         if cond.url is not None or cond.interfaces is not None:
             raise ValueError("`url` and `interfaces` go with kind = \"real\"")
+        if cond.collector is not None:
+            raise ValueError("`collector` goes with kind = \"real\": an emulated network's "
+                             "server runs its own")
 
     @classmethod
     def check_condition(cls, scenario: Scenario, cond: Condition) -> None:

@@ -102,6 +102,9 @@ class RealSite(Site):
                 self.url, self.specs, seconds=self.cond.check_s, transport=self.transport))
 
         record.url = self.url
+        if not self.cond.check_s:
+            yield
+            return
         checks = record.path_checks = {"before": check()}
         try:
             yield

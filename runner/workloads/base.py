@@ -33,6 +33,19 @@ class TrialFailed(Exception):
     """The trial failed for a reason worth recording (not a bug)."""
 
 
+@dataclass(frozen=True)
+class SessionNames:
+    """What a trial's video session is called: its id at the collector, the scenario label and
+    trial number the page stores with it (None: none), and the file the page's screenshot goes
+    to (None: none is taken). A run's trial is named after the run and itself
+    (runner/trial.py); `mpstream play`'s after its options."""
+
+    session_id: str
+    scenario: str | None = None
+    trial: int | None = None
+    screenshot: Path | None = None
+
+
 @dataclass
 class TrialContext:
     network: Network
@@ -40,7 +53,7 @@ class TrialContext:
     scenario: Scenario
     trial: Trial
     tdir: Path
-    session_id: str
+    session: SessionNames
     media_dir: Path | None
     site: Site
     watch: Callable[[], AbstractContextManager[object]]  # the samplers, for the workload's span

@@ -196,7 +196,7 @@ class VideoSession(Workload):
 
     def run(self, ctx: TrialContext) -> WorkloadOutcome:
         from mpstream.player.browsers import open_page
-        from mpstream.player.session import PlayRequest, play_session
+        from mpstream.player.session import play_session
 
         player = ctx.trial.player or "dashjs"
         browser = ctx.trial.browser or "chromium"
@@ -208,18 +208,7 @@ class VideoSession(Workload):
         ) as ((server, manifest), page):
             phases.mark(phases.SERVERS_UP)
             media = media_facts(ctx.media_dir) if ctx.media_dir is not None else None
-            live = ctx.scenario.live
-            abr, abr_params = ctx.scenario.abr_request(player, ctx.trial.abr)
-            request = PlayRequest(
-                player=player, transport=ctx.transport, manifest_path=manifest,
-                duration_s=ctx.scenario.duration_s, session_id=ctx.session_id,
-                scenario=ctx.scenario.name, trial=ctx.trial.round,
-                screenshot=ctx.tdir / "last-frame.png", buffer_s=ctx.scenario.buffer_s,
-                target_latency_s=live.target_latency_s if live else None,
-                browser=browser, codec=ctx.trial.codec or "auto",
-                abr=abr, abr_params=abr_params, workdir=ctx.tdir, path_policy=ctx.path_policy,
-                metered=ctx.metered, held_paths=ctx.held_paths,
-                deadline_marks=marks_of(ctx.trial))
+            request = play_request(ctx, player, browser, manifest)
             rivals = CompetingPlayers(ctx.network, server, request)
             cross = [competitor_flow(ctx, k, user, ctx.scenario.duration_s)
                      for k, user in enumerate(ctx.network.competitors) if user.cross_traffic]
@@ -233,8 +222,9 @@ class VideoSession(Workload):
                 with rivals:
                     played = play_session(ctx.network, server, request, page)
                 cross_traffic.wait(TRIAL_SLACK_S)
-            write_json(ctx.tdir / "summary.json", played.as_json())
-            events = keep_session(server, ctx.session_id, ctx.tdir)
+            # In the session's own order, which `play --json` prints.
+            write_json(ctx.tdir / "summary.json", played.as_json(), sort_keys=False)
+            events = keep_session(server, request, ctx.tdir)
             unplayed = rivals.keep(server, ctx.tdir)
             phases.mark(phases.RESULTS)
         phases.mark(phases.TORN_DOWN)
@@ -248,6 +238,25 @@ class VideoSession(Workload):
                                metered=played.metered_figures(),
                                path_policy_toggles=played.toggles(),
                                redundant_bytes=played.redundant_bytes)
+
+
+def play_request(ctx: TrialContext, player: str, browser: str, manifest: str) -> PlayRequest:
+    """The trial's session as the player plays it: the scenario's, the condition's and the
+    trial's settings, the session's names, what the site says of its paths."""
+    from mpstream.player.session import PlayRequest
+
+    abr, abr_params = ctx.scenario.abr_request(player, ctx.trial.abr)
+    return PlayRequest(
+        player=player, transport=ctx.transport, manifest_path=manifest,
+        duration_s=ctx.scenario.duration_s, session_id=ctx.session.session_id,
+        scenario=ctx.session.scenario, trial=ctx.session.trial,
+        screenshot=ctx.session.screenshot, buffer_s=ctx.scenario.buffer_s,
+        target_latency_s=ctx.scenario.live_target_s(),
+        report_timeout_s=ctx.scenario.report_timeout_s,
+        collector_url=ctx.trial.condition.collector,
+        browser=browser, codec=ctx.trial.codec or "auto",
+        abr=abr, abr_params=abr_params, workdir=ctx.tdir, path_policy=ctx.path_policy,
+        metered=ctx.metered, held_paths=ctx.held_paths, deadline_marks=marks_of(ctx.trial))
 
 
 def marks_of(trial: Trial) -> DeadlineMarks:
@@ -309,8 +318,7 @@ class CompetingPlayers:
                                                      "the player did not finish"})
             events: list[dict[str, object]] = []
             with contextlib.suppress(TrialFailed):  # a session the collector never saw
-                events = keep_session(server, session.request.session_id, folder,
-                                      access_log=False)
+                events = keep_session(server, session.request, folder, access_log=False)
             reason = session.unplayed(events)
             if reason is not None:
                 unplayed.append(reason)
@@ -344,16 +352,13 @@ class RivalSession:
         return f"competing player {self.host}: {why or 'it showed no frame'}"
 
 
-def keep_session(server: ServerStack, session_id: str, tdir: Path, *,
+def keep_session(server: ServerStack, request: PlayRequest, tdir: Path, *,
                  access_log: bool = True) -> list[dict[str, object]]:
-    from mpstream.server.stack import unix_get
-
-    """The session and its events, straight from the collector's own socket (the emulated
-    paths may be down, and the server address is unreachable from outside the namespaces), and
-    nginx's access log, into the trial's folder; returns the events."""
+    """The request's session and its events, from the collector it posted them to, and nginx's
+    access log, into the trial's folder; returns the events."""
+    session_id = request.session_id
     try:
-        status, body = unix_get(Path(server.collector_socket),
-                                f"/api/v1/sessions/{session_id}")
+        status, body = _collector_session(server, session_id, request.collector_url)
     except OSError as exc:
         raise TrialFailed(f"collector did not answer for session {session_id}: {exc}") from exc
     if status != 200:
@@ -365,6 +370,21 @@ def keep_session(server: ServerStack, session_id: str, tdir: Path, *,
     if access_log and Path(server.access_log).is_file():
         shutil.copyfile(server.access_log, tdir / "access.log")
     return events
+
+
+def _collector_session(server: ServerStack, session_id: str,
+                       collector_url: str | None) -> tuple[int, bytes]:
+    """The collector's answer for the session: from a collector elsewhere when one is named;
+    else straight from the server's own socket (the emulated paths may be down, and the server
+    address is unreachable from outside the namespaces)."""
+    from mpstream.server.stack import unix_get
+
+    if collector_url is None:
+        return unix_get(Path(server.collector_socket), f"/api/v1/sessions/{session_id}")
+    import requests  # its errors are OSErrors
+
+    found = requests.get(f"{collector_url.rstrip('/')}/sessions/{session_id}", timeout=10)
+    return found.status_code, found.content
 
 
 def media_facts(media_dir: Path) -> MediaFacts:

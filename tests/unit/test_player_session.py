@@ -1,5 +1,6 @@
-"""Pieces of `mpstream play` that need no browser: the page URL, the namespace wrapper, the
-command's checks. The browser itself runs in tests/e2e/test_player_*.py."""
+"""Pieces of a playback session that need no browser: the page URL, the namespace wrapper, the
+proofs on the wire, the codec checks. The browser itself runs in tests/e2e/test_player_*.py;
+the `play` command's checks are in tests/unit/test_play.py."""
 
 import os
 import subprocess
@@ -9,12 +10,10 @@ from types import SimpleNamespace
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
-from click.testing import CliRunner
 
 from mpstream.errors import UserError
 from mpstream.network import Network, PathInfo
 from mpstream.player import browsers, session
-from mpstream.player.cli import play
 from mpstream.transports.base import get_transport
 
 
@@ -148,39 +147,6 @@ def test_path_report_gives_deltas_and_shares():
     paths = session._path_report(topo, before, after)
     assert [(p["address"], p["rx_bytes"], p["tx_bytes"], p["rx_share"]) for p in paths] == [
         ("10.1.0.2", 3000, 100, 0.75), ("10.1.1.2", 1000, 50, 0.25)]
-
-
-def test_play_refuses_a_media_tree_without_the_manifest(tmp_path):
-    result = CliRunner().invoke(play, ["--media", str(tmp_path), "--player", "dashjs",
-                                       "--profile", "thesis-bandwidth-balanced"])
-    assert isinstance(result.exception, UserError)
-    assert "dash/manifest.mpd is missing" in str(result.exception)
-
-
-def test_play_passes_report_timeout_to_the_page(monkeypatch):
-    """--report-timeout reaches the request, and so the page's report_timeout parameter (the
-    e2e collector-down test plays with it); unset, the page keeps its own default."""
-    from mpstream.player import real
-
-    asked = []
-    monkeypatch.setattr(real, "play_url", lambda url, interfaces, request: asked.append(request))
-    monkeypatch.setattr("mpstream.player.cli._output", lambda *a: None)
-    for extra in (["--report-timeout", "40"], []):
-        result = CliRunner().invoke(play, ["--url", "http://127.0.0.1:9/m.mpd", *extra])
-        assert result.exception is None, result.output
-    assert [r.report_timeout_s for r in asked] == [40.0, None]
-    assert "report_timeout=40" in session.page_url("http://h", asked[0])
-    assert "report_timeout" not in session.page_url("http://h", asked[1])
-
-
-def test_play_refuses_a_profile_with_competing_clients_before_building_it(tmp_path):
-    (tmp_path / "dash").mkdir()
-    (tmp_path / "dash" / "manifest.mpd").write_text("<MPD/>")
-    result = CliRunner().invoke(play, ["--media", str(tmp_path), "--player", "dashjs",
-                                       "--profile", "shared-bottleneck"])
-    assert isinstance(result.exception, UserError)
-    assert "has competing clients" in str(result.exception)
-    assert "mpstream run" in str(result.exception)
 
 
 class _CountersNetwork(Network):

@@ -57,6 +57,9 @@ def test_a_network_kinds_own_fields_are_its_sites_to_check(base):
     raw = _raw(conditions=[{"label": "a", "profile": "p.toml", "url": "http://x/m.mpd"}])
     with pytest.raises(UserError, match="`url` and `interfaces` go with kind = \"real\""):
         parse_scenario(raw, base_dir=base)
+    raw = _raw(conditions=[{"label": "a", "profile": "p.toml", "collector": "http://x/api/v1"}])
+    with pytest.raises(UserError, match="`collector` goes with kind = \"real\""):
+        parse_scenario(raw, base_dir=base)
     raw = _raw(kind="iperf", media=None, conditions=[
         {"label": "w", "kind": "real", "url": "http://192.0.2.1/m.mpd", "interfaces": "eth0"}])
     with pytest.raises(UserError, match="real conditions play video"):
@@ -262,3 +265,28 @@ def test_an_mphttp_scheduler_is_one_class_and_its_register_call():
             == "halves"
     finally:
         del schedulers.SCHEDULERS["halves"]
+
+
+@pytest.mark.parametrize("check_s", [0, 1])
+def test_a_real_condition_checks_its_paths_around_the_trial_unless_check_s_is_0(
+        monkeypatch, tmp_path, check_s):
+    from mpstream.netem import pathcheck
+    from mpstream.runner.scenario import expand_trials
+
+    checked = []
+    monkeypatch.setattr(pathcheck, "check_paths", lambda *a, **kw: checked.append(a) or {
+        "url": a[0], "probe_url": a[0], "seconds": kw["seconds"], "interfaces": [],
+        "aggregate": None, "errors": []})
+    url = "http://192.0.2.1/m.mpd"
+    scenario = parse_scenario(_raw(media=None, conditions=[
+        {"label": "w", "kind": "real", "url": url, "interfaces": "eth0", "check_s": check_s}]),
+        base_dir=tmp_path)
+    trial = expand_trials(scenario, 1)[0]
+    site = site_class("real")(scenario, trial, tmp_path, "t", False)
+    record = TrialRecord(key=trial.key, round=0, order=0, kind="video",
+                         condition=trial.condition, started_at="2026-01-01T00:00:00+00:00")
+    with site.around(record):
+        pass
+    assert record.url == url
+    assert len(checked) == (2 if check_s else 0)
+    assert (record.path_checks is None) == (not check_s)

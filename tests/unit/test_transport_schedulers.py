@@ -95,7 +95,7 @@ def test_redundant_bytes_are_a_share_of_the_media_bytes(tmp_path):
 def test_play_refuses_an_unknown_scheduler_before_asking_for_what_else_is_missing(kernel_lists):
     from click.testing import CliRunner
 
-    from mpstream.player.cli import play
+    from mpstream.runner.play import play
 
     kernel_lists("default")
     said = CliRunner().invoke(play, ["--profile", "thesis-bandwidth-unbalanced",
