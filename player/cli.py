@@ -257,6 +257,7 @@ def play(media: Path | None, profile: str | None, url: str | None, interfaces: s
         check_codec(browser, codec, media, player)
         prof, chosen, held = _emulated_choice(profile, transport, scheduler, path_policy,
                                               deployment)
+        _check_low_latency(media, chosen)
         setting = {"path_policy": path_policy or prof.deployment.path_policy,
                    "metered": prof.metered_paths(), "held_paths": held, "deadline_marks": marks}
     session_id = session_id or f"play-{player}-{chosen.name}-{time.strftime('%Y%m%dT%H%M%S')}"
@@ -328,6 +329,16 @@ def _play_emulated(request: PlayRequest, prof: Any, media: Path, name: str,
             progress.step(f"playing {request.duration_s:g} s ({request.player} over "
                           f"{request.transport.name})")
             return play_session(topo, stack, request)
+
+
+def _check_low_latency(media: Path, chosen: Transport) -> None:
+    """Refuses a low-latency live tree (its live.json says so) over a transport that cannot
+    carry its growing segments."""
+    from mpstream.manifests.lltree import read_low_latency
+
+    refusal = chosen.refuses_low_latency()
+    if refusal and read_low_latency(media) is not None:
+        raise UserError(f"--media {media} is a low-latency live stream: {refusal}")
 
 
 def _real_transport(transport: str | None, scheduler: str | None,
