@@ -37,6 +37,7 @@ from mpstream.runner.scenario import Condition, Scenario, expand_trials, validat
 from mpstream.runner.sites.base import transport_for
 from mpstream.runner.sites.emulated import EmulatedSite
 from mpstream.runner.trial import run_trial
+from mpstream.runner.workloads import workload_for
 from mpstream.runner.workloads.base import SessionNames
 from mpstream.scratch import session_tempdir
 from mpstream.transports.base import TRANSPORTS, Transport, for_network_mode, get_transport
@@ -320,6 +321,10 @@ def _emulated_choice(scenario: Scenario) -> tuple[Profile, Transport]:
     refusal = chosen.refuses_cc(profile.cc)
     if refusal:
         raise UserError(f"profile {profile.name}: {refusal}")
+    # What the video workload refuses of a run's condition (mphttp on a low-latency stream)
+    refusal = workload_for("video").refuses(scenario, scenario.conditions[0], chosen)
+    if refusal:
+        raise UserError(refusal)
     return profile, chosen
 
 

@@ -180,7 +180,7 @@ def preflight(scenario: Scenario) -> None:
             problems.append(f"condition {cond.label}: {exc}")
             continue
         refusals = site.problems(scenario, cond, transport)
-        refusals += [r for r in [workload.refuses(cond, transport)] if r]
+        refusals += [r for r in [workload.refuses(scenario, cond, transport)] if r]
         problems += [f"condition {cond.label}: {r}" for r in refusals]
         transports |= {transport, *site.other_transports(scenario, cond)}
     for transport in sorted(transports, key=lambda t: t.name):

@@ -142,6 +142,13 @@ class Transport(ABC):
         """What this machine lacks to run this transport, each with its fix."""
         return []
 
+    def refuses_low_latency(self) -> str | None:
+        """Why this transport cannot carry a low-latency live stream, or None. Such a stream's
+        segment being written is sent as it grows (chunked, no Content-Length), and the player
+        needs each chunk as it arrives; the kernel's transports do that, and the hop passes
+        each chunk on as it comes (docs/quic.md)."""
+        return None
+
     def refuses_cc(self, cc: str | None) -> str | None:
         """Why this transport cannot run congestion control `cc` (a profile's), or None."""
         return None

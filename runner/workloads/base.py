@@ -105,8 +105,9 @@ class Workload(ABC):
         """What this machine lacks for the scenario's trials, each with its fix."""
         return []
 
-    def refuses(self, cond: Condition, transport: Transport) -> str | None:
-        """Why this workload cannot run over `transport` in condition `cond` (None: it can)."""
+    def refuses(self, scenario: Scenario, cond: Condition, transport: Transport) -> str | None:
+        """Why this workload cannot run over `transport` in condition `cond` of `scenario`
+        (None: it can)."""
         return None
 
     def bound_here(self, scenario: Scenario) -> str | None:

@@ -11,7 +11,7 @@ from mpstream.runner.downloads import BULK_PORT, BulkFlow, Downloads, competitor
 from mpstream.runner.layout import TrialData
 from mpstream.runner.metrics.common import cross_traffic_metrics, fairness_metrics, user_rates
 from mpstream.runner.metrics.metric import Metric, declare
-from mpstream.runner.scenario import Condition
+from mpstream.runner.scenario import Condition, Scenario
 from mpstream.runner.workloads import register
 from mpstream.runner.workloads.base import TRIAL_SLACK_S, TrialContext, Workload, WorkloadOutcome
 from mpstream.transports import pathpolicy
@@ -33,7 +33,7 @@ class BulkTransfer(Workload):
         Metric("iperf_retransmits", "iperf3 retransmits", "count"),
     )
 
-    def refuses(self, cond: Condition, transport: Transport) -> str | None:
+    def refuses(self, scenario: Scenario, cond: Condition, transport: Transport) -> str | None:
         if pathpolicy.policy_named(cond.path_policy).adapts:
             return (f"path policy {cond.path_policy} follows a player's buffer, and an iperf "
                     "trial has none")

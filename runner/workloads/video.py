@@ -55,7 +55,7 @@ from mpstream.runner.metrics.common import (
 from mpstream.runner.metrics.evidence import HELD
 from mpstream.runner.metrics.metric import Metric, declare
 from mpstream.runner.record import MediaFacts
-from mpstream.runner.scenario import LiveSpec, Scenario, Trial
+from mpstream.runner.scenario import Condition, LiveSpec, Scenario, Trial
 from mpstream.runner.sites import site_class
 from mpstream.runner.workloads import register
 from mpstream.runner.workloads.base import (
@@ -65,7 +65,7 @@ from mpstream.runner.workloads.base import (
     Workload,
     WorkloadOutcome,
 )
-from mpstream.transports.base import get_transport
+from mpstream.transports.base import Transport, get_transport
 from mpstream.transports.pathpolicy import DeadlineMarks
 
 if TYPE_CHECKING:
@@ -156,6 +156,26 @@ class VideoSession(Workload):
     def check_inputs(self, scenario: Scenario) -> None:
         if scenario.media is not None:
             existing_tree(scenario.media, scenario.base_dir)
+
+    def refuses(self, scenario: Scenario, cond: Condition, transport: Transport) -> str | None:
+        """A low-latency live stream over a transport that cannot carry one (mphttp), the
+        condition's own or a competing player's; a condition that plays a server of its own
+        (a real network's URL) does not play the run's stream."""
+        from mpstream.netem.competitors import with_transports
+
+        site = site_class(cond.kind)
+        stream = _low_latency_stream(scenario)
+        if stream is None or site.brings_media:
+            return None
+        profile = site.profile_of(scenario, cond)
+        competing = with_transports(profile) if profile is not None else []
+        players = [transport, *(speaks for user, speaks in competing if user.traffic == "same")]
+        for speaks in players:
+            refusal = speaks.refuses_low_latency()
+            if refusal:
+                who = "" if speaks is transport else "a competing player's "
+                return f"{stream}: {who}{refusal}"
+        return None
 
     def preflight(self, scenario: Scenario) -> list[str]:
         from mpstream.player.browsers import check_browser
@@ -425,6 +445,19 @@ def check_codecs(media_dir: Path, trials: list[Trial]) -> None:
         except UserError as exc:
             raise UserError(f"cannot run: {player} in {browser}: {exc}") from None
 
+
+
+def _low_latency_stream(scenario: Scenario) -> str | None:
+    """What makes the scenario's stream a low-latency one, as a refusal names it (None: it
+    is none): its [live] table, or a media tree that a low-latency `mpstream live` writes."""
+    from mpstream.manifests.lltree import read_low_latency
+
+    if scenario.live is not None and scenario.live.low_latency:
+        return "the [live] stream is low-latency (low_latency = true)"
+    media = scenario.media.dir if scenario.media is not None else None
+    if media is not None and read_low_latency(media) is not None:
+        return f"the media {media} is a low-latency live stream"
+    return None
 
 @contextlib.contextmanager
 def live_stream(live: LiveSpec, out_dir: Path, console: Console) -> Iterator[Path]:

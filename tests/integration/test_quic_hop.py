@@ -4,6 +4,8 @@ it over both emulated paths, QUIC over one; the TCP and MPTCP arms of the same h
 transports do; a path taken down mid-transfer does not hang the download, and a dead gateway
 ends the proxy with the reason. Over paths of unequal delay, each packet scheduler carries a
 download whole, and minrtt keeps a download on the low-RTT path that noq's own order splits.
+A response that grows while it is sent (chunked, as the low-latency origin's segment being
+written) reaches the client chunk by chunk, each as it was written, in every mode.
 The gateway's path hold (the path policies' lever for mpquic) moves a running download off a
 path and back, each within a second."""
 
@@ -11,7 +13,10 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +25,7 @@ from mpstream.netem.profile import profile_from_dict
 from mpstream.netem.topology import Topology
 from mpstream.server.stack import ServerStack
 from mpstream.transports.hop.programs import HopOptions, QuicHop
+from tests.chunkedserver import chunk_body
 from tests.pathbytes import cut_path0_during, moved, rx, seconds_until, still
 from tests.waiting import wait_until
 
@@ -28,6 +34,8 @@ pytestmark = [pytest.mark.long, pytest.mark.timeout(300)]  # make test-quic
 FILE_BYTES = 6 * 1024 * 1024
 SMALL_BYTES = 128 * 1024  # fits the fast path's window once a download has opened it
 PORT = 8080
+GROWING_PORT = 8090  # tests/chunkedserver.py, beside nginx on the server host
+ROOT = Path(__file__).resolve().parents[2]
 SCHEDULERS = ("lowest-id", "minrtt", "ecf", "redundant-tail")
 
 
@@ -302,3 +310,107 @@ def test_minrtt_keeps_a_download_on_the_low_rtt_path_that_lowest_id_splits(unequ
     assert shares["minrtt"] >= 0.75, shares
     assert shares["lowest-id"] <= 0.9, shares
     assert shares["minrtt"] > shares["lowest-id"], shares
+
+
+# A response written over 2.5 s: six chunks 0.5 s apart, small (a chunk's header, as CMAF's
+# moof) and large (100 kB: half a second of video at 1.6 Mbit/s) in turn.
+CHUNKS, EVERY_S = 6, 0.5
+# A chunk arrives within this of being written: the paths' round trip (up to 84 ms on the
+# unequal paths) and its transmission, well under the 0.5 s before the next chunk is written
+# (a hop that waited for the end of the response would hand over the first chunk 2.5 s late).
+CHUNK_LAG_S = 0.3
+
+
+@contextmanager
+def growing_server(topo, *more: str):
+    """tests/chunkedserver.py in the server namespace: every GET answered with chunked
+    transfer, one chunk every 0.5 s, each write's time on its stdout (`more`: its further
+    options)."""
+    server = topo.popen("server", [
+        sys.executable, "-m", "tests.chunkedserver", "--host", topo.server_addr,
+        "--port", str(GROWING_PORT), "--chunks", str(CHUNKS), "--every", str(EVERY_S),
+        "--sizes", "200,100000", *more], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT)
+    try:
+        assert server.stdout is not None
+        ready = server.stdout.readline()
+        assert ready, server.stderr.read() if server.stderr else ""
+        yield server
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def fetch_growing(topo, hop, server) -> tuple[float, float, list[float]]:
+    """Through the hop, curl (unbuffered) reads the growing response, line by line: seconds
+    from the request to its first chunk and to its last, and each chunk's lag (its arrival at
+    the client less its write at the server; one clock, both namespaces)."""
+    started = time.time()
+    curl = topo.popen("client", ["curl", "-sfN", f"{hop.base_url}/growing"],
+                      stdout=subprocess.PIPE)
+    arrived, sizes = [], []
+    assert curl.stdout is not None
+    for line in curl.stdout:
+        arrived.append(time.time())
+        sizes.append(len(line))
+        assert line.startswith(f"{len(arrived) - 1} ".encode()), line[:20]
+    assert curl.wait(timeout=30) == 0, hop.problem()
+    assert server.stdout is not None
+    written = [json.loads(server.stdout.readline()) for _ in range(CHUNKS)]
+    assert [w["chunk"] for w in written] == list(range(CHUNKS))
+    assert sizes == [w["bytes"] for w in written]
+    lags = [a - w["written"] for a, w in zip(arrived, written, strict=True)]
+    return arrived[0] - started, arrived[-1] - started, lags
+
+
+@pytest.mark.parametrize(("net", "mode", "scheduler"), [
+    ("mptcp_net", "quic", None),
+    ("mptcp_net", "tcp", None),
+    ("mptcp_net", "mptcp", None),
+    *[("unequal_net", "mpquic", s) for s in SCHEDULERS],
+])
+def test_a_growing_response_arrives_chunk_by_chunk(request, tmp_path, net, mode, scheduler):
+    """The low-latency origin sends the segment being written as it grows, with chunked
+    transfer: the hop must hand each chunk on as it arrives, not when the response ends. The
+    server writes six chunks 0.5 s apart; through the hop, each reaches curl within
+    CHUNK_LAG_S of its write, so the first arrives about 2.5 s before the last (the time to
+    first byte is a small part of the whole). A first request opens the windows and the
+    stream, as a player's earlier requests would."""
+    topo = request.getfixturevalue(net)
+    options = HopOptions(mode, scheduler=scheduler or "lowest-id")
+    with growing_server(topo) as server, QuicHop(topo, GROWING_PORT, options, tmp_path) as hop:
+        fetch_growing(topo, hop, server)
+        first, total, lags = fetch_growing(topo, hop, server)
+        assert hop.problem() is None
+    print(f"{mode} {scheduler or ''}: first chunk after {first:.3f} s, last after {total:.3f} s,"
+          f" lags {[round(lag, 3) for lag in lags]}")
+    assert max(lags) < CHUNK_LAG_S, lags
+    assert total > (CHUNKS - 1) * EVERY_S
+    assert first < total / 5, (first, total)
+
+
+@pytest.mark.parametrize("mode", ["mpquic", "tcp"])
+def test_a_growing_response_broken_mid_way_arrives_broken(mptcp_net, tmp_path, mode):
+    """The origin breaks a segment that stops growing rather than end it as if whole. Broken
+    after two chunks (a reset, no last chunk), the response reaches curl through the hop with
+    its first chunk (written half a second before the break) and then the reset: curl reports
+    the connection reset (56), as it does straight from the server. What of the second chunk
+    had not been sent may be lost with the reset, straight from the server (its unsent bytes)
+    as through the hop.
+    (The hop used to pass a reset on as an orderly end, and curl said 18, a partial transfer:
+    a chunked body's missing last chunk still showed it, a body that the connection's end
+    delimits would not have.)"""
+    with (
+        growing_server(mptcp_net, "--break-after", "2"),
+        QuicHop(mptcp_net, GROWING_PORT, HopOptions(mode), tmp_path) as hop,
+    ):
+        done = mptcp_net.run("client", ["curl", "-sN", f"{hop.base_url}/growing"],
+                             capture_output=True, timeout=30)
+        assert hop.problem() is None
+        direct = mptcp_net.run("client", [
+            "curl", "-sN", f"http://{mptcp_net.server_addr}:{GROWING_PORT}/growing"],
+            capture_output=True, timeout=30)
+    assert (direct.returncode, done.returncode) == (56, 56), (direct, done)
+    written = chunk_body(0, 200) + chunk_body(1, 100_000)
+    for got in (direct.stdout, done.stdout):
+        assert written.startswith(got) and got.startswith(chunk_body(0, 200)), len(got)

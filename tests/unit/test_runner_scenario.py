@@ -1,5 +1,6 @@
 """Scenario files: validation errors that name the field, shipped scenarios, trial order."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -259,3 +260,85 @@ def test_a_rule_a_player_lacks_is_refused_at_load_naming_what_it_has(base, chang
     with pytest.raises(UserError) as err:
         parse_scenario(_raw(**change), base_dir=base)
     assert message in str(err.value)
+
+
+LOW_LATENCY = {"source": "synthetic", "ladder": "small", "segment_duration": 2,
+               "window_s": 20, "low_latency": True, "part_duration": 0.5}
+COMPETING = PROFILE + """
+[[competitors]]
+name = "other"
+transport = "{transport}"
+traffic = "{traffic}"
+[[competitors.paths]]
+via = 0
+"""
+
+
+@pytest.mark.parametrize("name", ["mptcp", "tcp", "mpquic", "quic", "mptcp-hop", "tcp-hop"])
+def test_every_transport_but_mphttp_carries_a_low_latency_stream(name):
+    assert get_transport(name).refuses_low_latency() is None
+
+
+def test_mphttp_is_refused_for_a_low_latency_stream_before_any_trial_says_why(base):
+    """A range split needs the object's size, which a segment being written does not have:
+    mphttp is refused for a low-latency live stream (the condition's transport, or a competing
+    player's), with the reason and the transports to use instead; the same scenario without
+    low_latency and a competitor that only downloads (cross traffic) are not refused for it;
+    an iperf scenario refuses mphttp for its own reason."""
+    from mpstream.runner.workloads import workload_for
+
+    for transport, traffic in (("mphttp", "same"), ("mphttp", "bulk"), ("tcp", "same")):
+        (base / f"{transport}-{traffic}.toml").write_text(
+            COMPETING.format(transport=transport, traffic=traffic))
+    conditions = [{"label": "own", "profile": "p.toml", "transport": "mphttp"},
+                  {"label": "mpquic", "profile": "p.toml", "transport": "mpquic"},
+                  {"label": "player", "profile": "mphttp-same.toml", "transport": "mptcp"},
+                  {"label": "cross", "profile": "mphttp-bulk.toml", "transport": "mptcp"},
+                  {"label": "tcp-user", "profile": "tcp-same.toml", "transport": "mphttp"}]
+    video = workload_for("video")
+
+    def refusals(live):
+        sc = parse_scenario(_raw(media=None, live=live, conditions=conditions), base_dir=base)
+        return {c.label: video.refuses(sc, c, get_transport(c.transport))
+                for c in sc.all_conditions()}
+
+    low = refusals(LOW_LATENCY)
+    assert {label for label, r in low.items() if r} == {"own", "player", "tcp-user"}, low
+    own = low["own"]
+    assert own is not None
+    assert own.startswith("the [live] stream is low-latency (low_latency = true): transport "
+                          "mphttp cannot carry")
+    assert "a range split of an object of unknown length cannot be planned" in own
+    assert "Use mptcp or mpquic (multipath), or tcp or quic (one path)" in own
+    assert "a competing player's transport mphttp" in (low["player"] or "")
+    plain = {k: v for k, v in LOW_LATENCY.items() if k not in ("low_latency", "part_duration")}
+    assert not any(refusals(plain).values())
+    iperf = parse_scenario(_raw(kind="iperf", media=None, conditions=conditions[:1]),
+                           base_dir=base)
+    bulk = workload_for("iperf").refuses(iperf, iperf.conditions[0], get_transport("mphttp"))
+    assert "carries a player's HTTP only" in (bulk or "")
+
+
+def test_a_media_tree_written_by_a_low_latency_stream_refuses_mphttp_too(tmp_path, base):
+    """`play --media` and a [media] dir play a low-latency tree as they find it: mphttp is
+    refused for it by the same rule, named by the tree; a tree without live.json is not."""
+    from mpstream.manifests.lltree import LIVE_JSON, LOW_LATENCY_KEY, LowLatencyTree, Rendition
+    from mpstream.runner.workloads import workload_for
+
+    tree = LowLatencyTree(stamp="T", segment_duration=2.0, part_duration=0.5, part_target=0.52,
+                          target_latency_s=1.5, window_segments=10,
+                          renditions=(Rendition(playlist="360p", rep="0", kind="video"),))
+    media = tmp_path / "tree"
+    media.mkdir()
+    sc = parse_scenario(_raw(media={"dir": str(media)},
+                             conditions=[{"label": "own", "profile": "p.toml",
+                                          "transport": "mphttp"}]), base_dir=base)
+    video, mphttp = workload_for("video"), get_transport("mphttp")
+    assert video.refuses(sc, sc.conditions[0], mphttp) is None  # no live.json: no live tree
+    (media / LIVE_JSON).write_text(json.dumps({"state": "running",
+                                               "extra": {LOW_LATENCY_KEY: tree.model_dump()}}))
+    assert video.refuses(sc, sc.conditions[0], get_transport("mptcp")) is None
+    refusal = video.refuses(sc, sc.conditions[0], mphttp) or ""
+    assert refusal.startswith(f"the media {media} is a low-latency live stream: transport "
+                              "mphttp cannot carry")
+    assert "unknown length" in refusal

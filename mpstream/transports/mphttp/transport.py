@@ -33,6 +33,13 @@ from mpstream.transports.mphttp.schedulers import DEFAULT_SCHEDULER, summaries
 STATS_FILE = "mphttp.jsonl"
 STDERR_FILE = "mphttp-stderr.log"  # a file, not a pipe: a pipe nobody reads could fill and stall it
 READY_TIMEOUT_S = 15.0
+# docs/mphttp.md, "Low-latency live".
+LOW_LATENCY_REFUSAL = (
+    "transport mphttp cannot carry a low-latency live stream: it splits each object into byte "
+    "ranges planned from the object's size, and the segment being written has no size yet (it "
+    "is sent as it grows, without Content-Length); a range split of an object of unknown "
+    "length cannot be planned, and mphttp does not guess one. Use mptcp or mpquic (multipath), "
+    "or tcp or quic (one path)")
 
 
 class MPHTTP(Transport):
@@ -47,6 +54,9 @@ class MPHTTP(Transport):
 
     def schedulers(self) -> dict[str, str]:
         return summaries()
+
+    def refuses_low_latency(self) -> str | None:
+        return LOW_LATENCY_REFUSAL
 
     @contextlib.contextmanager
     def carrier(self, network: Network, base_url: str, workdir: Path,
