@@ -54,7 +54,13 @@ from mpstream.manifests import dash, hls
 from mpstream.manifests.bitstream import init_segment_codecs
 from mpstream.manifests.codecs import CodecError
 from mpstream.manifests.isobmff import BoxError
-from mpstream.manifests.lltree import LIVE_JSON, LOW_LATENCY_KEY, LowLatencyTree, Rendition
+from mpstream.manifests.lltree import (
+    LIVE_JSON,
+    LOW_LATENCY_KEY,
+    LowLatencyTree,
+    Rendition,
+    read_live_state,
+)
 from mpstream.proc import die_with_parent, pid_alive, stop
 
 # The MPD's UTCTiming points here; nginx answers it itself (server/nginx.conf.j2), so a dash.js
@@ -107,10 +113,6 @@ class LiveState:
         tmp.replace(root / LIVE_JSON)
 
 
-def read_live_state(root: Path) -> dict:
-    return json.loads((root / LIVE_JSON).read_text())
-
-
 def validate_config(config: LiveConfig) -> None:
     if not config.segment_duration > 0:
         raise UserError(
@@ -138,7 +140,7 @@ def prepare_tree(out: Path) -> Path:
                 f"--out {out} exists and does not hold a live tree (no {LIVE_JSON}); refusing"
                 " to replace it. Pass a new or empty directory."
             )
-        state = read_live_state(out)
+        state = read_live_state(out) or {}
         if state.get("state") != "ended" and _alive(state.get("pid")):
             raise UserError(
                 f"--out {out} is being written by a running `mpstream live` (pid"
@@ -454,7 +456,7 @@ def live_in_background(config: LiveConfig, ready_timeout: float = 60.0) -> Itera
         try:
             deadline = time.monotonic() + ready_timeout
             while True:
-                state = _state_or_none(out)
+                state = read_live_state(out)
                 if state and state.get("pid") == proc.pid and state["state"] == "running":
                     break
                 if proc.poll() is not None or time.monotonic() > deadline:
@@ -468,10 +470,3 @@ def live_in_background(config: LiveConfig, ready_timeout: float = 60.0) -> Itera
             yield out
         finally:
             stop(proc, graceful=signal.SIGINT, timeout=STOP_TIMEOUT_S + 10)
-
-
-def _state_or_none(out: Path) -> dict | None:
-    try:
-        return read_live_state(out)
-    except (OSError, ValueError):
-        return None

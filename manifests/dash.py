@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from lxml import etree
@@ -240,3 +241,16 @@ def end_live_mpd(src: Path, dst: Path, codecs: dict[str, str], title: str,
     for utc in root.findall(f"{_Q}UTCTiming"):
         root.remove(utc)
     _write_atomically(tree, dst)
+
+
+def availability_start(path: Path) -> datetime | None:
+    """A dynamic MPD's availabilityStartTime (segment `startNumber` begins then); None while
+    the MPD is not there, or for a static one."""
+    try:
+        root = etree.parse(str(path)).getroot()
+    except (OSError, etree.XMLSyntaxError):
+        return None
+    text = root.get("availabilityStartTime")
+    if text is None:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)

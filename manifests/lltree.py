@@ -73,12 +73,19 @@ class LowLatencyTree(BaseModel):
                 m.group("tmp") is not None)
 
 
+def read_live_state(tree: Path) -> dict | None:
+    """A live tree's live.json (None: there is none, or it cannot be read)."""
+    try:
+        return json.loads((tree / LIVE_JSON).read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def read_low_latency(tree: Path) -> tuple[LowLatencyTree, str] | None:
     """The tree's low-latency description and its state (starting, running, ended); None when
     the tree is no low-latency live tree (no live.json, or one without the block)."""
-    try:
-        state = json.loads((tree / LIVE_JSON).read_text())
-    except (OSError, ValueError):
+    state = read_live_state(tree)
+    if state is None:
         return None
     block = (state.get("extra") or {}).get(LOW_LATENCY_KEY)
     if not isinstance(block, dict):

@@ -6,12 +6,12 @@ playlists and every held request are answered from it."""
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from mpstream.manifests.cmaf import Chunk, read_chunks, track_timescale
+from mpstream.manifests.dash import availability_start
 from mpstream.manifests.isobmff import BoxError
 from mpstream.manifests.llhls import MediaPlaylist, Part, Segment
 from mpstream.manifests.lltree import LowLatencyTree, Rendition
@@ -20,7 +20,6 @@ from mpstream.manifests.lltree import LowLatencyTree, Rendition
 # past the last one, or this many parts past the last part, is answered 400 at once.
 ADVANCE_SEGMENTS = 2
 ADVANCE_PARTS = 3
-_AST = re.compile(r'availabilityStartTime="([^"]+)"')
 
 
 @dataclass
@@ -65,7 +64,7 @@ class StreamIndex:
         playlist is made from: the origin keeps each playlist until then)."""
         changed = False
         if self.start is None:
-            self.start = _availability_start(self.dash / "ffmpeg.mpd")
+            self.start = availability_start(self.dash / "ffmpeg.mpd")
             changed = self.start is not None
         seen: dict[tuple[str, int], bool] = {}
         try:
@@ -188,12 +187,3 @@ def _dash_uri(name: str) -> str:
     """A DASH file's URI as an HLS media playlist (hls/<rendition>/index.m3u8) names it."""
     return f"../../dash/{name}"
 
-
-def _availability_start(mpd: Path) -> datetime | None:
-    try:
-        m = _AST.search(mpd.read_text())
-    except OSError:
-        return None
-    if m is None:
-        return None
-    return datetime.fromisoformat(m.group(1).replace("Z", "+00:00")).astimezone(UTC)
