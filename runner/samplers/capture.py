@@ -1,12 +1,17 @@
-"""Per-trial wire evidence: packet headers on every path interface, and the kernel's MPTCP
-counters before and after.
+"""Per-trial wire evidence: packet headers on every path, and the kernel's MPTCP counters before
+and after.
 
-`PacketCapture` runs one tcpdump per interface (each client path interface, and the server's),
-keeping only the first SNAPLEN bytes of a packet: Ethernet, IP and TCP headers with all their
-options (MPTCP's MP_CAPABLE, MP_JOIN, DSS, ADD_ADDR are TCP options), no payload. A capture
-stops at MAX_PACKETS so a trial's raw data stays bounded (about 28 MB an interface before
-compression); the start of a trial, where the startup penalty lives, is always kept. The files
-are gzip-compressed pcap, which Wireshark and tshark open as they are.
+`PacketCapture` runs one tcpdump per target. A trial captures once per namespace: the client's
+every interface at once (`-i any`, loopback left out), and the server's one interface. So a
+multipath condition runs as many captures as a single-path one, each woken for the same packets
+(a segment's bytes cross one client interface or another, never both): the capture's cost does
+not depend on the number of paths. A capture keeps only the first SNAPLEN bytes of a packet:
+the link, IP and TCP headers with all their options (MPTCP's MP_CAPABLE, MP_JOIN, DSS,
+ADD_ADDR are TCP options), no payload. It stops at MAX_PACKETS so a trial's raw data stays
+bounded (about 28 MB a capture before compression); the start of a trial, where the startup
+penalty lives, is always kept. The files are gzip-compressed pcap, which Wireshark and tshark
+open as they are. The client's (link type LINUX_SLL2) gives each packet its interface's index
+in the namespace; the path a packet took is told by the client's address on it.
 
 `mptcp_counters` reads `nstat`'s MPTcpExt* counters of a namespace (absolute values, without
 touching nstat's history file, which namespaces would otherwise share).
@@ -27,10 +32,20 @@ from mpstream.errors import UserError
 from mpstream.network import in_netns
 from mpstream.proc import stop
 
-# 14 (Ethernet) + 20 (IPv4) + 60 (TCP with the most options) = 94: 128 keeps every header.
+# 20 (a LINUX_SLL2 header; Ethernet's is 14) + 20 (IPv4) + 60 (TCP with the most options) = 100:
+# 128 keeps every header.
 SNAPLEN = 128
+# Every interface of a namespace, and the filter that leaves its loopback out.
+ALL_INTERFACES = "any"
+NOT_LOOPBACK = "not (net 127.0.0.0/8 or host ::1)"
 MAX_PACKETS = 200_000
 READY_TIMEOUT_S = 5.0
+
+
+def namespace_targets(client_ns: str | None,
+                      server_ns: str | None) -> list[tuple[str | None, str, str]]:
+    """What a trial captures: the client's namespace whole (every path), the server's interface."""
+    return [(client_ns, ALL_INTERFACES, "client"), (server_ns, "eth0", "server-eth0")]
 
 
 class PacketCapture:
@@ -62,6 +77,8 @@ class PacketCapture:
                                          "-i", ifname, "-s", str(self.snaplen),
                                          "-c", str(self.max_packets), "-n", "-Z", "root",
                                          "-w", str(pcap)])
+                if ifname == ALL_INTERFACES:
+                    argv.append(NOT_LOOPBACK)
                 proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                         text=True)
                 self._procs.append((proc, pcap))
@@ -91,21 +108,30 @@ class PacketCapture:
 
 
 def _wait_listening(proc: subprocess.Popen, ifname: str) -> None:
-    """Returns once tcpdump says it listens (its first line on stderr); raises if it ended."""
+    """Returns once tcpdump says it listens on stderr (`-i any` first names its link type);
+    raises if it ended or said something else."""
     stderr = proc.stderr
     assert stderr is not None
-    box: list[str] = []
-    reader = threading.Thread(target=lambda: box.append(stderr.readline()), daemon=True)
-    reader.start()
-    reader.join(READY_TIMEOUT_S)
-    line = box[0] if box else ""
-    if "listening on" not in line:
-        rest = ""
-        if proc.poll() is not None:
-            rest = stderr.read()
-        raise UserError(f"tcpdump on {ifname} did not start: {(line + rest).strip()[:300]}")
-    # Drain the rest of stderr so tcpdump never blocks on a full pipe.
-    threading.Thread(target=stderr.read, daemon=True).start()
+    said: list[str] = []
+    listening = threading.Event()
+
+    def read() -> None:
+        for line in stderr:
+            said.append(line)
+            if "listening on" in line:
+                listening.set()
+                # Drain the rest so tcpdump never blocks on a full pipe.
+                for _ in stderr:
+                    pass
+                return
+            if not line.startswith("tcpdump: data link type"):
+                return
+
+    threading.Thread(target=read, daemon=True).start()
+    if not listening.wait(READY_TIMEOUT_S):
+        rest = stderr.read() if proc.poll() is not None else ""
+        said_all = ("".join(said) + rest).strip()
+        raise UserError(f"tcpdump on {ifname} did not start: {said_all[:300]}")
 
 
 def _gzip(pcap: Path) -> Path:

@@ -21,7 +21,11 @@ from mpstream.runner.layout import (
     write_json,
 )
 from mpstream.runner.metrics.evidence import write_clock
-from mpstream.runner.samplers.capture import CounterSnapshots, PacketCapture
+from mpstream.runner.samplers.capture import (
+    CounterSnapshots,
+    PacketCapture,
+    namespace_targets,
+)
 from mpstream.runner.samplers.kernel import SubflowSampler
 from mpstream.runner.scenario import Condition, Scenario, Trial, build_profile
 from mpstream.runner.sites import register
@@ -191,10 +195,9 @@ class Samplers:
         self.counters = CounterSnapshots(hosts)
         self.capture = None
         if pcap:
-            targets = [(hosts["client"], p.client_ifname, f"client-{p.client_ifname}")
-                       for p in network.paths]
-            targets.append((hosts["server"], "eth0", "server-eth0"))
-            self.capture = PacketCapture(targets, tdir / "pcap")
+            # One capture a namespace, whatever the number of paths (capture.py says why).
+            self.capture = PacketCapture(namespace_targets(hosts["client"], hosts["server"]),
+                                         tdir / "pcap")
 
     def __enter__(self) -> Samplers:
         self.counters.take_before()
