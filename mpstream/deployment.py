@@ -103,10 +103,18 @@ class ServerSettings(_End):
     # subflow whatever its rate (a third of a small first segment behind 5 Mbit/s), and passes
     # over a subflow whose buffer is full (netem/pathcaps.py). Emulated paths only, as above.
     sndbuf_bdp: float | None = Field(default=None, gt=0, le=64)
+    # Applies the caps above to every path, a user's fastest and a single-path user's one too,
+    # not only its slower paths. For low-latency live: a path's queue then stays a few of its
+    # round trips long, so a part is not held behind a full queue, and a path that fails is
+    # found by its retransmission timer within a fraction of a second, where a full queue at a
+    # few hundred kbit/s would have grown the timer to seconds (docs/live.md). It cost a
+    # video-on-demand download its per-segment rate on the fast path
+    # (docs/deployments.md#the-servers-window-cap-per-path).
+    cap_every_path: bool = False
 
     @property
     def caps_paths(self) -> bool:
-        """Whether the server caps what it sends on a user's slower paths."""
+        """Whether the server caps what it sends on some of a user's paths."""
         return any(v is not None for v in (self.cwnd_clamp_bdp, self.pacing_cap, self.sndbuf_bdp))
 
 

@@ -481,7 +481,8 @@ class Topology(Network):
         rate is its emulator's downlink rate, a trace's mean, over its round trip.
         A user's fastest path is left uncapped, and so is a single-path user's: capping the
         fast path's window too cost per-segment rate
-        (docs/deployments.md#the-servers-window-cap-per-path)."""
+        (docs/deployments.md#the-servers-window-cap-per-path); `server.cap_every_path` caps
+        them too."""
         server = self.profile.deployment.server
         if not server.caps_paths:
             return {}
@@ -503,7 +504,7 @@ class Topology(Network):
         for paths in found.values():
             fastest = max(rate for _, rate, _ in paths)
             for wire, rate, rtt_ms in paths:
-                if rate < fastest:
+                if rate < fastest or server.cap_every_path:
                     caps[f"10.1.{wire.slot}.0"] = pathcaps.PathCap(
                         pathcaps.clamp_packets(rate, rtt_ms, server.cwnd_clamp_bdp)
                         if server.cwnd_clamp_bdp is not None else None,

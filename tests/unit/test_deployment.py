@@ -20,7 +20,8 @@ TWO_PATHS = {"paths": [{"name": "fast", "rate": "25mbit"}, {"name": "slow", "rat
 
 
 def test_the_shipped_presets_load_and_kernel_default_is_the_kernels_settings():
-    assert {"kernel-default", "mptcp-tuned", "mptcp-tuned-server"} <= set(preset_names())
+    assert {"kernel-default", "mptcp-tuned", "mptcp-tuned-server", "mptcp-live"} <= set(
+        preset_names())
     default = load_deployment(DEFAULT_DEPLOYMENT)
     assert default.model_dump(exclude={"name", "description", "source"}) == \
         Deployment().model_dump(exclude={"name", "description", "source"})

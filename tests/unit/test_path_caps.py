@@ -64,6 +64,17 @@ def test_a_topology_caps_each_slower_path_by_its_own_rate_and_delay():
         assert _topology(profile, cwnd_clamp_bdp=2.0, pacing_cap=1.0).path_caps() == {}
 
 
+def test_cap_every_path_caps_the_fastest_path_and_a_single_path_too():
+    # 25 Mbit/s over 10 ms: 2 BDPs are 62.5 KB, 44 packets; the 5 Mbit/s path 9 as before.
+    assert _topology("thesis-bandwidth-unbalanced", cwnd_clamp_bdp=2.0,
+                     cap_every_path=True).path_caps() == {
+        "10.1.0.0": PathCap(44, None), "10.1.1.0": PathCap(9, None)}
+    assert _topology("thesis-bandwidth-single", cwnd_clamp_bdp=2.0,
+                     cap_every_path=True).path_caps() == {"10.1.0.0": PathCap(52, None)}
+    # Alone it caps nothing: it says where the caps apply, not what they are.
+    assert _topology("thesis-bandwidth-single", cap_every_path=True).path_caps() == {}
+
+
 def test_a_path_without_a_rate_cannot_be_capped():
     dep = deployment_from_dict({"server": {"cwnd_clamp_bdp": 2.0}})
     prof = load_profile("thesis-bandwidth-unbalanced", {"paths.1.rate": None}, deployment=dep)
