@@ -28,10 +28,13 @@ import tempfile
 from pathlib import Path
 
 from mpstream.netem.topology import Topology
+from mpstream.paths import REPO_ROOT
 from mpstream.proc import signals_interrupt
 from mpstream.runner.report.summary import BenchRecord
 from mpstream.runner.samplers.capture import PacketCapture, namespace_targets
 from mpstream.transports.base import get_transport
+
+sys.path.insert(0, str(REPO_ROOT))
 from tests.waiting import listening, wait_until
 
 LAYOUTS = ("per-interface", "per-namespace")
