@@ -151,7 +151,7 @@ def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
     trials planned that a summary names)."""
     return {
         **plan_json(scenario, trials, media_dir, pcap),
-        "scenario_file": str(scenario_path) if scenario_path else None,
+        "scenario_file": str(Path(scenario_path).resolve()) if scenario_path else None,
         "plan": [t.key for t in plan],
         "chosen": chosen,
         "environment": provenance.environment(),

@@ -21,11 +21,12 @@ from pydantic import BaseModel, ConfigDict
 
 from mpstream import provenance
 from mpstream.errors import UserError
+from mpstream.paths import REPO_ROOT
 from mpstream.qoe.stats import Summary, summarize
 from mpstream.runner.layout import RUN_JSON, RunScenario, TrialData, load_trials, read_json
 from mpstream.runner.record import TrialRecord
 from mpstream.runner.report.build import Group, Report, metric_label
-from mpstream.runner.scenario import condition_of_key
+from mpstream.runner.scenario import SCENARIOS_DIR, condition_of_key
 from mpstream.runner.until import ConditionState, Until, states_of
 
 FORMAT = 1
@@ -179,6 +180,7 @@ class RunFolder:
     cluster: str | None
     pcap: bool
     environment: dict[str, Any] | None
+    scenario_file: str | None = None  # the file it was read from, as the command named it
 
     @classmethod
     def of(cls, run: dict[str, Any]) -> RunFolder:
@@ -187,7 +189,7 @@ class RunFolder:
                    spec_trials=(run.get("scenario_spec") or {}).get("trials"),
                    until=Until.from_json(run["until"]) if run.get("until") else None,
                    cluster=run.get("cluster"), pcap=bool(run.get("pcap")),
-                   environment=run.get("environment"))
+                   environment=run.get("environment"), scenario_file=run.get("scenario_file"))
 
     @property
     def labels(self) -> list[str]:
@@ -245,7 +247,7 @@ def _command(run: RunFolder, ran: list[str]) -> str:
     condition that ran), and the
     `--cluster` the run was given. A run stopped part way is still the whole run's command; the
     summary's `planned` says how far it got."""
-    cmd = f"mpstream run {run.scenario.name}"
+    cmd = f"mpstream run {_scenario_ref(run)}"
     if run.until:
         cmd += f" --until {run.until.text()} --max-trials {run.until.max_trials}"
     elif run.trials and run.trials != run.spec_trials:
@@ -256,6 +258,18 @@ def _command(run: RunFolder, ran: list[str]) -> str:
     if run.cluster:
         cmd += f" --cluster {run.cluster}"
     return cmd
+
+
+def _scenario_ref(run: RunFolder) -> str:
+    """How the command names the scenario: by its name when it is a shipped one (or its file
+    is not here), else by its file (from the repository's root when it is in it), which
+    `reproduce` then reads again."""
+    if not run.scenario_file:
+        return run.scenario.name
+    path = Path(run.scenario_file).resolve()
+    if path == SCENARIOS_DIR / f"{run.scenario.name}.toml" or not path.is_file():
+        return run.scenario.name
+    return str(path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path)
 
 
 def _deployment_of(records: list[TrialData]) -> str | None:

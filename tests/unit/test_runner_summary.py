@@ -8,7 +8,9 @@ import shutil
 
 from click.testing import CliRunner
 
+from mpstream.paths import REPO_ROOT
 from mpstream.runner.cli import report
+from mpstream.runner.scenario import SCENARIOS_DIR
 from tests.runfolder import make_run
 
 ENV = {"commit": "0123abc", "kernel": "6.18.0", "cpus": 2, "load_avg_1m": 1.5}
@@ -114,6 +116,30 @@ def test_the_command_names_the_conditions_that_ran_and_the_cluster(tmp_path):
     assert command() == ("mpstream run demo --trials 3 --condition balanced "
                          "--condition unbalanced --cluster local:2")
     assert json.loads(out.read_text())["run"]["planned"] == 6
+
+
+def test_the_command_names_a_scenario_by_its_file_unless_it_is_a_shipped_one(tmp_path):
+    run = _run(tmp_path)
+    out = tmp_path / "summary.json"
+    meta = json.loads((run / "run.json").read_text())
+
+    def command(scenario_file):
+        (run / "run.json").write_text(json.dumps({**meta, "scenario_file": scenario_file}))
+        result = CliRunner().invoke(report, [str(run), "--out", str(tmp_path / "rep"),
+                                           "--summary", str(out)])
+        assert result.exit_code == 0, result.output
+        return json.loads(out.read_text())["run"]["command"]
+
+    assert command(str(SCENARIOS_DIR / "demo.toml")) == "mpstream run demo --trials 3"
+    # A scenario checked in beside its summary: named from the repository's root, so that
+    # `mpstream reproduce` reads the same file again.
+    beside = REPO_ROOT / "docs" / "data" / "mptcp-tuned-front-2026-11-29.toml"
+    assert command(str(beside)) == (
+        "mpstream run docs/data/mptcp-tuned-front-2026-11-29.toml --trials 3")
+    elsewhere = tmp_path / "mine.toml"
+    assert command(str(elsewhere)) == "mpstream run demo --trials 3"  # not here: its name
+    elsewhere.write_text((SCENARIOS_DIR / "demo.toml").read_text())
+    assert command(str(elsewhere)) == f"mpstream run {elsewhere} --trials 3"
 
 
 def test_a_run_stopped_part_way_keeps_the_whole_runs_command_and_says_how_far_it_got(tmp_path):
