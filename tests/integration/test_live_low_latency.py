@@ -4,6 +4,7 @@ soon as its part exists and lists it, a reload far past the edge is refused at o
 the very bytes of their segment, many viewers are answered together, and the ended stream's
 playlists end. Killed with -9, neither the stream nor the server leaves a program behind."""
 
+import gzip
 import json
 import os
 import re
@@ -87,6 +88,19 @@ def test_a_blocking_reload_returns_once_its_part_exists_and_lists_it(served):
         waited = time.monotonic() - t0
         assert reply.status_code == 200 and _lists(reply.text, msn, part), reply.text[-300:]
         assert waited < PART_S + 0.4, f"held {waited:.2f} s for the next part"
+
+
+def test_a_playlist_is_compressed_for_a_player_that_takes_it(served):
+    _, _, _, playlist = served
+    with requests.get(playlist, headers={"Accept-Encoding": "gzip"}, stream=True,
+                      timeout=5) as packed:
+        wire = packed.raw.read(decode_content=False)
+    plain = requests.get(playlist, headers={"Accept-Encoding": "identity"}, timeout=5)
+    assert packed.headers.get("Content-Encoding") == "gzip"
+    assert "Content-Encoding" not in plain.headers
+    assert gzip.decompress(wire).startswith(b"#EXTM3U") and plain.text.startswith("#EXTM3U")
+    # The bytes on the wire: a fraction of the playlist's.
+    assert len(wire) < len(plain.content) / 2, (len(wire), len(plain.content))
 
 
 def test_a_reload_far_past_the_edge_is_refused_at_once(served):

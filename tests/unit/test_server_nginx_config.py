@@ -68,6 +68,19 @@ def test_nginx_accepts_the_configuration(config):
     assert path.is_file() and (config.workdir / "tmp" / "body").is_dir()
 
 
+def test_a_low_latency_origin_is_reached_for_what_is_no_file_and_compresses_playlists(config):
+    origin = NginxConfig(**{**config.__dict__, "origin_socket": config.workdir / "origin.sock"})
+    text = origin.render()
+    block = text[text.index("location @origin"):]
+    block = block[:block.index("\n        }\n")]  # the location's own closing brace
+    d = directives(block)
+    assert {"gzip on;", "gzip_types application/vnd.apple.mpegurl;", "gzip_proxied any;",
+            "proxy_buffering off;"} <= d
+    assert "error_page 404 = @origin;" in directives(text)
+    assert "location @origin" not in config.render()
+    assert origin.write().is_file()  # nginx -t accepts it
+
+
 def test_the_multipath_probe_says_whether_nginx_takes_our_multipath_listen(config):
     # The probe (a throwaway configuration) decides whether `serve` writes `listen ...
     # multipath` or wraps nginx in mptcpize; whichever nginx is installed, the project's own
