@@ -105,9 +105,8 @@ class ServerSettings(_End):
     sndbuf_bdp: float | None = Field(default=None, gt=0, le=64)
     # Applies the caps above to every path, a user's fastest and a single-path user's one too,
     # not only its slower paths. For low-latency live: a path's queue then stays a few of its
-    # round trips long, so a part is not held behind a full queue, and a path that fails is
-    # found by its retransmission timer within a fraction of a second, where a full queue at a
-    # few hundred kbit/s would have grown the timer to seconds (docs/live.md). It cost a
+    # round trips long, so a part is not held behind a full queue, which at a few hundred
+    # kbit/s holds seconds (docs/live.md#a-deployment-for-low-latency-live). It cost a
     # video-on-demand download its per-segment rate on the fast path
     # (docs/deployments.md#the-servers-window-cap-per-path).
     cap_every_path: bool = False
