@@ -109,26 +109,28 @@ class PacketCapture:
 
 def _wait_listening(proc: subprocess.Popen, ifname: str) -> None:
     """Returns once tcpdump says it listens on stderr (`-i any` first names its link type);
-    raises if it ended or said something else."""
+    raises at once if it said something else or ended, and after READY_TIMEOUT_S if it said
+    nothing."""
     stderr = proc.stderr
     assert stderr is not None
     said: list[str] = []
-    listening = threading.Event()
+    decided = threading.Event()
 
     def read() -> None:
         for line in stderr:
             said.append(line)
+            if line.startswith("tcpdump: data link type"):
+                continue
+            decided.set()
             if "listening on" in line:
-                listening.set()
-                # Drain the rest so tcpdump never blocks on a full pipe.
-                for _ in stderr:
+                for _ in stderr:  # drained, so that tcpdump never blocks on a full pipe
                     pass
-                return
-            if not line.startswith("tcpdump: data link type"):
-                return
+            return
+        decided.set()
 
     threading.Thread(target=read, daemon=True).start()
-    if not listening.wait(READY_TIMEOUT_S):
+    decided.wait(READY_TIMEOUT_S)
+    if not any("listening on" in line for line in said):
         rest = stderr.read() if proc.poll() is not None else ""
         said_all = ("".join(said) + rest).strip()
         raise UserError(f"tcpdump on {ifname} did not start: {said_all[:300]}")

@@ -8,13 +8,16 @@ import gzip
 import re
 import struct
 import subprocess
+import time
 
 import pytest
 
+from mpstream.errors import UserError
 from mpstream.netem.profile import load_profile
 from mpstream.netem.topology import Topology
 from mpstream.proc import pid_alive
 from mpstream.runner.samplers.capture import (
+    READY_TIMEOUT_S,
     SNAPLEN,
     CounterSnapshots,
     PacketCapture,
@@ -87,3 +90,13 @@ def test_capture_and_counters_of_an_mptcp_download(tmp_path):
     assert data["server"]["delta"].get("MPTcpExtMPJoinSynRx", 0) >= 1
     assert data["client"]["delta"].get("MPTcpExtMPJoinSynAckRx", 0) >= 1
     assert all(k.startswith("MPTcpExt") for k in data["client"]["after"])
+
+
+def test_a_capture_that_cannot_start_is_refused_at_once_with_tcpdumps_words(tmp_path):
+    capture = PacketCapture([(None, "nosuchif0", "x")], tmp_path / "pcap")
+    t0 = time.monotonic()
+    with pytest.raises(UserError, match=r"tcpdump on nosuchif0 did not start: .*nosuchif0"):
+        capture.start()
+    # Refused on tcpdump's first words, not after the wait for words that never come.
+    assert time.monotonic() - t0 < READY_TIMEOUT_S
+    assert capture._procs == []
