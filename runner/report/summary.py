@@ -264,11 +264,12 @@ def _scenario_ref(run: RunFolder) -> str:
     """How the command names the scenario: by its name when it is a shipped one (or its file
     is not here), else by its file (from the repository's root when it is in it), which
     `reproduce` then reads again."""
+    name = str(run.scenario.name)
     if not run.scenario_file:
-        return run.scenario.name
+        return name
     path = Path(run.scenario_file).resolve()
-    if path == SCENARIOS_DIR / f"{run.scenario.name}.toml" or not path.is_file():
-        return run.scenario.name
+    if path == SCENARIOS_DIR / f"{name}.toml" or not path.is_file():
+        return name
     return str(path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path)
 
 
