@@ -10,6 +10,8 @@ from click.testing import CliRunner
 
 from mpstream.paths import REPO_ROOT
 from mpstream.runner.cli import report
+from mpstream.runner.report.summary import RunFolder
+from mpstream.runner.report.summary import _command as command_of
 from mpstream.runner.scenario import SCENARIOS_DIR
 from tests.runfolder import make_run
 
@@ -119,16 +121,10 @@ def test_the_command_names_the_conditions_that_ran_and_the_cluster(tmp_path):
 
 
 def test_the_command_names_a_scenario_by_its_file_unless_it_is_a_shipped_one(tmp_path):
-    run = _run(tmp_path)
-    out = tmp_path / "summary.json"
-    meta = json.loads((run / "run.json").read_text())
+    meta = json.loads((_run(tmp_path) / "run.json").read_text())
 
     def command(scenario_file):
-        (run / "run.json").write_text(json.dumps({**meta, "scenario_file": scenario_file}))
-        result = CliRunner().invoke(report, [str(run), "--out", str(tmp_path / "rep"),
-                                           "--summary", str(out)])
-        assert result.exit_code == 0, result.output
-        return json.loads(out.read_text())["run"]["command"]
+        return command_of(RunFolder.of({**meta, "scenario_file": scenario_file}), [])
 
     assert command(str(SCENARIOS_DIR / "demo.toml")) == "mpstream run demo --trials 3"
     # A scenario checked in beside its summary: named from the repository's root, so that
