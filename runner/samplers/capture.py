@@ -108,9 +108,9 @@ class PacketCapture:
 
 
 def _wait_listening(proc: subprocess.Popen, ifname: str) -> None:
-    """Returns once tcpdump says it listens on stderr (`-i any` first names its link type);
-    raises at once if it said something else or ended, and after READY_TIMEOUT_S if it said
-    nothing."""
+    """Returns once tcpdump says it listens on stderr, whatever it said before (`-i any` names
+    its link type first; some libpcaps warn); raises as soon as tcpdump ends without saying it,
+    and after READY_TIMEOUT_S if it went on without saying it."""
     stderr = proc.stderr
     assert stderr is not None
     said: list[str] = []
@@ -119,21 +119,16 @@ def _wait_listening(proc: subprocess.Popen, ifname: str) -> None:
     def read() -> None:
         for line in stderr:
             said.append(line)
-            if line.startswith("tcpdump: data link type"):
-                continue
-            decided.set()
             if "listening on" in line:
+                decided.set()
                 for _ in stderr:  # drained, so that tcpdump never blocks on a full pipe
                     pass
-            return
-        decided.set()
+        decided.set()  # stderr closed: tcpdump ended
 
     threading.Thread(target=read, daemon=True).start()
     decided.wait(READY_TIMEOUT_S)
     if not any("listening on" in line for line in said):
-        rest = stderr.read() if proc.poll() is not None else ""
-        said_all = ("".join(said) + rest).strip()
-        raise UserError(f"tcpdump on {ifname} did not start: {said_all[:300]}")
+        raise UserError(f"tcpdump on {ifname} did not start: {''.join(said).strip()[:300]}")
 
 
 def _gzip(pcap: Path) -> Path:

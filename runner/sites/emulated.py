@@ -179,7 +179,7 @@ class EmulatedSite(Site):
 class Samplers:
     """What watches a trial on an emulated network: both ends' kernel samplers sharing one time
     origin (the events' t=0), the MPTcpExt counters of both namespaces before and after, and
-    with `pcap` the packet headers on every client path interface and the server's."""
+    with `pcap` the packet headers of the client's namespace (every path) and the server's."""
 
     def __init__(self, network: Network, tdir: Path, *, pcap: bool = False):
         t0 = time.monotonic()

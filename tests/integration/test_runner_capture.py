@@ -1,8 +1,9 @@
 """Packet capture and MPTCP counters around a real MPTCP transfer over two emulated paths, with the
-targets a trial captures: one capture a namespace, the client's holding both paths (each packet
-named by its interface) and none of its loopback; each holds headers only, is bounded, decodes as
-MPTCP (tcpdump reads the options Wireshark does), and the counters of both namespaces show the
-handshakes; nothing keeps running."""
+targets a trial captures: one capture a namespace, the client's holding both paths (told apart
+by the client's address on each) and none of its loopback; each holds headers only, is
+bounded, decodes as MPTCP (tcpdump reads the options Wireshark does), and the counters of both
+namespaces show the handshakes; nothing keeps running. A capture that cannot start is refused
+at once, in tcpdump's words."""
 
 import gzip
 import re

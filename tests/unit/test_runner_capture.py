@@ -1,6 +1,10 @@
 """Per-trial wire evidence without the wire: bad capture settings are refused by name, and the
-MPTcpExt counter snapshots report before, after and what changed (the real tcpdump and nstat run
-in tests/integration/test_runner_capture.py)."""
+MPTcpExt counter snapshots report before, after and what changed, and a capture counts as
+started on tcpdump's "listening on", whatever it said before (the real tcpdump and nstat run in
+tests/integration/test_runner_capture.py)."""
+
+import shlex
+import subprocess
 
 import pytest
 
@@ -41,3 +45,31 @@ def test_counter_snapshots_keep_before_after_and_the_change(monkeypatch):
     assert data["hosts"]["server"]["delta"] == {"MPTcpExtMPJoinSynRx": 2}
     assert data["hosts"]["server"]["after"]["MPTcpExtMPCapableSYNRX"] == 3
     assert data["t_after"] >= data["t_before"] > 0
+
+
+def _saying(*lines: str, then: str = "sleep 10"):
+    """A process that writes `lines` on stderr, as a starting tcpdump would, then `then`."""
+    said = "; ".join(f"echo {shlex.quote(line)} >&2" for line in lines)
+    return subprocess.Popen(["sh", "-c", f"{said}; {then}"], stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("before", [
+    [],
+    ["tcpdump: data link type LINUX_SLL2"],  # what -i any says first
+    ["tcpdump: WARNING: any: That device doesn't support promiscuous mode"],  # older libpcaps
+])
+def test_a_capture_has_started_once_tcpdump_says_it_listens_whatever_came_before(before):
+    proc = _saying(*before, "tcpdump: listening on any, link-type LINUX_SLL2")
+    try:
+        capture._wait_listening(proc, "any")  # returns: no error
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_capture_that_ended_without_listening_is_refused_with_its_words():
+    proc = _saying("tcpdump: WARNING: something", "tcpdump: p9: No such device exists",
+                   then="exit 1")
+    with pytest.raises(UserError, match=r"(?s)did not start: .*WARNING.*No such device"):
+        capture._wait_listening(proc, "p9")
+    proc.wait()
