@@ -474,7 +474,7 @@ class Topology(Network):
         ip_batch(self.server_ns, lines)
 
     def path_caps(self) -> dict[str, pathcaps.PathCap]:
-        """What the server may send towards each slower path's subnet, when the deployment
+        """What the server may send towards each capped path's subnet, when the deployment
         sets `server.cwnd_clamp_bdp` (a window of that many of the path's bandwidth-delay
         products), `server.pacing_cap` (a pacing rate of that many times the path's rate) or
         `server.sndbuf_bdp` (a send buffer of that many bandwidth-delay products): the path's
