@@ -3,6 +3,10 @@
 //                             and the collector's sender; `window.mpstream` reports from here on
 //   play  (session/play.js)   follow the media element: first frame, stalls, periodic samples;
 //         (session/transport.js) and what carries the requests, as the server measures it
+//   ready                     the collector's session record and the first transport answer
+//                             are in before the play request, so that the page's own requests
+//                             to the collector (same origin, same connections) never compete
+//                             with the manifest and the first segment for a connection
 //   start (session/start.js)  the play request: t=0 of startup delay and of the duration
 //   end   (session/end.js)    duration reached, stream ended, fatal error or page closed: stop
 //                             the player, send the end record, drain what is unsent
@@ -10,7 +14,7 @@
 import { showProblem } from './problem.js';
 import { loadSession } from './session/load.js';
 import { watchPlayback } from './session/play.js';
-import { startPlayback } from './session/start.js';
+import { collectorReady, startPlayback } from './session/start.js';
 import { watchTransport } from './session/transport.js';
 import { watchPageClose } from './session/end.js';
 
@@ -18,8 +22,9 @@ async function main() {
   const session = await loadSession(location.search);
   if (!session) return; // bad page parameters: shown on the page and in window.mpstream
   watchPlayback(session);
-  watchTransport(session);
   watchPageClose(session);
+  await collectorReady(session, watchTransport(session));
+  if (session.finishing) return; // the page was closed meanwhile
   startPlayback(session);
 }
 

@@ -29,7 +29,8 @@ async function measure(url) {
   }
 }
 
-export function watchTransport(session) {
+/** Starts the transport's measurement; resolves once the first answer (or failure) is in. */
+export async function watchTransport(session) {
   const { config, hud, timers } = session;
   if (config.seenBy === 'carrier') {
     hud.update({ transport: `${config.transport.toUpperCase()} (carried by a proxy beside the browser)` });
@@ -40,6 +41,6 @@ export function watchTransport(session) {
     const answer = await measure(url);
     hud.update({ transport: transportText(answer, config.transport) });
   };
-  update();
   timers.transport = setInterval(update, REMEASURE_MS);
+  await update();
 }
