@@ -119,6 +119,17 @@ def test_mptcp_plays_over_both_paths(balanced, player, tmp_path):
     log = [json.loads(line) for line in balanced[1].access_log.read_text().splitlines() if line]
     tagged = [r for r in log if r["uri"].startswith("/media/") and result["session"] in r["cmcd"]]
     assert len(tagged) >= result["downloads"] - 2, log[-3:]
+    # The page's first transport question was answered before it asked for the manifest: no
+    # request of its own holds a connection while the player starts.
+    def start(r):
+        return r["msec"] - float(r["request_time"])
+    page = [start(r) for r in log
+            if r["uri"].endswith("/player/index.html") and result["session"] in r["args"]]
+    asked = [r for r in log if r["uri"] == f"/api/v1/sessions/{result['session']}/transport"]
+    manifests = [r for r in log if r["uri"].endswith((".mpd", ".m3u8"))
+                 and page and start(r) >= page[0]]
+    assert page and asked and manifests, (page, asked, manifests)
+    assert min(r["msec"] for r in asked) <= min(start(r) for r in manifests), (asked[0], manifests)
 
     if player == "dashjs":
         # The MPD offers HEVC too; Chromium here cannot decode it, so AVC is what played.
