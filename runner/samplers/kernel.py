@@ -9,7 +9,8 @@ with its final counters, and that report is written as a row in state DESTROYED.
 is the kernel's: an MPTCP connection's first subflow that reaches CLOSE before its connection is
 closed is reset with tcp_disconnect(), which zeroes its counters and its peer port before it is
 freed; its report then carries nothing (and another address pair), and the poll's last sample
-stands for it.
+stands for it. A socket still open when the sampler stops has had no end to report: stop() polls
+once more, so the samples hold every open socket's bytes up to the moment it was stopped.
 
 The runner samples both ends: the client namespace (bytes received per path: who carried the
 video) and the server namespace (the sender's retransmissions, RTT and congestion window: the
@@ -193,14 +194,17 @@ class SubflowSampler:
             return []
         return socket_rows(parse_ss(proc.stdout), t_s=t, host=self.host, path_of=self.path_of)
 
+    def _poll(self) -> None:
+        try:
+            self._write(self.sample_once())
+            self.samples += 1
+        except (subprocess.TimeoutExpired, OSError) as exc:
+            self.errors.append(str(exc)[:200])
+
     def _loop(self) -> None:
         next_at = time.monotonic()
         while not self._stop.is_set():
-            try:
-                self._write(self.sample_once())
-                self.samples += 1
-            except (subprocess.TimeoutExpired, OSError) as exc:
-                self.errors.append(str(exc)[:200])
+            self._poll()
             # A fixed grid, not interval after each sample: ss's own run time is not drift.
             next_at += self.interval_s
             delay = next_at - time.monotonic()
@@ -230,8 +234,13 @@ class SubflowSampler:
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        thread, self._thread = self._thread, None  # a second stop() polls no more
+        if thread is not None:
+            thread.join(timeout=10)
+            # A closing poll: the sockets still open carried bytes since the last poll, up to
+            # an interval's worth, that no destroy event will report. A caller that compares
+            # the samples with other counters (the interfaces') reads those first, then stops.
+            self._poll()
         if self._events is not None:
             # Everything ss reported is already in the pipe (line-buffered): stop it, then read
             # the pipe to its end.

@@ -85,10 +85,17 @@ def test_every_trial_ran_and_kept_its_raw_data(run):
             assert not any(p.exists() for p in mptcp_level)
 
 
-def test_report_numbers_match_the_raw_data(run):
+@pytest.fixture(scope="module")
+def conditions(run) -> dict[tuple[str, str], dict]:
+    """The report of the run: (condition, metric) -> its row of conditions.csv."""
     _, out, _ = run
     build_report(out)
-    rows = {(r["condition"], r["metric"]): r for r in _csv(out / "report" / "conditions.csv")}
+    return {(r["condition"], r["metric"]): r for r in _csv(out / "report" / "conditions.csv")}
+
+
+def test_report_numbers_match_the_raw_data(run, conditions):
+    _, out, _ = run
+    rows = conditions
     segments = _csv(out / "report" / "segments.csv")
     for cond in ("balanced", "single"):
         trials = [r for r in load_trials(out) if r.ok and r.condition == cond]
@@ -165,9 +172,9 @@ def _last_per_socket(path: Path, column: str) -> dict[int, dict[tuple[str, str],
 MIN_HEADER, MAX_HEADER = 42, 94
 
 
-def test_kernel_samples_agree_with_the_interfaces(run):
+def test_kernel_samples_agree_with_the_interfaces(run, conditions):
     _, out, _ = run
-    rows = {(r["condition"], r["metric"]): r for r in _csv(out / "report" / "conditions.csv")}
+    rows = conditions
     for rec in load_trials(out):
         if not rec.ok:
             continue
@@ -190,7 +197,9 @@ def test_kernel_samples_agree_with_the_interfaces(run):
             assert set(got) == {0}, "single-path TCP stays on path 0"
         else:
             assert set(got) == {0, 1}, "MPTCP uses both paths"
-        # Each path's subflow payload is what crossed its interface less the headers.
+        # Each path's subflow payload is what crossed its interface less the headers. The
+        # samplers stopped after the interfaces were read, with a closing poll: each open
+        # socket's count holds what had crossed by then (the page's last collector answer, too).
         for p, v in got.items():
             rx, packets = iface[p]["rx_bytes"], iface[p]["rx_packets"]
             gap = rx - v

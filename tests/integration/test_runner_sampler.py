@@ -3,10 +3,13 @@ subflows, name their paths, and its byte counts must agree with iperf3's and, to
 within the packets' headers, with the interfaces'."""
 
 import itertools
+import socket
 
 import pytest
 
+from mpstream.runner.samplers.kernel import SubflowSampler, read_samples
 from tests.sampledload import sampled_download
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -23,9 +26,9 @@ def test_sampler_sees_both_subflows_of_an_mptcp_download(tmp_path):
     assert got.errors == []
     assert not got.sampler_left_running, "ss -E left running"
     # ~10 samples a second: at least 8 for each second of the transfer, no more than one per
-    # 100 ms of sampling
+    # 100 ms of sampling, the first at its start, and the closing poll at its stop
     seconds = result["end"]["sum_received"]["seconds"]
-    assert 8 * seconds <= got.samples <= 10 * got.sampled_s + 1, (got.samples, seconds,
+    assert 8 * seconds <= got.samples <= 10 * got.sampled_s + 2, (got.samples, seconds,
                                                                   got.sampled_s)
 
     client = got.client_rows
@@ -56,3 +59,30 @@ def test_sampler_sees_both_subflows_of_an_mptcp_download(tmp_path):
     srtts = [r["rtt_ms"] for r in got.server_rows if r["path"] is not None and r["rtt_ms"]
              and r["bytes_sent"] > 1_000_000]
     assert srtts and 8 <= sorted(srtts)[len(srtts) // 2] <= 80, srtts[:10]
+
+
+def test_stopping_polls_the_sockets_still_open_once_more(tmp_path):
+    # One poll an hour: the periodic poll runs once, before the connection exists, and the
+    # socket is still open when the sampler stops, so no destroy event reports it either.
+    out = tmp_path / "host.csv"
+    sampler = SubflowSampler(None, "client", out, lambda ip: None, interval_s=3600).start()
+    try:
+        wait_until(lambda: sampler.samples >= 1, 10, "the first poll")
+        with socket.create_server(("127.0.0.1", 0)) as listener, \
+                socket.create_connection(listener.getsockname()) as client, \
+                listener.accept()[0] as server:
+            server.sendall(b"x" * PAYLOAD)
+            got = 0
+            while got < PAYLOAD:
+                got += len(client.recv(65536))
+            sampler.stop()
+            host, port = client.getsockname()
+            local = f"{host}:{port}"
+    finally:
+        sampler.stop()
+    rows = [r for r in read_samples(out) if r["local"] == local]
+    assert rows and rows[-1]["bytes_received"] == PAYLOAD, rows
+    assert sampler.samples == 2 and sampler.errors == []
+
+
+PAYLOAD = 1_000_000
