@@ -143,9 +143,9 @@ class TrialRecord(BaseModel):
     deployment_settings: dict[str, Any] = Field(default_factory=dict, description="every "
                                                 "setting of that deployment, flat, as applied")
     path_policy: str | None = Field(default=None, description="when the paths it holds back "
-                                    "(metered ones, or a user's slower ones for fast-start) "
-                                    "carry data: always, backup, deadline or fast-start "
-                                    "(mpstream/transports/pathpolicy.py)")
+                                    "(metered ones, or a user's slower ones for fast-start and "
+                                    "handover) carry data: always, backup, deadline, fast-start "
+                                    "or handover (mpstream/transports/pathpolicy.py)")
     metered_paths: list[int] = Field(default_factory=list, description="the profile's metered "
                                      "paths (cellular)")
     metered_bytes: int | None = Field(default=None, description="bytes the metered paths "

@@ -26,7 +26,7 @@ class MPTCP(Transport):
     label = "MPTCP"
     kernel_mptcp = True
     # The client's endpoint backup flag (MP_PRIO to the server) holds a metered path back.
-    path_policies = ("always", "backup", "deadline", "fast-start")
+    path_policies = tuple(pathpolicy.POLICY_TYPES)  # every one
     network_mode = "mptcp"
 
     def wrap(self, argv: Sequence[str]) -> list[str]:

@@ -7,6 +7,8 @@ may carry the video.
   backup paths until the player's buffer falls below a low mark, or the next segment would miss
   its deadline (the buffer running dry) at the unmetered paths' measured rate; they are backup
   again once the buffer is above a high mark.
+- `fast-start` and `handover` hold a user's slower paths, metered or not: until the first frame
+  is on screen, and for the whole session.
 
 A policy acts through the transport's lever for holding a path back (`Transport.path_holder`):
 with kernel MPTCP the client's endpoint flag (`ip mptcp endpoint change id N backup|nobackup`
@@ -79,21 +81,27 @@ class Deadline(PathPolicy):
         return deadline_decision(using, obs, marks)
 
 
-class FastStart(PathPolicy):
+class _SlowerPaths(PathPolicy):
+    """A policy that holds a user's slower paths (by downlink rate), not its metered ones: only
+    those the network did not flag backup itself, and none on paths of one rate, where it plays
+    as `always`."""
+
+    needs_held = False
+
+    def held_paths(self, profile: Any) -> list[int]:
+        return [i for i in profile.slower_paths() if not profile.paths[i].backup]
+
+
+class FastStart(_SlowerPaths):
     """The first segment on the fastest path alone: the kernel's scheduler gives an idle
     subflow a whole burst at the start of a response whatever its rate, so a slow path carries
     a third of a small first segment and the segment ends at its pace
-    (docs/penalties/first-split.md). Once the first frame is on screen every path carries data.
-    Only paths the network did not flag backup itself are held."""
+    (docs/penalties/first-split.md). Once the first frame is on screen every path carries data."""
 
     name = "fast-start"
     summary = ("a user's slower paths are backup paths until the first frame is on screen, "
                "then every path carries data")
     adapts = True
-    needs_held = False
-
-    def held_paths(self, profile: Any) -> list[int]:
-        return [i for i in profile.slower_paths() if not profile.paths[i].backup]
 
     def decide(self, using: bool, obs: Observation, marks: DeadlineMarks) -> Decision | None:
         if not using and obs.started:
@@ -101,8 +109,20 @@ class FastStart(PathPolicy):
         return None
 
 
+class Handover(_SlowerPaths):
+    """The fastest path carries the stream and the slower ones stand by, as in Apple's
+    `handover` multipath service type. For low-latency live: there a part's tail on a slow path
+    is a late part, and a second of buffer turns it into a stall (docs/live.md). The kernel's
+    scheduler sends on a backup subflow only while no other subflow is active, so a slower path
+    carries data when the fastest has failed."""
+
+    name = "handover"
+    summary = ("a user's slower paths are backup paths for the whole session: they carry data "
+               "only while the fastest has failed")
+
+
 POLICY_TYPES: dict[str, type[PathPolicy]] = {
-    cls.name: cls for cls in (Always, Backup, Deadline, FastStart)}
+    cls.name: cls for cls in (Always, Backup, Deadline, FastStart, Handover)}
 POLICIES: dict[str, str] = {name: cls.summary for name, cls in POLICY_TYPES.items()}
 DEFAULT_POLICY = Always.name
 
@@ -455,8 +475,8 @@ def events_from_collector(get: Callable[[str], dict[str, Any] | None], session_i
 
 def fit_profile(profile: Any, policy: str | None) -> tuple[Any, list[int]]:
     """The profile as `policy` needs it set up, and the paths the policy holds back: a policy
-    that starts with its paths held (`backup`, `deadline`, `fast-start`) flags their endpoints
-    backup (the controller lifts the flag when the policy says)."""
+    that starts with its paths held (all but `always`) flags their endpoints backup (the
+    controller lifts the flag when the policy says)."""
     strategy = policy_named(policy)
     held = strategy.held_paths(profile) if strategy.acts else []
     if not held or not strategy.starts_held:

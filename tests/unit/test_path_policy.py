@@ -250,3 +250,23 @@ def test_fast_start_holds_a_users_slower_paths_that_the_network_did_not_flag_its
     assert pathpolicy.fit_profile(flagged, "fast-start")[1] == []
     with pytest.raises(UserError, match="transport tcp: it cannot hold a path back"):
         pathpolicy.check_for("fast-start", get_transport("tcp"), prof)
+
+
+def test_handover_holds_a_users_slower_paths_for_the_whole_session():
+    prof = profile_from_dict({"paths": [FAST, SLOW]})
+    fitted, held = pathpolicy.fit_profile(prof, "handover")
+    assert held == [1] and [p.backup for p in fitted.paths] == [False, True]
+    calls = []
+    feed = {"events": _events(startup=False)}
+    ctl = PathPolicyController(
+        policy="handover", held=[1], events=lambda: feed["events"], counters=list,
+        hold=lambda path, held: calls.append((path, held)))
+    for events in (_events(startup=False), _events(0.5), _events(0.5, 0.1, 0.0)):
+        feed["events"] = events  # started, then a buffer run dry: still held
+        assert ctl.step() is None
+    assert calls == [] and ctl.report()["toggles"] == []
+    even = profile_from_dict({"paths": [FAST, FAST | {"name": "fast2"}]})
+    assert pathpolicy.fit_profile(even, "handover") == (even, [])
+    pathpolicy.check_for("handover", get_transport("mpquic"), prof)
+    with pytest.raises(UserError, match="transport tcp: it cannot hold a path back"):
+        pathpolicy.check_for("handover", get_transport("tcp"), prof)

@@ -100,7 +100,7 @@ class MPQUIC(QuicHopTransport):
     label = "MPQUIC"
     # The gateway's path hold (its packet scheduler keeps data off a held path) holds a metered
     # path back; its control channel lifts and sets it while playing.
-    path_policies = ("always", "backup", "deadline", "fast-start")
+    path_policies = tuple(pathpolicy.POLICY_TYPES)  # every one
     network_mode = "mptcp"  # every path up, each pinned by its source address
     hop_mode = "mpquic"
 
