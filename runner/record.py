@@ -22,6 +22,7 @@ from mpstream.errors import UserError
 from mpstream.paths import REPO_ROOT
 from mpstream.runner.scenario import Condition
 from mpstream.runner.workloads import WorkloadKind
+from mpstream.transports.pathpolicy import POLICIES
 
 SCHEMA_VERSION = 3
 SCHEMA_FILE = REPO_ROOT / "docs" / "trial.schema.json"
@@ -143,9 +144,8 @@ class TrialRecord(BaseModel):
     deployment_settings: dict[str, Any] = Field(default_factory=dict, description="every "
                                                 "setting of that deployment, flat, as applied")
     path_policy: str | None = Field(default=None, description="when the paths it holds back "
-                                    "(metered ones, or a user's slower ones for fast-start and "
-                                    "handover) carry data: always, backup, deadline, fast-start "
-                                    "or handover (mpstream/transports/pathpolicy.py)")
+                                    "(metered ones, or a user's slower ones) carry data: one of "
+                                    f"{', '.join(POLICIES)} (mpstream/transports/pathpolicy.py)")
     metered_paths: list[int] = Field(default_factory=list, description="the profile's metered "
                                      "paths (cellular)")
     metered_bytes: int | None = Field(default=None, description="bytes the metered paths "

@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from mpstream.netem.profile import PRESETS_DIR
+
 pytestmark = [pytest.mark.long, pytest.mark.timeout(300)]  # make test-deployments
 
 MPSTREAM = [sys.executable, "-m", "mpstream.cli"]
@@ -56,17 +58,9 @@ def test_fast_start_lets_the_slow_path_carry_the_video_once_the_first_frame_is_o
     assert min(carried) > 100_000, carried  # the slow path carried video after it
 
 
-# The thesis's unbalanced paths, with the fast one failing 4 s into the session.
-FAST_FAILS = """
-mode = "mptcp"
-[[paths]]
-name = "path0"
-rate = "25mbit"
-delay_ms = 5.0
-[[paths]]
-name = "path1"
-rate = "5mbit"
-delay_ms = 5.0
+# The thesis's unbalanced paths (the preset's file), with the fast one failing 4 s into the
+# session.
+FAST_FAILS = (PRESETS_DIR / "thesis-bandwidth-unbalanced.toml").read_text() + """
 [[events]]
 at_s = 4.0
 path = 0

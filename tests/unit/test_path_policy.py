@@ -257,12 +257,12 @@ def test_handover_holds_a_users_slower_paths_for_the_whole_session():
     fitted, held = pathpolicy.fit_profile(prof, "handover")
     assert held == [1] and [p.backup for p in fitted.paths] == [False, True]
     calls = []
-    feed = {"events": _events(startup=False)}
+    feed = {}
     ctl = PathPolicyController(
         policy="handover", held=[1], events=lambda: feed["events"], counters=list,
         hold=lambda path, held: calls.append((path, held)))
     for events in (_events(startup=False), _events(0.5), _events(0.5, 0.1, 0.0)):
-        feed["events"] = events  # started, then a buffer run dry: still held
+        feed["events"] = events  # before the first frame, after it, a buffer run dry: held
         assert ctl.step() is None
     assert calls == [] and ctl.report()["toggles"] == []
     even = profile_from_dict({"paths": [FAST, FAST | {"name": "fast2"}]})
