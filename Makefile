@@ -200,7 +200,8 @@ test-presets: setup-core
 # players in Chromium and Firefox.
 test-live: setup-core
 	@scripts/pytest.sh -m long tests/integration/test_encoder_live.py tests/e2e/test_player_live.py tests/e2e/test_runner_live.py \
-		tests/integration/test_live_low_latency.py tests/e2e/test_player_low_latency.py
+		tests/integration/test_live_low_latency.py tests/e2e/test_player_low_latency.py \
+		tests/e2e/test_player_low_latency_join.py
 
 # The QUIC hop (about 3 minutes, and a few more for its first Rust build): its Rust unit tests,
 # then curl through the proxy and gateway over multipath QUIC, QUIC, and the hop's TCP and MPTCP

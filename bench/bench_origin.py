@@ -59,7 +59,6 @@ import json
 import math
 import multiprocessing
 import os
-import re
 import select
 import signal
 import socket
@@ -77,6 +76,7 @@ from pathlib import Path
 from mpstream.encoder.live import LiveConfig, live_in_background
 from mpstream.encoder.lowlatency import LowLatency
 from mpstream.manifests.cmaf import read_chunks
+from mpstream.manifests.llhls import MediaPlaylist
 from mpstream.manifests.lltree import LowLatencyTree, read_low_latency
 from mpstream.proc import signals_interrupt
 from mpstream.runner.report.summary import BenchRecord
@@ -88,7 +88,6 @@ IDLE_S = 0.005  # the part clock checks at least this often without an inotify e
 _IN_MODIFY, _IN_MOVED_TO, _IN_CREATE = 0x2, 0x80, 0x100
 REF_AFTER = 0.25  # part targets after a part is written, its finished copy is fetched
 HOST = "127.0.0.1"
-_HINT = re.compile(r'#EXT-X-PRELOAD-HINT:TYPE=PART,URI="([^"]+)"')
 
 Part = tuple[int, int]  # (segment number, part)
 
@@ -255,10 +254,10 @@ def next_part(client: Client, playlist: str, tree: LowLatencyTree) -> tuple[Part
     """The part the playlist hints at (EXT-X-PRELOAD-HINT): the next one, not written yet, and
     its path under /media/."""
     status, body, _, _ = client.get(playlist)
-    hint = _HINT.search(body.decode()) if status == 200 else None
+    hint = MediaPlaylist.parse(body.decode()).preload_hint if status == 200 else None
     if hint is None:
         raise RuntimeError(f"{playlist}: HTTP {status}, no preload hint")
-    name = hint.group(1).rsplit("/", 1)[-1]
+    name = hint.rsplit("/", 1)[-1]
     parsed = tree.parse_name(name)
     if parsed is None or parsed[2] is None:
         raise RuntimeError(f"{playlist}: the preload hint {name} names no part")
@@ -384,7 +383,7 @@ def wait_for_playlist(client: Client, playlist: str, timeout: float = 30.0) -> N
     deadline = time.monotonic() + timeout
     while True:
         status, body, _, _ = client.get(playlist)
-        if status == 200 and _HINT.search(body.decode()):
+        if status == 200 and MediaPlaylist.parse(body.decode()).preload_hint:
             return
         if time.monotonic() > deadline:
             raise RuntimeError(f"{playlist}: HTTP {status} after {timeout:g} s")

@@ -1,12 +1,16 @@
 """LL-HLS media playlists (the HLS specification, RFC 8216bis: EXT-X-PART-INF, EXT-X-PART,
 EXT-X-SERVER-CONTROL, EXT-X-PRELOAD-HINT): the segments of a sliding window, with the parts of
-the recent ones and of the segment being written, as the origin serves them on each request."""
+the recent ones and of the segment being written, as the origin serves them on each request,
+and read back (`MediaPlaylist.parse`) by whatever needs the live edge of one it was given."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+
+import m3u8
 
 # Parts are listed for the segments of the last this-many target durations (the specification:
 # parts older than that SHOULD be removed), and always for the segment being written.
@@ -25,7 +29,7 @@ class Segment:
     msn: int
     uri: str
     duration: float
-    starts_at: datetime  # EXT-X-PROGRAM-DATE-TIME
+    starts_at: datetime | None  # EXT-X-PROGRAM-DATE-TIME (the origin always writes it)
     parts: tuple[Part, ...]
 
 
@@ -41,6 +45,44 @@ class MediaPlaylist:
     preload_hint: str | None = None  # the next part's URI
     ended: bool = False
 
+    @classmethod
+    def parse(cls, text: str) -> MediaPlaylist:
+        """A media playlist's text read back: any valid LL-HLS media playlist, also one whose
+        first segment is still being written (parts and no #EXTINF yet), which is what a viewer
+        joining a stream in its first seconds receives."""
+        parsed = m3u8.loads(text)
+        part_target = getattr(parsed.part_inf, "part_target", None)  # m3u8: {} when absent
+        if part_target is None:
+            raise ValueError("not an LL-HLS media playlist: no #EXT-X-PART-INF:PART-TARGET")
+        if parsed.target_duration is None:
+            raise ValueError("not a media playlist: no #EXT-X-TARGETDURATION")
+        listed = list(parsed.segments)
+        # The parts after the last #EXTINF are the open segment's: m3u8 reads them as a
+        # segment without a URI.
+        open_parts = listed.pop().parts if listed and listed[-1].uri is None else []
+        first = parsed.media_sequence or 0
+        segments = []
+        for i, s in enumerate(listed):
+            if s.uri is None or s.duration is None:
+                raise ValueError("a segment without a URI or an #EXTINF duration")
+            segments.append(Segment(msn=first + i, uri=s.uri, duration=float(s.duration),
+                                    starts_at=s.program_date_time, parts=_parts(s.parts)))
+        control = parsed.server_control
+        return cls(
+            map_uri=(parsed.segment_map[0].uri or "") if parsed.segment_map else "",
+            target_duration=float(parsed.target_duration),
+            part_target=float(part_target),
+            part_hold_back=float(control.part_hold_back or 0.0) if control else 0.0,
+            segments=tuple(segments), open_msn=first + len(segments),
+            open_parts=_parts(open_parts),
+            preload_hint=parsed.preload_hint.uri if parsed.preload_hint else None,
+            ended=bool(parsed.is_endlist))
+
+    @property
+    def edge(self) -> tuple[int, int]:
+        """The live edge: (the segment being written, how many of its parts are listed)."""
+        return self.open_msn, len(self.open_parts)
+
     def text(self) -> str:
         first = self.segments[0].msn if self.segments else self.open_msn
         lines = [
@@ -54,7 +96,8 @@ class MediaPlaylist:
         ]
         kept_from = len(self.segments) - PARTS_KEPT_TARGETS  # a segment a target duration
         for i, segment in enumerate(self.segments):
-            lines.append(f"#EXT-X-PROGRAM-DATE-TIME:{_iso(segment.starts_at)}")
+            if segment.starts_at is not None:
+                lines.append(f"#EXT-X-PROGRAM-DATE-TIME:{_iso(segment.starts_at)}")
             if i >= kept_from and not self.ended:
                 lines += [_part_line(p) for p in segment.parts]
             lines += [f"#EXTINF:{segment.duration:.5f},", segment.uri]
@@ -73,6 +116,15 @@ class MediaPlaylist:
         if msn <= last_complete or self.ended:
             return True
         return part is not None and msn == self.open_msn and part < len(self.open_parts)
+
+
+def _parts(parts: Iterable[m3u8.PartialSegment]) -> tuple[Part, ...]:
+    read = []
+    for p in parts:
+        if p.uri is None or p.duration is None:
+            raise ValueError("an #EXT-X-PART without a URI or a DURATION")
+        read.append(Part(uri=p.uri, duration=float(p.duration), independent=p.independent == "YES"))
+    return tuple(read)
 
 
 def _part_line(part: Part) -> str:

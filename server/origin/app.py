@@ -4,6 +4,8 @@ file under /media/ comes here.
 - `GET /media/hls/<rendition>/index.m3u8[?_HLS_msn=M[&_HLS_part=P]]`: the LL-HLS media playlist
   made from the index; with `_HLS_msn` it is held until it lists that segment or part (at most
   three target durations, then 503), or refused with 400 at once when it asks too far ahead.
+  Asked for (without `_HLS_msn`) before the stream's first segment is finished, it is held
+  until it is.
 - `GET /media/dash/<segment>.m4s` of the segment being written (or about to be): its bytes as
   they are written, with chunked transfer, ended only when the segment is complete. A stream
   that stops mid-segment breaks the connection instead: nothing half-written is ever ended as
@@ -90,6 +92,14 @@ class Origin:
             raise web.HTTPNotFound(text="no such rendition in this stream")
         msn, part = _blocking_args(request)
         current = self.current(rendition)
+        if msn is None and not _has_segment(current):
+            # A viewer joining before the stream's first segment is finished (the master
+            # playlist is out as soon as the encoder's init segments are) is held until it is.
+            # A playlist of parts only is valid LL-HLS, but hls.js (1.7) takes a playlist
+            # without a complete segment for an empty one and gives up (levelEmptyError).
+            await self.wait_until(lambda: _has_segment(self.current(rendition)),
+                                  3 * self.tree.segment_duration)
+            current = self.current(rendition)
         if msn is not None:
             if current is not None and reload_answer(current[0], msn, part) == "refuse":
                 raise web.HTTPBadRequest(text=f"_HLS_msn={msn} _HLS_part={part} is too far "
@@ -140,8 +150,9 @@ class Origin:
         """A segment that exists, or the next one or two: worth waiting for."""
         if self.index.segment(rep, number) is not None:
             return True
-        edge = self.index.open_number(rep)
-        return edge is not None and edge <= number <= edge + 1
+        # Before anything is written the edge is the stream's first segment (number 1).
+        edge = self.index.open_number(rep) or 1
+        return edge <= number <= edge + 1
 
     async def _growing(self, request: web.Request, rep: str, number: int
                        ) -> web.StreamResponse:
@@ -188,6 +199,10 @@ def _grew(index: StreamIndex, rep: str, number: int, sent: int) -> Callable[[], 
         seg = index.segment(rep, number)
         return seg is None or seg.size > sent or seg.complete
     return check
+
+
+def _has_segment(current: tuple[MediaPlaylist, str] | None) -> bool:
+    return current is not None and bool(current[0].segments or current[0].ended)
 
 
 def _blocking_args(request: web.Request) -> tuple[int | None, int | None]:

@@ -7,7 +7,6 @@ playlists end. Killed with -9, neither the stream nor the server leaves a progra
 import gzip
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -18,9 +17,10 @@ from pathlib import Path
 import pytest
 import requests
 
+from mpstream.manifests.llhls import MediaPlaylist
 from mpstream.manifests.lltree import read_low_latency
 from mpstream.proc import pid_alive, stop
-from mpstream.server.stack import ServerStack
+from mpstream.server.stack import ServerStack, shared_collector
 from tests.servers import _free_port
 
 pytestmark = pytest.mark.long  # a stream followed for many parts: `make test-live`
@@ -29,10 +29,10 @@ SEGMENT_S = 2.0
 PART_S = 0.5
 
 
-def _start_live(out: Path) -> subprocess.Popen:
+def _start_live(out: Path, segment_s: float = SEGMENT_S) -> subprocess.Popen:
     proc = subprocess.Popen(
         [sys.executable, "-m", "mpstream.cli", "live", "synthetic", "--ladder", "tiny",
-         "--segment-duration", f"{SEGMENT_S:g}", "--window", "12", "--low-latency",
+         "--segment-duration", f"{segment_s:g}", "--window", "12", "--low-latency",
          "--part-duration", f"{PART_S:g}", "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 60
@@ -66,17 +66,13 @@ def served(tmp_path_factory):
 
 
 def _edge(text: str) -> tuple[int, int]:
-    """(the segment being written, its parts listed) of an LL-HLS media playlist."""
-    first = int(re.search(r"#EXT-X-MEDIA-SEQUENCE:(\d+)", text).group(1))
-    lines = text.splitlines()
-    done = sum(1 for line in lines if line.startswith("#EXTINF"))
-    last = max(i for i, line in enumerate(lines) if line.startswith("#EXTINF"))
-    return first + done, sum(1 for line in lines[last:] if line.startswith("#EXT-X-PART:"))
+    """(the segment being written, its parts listed): the fixture yields as soon as the first
+    part exists, when no segment may be finished yet."""
+    return MediaPlaylist.parse(text).edge
 
 
 def _lists(text: str, msn: int, part: int) -> bool:
-    now, parts = _edge(text)
-    return now > msn or (now == msn and parts > part)
+    return MediaPlaylist.parse(text).lists(msn, part)
 
 
 def test_a_blocking_reload_returns_once_its_part_exists_and_lists_it(served):
@@ -165,6 +161,32 @@ def test_the_ended_stream_ends_its_playlists_and_leaves_nothing_half_written(ser
         time.sleep(0.2)
     assert "#EXT-X-PART:" not in text and "PRELOAD-HINT" not in text
     assert not list(out.rglob("*.tmp"))
+
+
+def test_a_playlist_asked_for_during_the_first_segment_waits_for_it_unless_blocking(tmp_path):
+    """A viewer joining while the first segment is written: a plain request is held until the
+    segment is finished (hls.js gives up on a playlist of parts only); a blocking reload for a
+    part that exists is answered at once with the parts."""
+    tmp_path.chmod(0o755)
+    out = tmp_path / "tree"
+    long_segment = 8.0  # the servers are up within its first half
+    proc = _start_live(out, segment_s=long_segment)
+    try:
+        with shared_collector(tmp_path / "collector") as collector, \
+                ServerStack(out, port=_free_port(), workdir=tmp_path / "server",
+                            shared_collector=collector) as stack:
+            tree = read_low_latency(out)[0]
+            playlist = f"{stack.base_url}/media/hls/{tree.renditions[0].playlist}/index.m3u8"
+            first = out / "dash" / tree.segment_name(tree.renditions[0].rep, 1)
+            assert not first.exists(), "the first segment was finished before the servers ran"
+            parts = MediaPlaylist.parse(requests.get(
+                playlist, params={"_HLS_msn": 1, "_HLS_part": 0}, timeout=10).text)
+            assert not first.exists()
+            assert parts.segments == () and parts.edge[0] == 1 and parts.edge[1] >= 1
+            plain = MediaPlaylist.parse(requests.get(playlist, timeout=2 * long_segment).text)
+            assert first.exists() and plain.segments[0].msn == 1
+    finally:
+        stop(proc, graceful=signal.SIGINT, timeout=20)
 
 
 def test_kill_9_leaves_no_encoder_and_no_origin(tmp_path):

@@ -121,6 +121,43 @@ def test_playlist_has_the_tags_low_latency_players_need():
     assert text.rstrip().endswith('#EXT-X-PRELOAD-HINT:TYPE=PART,URI="s8.p1.m4s"')
 
 
+def _first_segment_being_written(parts: int) -> MediaPlaylist:
+    """What a viewer joining in the stream's first seconds is given: no segment finished."""
+    return MediaPlaylist(map_uri="init.m4s", target_duration=2.0, part_target=0.5,
+                         part_hold_back=1.5, segments=(), open_msn=1,
+                         open_parts=tuple(Part(f"s1.p{k}.m4s", 0.5, k == 0)
+                                          for k in range(parts)),
+                         preload_hint=f"s1.p{parts}.m4s")
+
+
+@pytest.mark.parametrize("playlist", [
+    _playlist(), _playlist(ended=True), _first_segment_being_written(0),
+    _first_segment_being_written(3)], ids=["window", "ended", "no-part-yet", "parts-only"])
+def test_a_playlist_reads_back_as_it_was_written(playlist):
+    text = playlist.text()
+    again = MediaPlaylist.parse(text)
+    assert again.text() == text
+    assert again.edge == (playlist.open_msn, 0 if playlist.ended else len(playlist.open_parts))
+    assert again.ended == playlist.ended and again.preload_hint == (
+        None if playlist.ended else playlist.preload_hint)
+
+
+def test_the_live_edge_of_a_stream_whose_first_segment_is_being_written():
+    edge = MediaPlaylist.parse(_first_segment_being_written(3).text())
+    assert edge.segments == () and edge.edge == (1, 3)
+    assert edge.lists(1, 2) and not edge.lists(1, 3) and not edge.lists(1, None)
+    assert [p.independent for p in edge.open_parts] == [True, False, False]
+
+
+@pytest.mark.parametrize("text, rule", [
+    ("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\na.ts\n", "PART-TARGET"),
+    ("#EXTM3U\n#EXT-X-PART-INF:PART-TARGET=0.5\n", "TARGETDURATION"),
+])
+def test_a_playlist_that_is_not_low_latency_is_refused_by_name(text, rule):
+    with pytest.raises(ValueError, match=rule):
+        MediaPlaylist.parse(text)
+
+
 def test_an_ended_playlist_lists_no_parts_and_ends():
     text = _playlist(ended=True).text()
     assert "#EXT-X-PART:" not in text and "PRELOAD-HINT" not in text
