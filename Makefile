@@ -158,11 +158,16 @@ lint: venv player/node_modules/.installed
 # The docs' measured figures against the run summaries in docs/data/ (scripts/docsfigures.py):
 # a generated table edited by hand, a sourced number that differs from its data, or a number
 # shaped like a measurement with no source fails. docs-figures regenerates the tables.
-.PHONY: docs-check docs-figures
+# The README's picture (docs/verdict.svg) is drawn from the summaries too (scripts/
+# verdict_picture.py): docs-check compares it, docs-picture draws it again.
+.PHONY: docs-check docs-figures docs-picture
 docs-check: venv
 	@$(PY) scripts/docsfigures.py
+	@$(PY) scripts/verdict_picture.py --check
 docs-figures: venv
 	@$(PY) scripts/docsfigures.py --write
+docs-picture: venv
+	@$(PY) scripts/verdict_picture.py
 
 # The unit tests on both cores (pytest-xdist), then the integration and end-to-end tests one at a
 # time: they measure rates and delays on emulated paths and must not share the CPU. Both sets

@@ -31,6 +31,16 @@ A measurement in README.md or docs/ is written in one of two ways, both tied to 
   `columns` (the factors' values), `label` (how they name a condition, "{row}-{column}"),
   `metric`, `show` and `digits`; `[names]` names the rows and columns; `[grid.data]` gives a
   column its own summary (a sweep run a column at a time).
+- a paragraph generated from summaries (a page whose prose must carry no comments, as the
+  README's verdict): a spec with `text` in place of the columns, each figure in it written
+  `{RUN CONDITION METRIC WHAT DIGITS}` (WHAT as for a number in a sentence, below):
+
+      <!-- figures
+      text = "MPTCP started at {mptcp-tuned-startup-2026-11-30 mptcp-tuned startup_delay_ms ratio:tcp 2}× TCP's."
+      -->
+      MPTCP started at 1.04× TCP's.
+      <!-- /figures -->
+
 - a number in a sentence followed by a comment naming where it comes from, the run, the
   condition, the metric and what of it: `1.04× <!--fig schedulers-idle-2026-11-27 mpquic-ecf
   startup_delay_ms ratio:tcp-->` (mean, median, lo, hi, pct, min, max, ratio:CONDITION). The number
@@ -61,6 +71,7 @@ import json
 import math
 import re
 import sys
+import textwrap
 import tomllib
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -231,11 +242,36 @@ def cell(s: Summary, label: str, col: dict, baseline: str | None) -> str:
                       "(mean, mean_ci, pct, pct_ci, ratio)")
 
 
-def render(spec_text: str, page: Path) -> str:
+# A figure in a generated paragraph: {RUN CONDITION METRIC WHAT DIGITS}.
+PROSE_FIGURE = re.compile(r"\{(?P<run>\S+) (?P<cond>\S+) (?P<metric>\S+) (?P<what>\S+) "
+                          r"(?P<digits>\d)\}")
+
+
+def render_text(spec: dict, data_dir: Path = DATA_DIR) -> str:
+    """A generated paragraph: `text` with each {RUN CONDITION METRIC WHAT DIGITS} replaced by
+    that figure, wrapped at 100 columns (a paragraph of Markdown)."""
+    loaded: dict[str, Summary] = {}
+
+    def figure(m: re.Match) -> str:
+        if m["run"] not in loaded:
+            loaded[m["run"]] = load_summary(data_dir / f"{m['run']}.json")
+        value = loaded[m["run"]].value(m["cond"], m["metric"], m["what"])
+        if value is None:
+            raise FigureError(f"{m['run']} has no {m['cond']} {m['metric']} {m['what']}")
+        return _fmt(value, int(m["digits"]))
+
+    text = PROSE_FIGURE.sub(figure, " ".join(spec["text"].split()))
+    return "\n".join(textwrap.wrap(text, 100, break_on_hyphens=False,
+                                   break_long_words=False)) + "\n"
+
+
+def render(spec_text: str, page: Path, data_dir: Path = DATA_DIR) -> str:
     try:
         spec = tomllib.loads(spec_text)
     except tomllib.TOMLDecodeError as e:
         raise FigureError(f"the figures spec does not parse: {e}") from e
+    if "text" in spec:
+        return render_text(spec, data_dir)
     s = load_summary((page.parent / spec["data"]).resolve())
     if "grid" in spec:
         return render_grid(s, spec, page)
@@ -314,7 +350,7 @@ def check_page(page: Path, write: bool = False, data_dir: Path = DATA_DIR) -> Pa
 
     def regen(m: re.Match) -> str:
         try:
-            body = render(m["spec"], page)
+            body = render(m["spec"], page, data_dir)
         except (FigureError, KeyError) as e:
             res.errors.append(f"{rel}:{_line(text, m.start())}: {e}")
             return m[0]
@@ -392,6 +428,11 @@ def quotes(run: str, page_list: list[Path] | None = None) -> list[Quote]:
                 spec = tomllib.loads(m["spec"])
             except tomllib.TOMLDecodeError:
                 continue  # the check names it
+            for f in PROSE_FIGURE.finditer(spec.get("text", "")):
+                if f["run"] == run and f["cond"] != RUN:
+                    found[Quote(rel, run, f["cond"], f["metric"], f["what"])] = None
+            if "text" in spec:
+                continue
             for label, col, base in _cells(spec, page, run):
                 what = "ratio:" + base if col.get("show") == "ratio" and base else "mean"
                 found[Quote(rel, run, label, col["metric"], what)] = None

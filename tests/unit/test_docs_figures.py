@@ -321,3 +321,31 @@ lia = "data/lia.json"
     res = figs.check_page(_page(tmp_path, spec.replace("lia = ", "olia = ")
                                 + "x\n<!-- /figures -->\n"), write=True, data_dir=data_dir)
     assert any("[grid.data] names ['olia']" in e for e in res.errors)
+
+
+PROSE = """<!-- figures
+text = \"\"\"MPTCP started at {run-a mptcp startup_delay_ms ratio:tcp 2}× TCP's,
+  {run-a mptcp startup_delay_ms mean 0} ms.\"\"\"
+-->
+"""
+
+
+def test_a_generated_paragraph_carries_its_figures_and_no_comment_inside(tmp_path, data_dir):
+    page = tmp_path / "page.md"
+    page.write_text(PROSE + "MPTCP started at 1.28× TCP's, 256 ms.\n<!-- /figures -->\n")
+    res = figs.check_page(page, data_dir=data_dir)
+    assert res.errors == [] and res.tables == 1
+    # A figure edited by hand in the paragraph is found, and --write puts it back.
+    page.write_text(PROSE + "MPTCP started at 1.20× TCP's, 256 ms.\n<!-- /figures -->\n")
+    res = figs.check_page(page, data_dir=data_dir)
+    assert len(res.errors) == 1 and "not what its data gives" in res.errors[0]
+    assert "1.28× TCP's, 256 ms." in figs.check_page(page, write=True, data_dir=data_dir).text
+
+
+def test_a_paragraph_figure_of_a_missing_condition_is_an_error(tmp_path, data_dir):
+    page = tmp_path / "page.md"
+    page.write_text(PROSE.replace("run-a mptcp startup_delay_ms mean",
+                                  "run-a quic startup_delay_ms mean")
+                    + "x\n<!-- /figures -->\n")
+    res = figs.check_page(page, data_dir=data_dir)
+    assert len(res.errors) == 1 and "no condition 'quic'" in res.errors[0]
