@@ -22,15 +22,15 @@ def session_events(stack: Any, session_id: str) -> list[dict[str, Any]]:
     return found["events"]
 
 
-def play(network: Any, server: Any, *, transport: str = "mptcp", **request: Any
-         ) -> dict[str, Any]:
+def play(network: Any, server: Any, *, transport: str = "mptcp", page: Any = None,
+         **request: Any) -> dict[str, Any]:
     """One session through the product's `play_session`, as the flat object `play --json`
-    prints (`transport` by name)."""
+    prints (`transport` by name; `page`: a browser page the caller opened already)."""
     from mpstream.player.session import PlayRequest, play_session
     from mpstream.transports.base import get_transport
 
     req = PlayRequest(transport=get_transport(transport), **request)
-    return play_session(network, server, req).as_json()
+    return play_session(network, server, req, page=page).as_json()
 
 
 def playing(stack: Any, session_id: str) -> bool:
