@@ -223,6 +223,12 @@ test-quic: setup
 # The second browser (about a minute): hls.js in Firefox over both paths, dash.js playing the HEVC
 # set, a codec the browser lacks refused, Firefox killed mid-session (docs/firefox-hevc.md).
 .PHONY: test-firefox
+# A run whose trial fails (about 90 seconds): paths too slow for the player page, so `run` exits
+# 1, keeps the trial's record and says what happened in a person's words (docs/commands.md).
+.PHONY: test-failed-run
+test-failed-run: setup-core
+	@scripts/pytest.sh -m long tests/e2e/test_runner_failed_trial.py
+
 test-firefox: setup-core
 	@scripts/pytest.sh -m long tests/e2e/test_player_firefox.py
 

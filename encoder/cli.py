@@ -10,6 +10,7 @@ from rich.console import Console
 
 from mpstream.encoder.pipeline import EncodeResult, encode_media
 from mpstream.encoder.summary import summary_table
+from mpstream.errors import EXIT_INTERRUPTED
 from mpstream.paths import DEFAULT_MEDIA
 
 
@@ -41,7 +42,7 @@ def encode(source: str, ladder: str, segment_duration: float, duration: float | 
 
 
 def _exit_on_sigterm(signum, frame) -> None:
-    raise SystemExit(128 + signum)
+    raise SystemExit(EXIT_INTERRUPTED)  # as Ctrl-C ends it: one code for interrupted
 
 
 def _report(result: EncodeResult) -> None:

@@ -13,27 +13,44 @@ from rich.console import Console
 from mpstream import __version__, hooks
 from mpstream.errors import UserError
 
-# command name -> "module:attribute" of a click command or group
-SUBCOMMANDS = {
-    "encode": "mpstream.encoder.cli:encode",
-    "live": "mpstream.encoder.live_cli:live",
-    "netem": "mpstream.netem.cli:netem",
-    "traces": "mpstream.netem.cli:traces",
-    "serve": "mpstream.server.cli:serve",
-    "play": "mpstream.runner.play:play",
-    "deployments": "mpstream.deploymentcli:deployments",
-    "run": "mpstream.runner.cli:run",
-    "trial": "mpstream.runner.trial:trial",
-    "cluster": "mpstream.runner.cluster.cli:cluster",
-    "report": "mpstream.runner.cli:report",
-    "reproduce": "mpstream.runner.cli:reproduce",
-    "tune": "mpstream.runner.tune.search:tune",
-    "demo": "mpstream.runner.cli:demo",
-    "doctor": "mpstream.doctor:doctor",
-    "clean": "mpstream.clean:clean",
-    "paths": "mpstream.netem.pathcheck:paths",
-    "trace": "mpstream.netem.record:trace",
+# The commands by the job a person comes for, in the order `mpstream --help` shows them: a
+# job's heading -> command name -> "module:attribute" of a click command or group.
+COMMAND_GROUPS: dict[str, dict[str, str]] = {
+    "Compare transports on a network": {
+        "run": "mpstream.runner.cli:run",
+        "play": "mpstream.runner.play:play",
+        "report": "mpstream.runner.cli:report",
+        "demo": "mpstream.runner.cli:demo",
+    },
+    "Tune the settings for a network": {
+        "tune": "mpstream.runner.tune.search:tune",
+    },
+    "Live video over multipath": {
+        "live": "mpstream.encoder.live_cli:live",
+        "serve": "mpstream.server.cli:serve",
+    },
+    "Reproduce a published figure": {
+        "reproduce": "mpstream.runner.cli:reproduce",
+    },
+    "Inspect what there is and what this machine lacks": {
+        "list": "mpstream.runner.listing:list_kinds",
+        "deployments": "mpstream.deploymentcli:deployments",
+        "doctor": "mpstream.doctor:doctor",
+        "paths": "mpstream.netem.pathcheck:paths",
+    },
+    "Cluster: trials on many machines": {
+        "cluster": "mpstream.runner.cluster.cli:cluster",
+        "trial": "mpstream.runner.trial:trial",
+    },
+    "Plumbing: one part at a time": {
+        "encode": "mpstream.encoder.cli:encode",
+        "netem": "mpstream.netem.cli:netem",
+        "traces": "mpstream.netem.cli:traces",
+        "trace": "mpstream.netem.record:trace",
+        "clean": "mpstream.clean:clean",
+    },
 }
+SUBCOMMANDS = {name: target for group in COMMAND_GROUPS.values() for name, target in group.items()}
 
 # What each part adds to the core's `doctor` and `clean` (mpstream/hooks.py), in the order they
 # run: the core calls these and imports no part itself.
@@ -68,6 +85,20 @@ class LazyGroup(click.Group):
             return None
         module_name, attr = target.split(":")
         return getattr(importlib.import_module(module_name), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands under their jobs' headings, each with the whole first sentence of its
+        help (click's default cuts it to fit one line)."""
+        present = set(self.list_commands(ctx))
+        for heading, group in COMMAND_GROUPS.items():
+            rows = []
+            for name in (n for n in group if n in present):
+                command = self.get_command(ctx, name)
+                if command is not None and not command.hidden:
+                    rows.append((name, command.get_short_help_str(limit=sys.maxsize)))
+            if rows:
+                with formatter.section(heading):
+                    formatter.write_dl(rows)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

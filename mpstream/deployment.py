@@ -193,7 +193,7 @@ def deployment_file(ref: str | Path, base_dir: Path | None = None) -> Path:
     if path.is_file():
         return path.resolve()
     raise UserError(f"deployment {str(ref)!r} is neither a preset nor a file; presets: "
-                    + ", ".join(preset_names()) + " (see `mpstream deployments`)")
+                    + ", ".join(preset_names()) + " (see `mpstream list deployments`)")
 
 
 def read_deployment_data(ref: str | Path, base_dir: Path | None = None) -> tuple[dict, Path]:

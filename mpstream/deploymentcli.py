@@ -1,4 +1,5 @@
-"""`mpstream deployments`: the shipped deployment presets, or one preset's settings."""
+"""`mpstream deployments NAME`: every setting of one deployment, with the end that applies it.
+Without NAME it lists the presets, as it did before `mpstream list deployments`."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ from rich.console import Console
 from rich.table import Table
 
 from mpstream.deployment import load_deployment, preset_names
+from mpstream.errors import warn
 
 
 @click.command()
 @click.argument("name", required=False)
 def deployments(name: str | None) -> None:
-    """List the deployment presets (what the server and client run over a network), or show
-    every setting of NAME (a preset or a TOML file) with the end that applies it."""
+    """Show every setting of deployment NAME (a preset or a TOML file: what the server and
+    client run over a network) with the end that applies it; `mpstream list deployments` lists
+    the presets."""
     console = Console()
     if name is not None:
         found = load_deployment(name)
@@ -28,6 +31,7 @@ def deployments(name: str | None) -> None:
             table.add_row(end, setting, "" if value is None else str(value))
         console.print(table)
         return
+    warn("`mpstream deployments` without a NAME is now `mpstream list deployments`")
     table = Table(title="deployment presets (mpstream/deployments/)")
     table.add_column("name")
     table.add_column("description")

@@ -16,13 +16,15 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import click
 from rich.console import Console
 
 from mpstream import hooks
+from mpstream.errors import EXIT_FAILED
+from mpstream.output import console_for, json_option, print_json
 from mpstream.paths import BUILD_DIR, REPO_ROOT, program_env
 from mpstream.paths import program as path_program
 from mpstream.transports.hop.programs import BUILD_COMMAND as HOP_BUILD_COMMAND
@@ -274,14 +276,19 @@ def print_findings(findings: list[Finding], console: Console) -> None:
 
 
 @click.command()
-def doctor() -> None:
-    """What this machine has and lacks for mpstream, and the command that fixes each gap."""
-    console = Console(highlight=False)
+@json_option
+def doctor(as_json: bool) -> None:
+    """What this machine has and lacks for mpstream, and the command that fixes each gap.
+    Exits 1 when a required thing is missing."""
+    console = console_for(as_json, highlight=False)
     findings = diagnose()
     print_findings(findings, console)
     missing = [f for f in findings if not f.ok and f.required]
+    if as_json:
+        print_json({"ok": not missing, "install": INSTALL,
+                    "checks": [{**asdict(f), "status": f.status} for f in findings]})
     if missing:
         console.print(f"{len(missing)} required thing(s) missing: "
                       + ", ".join(f.name for f in missing) + f". Most are fixed by {INSTALL}.")
-        sys.exit(1)
+        sys.exit(EXIT_FAILED)
     console.print("everything mpstream needs is here")

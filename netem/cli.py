@@ -15,7 +15,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from mpstream.errors import UserError
+from mpstream.errors import EXIT_FAILED, UserError, warn
+from mpstream.output import json_option, print_json
 from mpstream.proc import signals_interrupt
 
 # Wide enough for the check table when the output is a file or a pipe.
@@ -31,7 +32,7 @@ def _overrides(values: tuple[str, ...]) -> dict[str, Any]:
 deployment_option = click.option(
     "--deployment", default=None, metavar="NAME|FILE",
     help="What the server and client namespaces run (congestion control, kernel settings, "
-         "MPTCP limits and path manager): a preset of `mpstream deployments` or a TOML file "
+         "MPTCP limits and path manager): a preset of `mpstream list deployments` or a TOML file "
          "[default: kernel-default].")
 
 set_option = click.option(
@@ -42,7 +43,7 @@ set_option = click.option(
 
 @click.group()
 def netem() -> None:
-    """Emulated multi-path networks in namespaces: up, down, clean, list, exec, check."""
+    """Emulated multi-path networks in namespaces: up, down, clean, exec, check."""
 
 
 @netem.command()
@@ -127,7 +128,7 @@ def _only_topology() -> str:
     if len(live) == 1:
         return live[0]
     if not live:
-        raise UserError("no topology is up (see `mpstream netem list`)")
+        raise UserError("no topology is up (see `mpstream list topologies`)")
     raise UserError(f"several topologies are up ({', '.join(live)}): name one")
 
 
@@ -146,7 +147,7 @@ def down(name: str | None) -> None:
     elif teardown.topology_namespaces(name):
         teardown.remove_topology(name)  # killed while building: no record, no stats
     else:
-        raise UserError(f"no topology named {name!r} is up (see `mpstream netem list`)")
+        raise UserError(f"no topology named {name!r} is up (see `mpstream list topologies`)")
     console.print(f"topology {name} removed")
 
 
@@ -188,11 +189,14 @@ def clean(pattern: str) -> None:
         console.print("no topology left behind", highlight=False)
 
 
-@netem.command(name="list")
+# Kept for scripts that list this way; every kind is listed by `mpstream list KIND` now.
+@netem.command(name="list", hidden=True)
 def list_() -> None:
     """Show the preset profiles and the topologies that are up."""
     from mpstream.netem.profile import load_profile, preset_names
     from mpstream.netem.topology import live_topologies
+
+    warn("`mpstream netem list` is now `mpstream list profiles` and `mpstream list topologies`")
 
     presets = Table(title="presets (netem/profiles/)")
     for column in ("name", "mode", "paths (downlink)", "description"):
@@ -220,12 +224,9 @@ def list_() -> None:
     for column in ("name", "profile", "namespaces", "emulators", "state"):
         table.add_column(column)
     for topo in live:
-        expected = len(topo.get("emulator_pids", []))
-        running = topo["emulators_running"]
-        healthy = topo["complete"] and running == expected
         table.add_row(topo["name"], str(topo.get("profile")), " ".join(topo["namespaces"]),
-                      f"{running}/{expected} running",
-                      "up" if healthy else "broken: remove it with `netem down`")
+                      f"{topo['emulators_running']}/{len(topo.get('emulator_pids', []))} running",
+                      "up" if topo["healthy"] else "broken: remove it with `netem down`")
     console.print(table)
 
 
@@ -259,14 +260,12 @@ def exec_(name: str, host: str, argv: tuple[str, ...], mptcp: bool) -> None:
 @deployment_option
 @click.option("--duration", default=3.0, show_default=True,
               help="Seconds of each throughput run (one more second is measured and dropped).")
-@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON too.")
+@json_option
 def check(profile: str, name: str | None, overrides: tuple[str, ...], deployment: str | None,
           duration: float, as_json: bool) -> None:
     """Build PROFILE, measure RTT and loss per path (ping), throughput per path (iperf3 TCP
     pinned to the path) and the MPTCP aggregate, compare with the profile, tear down. Exits 1
     when a figure is outside its tolerance."""
-    import json
-
     from mpstream.netem.check import CHECK_STEPS, print_report, run_check
     from mpstream.netem.profile import load_profile
     from mpstream.progress import working
@@ -276,30 +275,31 @@ def check(profile: str, name: str | None, overrides: tuple[str, ...], deployment
         with working("netem check", steps=CHECK_STEPS) as progress:
             report = run_check(prof, name=name or f"chk{os.getpid()}", duration_s=duration,
                                step=progress.step)
-        print_report(report, console)
+        print_report(report, Console(stderr=True) if as_json else console)
         if as_json:
             with contextlib.suppress(BrokenPipeError):
-                print(json.dumps(report.as_dict(), indent=2))
+                print_json(report.as_dict())
         if not report.ok:
-            raise SystemExit(1)
+            raise SystemExit(EXIT_FAILED)
 
 
 @click.group()
 def traces() -> None:
-    """Link traces for profiles: list what is known and where, fetch the published ones."""
+    """Link traces for profiles: fetch the published ones, make one up
+    (`mpstream list traces` lists them)."""
 
 
-@traces.command(name="list")
+# Kept for scripts that list this way: `mpstream list traces` now.
+@traces.command(name="list", hidden=True)
 def traces_list() -> None:
     """The published traces, and whether each is on this machine (and where)."""
     from mpstream.netem import traces as store
 
+    warn("`mpstream traces list` is now `mpstream list traces`")
     # Plain lines, never wrapped: paths are long, and scripts grep this.
     for name, trace in store.PUBLISHED.items():
-        files = trace.files()
-        found = [path for path in map(store.find, files) if path is not None]
-        here = (f"in {found[0].parent}" if found and len(found) == len(files)
-                else f"not here: `mpstream traces fetch {name}`")
+        folder = trace.folder()
+        here = f"in {folder}" if folder else f"not here: `mpstream traces fetch {name}`"
         console.print(f"{name:<22} {here}  ({trace.description})", markup=False,
                       highlight=False, soft_wrap=True)
     console.print("looked in: " + ", ".join(str(d) for d in store.search_dirs())
@@ -317,7 +317,7 @@ def traces_fetch(names: tuple[str, ...], all_: bool) -> None:
     if all_:
         names = tuple(store.PUBLISHED)
     if not names:
-        raise UserError("name the traces to fetch (`mpstream traces list`), or give --all")
+        raise UserError("name the traces to fetch (`mpstream list traces`), or give --all")
     for path in store.fetch(list(names)):
         console.print(f"{path}", markup=False, highlight=False)
 

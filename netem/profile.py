@@ -656,7 +656,7 @@ def load_profile(ref: str | Path | Profile, overrides: dict[str, Any] | None = N
         if not overrides and deployment is None:
             return ref
         data = ref.model_dump(exclude_unset=True, exclude={"source"})
-        _put_deployment(data, deployment)
+        _put_deployment(data, deployment, overrides)
         return profile_from_dict(apply_overrides(data, overrides or {}), name=ref.name,
                                  source=ref.source)
     path = Path(ref)
@@ -672,18 +672,23 @@ def load_profile(ref: str | Path | Profile, overrides: dict[str, Any] | None = N
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"profile {path} is not valid TOML: {exc}") from None
     legacyfields.warn_moved(legacyfields.file_keys(data), f"profile {path.name}")
-    _put_deployment(data, deployment)
+    _put_deployment(data, deployment, overrides)
     if overrides:
         apply_overrides(data, overrides)
     return profile_from_dict(data, name=path.stem, source=path.resolve())
 
 
-def _put_deployment(data: dict[str, Any], ref: str | Path | Deployment | None) -> None:
+def _put_deployment(data: dict[str, Any], ref: str | Path | Deployment | None,
+                    overrides: dict[str, Any] | None) -> None:
     """The named deployment in raw profile data, under the endpoint fields the profile itself
-    still sets (those apply on top, as the profile's own)."""
+    still sets (those apply on top, as the profile's own). It goes in as it is, validated
+    once, unless an override changes one of its fields: those change its raw table."""
     if ref is None:
         return
     dep = load_deployment(ref)
+    if not any(key.split(".", 1)[0] == "deployment" for key in overrides or {}):
+        data["deployment"] = dep
+        return
     data["deployment"] = dep.model_dump(mode="json", exclude_unset=True)
     data["deployment"]["name"] = dep.name
 

@@ -168,7 +168,7 @@ class Topology(Network):
                     f"topology {name!r} has namespaces but no state file (its tool was killed "
                     f"while building it): remove it with `mpstream netem down {name}`"
                 )
-            raise UserError(f"no topology named {name!r} is up (see `mpstream netem list`)")
+            raise UserError(f"no topology named {name!r} is up (see `mpstream list topologies`)")
         profile = Profile.model_validate(state["profile"])
         topo = cls(profile, name, emulated=state["emulated"],
                    emulator_pids=state["emulator_pids"], owner_pid=state["owner_pid"])
@@ -611,9 +611,12 @@ def live_topologies() -> list[dict[str, Any]]:
         if isinstance(state.get("profile"), dict):
             state = {**state, "profile": state["profile"].get("name")}
         running = teardown.orphan_emulator_pids(name)
+        complete = bool(read_state(name)) \
+            and len(namespaces) == 3 + len(state.get("competitors") or [])
+        # Up as built: every namespace there and every emulator it started still running.
+        healthy = complete and len(running) == len(state.get("emulator_pids", []))
         found.append({**state, "namespaces": namespaces, "emulators_running": len(running),
-                      "complete": bool(read_state(name))
-                      and len(namespaces) == 3 + len(state.get("competitors") or [])})
+                      "complete": complete, "healthy": healthy})
     return found
 
 

@@ -48,6 +48,12 @@ class PublishedTrace:
     def files(self) -> list[str]:
         return [f"{self.name}.{direction}" for direction in self.sha256]
 
+    def folder(self) -> Path | None:
+        """The folder of its files on this machine; None when one of them is not found
+        (`mpstream traces fetch NAME` brings them)."""
+        found = [find(name) for name in self.files()]
+        return found[0].parent if found[0] is not None and None not in found else None
+
 
 PUBLISHED = {
     t.name: t
@@ -140,7 +146,7 @@ def fetch(names: list[str], base_url: str | None = None, dest: Path | None = Non
     if unknown:
         raise UserError(
             f"no published trace named {', '.join(unknown)}: "
-            f"choose from {', '.join(PUBLISHED)} (`mpstream traces list`)"
+            f"choose from {', '.join(PUBLISHED)} (`mpstream list traces`)"
         )
     base_url = (base_url or os.environ.get("MPSTREAM_TRACES_URL") or PINNED_URL).rstrip("/")
     dest = dest or cache_dir()

@@ -49,7 +49,7 @@ def resolve_abr(player: str, name: str | None) -> str:
         return default_abr(player)
     if name not in catalog()[player]:
         raise UserError(f"abr {name!r}: {player} supports {', '.join(abr_names(player))} "
-                        f"(docs/abr.md; `mpstream play --list-abr`)")
+                        f"(docs/abr.md; `mpstream list abr`)")
     return name
 
 
@@ -71,15 +71,3 @@ def parse_abr_params(player: str, abr: str, pairs: tuple[str, ...] | list[str]) 
             raise UserError(f"abr parameter {pair!r}: the value must be a number >= 0")
         out[key] = number
     return out
-
-
-def describe_rules() -> list[tuple[str, str, str, str, str]]:
-    """(player, name, whose, parameters, about) for each rule, default first: `--list-abr`."""
-    rows = []
-    for player, rules in catalog().items():
-        default = default_abr(player)
-        for rule in sorted(rules.values(), key=lambda r: r.name != default):
-            rows.append((player, rule.name + (" (default)" if rule.name == default else ""),
-                         "player's own" if rule.kind == "player" else "mpstream",
-                         ", ".join(rule.params) or "-", rule.about))
-    return rows

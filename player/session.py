@@ -20,6 +20,7 @@ from urllib.parse import urlencode
 
 from mpstream import phases
 from mpstream.errors import UserError
+from mpstream.jsonlines import read_json_lines
 from mpstream.netem.receivestall import receive_stall
 from mpstream.network import Network, PathCounters
 from mpstream.player.abr import parse_abr_params, resolve_abr
@@ -50,6 +51,7 @@ STARTUP_TIMEOUT_S = 30.0
 # end; a little more on top.
 REPORT_TIMEOUT_S = 15.0
 DRAIN_MARGIN_S = 10.0
+START_MARGIN_S = 15.0
 SCREENSHOT_AFTER_S = 4.0
 HUD_TEXT = """Object.fromEntries([...document.querySelectorAll('#hud dd')]
     .map((dd) => [dd.dataset.field, dd.textContent]))"""
@@ -97,12 +99,13 @@ class PlayRequest:
     # Where the transport's carrier writes (the QUIC hop's statistics and qlog; None: nowhere
     # kept).
     workdir: Path | None = None
-    # When the metered paths carry data (mpstream/transports/pathpolicy.py; None: `always`), the
+    # When the metered paths carry data (mpstream/transports/pathpolicy.py: a trial's condition
+    # resolved it; a session of no condition runs `always`), the paths it holds back, the
     # metered paths' prices per GB by path index (None: a network that does not say), and the
     # deadline policy's marks.
-    path_policy: str | None = None
+    path_policy: pathpolicy.PathPolicy = field(default_factory=pathpolicy.Always)
+    held_paths: tuple[int, ...] = ()
     metered: dict[int, float | None] | None = None
-    held_paths: list[int] | None = None  # the paths the policy holds back (None: the metered)
     deadline_marks: pathpolicy.DeadlineMarks = field(default_factory=pathpolicy.DeadlineMarks)
 
     @property
@@ -138,6 +141,28 @@ def _query_value(value: object) -> str | list[str]:
     if isinstance(value, tuple | list):
         return [f"{key}={number:g}" for key, number in value]
     return str(value)
+
+
+def library_shortfall(access_log: Path, received_bytes: int) -> str | None:
+    """How much of the player library could have arrived, when not all of it: the page imports
+    it after it has loaded (player/build.mjs: the chunks/ of DIST_DIR), so of what the client's
+    paths received (`received_bytes`, headers too) the page's other files took their size
+    first. The files asked for are in the server's access log (nginx logs a request once it
+    ends: read it when the browser is gone). None when the library could all have arrived."""
+    asked: dict[str, int] = {}
+    for entry in read_json_lines(access_log):
+        uri = str(entry.get("uri") or "")
+        served = DIST_DIR / uri.removeprefix("/player/")
+        if uri.startswith("/player/") and served.is_file():
+            asked[uri] = served.stat().st_size
+    library = {uri: size for uri, size in asked.items() if uri.startswith("/player/chunks/")}
+    size = sum(library.values())
+    at_most = max(0, received_bytes - (sum(asked.values()) - size))
+    if not library or at_most >= size:
+        return None
+    return (f"at most {at_most / 1000:.0f} KB of its {size / 1000:.0f} KB script "
+            f"{', '.join(library)} arrived, the client's paths receiving "
+            f"{received_bytes / 1000:.0f} KB in all")
 
 
 class PageServer(Protocol):
@@ -375,7 +400,7 @@ def _play(network: Network, server: PageServer, r: PlayRequest, carried: Carrier
         console=list(visit.console), screenshot_taken=r.screenshot is not None,
         transport_implementation=carried.implementation, scheduler=r.transport.scheduler_name,
         redundant_bytes=carried.redundant_bytes(),
-        path_policy=r.path_policy or pathpolicy.DEFAULT_POLICY, metered=r.metered,
+        path_policy=r.path_policy.name, metered=r.metered,
         policy_report=policy.report())
 
 
@@ -424,17 +449,16 @@ def _visit(network: Network, server: PageServer, r: PlayRequest, url: str,
         try:
             _load(page, url)
             phases.mark(phases.PAGE_READY)
-            visit.report, visit.hud = _follow(page, r.duration_s, r.startup_timeout_s,
+            visit.report, visit.hud = _follow(page, r.duration_s, _start_within(r),
                                               r.screenshot, _finish_within(r))
         except BrowserTimeout:
-            visit.failure = (f"the player page did not finish the session within "
-                             f"{_finish_within(r):g} s")
+            visit.report = _page_report(page)
+            visit.failure = _timed_out(r, visit.report.get("state"))
             # A page stuck because the kernel's MPTCP stopped its connection says so
             # (docs/netem.md#the-clients-receive-buffer), with the figures of the stall.
             stall = receive_stall(network)
             if stall is not None:
                 visit.failure = f"{stall.reason()}; {visit.failure}"
-            visit.report = _page_report(page)
         except BrowserGone as exc:
             visit.failure, visit.gone = str(exc), True
         if visit.failure is None and visit.report.get("rejected"):
@@ -453,8 +477,8 @@ def _load(page: Page, url: str) -> None:
     kept the page from loading is the server's (or the address's) problem."""
     try:
         page.goto(url, PAGE_LOAD_TIMEOUT_S)
-    except BrowserGone:
-        raise
+    except (BrowserGone, BrowserTimeout):
+        raise  # the session's failure, not the address's
     except BrowserError as exc:
         raise UserError(f"the player page {url} did not load from the server: {exc}") from exc
 
@@ -484,10 +508,9 @@ def _policy_controller(network: Network, server: PageServer, r: PlayRequest,
                        carried: Carrier) -> pathpolicy.PathPolicyController:
     """The session's path policy: its controller reads the player's events from the collector
     (the probe's buffer level and segments) and the client's path counters, and holds the
-    paths it holds back (the metered ones, unless it says) by the transport's lever."""
-    held = r.held_paths if r.held_paths is not None else sorted(r.metered or {})
+    paths it holds back by the transport's lever."""
     return pathpolicy.PathPolicyController(
-        policy=r.path_policy or pathpolicy.DEFAULT_POLICY, held=held,
+        policy=r.path_policy, held=r.held_paths,
         hold=r.transport.path_holder(network, carried), marks=r.deadline_marks,
         events=pathpolicy.events_from_collector(
             lambda path: _collector_get(server, None, path, r.collector_url), r.session_id),
@@ -504,19 +527,37 @@ def _page_report(page: Page) -> dict[str, Any]:
     return {}
 
 
+def _start_within(r: PlayRequest) -> float:
+    """Seconds from the page loaded until it must play (or have ended): the page's own startup
+    timeout, after its player library has arrived, and a margin for that."""
+    return r.startup_timeout_s + START_MARGIN_S
+
+
 def _finish_within(r: PlayRequest) -> float:
     """Seconds from the play request until the page must have ended and reported."""
     return r.duration_s + (r.report_timeout_s or REPORT_TIMEOUT_S) + DRAIN_MARGIN_S
 
 
-def _follow(page: Page, duration_s: float, startup_timeout_s: float,
+def _timed_out(r: PlayRequest, state: object) -> str:
+    """Which wait on the page ran out, as its state (player/src/session/load.js) tells: none
+    (its script never ran), still loading its player library, starting, or playing."""
+    if state is None:
+        return f"the player page did not load within {PAGE_LOAD_TIMEOUT_S:g} s"
+    if state == "loading":
+        return f"the player page did not load its player library within {_start_within(r):g} s"
+    if state == "starting":
+        return f"the player page did not start playing within {_start_within(r):g} s"
+    return f"the player page did not finish the session within {_finish_within(r):g} s"
+
+
+def _follow(page: Page, duration_s: float, start_within_s: float,
             screenshot: Path | None, finish_within_s: float
             ) -> tuple[dict[str, Any], dict[str, str] | None]:
     """Waits for the page to play and to finish; the page's report and (with a screenshot)
     what the HUD showed."""
     hud = None
     page.wait_for("window.mpstream && ['playing', 'done'].includes(window.mpstream.state)",
-                  startup_timeout_s + 15)
+                  start_within_s)
     if screenshot is not None and page.evaluate("window.mpstream.state") == "playing":
         page.sleep(min(SCREENSHOT_AFTER_S, duration_s / 2))
         screenshot.parent.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,4 @@
-"""What `mpstream play` shows: a played session as one JSON object or as tables for people, and
-the lists of its --list-abr and --list-schedulers."""
+"""What `mpstream play` shows: a played session as one JSON object or as tables for people."""
 
 from __future__ import annotations
 
@@ -10,8 +9,6 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from mpstream.errors import UserError
-from mpstream.player.abr import describe_rules
 from mpstream.transports.base import TRANSPORTS
 
 # What --json prints at least (issue: the player), in this order.
@@ -92,32 +89,3 @@ def _print_human(result: dict[str, Any], console: Console) -> None:
     console.print(paths)
     used = sum(1 for p in result["paths"] if p["rx_share"] >= 0.05)
     console.print(f"paths carrying media: {used} of {len(result['paths'])}")
-
-
-def print_abr_rules() -> None:
-    """The rules each player supports (--list-abr)."""
-    table = Table(title="adaptation rules (--abr NAME; --abr-param KEY=VALUE; docs/abr.md)")
-    for column in ("player", "name", "whose", "parameters", "what it does"):
-        table.add_column(column)
-    for row in describe_rules():
-        table.add_row(*row)
-    Console().print(table)
-
-
-def print_schedulers() -> None:
-    """Each transport's path schedulers (--list-schedulers)."""
-    table = Table(title="path schedulers (--scheduler NAME; a scenario condition's "
-                        "scheduler; docs/schedulers.md)")
-    for column in ("transport", "name", "default", "what it does"):
-        table.add_column(column)
-    for transport in TRANSPORTS.values():
-        try:
-            found = transport.schedulers()
-        except UserError as exc:  # e.g. the QUIC hop not built: say so, list the others
-            table.add_row(transport.name, "?", "", str(exc))
-            continue
-        for i, (name, what) in enumerate(found.items()):
-            table.add_row(transport.name, name, "yes" if i == 0 else "", what)
-        if not found:
-            table.add_row(transport.name, "-", "", "one path, or none to choose")
-    Console(width=max(Console().width, 120)).print(table)

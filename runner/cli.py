@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from mpstream.output import console_for, json_option, print_json
 from mpstream.paths import REPO_ROOT
 
 RESULTS_DIR = REPO_ROOT / "results"
@@ -56,13 +57,16 @@ RESULTS_DIR = REPO_ROOT / "results"
 @click.option("--max-trials", type=click.IntRange(3, 1000), default=None,
               help="With --until: the most trials a condition takes [default: the scenario's "
                    "max_trials, 10].")
+@click.option("--dry-run", is_flag=True,
+              help="Print the plan and its machine time, and run nothing.")
+@json_option
 def run(scenario: str, trials: int | None, out_dir: Path | None, retry_failed: bool,
         make_report: bool, pcap: bool, cluster: str | None, trial_margin: float,
         balance_hosts: bool, plan_only: bool, conditions: tuple[str, ...],
-        until_text: str | None, max_trials: int | None) -> None:
+        until_text: str | None, max_trials: int | None, dry_run: bool, as_json: bool) -> None:
     """Run SCENARIO (a name in runner/scenarios/ or a TOML file): every condition, player and
-    trial, in interleaved order, keeping each trial's raw data."""
-    from mpstream.runner.run import run_scenario
+    trial, in interleaved order, keeping each trial's raw data. Exits 1 when a trial failed."""
+    from mpstream.runner.run import failed_trials, plan_run, run_scenario, trials_failed
     from mpstream.runner.scenario import SCENARIOS_DIR, load_scenario
     from mpstream.runner.until import Until
 
@@ -82,13 +86,30 @@ def run(scenario: str, trials: int | None, out_dir: Path | None, retry_failed: b
     if out_dir is None:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         out_dir = RESULTS_DIR / f"{sc.name}-{stamp}"
-    console = Console()
-    run_scenario(sc, out_dir, trials=trials, scenario_path=path, retry_failed=retry_failed,
-                 console=console, pcap=pcap, cluster=cluster, trial_margin_s=trial_margin,
-                 balance_hosts=balance_hosts, plan_only=plan_only, only=list(conditions),
-                 until=until)
-    if make_report and not plan_only:
-        _report(out_dir, None, console)
+    console = console_for(as_json)
+    planned = plan_run(sc, out_dir, trials=trials, only=list(conditions), pcap=pcap,
+                       until=until, retry_failed=retry_failed)
+    for line in planned.describe():
+        console.print(line, highlight=False, soft_wrap=True)
+    if dry_run:
+        if as_json:
+            print_json({**planned.as_json(), "dry_run": True})
+        return
+    statuses = run_scenario(sc, out_dir, trials=trials, scenario_path=path,
+                            retry_failed=retry_failed, console=console, pcap=pcap,
+                            cluster=cluster, trial_margin_s=trial_margin,
+                            balance_hosts=balance_hosts, plan_only=plan_only,
+                            only=list(conditions), until=until)
+    report = _report(out_dir, None, console) if make_report and not plan_only else None
+    ran = [] if plan_only else [t.key for t in planned.selected if t.key in statuses]
+    failed = failed_trials(planned.out_dir, ran)
+    if as_json:
+        print_json({**planned.as_json(), "dry_run": False, "ran": len(ran),
+                    "ok": len(ran) - len(failed), "failed": len(failed),
+                    "failed_trials": [{"key": k, "reason": r} for k, r in failed.items()],
+                    "report": report.html if report else None})
+    if failed:
+        raise trials_failed(planned.out_dir, failed, len(ran))
 
 
 def _report(run_dir: Path, out: Path | None, console: Console):
@@ -108,21 +129,32 @@ def _report(run_dir: Path, out: Path | None, console: Console):
               help="Also write the run's summary (per condition: n, mean, sd, 95% interval of "
                    "each metric; the command, commit, kernel and load) as JSON, the form "
                    "docs/data/ keeps (its name is the run's id there).")
-def report(run_dir: Path, out: Path | None, p1203: bool, summary: Path | None) -> None:
+@json_option
+def report(run_dir: Path, out: Path | None, p1203: bool, summary: Path | None,
+           as_json: bool) -> None:
     """Write the HTML report, CSV files and PNG figures of a run folder, and print its tables."""
-    console = Console()
+    console = console_for(as_json)
     rep = _report(run_dir, out, console)
+    written: dict[str, Path | None] = {"summary": None, "p1203": None}
     if summary is not None:
         from mpstream.runner.layout import RUN_JSON, read_json
         from mpstream.runner.report.summary import write_summary
 
-        path = write_summary(rep, read_json(run_dir / RUN_JSON), summary)
-        console.print(f"summary: {path}")
+        written["summary"] = write_summary(rep, read_json(run_dir / RUN_JSON), summary)
+        console.print(f"summary: {written['summary']}")
     if p1203:
         from mpstream.runner.report.build import write_p1203_inputs
 
-        written = write_p1203_inputs(rep)
-        console.print(f"P.1203 mode-0 input of {len(written)} sessions: {rep.out_dir / 'p1203'}")
+        sessions = write_p1203_inputs(rep)
+        written["p1203"] = rep.out_dir / "p1203"
+        console.print(f"P.1203 mode-0 input of {len(sessions)} sessions: {written['p1203']}")
+    if as_json:
+        print_json({"run_dir": rep.run_dir, "report": rep.html, "out_dir": rep.out_dir,
+                    "files": sorted(p.name for p in rep.out_dir.iterdir() if p.is_file()),
+                    "trials": len(rep.trials), "ok": len(rep.trials) - len(rep.failed),
+                    "failed": len(rep.failed),
+                    "failed_trials": [{"key": f["key"], "reason": f["reason"]}
+                                      for f in rep.failed], **written})
 
 
 @click.command()
@@ -148,12 +180,19 @@ def report(run_dir: Path, out: Path | None, p1203: bool, summary: Path | None) -
 @click.option("--update", is_flag=True,
               help="Replace each published summary in docs/data/ with the new one (then run "
                    "`make docs-figures`).")
+@click.option("--dry-run", is_flag=True,
+              help="Print each summary's run and its machine time, and run nothing.")
+@json_option
 def reproduce(summaries: tuple[str, ...], every: bool, out_dir: Path | None,
               trials: int | None, until_text: str | None, max_trials: int,
-              cluster: str | None, tolerance: float, update: bool) -> None:
+              cluster: str | None, tolerance: float, update: bool, dry_run: bool,
+              as_json: bool) -> None:
     """Run again the command each run summary SUMMARY (a file in docs/data/, or its name)
     records, with today's code, and set each figure the docs quote from it beside the new one:
-    DIR/reproduction.csv and .html (docs/runs-and-report.md#reproducing-the-docs-figures)."""
+    DIR/reproduction.csv and .html (docs/runs-and-report.md#reproducing-the-docs-figures).
+    Exits 1 when a figure disagrees or a trial failed."""
+    from mpstream.errors import EXIT_FAILED, UserError
+    from mpstream.runner.reproduce import print_plan, summary_files
     from mpstream.runner.reproduce import reproduce as run_reproduction
     from mpstream.runner.until import Until
 
@@ -167,8 +206,22 @@ def reproduce(summaries: tuple[str, ...], every: bool, out_dir: Path | None,
             raise click.BadParameter(str(exc), param_hint="--until") from None
     if out_dir is None:
         out_dir = RESULTS_DIR / f"reproduce-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}"
-    run_reproduction(list(summaries), out_dir, every=every, trials=trials, until=until,
-                     cluster=cluster, update=update, tolerance=tolerance, console=Console())
+    console = console_for(as_json)
+    files = summary_files(list(summaries), every)
+    planned = print_plan(files, trials, until, console)
+    if dry_run:
+        if as_json:
+            print_json({**planned, "dry_run": True})
+        return
+    said = run_reproduction(files, out_dir, trials=trials, until=until, cluster=cluster,
+                            update=update, tolerance=tolerance, console=console)
+    if as_json:
+        print_json({**said, "dry_run": False, "planned": planned, "out_dir": out_dir.resolve(),
+                    "table": out_dir.resolve() / "reproduction.csv"})
+    if said["disagree"] or said["failed_trials"]:
+        raise UserError(f"{said['disagree']} of {said['figures']} figure(s) disagree and "
+                        f"{said['failed_trials']} trial(s) failed: {out_dir / 'reproduction.csv'}",
+                        exit_code=EXIT_FAILED)
 
 
 @click.command()

@@ -16,7 +16,7 @@ from rich.console import Console
 from mpstream.paths import REPO_ROOT
 from mpstream.runner.report.build import build_report
 from mpstream.runner.report.table import print_tables
-from mpstream.runner.run import run_scenario
+from mpstream.runner.run import failed_trials, run_scenario, trials_failed
 from mpstream.runner.scenario import SCENARIOS_DIR, load_scenario
 
 DEMO_SCENARIO = SCENARIOS_DIR / "demo.toml"
@@ -30,7 +30,7 @@ def run_demo(out_dir: Path | None, console: Console) -> Path:
         out_dir = REPO_ROOT / "results" / f"demo-{stamp}"
     console.print(f"[bold]mpstream demo[/]: {' '.join(scenario.description.split())}",
                   highlight=False)
-    run_scenario(scenario, out_dir, scenario_path=DEMO_SCENARIO, console=console)
+    statuses = run_scenario(scenario, out_dir, scenario_path=DEMO_SCENARIO, console=console)
     rep = build_report(out_dir)
     print_tables(rep, console)
     share = {g: rep.summaries[g].get("download_share") for g in rep.groups}
@@ -40,4 +40,7 @@ def run_demo(out_dir: Path | None, console: Console) -> Path:
                           "its path rates", highlight=False)
     console.print(f"HTML report: [bold]{rep.html}[/]", highlight=False)
     console.print(f"demo took {time.monotonic() - started:.0f} s", highlight=False)
+    failed = failed_trials(out_dir, statuses)
+    if failed:
+        raise trials_failed(out_dir, failed, len(statuses))
     return rep.html

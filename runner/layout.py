@@ -1,11 +1,14 @@
 """The raw-data layout of a run: what each trial leaves behind, and how the report finds it.
 
-    RUN_DIR/run.json                  the scenario (as loaded), its file, the planned trials in
-                                      run order, the media: all `mpstream trial` needs
+    RUN_DIR/run.json                  the scenario (as loaded), what each condition resolved
+                                      to (`resolved`: network, deployment, transport, path
+                                      policy, paths), its file, the planned trials in run
+                                      order, the media: all `mpstream trial` needs
     RUN_DIR/scenario.toml             the scenario file as it was when the run started
     RUN_DIR/trials/<key>/trial.json   the trial record (runner/record.py, docs/trial.schema.json)
     RUN_DIR/trials/<key>/trial.log    what `mpstream trial` printed
-    RUN_DIR/trials/<key>/profile.json the profile as built (after the condition's overrides)
+    RUN_DIR/trials/<key>/profile.json the profile as the topology built it (the condition's
+                                      network with its deployment, as the policy starts it)
     RUN_DIR/trials/<key>/summary.json collector summary (video) + per-path bytes from play_session
     RUN_DIR/trials/<key>/events.json  collector events of the session, in seq order (video)
     RUN_DIR/trials/<key>/session.json the collector's session record (video)

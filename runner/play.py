@@ -22,26 +22,27 @@ import click
 from rich.console import Console
 
 from mpstream import phases
-from mpstream.errors import UserError
+from mpstream.deployment import load_deployment, preset_names
+from mpstream.errors import UserError, warn
 from mpstream.player.abr import DEFAULT as ABR_DEFAULT
-from mpstream.player.abr import parse_abr_params, resolve_abr
+from mpstream.player.abr import catalog, default_abr, parse_abr_params, resolve_abr
 from mpstream.player.browsers import BROWSERS, check_browser
 from mpstream.player.codecs import CODECS, check_codec
 from mpstream.player.session import MANIFESTS
-from mpstream.player.show import print_abr_rules, print_schedulers, print_session
+from mpstream.player.show import print_session
 from mpstream.proc import signals_interrupt
 from mpstream.progress import working
 from mpstream.runner.layout import read_json, trial_dir
+from mpstream.runner.listing import print_kind
 from mpstream.runner.record import TrialRecord
-from mpstream.runner.scenario import Condition, Scenario, expand_trials, validate_scenario
-from mpstream.runner.sites.base import transport_for
-from mpstream.runner.sites.emulated import EmulatedSite
+from mpstream.runner.resolved import ResolvedCondition
+from mpstream.runner.scenario import Scenario, expand_trials, resolve_scenario, validate_scenario
 from mpstream.runner.trial import run_trial
 from mpstream.runner.workloads import workload_for
 from mpstream.runner.workloads.base import SessionNames
 from mpstream.scratch import session_tempdir
 from mpstream.transports.base import TRANSPORTS, Transport, for_network_mode, get_transport
-from mpstream.transports.pathpolicy import POLICIES, DeadlineMarks, acts
+from mpstream.transports.pathpolicy import DEFAULT_POLICY, POLICIES, DeadlineMarks, check_for
 
 if TYPE_CHECKING:
     from mpstream.netem.profile import Profile
@@ -84,9 +85,9 @@ class PlayOptions:
 def play_scenario(o: PlayOptions) -> Scenario:
     """The scenario a `play` runs: each option on the field of the same meaning of the scenario
     or of its one condition, here and nowhere else. A scenario file with these fields runs the
-    same trial in `mpstream run` (tests/unit/test_play.py). Refused here: a URL no player is
-    known for, deadline marks that are not two numbers, a rule (or its parameters) the player
-    lacks."""
+    same trial in `mpstream run` (tests/unit/test_play.py). Its condition is resolved here,
+    once. Refused here: a URL no player is known for, deadline marks that are not two numbers,
+    a rule (or its parameters) the player lacks, a profile or deployment that is not valid."""
     player = _player_of(o)
     marks = _deadline_marks(o.deadline_marks)
     condition: dict[str, Any] = {
@@ -108,8 +109,9 @@ def play_scenario(o: PlayOptions) -> Scenario:
         "abr_params": {abr: params} if params else {},
         "duration_s": o.duration_s, "buffer_s": o.buffer_s,
         "target_latency_s": o.target_latency_s, "report_timeout_s": o.report_timeout_s}
-    # Relative files (the media, a profile, a deployment) are the caller's, from here.
-    return validate_scenario(fields, base_dir=Path.cwd(), origin=PLAY)
+    # Relative files (the media, a profile, a deployment) are the caller's, from here; they are
+    # read as the condition resolves, once.
+    return resolve_scenario(validate_scenario(fields, base_dir=Path.cwd(), origin=PLAY))
 
 
 def _player_of(o: PlayOptions) -> str:
@@ -141,17 +143,57 @@ def _deadline_marks(text: str | None) -> DeadlineMarks | None:
 # --- the command ---------------------------------------------------------------------------
 
 
+# The help of the options that name a registered thing is written from its registry, so that
+# `play --help` cannot drift from what the command accepts.
+
+
+def _transport_help() -> str:
+    each = "; ".join(f"{t.name}: {t.summary}" for t in TRANSPORTS.values())
+    return (f"How the browser reaches the server ({each}) [default: the profile's mode; mptcp "
+            "with --url]; docs/quic.md, docs/mphttp.md.")
+
+
+def _deployment_help() -> str:
+    return ("What the server and client run over the paths (congestion control, kernel "
+            "settings, nginx's options, path manager, a path policy): a preset "
+            f"({', '.join(preset_names())}; `mpstream list deployments`) or a TOML file, e.g. "
+            "one `mpstream tune` wrote [default: kernel-default]; with --profile.")
+
+
+def _path_policy_help() -> str:
+    each = "; ".join(f"{name}: {summary}" for name, summary in POLICIES.items())
+    # A preset that brings a policy changes this option's default: say which.
+    brought = [f"{d.name} brings {d.path_policy}"
+               for d in map(load_deployment, preset_names()) if d.path_policy]
+    unless = f", unless --deployment brings one ({'; '.join(brought)})" if brought else ""
+    return (f"When held-back paths carry data ({each}) [default: {DEFAULT_POLICY}{unless}]; "
+            "docs/cellular.md.")
+
+
+def _abr_help() -> str:
+    rules = catalog()
+    each = "; ".join(f"{player}: " + ", ".join(
+        name + (" (default)" if name == default_abr(player) else "") for name in by_name)
+        for player, by_name in rules.items())
+    ours = dict.fromkeys(r.name for by_name in rules.values() for r in by_name.values()
+                         if r.kind == "mpstream")
+    return (f"Adaptation rule: the player's own or ours ({', '.join(ours)}), by player: {each}; "
+            "docs/abr.md.")
+
+
 def _list_abr(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-    """--list-abr: the rules each player supports, then exit."""
+    """--list-abr, kept for scripts: `mpstream list abr`, then exit."""
     if value and not ctx.resilient_parsing:
-        print_abr_rules()
+        warn("`mpstream play --list-abr` is now `mpstream list abr`")
+        print_kind("abr")
         ctx.exit(0)
 
 
 def _list_schedulers(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-    """--list-schedulers: each transport's path schedulers, then exit."""
+    """--list-schedulers, kept for scripts: `mpstream list schedulers`, then exit."""
     if value and not ctx.resilient_parsing:
-        print_schedulers()
+        warn("`mpstream play --list-schedulers` is now `mpstream list schedulers`")
+        print_kind("schedulers")
         ctx.exit(0)
 
 
@@ -177,22 +219,16 @@ def _list_schedulers(ctx: click.Context, _param: click.Parameter, value: bool) -
                    "browser decodes; avc or hevc keep only that family (refused up front if the "
                    "browser cannot decode it).")
 @click.option("--transport", type=click.Choice(TRANSPORTS.names()), default=None,
-              help="The browser's sockets: mptcp (under mptcpize) or plain tcp. "
-                   "Default: the profile's mode (mptcp with --url).")
+              help=_transport_help())
+# The schedulers are not named here: the QUIC hop's come from its program, built on first use.
 @click.option("--scheduler", default=None,
               help="The transport's path scheduler (which bytes go on which path) [default: the "
-                   "transport's own]; see --list-schedulers.")
-@click.option("--list-schedulers", is_flag=True, expose_value=False, is_eager=True,
+                   "transport's own]; `mpstream list schedulers` names each transport's.")
+@click.option("--list-schedulers", is_flag=True, expose_value=False, is_eager=True, hidden=True,
               callback=_list_schedulers, help="List each transport's path schedulers and exit.")
-@click.option("--deployment", default=None, metavar="NAME|FILE",
-              help="What the server and client run over the paths (congestion control, kernel "
-                   "settings, nginx's options, path manager): a preset (see `mpstream "
-                   "deployments`) or a TOML file, e.g. one `mpstream tune` wrote "
-                   "[default: kernel-default]; with --profile.")
+@click.option("--deployment", default=None, metavar="NAME|FILE", help=_deployment_help())
 @click.option("--path-policy", "path_policy", type=click.Choice(list(POLICIES)), default=None,
-              help="When the profile's metered paths (cellular) carry data: always, backup "
-                   "(only when the others fail) or deadline (MP-DASH: when the player's buffer "
-                   "runs low) [default: always]; docs/cellular.md.")
+              help=_path_policy_help())
 @click.option("--deadline-marks", "deadline_marks", default=None, metavar="LOW,HIGH",
               help="The deadline policy's buffer marks in seconds: the metered path joins "
                    "below LOW and leaves at or above HIGH [default: 4,10].")
@@ -203,14 +239,11 @@ def _list_schedulers(ctx: click.Context, _param: click.Parameter, value: bool) -
 @click.option("--target-latency", "target_latency_s", type=click.FloatRange(min=0, min_open=True),
               default=None, help="Live streams: seconds behind the live edge to play"
               " (default: the library's).")
-@click.option("--abr", default=None,
-              help="Adaptation rule: the player's own (dash.js: dynamic, throughput, bola, l2a, "
-                   "lolp; hls.js: ewma) or ours (bba0, robustmpc, rate-based) "
-                   "[default: the player's default]; see --list-abr.")
+@click.option("--abr", default=None, help=_abr_help())
 @click.option("--abr-param", "abr_params", multiple=True, metavar="KEY=VALUE",
               help="A numeric parameter of the rule (repeatable), e.g. horizon=3 for robustmpc.")
 @click.option("--list-abr", is_flag=True, expose_value=False, is_eager=True, callback=_list_abr,
-              help="List the adaptation rules each player supports, and exit.")
+              hidden=True, help="List the adaptation rules each player supports, and exit.")
 @click.option("--report-timeout", "report_timeout_s", type=click.FloatRange(min=1), default=None,
               metavar="SECONDS",
               help="How long the page keeps sending unsent events after the session ends "
@@ -232,7 +265,7 @@ def play(**options: Any) -> None:
     if o.url is not None:
         _check_real(o)
         scenario = play_scenario(o)
-        chosen = _real_transport(scenario.conditions[0])
+        chosen = _real_transport(scenario.resolved(scenario.conditions[0]))
         progress = _real_progress(o, scenario.players[0], chosen)
     else:
         _check_emulated(o)
@@ -292,18 +325,22 @@ def _check_scheduler(transport: str | None, scheduler: str | None,
         for_network_mode(load_profile(profile).mode).with_scheduler(scheduler)
 
 
-def _real_transport(cond: Condition) -> Transport:
+def _real_transport(resolved: ResolvedCondition) -> Transport:
     """The transport of a session from a server elsewhere (mptcp unless told), refused where it
     would need mpstream to change the host's own settings or to run something on the server."""
-    chosen = transport_for(cond)
-    if cond.scheduler is not None and chosen.kernel_mptcp:
-        raise UserError(f"--scheduler {cond.scheduler}: on a real host the kernel's MPTCP "
+    chosen = resolved.transport
+    refusal = chosen.refuses_scheduler()
+    if refusal:
+        raise UserError(refusal)
+    if chosen.scheduler is not None and chosen.kernel_mptcp:
+        raise UserError(f"--scheduler {chosen.scheduler}: on a real host the kernel's MPTCP "
                         "scheduler is the host's own setting (sysctl net.mptcp.scheduler), "
                         "which mpstream does not change: leave out --scheduler")
-    if acts(cond.path_policy):
-        raise UserError(f"--path-policy {cond.path_policy}: a real host's interfaces say "
-                        "nothing of which is metered, and mpstream does not change a host's "
-                        "MPTCP endpoints: play over an emulated --profile")
+    policy = resolved.path_policy
+    if policy.acts:
+        raise UserError(f"--path-policy {policy.name}: a real host's interfaces say nothing of "
+                        "which is metered, and mpstream does not change a host's MPTCP "
+                        "endpoints: play over an emulated --profile")
     if chosen.runs_on_server:
         raise UserError(f"transport {chosen.name} runs a gateway on the server host, and "
                         "mpstream runs nothing on a server elsewhere: use --profile")
@@ -311,9 +348,13 @@ def _real_transport(cond: Condition) -> Transport:
 
 
 def _emulated_choice(scenario: Scenario) -> tuple[Profile, Transport]:
-    """The profile as the trial's site will build it, and its transport; refused when the
-    profile has competing users (a scenario's) or a CC the transport cannot use."""
-    profile, chosen, _ = EmulatedSite.built(scenario, scenario.conditions[0])
+    """The profile as the condition resolved, and its transport; refused when its path policy
+    cannot run there, the profile has competing users (a scenario's) or a CC the transport
+    cannot use."""
+    resolved = scenario.resolved(scenario.conditions[0])
+    profile, chosen = resolved.network, resolved.transport
+    assert profile is not None  # an emulated condition's
+    check_for(resolved.path_policy, chosen, profile)
     if profile.competitors:
         raise UserError(f"profile {profile.name} has competing clients: they play (or download) "
                         "in scenarios, where each user's figures are recorded: put the profile "
@@ -322,7 +363,7 @@ def _emulated_choice(scenario: Scenario) -> tuple[Profile, Transport]:
     if refusal:
         raise UserError(f"profile {profile.name}: {refusal}")
     # What the video workload refuses of a run's condition (mphttp on a low-latency stream)
-    refusal = workload_for("video").refuses(scenario, scenario.conditions[0], chosen)
+    refusal = workload_for("video").refuses(scenario, resolved)
     if refusal:
         raise UserError(refusal)
     return profile, chosen

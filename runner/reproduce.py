@@ -39,6 +39,7 @@ from rich.console import Console
 from mpstream import provenance
 from mpstream.errors import UserError
 from mpstream.paths import REPO_ROOT
+from mpstream.runner.cost import Cost, machine_time
 from mpstream.runner.report.csvfiles import fmt
 from mpstream.runner.until import Until
 
@@ -95,6 +96,7 @@ class Reproduction:
     seconds: float | None = None
     published_seconds: float | None = None
     skipped: str | None = None
+    failed_trials: dict[str, str] = field(default_factory=dict)  # key -> reason
 
 
 def docs_figures() -> ModuleType:
@@ -138,6 +140,38 @@ def _seconds(run: dict[str, Any]) -> float | None:
             - datetime.fromisoformat(run["started"])).total_seconds()
 
 
+def reproduction_cost(path: Path, trials: int | None, until: Until | None) -> Cost | None:
+    """The machine time of reproducing the summary at `path`: its published run's own time a
+    trial, over the trials that run took (or those `trials`, or `until`'s cap, take); None for
+    a summary with no run to repeat."""
+    run = json.loads(path.read_text())["run"]
+    span, n = _seconds(run), run.get("trials")
+    if RunCommand.parse(run.get("command") or "") is None or run.get("of_run") or not span \
+            or not n:
+        return None
+    count = n
+    if trials is not None or until is not None:
+        runs_a_round = (run.get("planned") or n) / (run.get("trials_per_condition") or n)
+        count = round(runs_a_round * (trials or (until.max_trials if until else 1)))
+    return Cost(count, span / n, "the published run's own time a trial")
+
+
+def print_plan(files: list[Path], trials: int | None, until: Until | None,
+               console: Console) -> dict[str, Any]:
+    """Each summary's machine time and their sum, said before the first trial; returns them
+    as `--json` gives them."""
+    costs = {path: reproduction_cost(path, trials, until) for path in files}
+    for path, cost in costs.items():
+        console.print(f"{path.stem}: {cost or 'not a run: its command is run by hand'}",
+                      highlight=False, soft_wrap=True)
+    total = sum(c.seconds for c in costs.values() if c)
+    console.print(f"time: about {machine_time(total)} of machine time in all"
+                  + (f", at most: --until {until.text()} counts its cap, {until.max_trials} "
+                     "trials a condition" if until else ""), highlight=False, soft_wrap=True)
+    return {"summaries": {path.stem: cost.as_json() if cost else None
+                          for path, cost in costs.items()}, "machine_seconds": round(total)}
+
+
 def reproduce_one(path: Path, out_dir: Path, *, trials: int | None, until: Until | None,
                   cluster: str | None, console: Console) -> Reproduction:
     """Runs the summary's command again into OUT/runs/<id>/ and summarizes it into
@@ -145,7 +179,7 @@ def reproduce_one(path: Path, out_dir: Path, *, trials: int | None, until: Until
     from mpstream.runner.layout import RUN_JSON, read_json
     from mpstream.runner.report.summary import write_summary
     from mpstream.runner.report.table import report_and_print
-    from mpstream.runner.run import run_scenario
+    from mpstream.runner.run import failed_trials, run_scenario
     from mpstream.runner.scenario import load_scenario
 
     published = json.loads(path.read_text())
@@ -163,9 +197,10 @@ def reproduce_one(path: Path, out_dir: Path, *, trials: int | None, until: Until
     run_dir = out_dir / "runs" / path.stem
     console.print(f"[bold]{path.stem}[/]: {command}", highlight=False)
     started = time.monotonic()
-    run_scenario(scenario, run_dir, trials=None if rule else (trials or parsed.trials),
-                 console=console, cluster=cluster or parsed.cluster,
-                 only=parsed.conditions or None, until=rule)
+    statuses = run_scenario(scenario, run_dir, trials=None if rule else trials or parsed.trials,
+                            console=console, cluster=cluster or parsed.cluster,
+                            only=parsed.conditions or None, until=rule)
+    rep.failed_trials = failed_trials(run_dir, statuses)
     report = report_and_print(run_dir, None, console)
     new = out_dir / "summaries" / path.name
     write_summary(report, read_json(run_dir / RUN_JSON), new)
@@ -253,7 +288,9 @@ def rows_of(rep: Reproduction, published_path: Path, figs: ModuleType,
     return rows
 
 
-def write_table(rows: list[dict[str, Any]], reps: list[Reproduction], out_dir: Path) -> None:
+def write_table(rows: list[dict[str, Any]], reps: list[Reproduction], out_dir: Path
+                ) -> dict[str, Any]:
+    """reproduction.csv, .html and .json; returns what the .json holds."""
     with open(out_dir / "reproduction.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS)
         w.writeheader()
@@ -262,12 +299,13 @@ def write_table(rows: list[dict[str, Any]], reps: list[Reproduction], out_dir: P
     agreed = sum(1 for r in rows if r["agree"] is True)
     spent = sum(r.seconds or 0 for r in reps)
     before = sum(r.published_seconds or 0 for r in reps if r.seconds is not None)
-    (out_dir / "reproduction.json").write_text(json.dumps({
-        "figures": len(rows), "agree": agreed,
-        "disagree": sum(1 for r in rows if r["agree"] is False),
-        "machine_seconds": spent, "published_machine_seconds": before,
-        "environment": provenance.environment(),
-        "reproductions": [asdict(r) for r in reps]}, indent=1) + "\n")
+    said = {"figures": len(rows), "agree": agreed,
+            "disagree": sum(1 for r in rows if r["agree"] is False),
+            "failed_trials": sum(len(r.failed_trials) for r in reps),
+            "machine_seconds": spent, "published_machine_seconds": before,
+            "environment": provenance.environment(),
+            "reproductions": [asdict(r) for r in reps]}
+    (out_dir / "reproduction.json").write_text(json.dumps(said, indent=1) + "\n")
     head = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
     body = "\n".join(
         "<tr class=\"{}\">".format({True: "agree", False: "disagree"}.get(row["agree"], "none"))
@@ -280,23 +318,26 @@ def write_table(rows: list[dict[str, Any]], reps: list[Reproduction], out_dir: P
         f"<h1>The docs' figures reproduced</h1><p>{agreed} of {len(rows)} figures agree; "
         f"{spent / 60:.1f} machine minutes (the published runs took {before / 60:.1f})</p>"
         f"<table><tr>{head}</tr>\n{body}</table>\n")
+    return said
 
 
-def reproduce(refs: list[str], out_dir: Path, *, every: bool = False, trials: int | None = None,
+def reproduce(files: list[Path], out_dir: Path, *, trials: int | None = None,
               until: Until | None = None, cluster: str | None = None, update: bool = False,
-              tolerance: float = 0.0, console: Console | None = None) -> list[dict[str, Any]]:
+              tolerance: float = 0.0, console: Console | None = None) -> dict[str, Any]:
+    """Reproduces each summary of `files`; returns what reproduction.json holds."""
     console = console or Console()
-    files = summary_files(refs, every)
     figs = docs_figures()
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    reps, rows = [], []
+    reps: list[Reproduction] = []
+    rows: list[dict[str, Any]] = []
+    said: dict[str, Any] = {}
     for path in files:
         rep = reproduce_one(path, out_dir, trials=trials, until=until, cluster=cluster,
                             console=console)
         reps.append(rep)
         rows += rows_of(rep, path, figs, tolerance)
-        write_table(rows, reps, out_dir)  # after each: a long --all shows how far it got
+        said = write_table(rows, reps, out_dir)  # after each: a long --all shows how far it got
         if update and rep.new_summary:
             shutil.copyfile(rep.new_summary, path)
             console.print(f"updated {path}: run `make docs-figures`, then `make docs-check` "
@@ -307,6 +348,6 @@ def reproduce(refs: list[str], out_dir: Path, *, every: bool = False, trials: in
                           f"{row['metric']} {row['figure']}: published "
                           f"{fmt(row['published_mean'])}, now {fmt(row['new_mean'])} "
                           f"(quoted in {row['pages']})", highlight=False)
-    agreed = sum(1 for r in rows if r["agree"] is True)
-    console.print(f"{agreed} of {len(rows)} figures agree: {out_dir / 'reproduction.csv'}")
-    return rows
+    console.print(f"{said.get('agree', 0)} of {len(rows)} figures agree: "
+                  f"{out_dir / 'reproduction.csv'}")
+    return said

@@ -17,8 +17,10 @@ import difflib
 import fnmatch
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.progress import (
@@ -31,12 +33,14 @@ from rich.progress import (
 )
 
 from mpstream import provenance
-from mpstream.errors import UserError
+from mpstream.errors import EXIT_FAILED, UserError
 from mpstream.proc import signals_interrupt
+from mpstream.runner.cost import Cost
 from mpstream.runner.layout import (
     RUN_JSON,
     RunScenario,
     finished_keys,
+    load_trials,
     read_json,
     remove_partial_trials,
     write_json,
@@ -173,16 +177,16 @@ def preflight(scenario: Scenario) -> None:
     problems += workload.preflight(scenario)
     transports = set()
     for cond in conditions:
-        site = site_class(cond.kind)
-        try:  # a scheduler the transport lacks, refused before any topology
-            transport = site.transport_of(scenario, cond)
-        except UserError as exc:
-            problems.append(f"condition {cond.label}: {exc}")
+        site, resolved = site_class(cond.kind), scenario.resolved(cond)
+        # A scheduler the transport lacks here, refused before any topology.
+        refusal = resolved.transport.refuses_scheduler()
+        if refusal:
+            problems.append(f"condition {cond.label}: {refusal}")
             continue
-        refusals = site.problems(scenario, cond, transport)
-        refusals += [r for r in [workload.refuses(scenario, cond, transport)] if r]
+        refusals = site.problems(resolved)
+        refusals += [r for r in [workload.refuses(scenario, resolved)] if r]
         problems += [f"condition {cond.label}: {r}" for r in refusals]
-        transports |= {transport, *site.other_transports(scenario, cond)}
+        transports |= {resolved.transport, *site.other_transports(resolved)}
     for transport in sorted(transports, key=lambda t: t.name):
         problems += transport.missing()
     for tool in ("ss", "nstat", "stdbuf", *workload.tools):
@@ -231,6 +235,90 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
                   until: Until | None = None) -> dict[str, str]:
     """With no `runner`, only the run folder is prepared."""
     console = console or Console()
+    run = plan_run(scenario, out_dir, trials=trials, only=only, pcap=pcap, until=until,
+                   retry_failed=retry_failed)
+    out_dir = run.out_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if scenario_path and Path(scenario_path).is_file():
+        shutil.copyfile(scenario_path, out_dir / "scenario.toml")
+    remove_partial_trials(out_dir)
+    todo = run.todo
+    if len(todo) < len(run.selected):
+        console.print(f"resuming: {len(run.selected) - len(todo)} of {len(run.selected)} "
+                      "trials already done")
+    if todo:
+        preflight(scenario)
+    with contextlib.ExitStack() as resources:
+        media_dir = workload_for(scenario.kind).prepare(scenario, out_dir, todo, console,
+                                                        progress, resources)
+        # Written before the first trial: it is the plan each `mpstream trial` reads.
+        write_json(out_dir / RUN_JSON, _run_json(
+            scenario, scenario_path, run.plan, run.trials_per_condition, media_dir, run.pcap,
+            cluster, run.chosen, run.until))
+        if runner is None:
+            console.print(f"planned: {len(todo)} trial(s) to run, keys in {out_dir / RUN_JSON} "
+                          f"(`plan`); each: mpstream trial {out_dir} --key KEY")
+            return dict(run.done)
+        return _run_trials(scenario, out_dir, run.selected, todo, run.done, scenario_path,
+                           console, progress, runner, run.until)
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """What a run into a folder is to do, decided before anything is written: the trials a
+    condition, the conditions, the capture and the stopping rule (the command's, else the
+    folder's, else the scenario's), the whole plan, the chosen conditions' trials (`selected`)
+    and those of them left to run (`todo`)."""
+
+    scenario: Scenario
+    out_dir: Path
+    trials_per_condition: int
+    only: list[str] | None
+    pcap: bool
+    until: Until | None
+    plan: list[Trial]
+    selected: list[Trial]
+    todo: list[Trial]
+    done: dict[str, str]
+    chosen: list[str] | None
+
+    def cost(self) -> Cost:
+        """The machine time of the trials left; with `until`, of its cap."""
+        return Cost.of_trials(len(self.todo), self.scenario.duration_s)
+
+    def conditions(self) -> list[str]:
+        return list(dict.fromkeys(t.condition.label for t in self.selected))
+
+    def describe(self) -> list[str]:
+        """The plan and its machine time, as a person reads them before the first trial."""
+        labels = self.conditions()
+        before = len(self.selected) - len(self.todo)
+        lines = [f"plan: {len(self.todo)} trial(s) to run in {self.out_dir}"
+                 + (f" ({before} of {len(self.selected)} already done)" if before else "")
+                 + f": {', '.join(labels)}, {len(self.selected) // max(1, len(labels))} "
+                   "trial(s) a condition",
+                 f"time: {self.cost()}"]
+        if self.until is not None:
+            lines.append(f"  at most: --until {self.until.text()} stops each condition once "
+                         f"it is sure, and the time counts its cap, {self.until.max_trials} "
+                         "trials a condition")
+        return lines
+
+    def as_json(self) -> dict[str, Any]:
+        return {"run_dir": str(self.out_dir), "scenario": self.scenario.name,
+                "conditions": self.conditions(),
+                "trials_per_condition": self.trials_per_condition,
+                "until": self.until.text() if self.until else None,
+                "planned": len(self.selected), "to_run": len(self.todo),
+                "done_before": len(self.selected) - len(self.todo),
+                "estimate": self.cost().as_json()}
+
+
+def plan_run(scenario: Scenario, out_dir: Path, *, trials: int | None = None,
+             only: list[str] | None = None, pcap: bool = False, until: Until | None = None,
+             retry_failed: bool = False) -> PlannedRun:
+    """The run's plan, from the scenario, the command and what the folder already holds; it
+    writes nothing (`run --dry-run` prints it)."""
     if only:
         only = conditions_named(scenario, only)
     # Absolute: the servers of a trial run from their own working directories.
@@ -242,7 +330,6 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
     if previous and ran != scenario.name:
         raise UserError(f"{out_dir} holds a run of scenario {ran!r}, not {scenario.name!r}; "
                         "give another --out folder")
-    out_dir.mkdir(parents=True, exist_ok=True)
     n, only, pcap = as_planned(scenario, previous, trials, only, pcap)
     if until is None and previous and previous.get("until"):
         until = Until.from_json(previous["until"])  # resumed: it goes on as it began
@@ -250,32 +337,26 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
         check_until(scenario, until)
         n = until.max_trials
     plan = expand_trials(scenario, n)
-    if scenario_path and Path(scenario_path).is_file():
-        shutil.copyfile(scenario_path, out_dir / "scenario.toml")
-
-    remove_partial_trials(out_dir)
     done = finished_keys(out_dir)
     chosen = chosen_conditions(scenario, plan, previous, only, done)
     selected = [t for t in plan if not only or t.condition.label in only]
     todo = [t for t in selected
             if t.key not in done or (retry_failed and done[t.key] == "failed")]
-    if len(todo) < len(selected):
-        console.print(f"resuming: {len(selected) - len(todo)} of {len(selected)} trials already "
-                      "done")
-    if todo:
-        preflight(scenario)
-    with contextlib.ExitStack() as resources:
-        media_dir = workload_for(scenario.kind).prepare(scenario, out_dir, todo, console,
-                                                        progress, resources)
-        # Written before the first trial: it is the plan each `mpstream trial` reads.
-        write_json(out_dir / RUN_JSON, _run_json(scenario, scenario_path, plan, n, media_dir,
-                                                 pcap, cluster, chosen, until))
-        if runner is None:
-            console.print(f"planned: {len(todo)} trial(s) to run, keys in {out_dir / RUN_JSON} "
-                          f"(`plan`); each: mpstream trial {out_dir} --key KEY")
-            return dict(done)
-        return _run_trials(scenario, out_dir, selected, todo, done, scenario_path, console,
-                           progress, runner, until)
+    return PlannedRun(scenario, out_dir, n, only, pcap, until, plan, selected, todo, done,
+                      chosen)
+
+
+def failed_trials(out_dir: Path, keys: Iterable[str]) -> dict[str, str]:
+    """Key -> reason of each trial of `keys` that failed, from its record."""
+    wanted = set(keys)
+    return {t.key: t.record.reason for t in load_trials(out_dir) if t.key in wanted and not t.ok}
+
+
+def trials_failed(out_dir: Path, failed: dict[str, str], of: int) -> UserError:
+    """What a run whose trials `failed` ends with: exit 1, its trials' folders kept."""
+    key, reason = next(iter(failed.items()))
+    return UserError(f"{len(failed)} of {of} trial(s) failed, each kept in {out_dir}/trials/ "
+                     f"(the first, {key}: {reason[:300]})", exit_code=EXIT_FAILED)
 
 
 def check_until(scenario: Scenario, until: Until) -> None:

@@ -14,6 +14,7 @@ import itertools
 import random
 import re
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -22,19 +23,20 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
 )
 
-from mpstream.deployment import deployment_file, load_deployment
 from mpstream.encoder.lowlatency import LowLatency, check_timing
 from mpstream.errors import UserError
 from mpstream.player.abr import DEFAULT as ABR_DEFAULT
 from mpstream.player.abr import resolve_abr
+from mpstream.runner.resolved import ResolvedCondition
 from mpstream.runner.sites import SiteKind, site_class
 from mpstream.runner.workloads import WorkloadKind, workload_for
-from mpstream.transports.base import TRANSPORTS, get_transport
+from mpstream.transports.base import TRANSPORTS
 from mpstream.transports.pathpolicy import known_policy
 
 SCENARIOS_DIR = Path(__file__).resolve().parent / "scenarios"
@@ -129,13 +131,13 @@ class Condition(_Strict):
     check_s: float = Field(default=3.0, ge=0, le=60)
     # None: the profile's own mode (mptcp profiles run MPTCP, tcp profiles single-path TCP).
     transport: TransportName | None = None
-    # The transport's path scheduler (None: its default); `mpstream play --list-schedulers`.
+    # The transport's path scheduler (None: its default); `mpstream list schedulers`.
     scheduler: str | None = None
     # What the server and client run (mpstream/deployment.py): a preset name or a TOML file
     # (relative to the scenario's folder first); None: kernel-default.
     deployment: str | None = None
-    # When the profile's metered paths carry data (None: the deployment's, else always):
-    # mpstream/transports/pathpolicy.py, and
+    # When the profile's metered paths carry data (None: the deployment's, which the
+    # scenario's loading fills in, else always): mpstream/transports/pathpolicy.py, and
     # the deadline policy's buffer marks [low, high] in seconds (None: its defaults).
     path_policy: str | None = None
     deadline_marks: tuple[float, float] | None = None
@@ -262,6 +264,8 @@ class Scenario(_Strict):
     seed: int = 1
     # Where the scenario file was read from; relative profile paths resolve against it.
     base_dir: Path = Field(default=SCENARIOS_DIR, exclude=True)
+    # What each condition resolved to, by label (resolve_scenario).
+    _resolved: dict[str, ResolvedCondition] = PrivateAttr(default_factory=dict)
 
     @field_validator("name")
     @classmethod
@@ -284,7 +288,7 @@ class Scenario(_Strict):
     def _factor_unique(cls, v: list[str]) -> list[str]:
         if not v:
             raise ValueError("name at least one (browsers: chromium, firefox; codecs: auto, "
-                             "avc, hevc; abrs: default or a rule of `mpstream play --list-abr`)")
+                             "avc, hevc; abrs: default or a rule of `mpstream list abr`)")
         if len(set(v)) != len(v):
             raise ValueError("a value is listed twice")
         return v
@@ -306,12 +310,15 @@ class Scenario(_Strict):
             raise ValueError(f"baseline: no condition labelled {self.baseline!r} (conditions: "
                              f"{', '.join(labels)})")
         workload_for(self.kind).check(self)
-        for i, cond in enumerate(self.conditions):
-            if cond.deployment is not None and cond.path_policy is None:
-                # The deployment's path policy, unless the condition names its own.
-                policy = load_deployment(cond.deployment, self.base_dir).path_policy
-                self.conditions[i] = cond.model_copy(update={"path_policy": policy})
         return self
+
+    def resolved(self, cond: Condition) -> ResolvedCondition:
+        """What `cond` resolved to as the scenario loaded (resolve_scenario); a scenario made
+        otherwise resolves it at the first asking, and keeps it."""
+        found = self._resolved.get(cond.label)
+        if found is None:
+            found = self._resolved[cond.label] = resolve_condition(cond, self.base_dir)
+        return found
 
     def abr_request(self, player: str, abr: str | None) -> tuple[str | None,
                                                                  tuple[tuple[str, float], ...]]:
@@ -332,30 +339,40 @@ class Scenario(_Strict):
         return list(self.conditions) + (self.sweep.conditions() if self.sweep else [])
 
 
-def resolve_profile(name: str, base_dir: Path) -> str | Path:
-    """A file next to the scenario wins over a netem preset of the same name."""
-    local = base_dir / name
-    return local.resolve() if local.is_file() else name
+def resolve_condition(cond: Condition, base_dir: Path) -> ResolvedCondition:
+    """The one place a condition is resolved (runner/resolved.py): its network's kind reads its
+    files (relative ones from `base_dir`, the scenario's folder) and makes every choice."""
+    return site_class(cond.kind).resolve(cond, base_dir)
 
 
-def build_profile(scenario: Scenario, cond: Condition):
-    """The condition's netem Profile: the preset or file, the condition's `set` overrides, and
-    mode "tcp" when the condition asks for single-path TCP."""
-    from mpstream.netem.competitors import with_transports
-    from mpstream.netem.profile import load_profile
+def resolve_scenario(scenario: Scenario, *, origin: str | None = None,
+                     known: Mapping[str, ResolvedCondition] | None = None) -> Scenario:
+    """The scenario with each condition resolved once (`Scenario.resolved`), taking those in
+    `known` (by label: read back from run.json) as they are. Its conditions name the path
+    policy their deployment brings, as run.json and the trial records always have. An error
+    names the condition after `origin` (None: the error alone, as `play` says it)."""
+    resolved: dict[str, ResolvedCondition] = {}
+    for cond in scenario.all_conditions():
+        if known and cond.label in known:
+            resolved[cond.label] = known[cond.label]
+            continue
+        try:
+            resolved[cond.label] = resolve_condition(cond, scenario.base_dir)
+        except UserError as exc:
+            raise UserError(f"{origin}: condition {cond.label!r}: {exc}" if origin else str(exc)
+                            ) from None
+    conditions = [_naming_its_policy(c, resolved[c.label]) for c in scenario.conditions]
+    done = scenario.model_copy(update={"conditions": conditions})
+    done._resolved = resolved
+    return done
 
-    if cond.profile is None:
-        raise UserError(f"condition {cond.label!r}: a real condition has no profile to build")
-    overrides = dict(cond.set)
-    if cond.transport is not None:
-        # The network is set up for the condition's transport (one path, or MPTCP on all).
-        overrides["mode"] = get_transport(cond.transport).network_mode
-    deployment = None if cond.deployment is None else \
-        deployment_file(cond.deployment, scenario.base_dir)
-    profile = load_profile(resolve_profile(cond.profile, scenario.base_dir), overrides or None,
-                           deployment=deployment)
-    with_transports(profile)  # what its other users speak is the scenario's to check
-    return profile
+
+def _naming_its_policy(cond: Condition, resolved: ResolvedCondition) -> Condition:
+    """The condition with its deployment's path policy, unless it names its own."""
+    brought = resolved.deployment.path_policy if resolved.deployment is not None else None
+    if cond.path_policy is not None or brought is None:
+        return cond
+    return cond.model_copy(update={"path_policy": brought})
 
 
 class Trial(_Strict):
@@ -410,30 +427,48 @@ def expand_trials(scenario: Scenario, trials: int | None = None) -> list[Trial]:
     return out
 
 
-def load_scenario(ref: str | Path) -> Scenario:
-    """Loads a scenario by name (runner/scenarios/NAME.toml) or path; errors name the field."""
+def scenario_names() -> list[str]:
+    """The shipped scenarios (runner/scenarios/NAME.toml)."""
+    return sorted(p.stem for p in SCENARIOS_DIR.glob("*.toml"))
+
+
+def load_scenario(ref: str | Path, *, check: bool = True) -> Scenario:
+    """Loads a scenario by name (runner/scenarios/NAME.toml) or path; errors name the field.
+    `check=False` leaves its conditions' networks unchecked (`check_conditions`), so that a
+    listing shows a scenario this machine cannot run yet (a trace not fetched)."""
     path = Path(ref)
     if not path.is_file():
         named = SCENARIOS_DIR / f"{ref}.toml"
         if not named.is_file():
-            shipped = ", ".join(sorted(p.stem for p in SCENARIOS_DIR.glob("*.toml")))
-            raise UserError(f"no scenario {str(ref)!r}: not a file, and not one of: {shipped}")
+            raise UserError(f"no scenario {str(ref)!r}: not a file, and not one of: "
+                            + ", ".join(scenario_names()))
         path = named
     try:
         raw = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: not valid TOML: {exc}") from None
+    if not check:
+        return validate_scenario(raw, base_dir=path.resolve().parent, origin=str(path))
     return parse_scenario(raw, base_dir=path.resolve().parent, origin=str(path))
 
 
-def parse_scenario(raw: dict[str, Any], *, base_dir: Path, origin: str = "scenario") -> Scenario:
+def parse_scenario(raw: dict[str, Any], *, base_dir: Path, origin: str = "scenario",
+                   known: Mapping[str, ResolvedCondition] | None = None) -> Scenario:
+    """The scenario of these fields, its conditions checked and resolved (those in `known`
+    taken as they are)."""
     scenario = validate_scenario(raw, base_dir=base_dir, origin=origin)
+    check_conditions(scenario, origin)
+    return resolve_scenario(scenario, origin=origin, known=known)
+
+
+def check_conditions(scenario: Scenario, origin: str) -> None:
+    """Refuses a condition its site cannot run (a real one's URL or interfaces) now, not
+    mid-run; a bad profile or a missing trace is refused as it is resolved."""
     for cond in scenario.all_conditions():
-        try:  # a bad profile, say, is an error now, not mid-run
+        try:
             site_class(cond.kind).check_condition(scenario, cond)
         except UserError as exc:
             raise UserError(f"{origin}: condition {cond.label!r}: {exc}") from None
-    return scenario
 
 
 def validate_scenario(raw: dict[str, Any], *, base_dir: Path, origin: str) -> Scenario:

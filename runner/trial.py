@@ -30,7 +30,7 @@ import click
 from rich.console import Console
 
 from mpstream import phases
-from mpstream.errors import UserError
+from mpstream.errors import EXIT_FAILED, UserError
 from mpstream.proc import signals_interrupt
 from mpstream.provenance import load_avg_1m
 from mpstream.runner.layout import (
@@ -48,7 +48,8 @@ from mpstream.runner.record import (
     TrialRecord,
     this_host,
 )
-from mpstream.runner.scenario import Scenario, Trial, expand_trials
+from mpstream.runner.resolved import ResolvedCondition
+from mpstream.runner.scenario import Scenario, Trial, expand_trials, resolve_scenario
 from mpstream.runner.sites import site_class
 from mpstream.runner.sites.base import Site
 from mpstream.runner.workloads import workload_for
@@ -72,9 +73,10 @@ def session_names(run_id: str, scenario: Scenario, trial: Trial, tdir: Path) -> 
                         trial=trial.round, screenshot=tdir / "last-frame.png")
 
 
-def site_for(scenario: Scenario, trial: Trial, tdir: Path, topo_name: str, pcap: bool) -> Site:
-    """The site of the trial's condition kind (runner/sites/)."""
-    return site_class(trial.condition.kind)(scenario, trial, tdir, topo_name, pcap)
+def site_for(resolved: ResolvedCondition, trial: Trial, tdir: Path, topo_name: str,
+             pcap: bool) -> Site:
+    """The site of the trial's condition kind (runner/sites/), given what it resolved to."""
+    return site_class(resolved.kind)(resolved, trial, tdir, topo_name, pcap)
 
 
 # --- one trial ---------------------------------------------------------------------------------
@@ -130,16 +132,16 @@ def failed_record(kind: str, trial: Trial, reason: str, *, host: str | None = No
 
 def _run(scenario: Scenario, trial: Trial, record: TrialRecord, session: SessionNames,
          tdir: Path, media_dir: Path | None, topo_name: str, pcap: bool) -> None:
-    site = site_for(scenario, trial, tdir, topo_name, pcap)
-    transport = site.transport
+    resolved = scenario.resolved(trial.condition)
+    site = site_for(resolved, trial, tdir, topo_name, pcap)
+    transport = resolved.transport
     record.transport = transport.name
     record.scheduler = transport.scheduler_name
-    record.path_policy = trial.condition.path_policy or pathpolicy.DEFAULT_POLICY
-    deployment = site.deployment()
-    if deployment is not None:
-        record.deployment = deployment.name
-        record.deployment_settings = deployment.settings()
-    metered = site.metered_paths()
+    record.path_policy = resolved.path_policy.name
+    if resolved.deployment is not None:
+        record.deployment = resolved.deployment.name
+        record.deployment_settings = resolved.deployment.settings()
+    metered = resolved.paths.metered
     record.metered_paths = sorted(metered or {})
     workload = workload_for(scenario.kind)
     if workload.plays_video:
@@ -158,8 +160,7 @@ def _run(scenario: Scenario, trial: Trial, record: TrialRecord, session: Session
         outcome = workload.run(TrialContext(
             network=network, transport=transport, scenario=scenario, trial=trial, tdir=tdir,
             session=session, media_dir=media_dir, site=site,
-            watch=lambda: site.watch(network, tdir), path_policy=trial.condition.path_policy,
-            metered=metered, held_paths=site.held_paths()))
+            watch=lambda: site.watch(network, tdir), resolved=resolved))
         record.media = outcome.media
         record.events_started_unix = outcome.events_started_unix
         record.proof = outcome.proof
@@ -206,8 +207,8 @@ def _int_or_none(value: float | None) -> int | None:
 
 @dataclass
 class RunPlan:
-    """What run.json says a trial needs: the scenario, the number of rounds, the media, and
-    whether to capture packets."""
+    """What run.json says a trial needs: the scenario (its conditions as they resolved), the
+    number of rounds, the media, and whether to capture packets."""
 
     scenario: Scenario
     trials: int
@@ -225,13 +226,18 @@ class RunPlan:
 
 
 def plan_json(scenario: Scenario, trials: int, media_dir: Path | None, pcap: bool) -> dict:
-    """run.json's part that `mpstream trial` reads. A sweep is written out as the conditions it
-    expands to: run.json's objects are written with sorted keys, and a sweep's labels follow the
-    order of its keys, so a sweep read back from it could name its conditions differently."""
+    """run.json's part that `mpstream trial` reads: the scenario, and what each of its
+    conditions resolved to (`resolved`, by label), which the trials take as they are. A sweep is
+    written out as the conditions it expands to: run.json's objects are written with sorted
+    keys, and a sweep's labels follow the order of its keys, so a sweep read back from it could
+    name its conditions differently."""
+    conditions = scenario.all_conditions()
     spec = scenario.model_dump(mode="json")
-    spec["conditions"] = [c.model_dump(mode="json") for c in scenario.all_conditions()]
+    spec["conditions"] = [c.model_dump(mode="json") for c in conditions]
     spec["sweep"] = None
     return {"scenario_spec": spec,
+            "resolved": {c.label: scenario.resolved(c).model_dump(mode="json")
+                         for c in conditions},
             "base_dir": str(scenario.base_dir), "trials": trials,
             "media_dir": str(media_dir) if media_dir else None, "pcap": pcap}
 
@@ -245,6 +251,10 @@ def load_plan(run_dir: Path) -> RunPlan:
         raise UserError(f"{run_dir}/{RUN_JSON} was written by an older mpstream: resume the run "
                         f"with `mpstream run SCENARIO --out {run_dir}` instead")
     scenario = Scenario.model_validate({**run["scenario_spec"], "base_dir": run["base_dir"]})
+    # A run.json of an older mpstream holds no resolutions: its conditions are resolved here.
+    resolved = {label: ResolvedCondition.read(found, f"{run_dir}/{RUN_JSON}: condition {label!r}")
+                for label, found in (run.get("resolved") or {}).items()}
+    scenario = resolve_scenario(scenario, origin=f"{run_dir}/{RUN_JSON}", known=resolved)
     media = Path(run["media_dir"]) if run.get("media_dir") else None
     if media is not None and not media.is_dir():
         raise UserError(f"the run's media {media} is not here: prepare it with `mpstream run` "
@@ -262,15 +272,16 @@ def load_plan(run_dir: Path) -> RunPlan:
                    "once its folder is written.")
 def trial(run_dir: Path, key: str | None, worker: bool) -> None:
     """Run one planned trial of RUN_DIR (what `mpstream run` does for each) and write its
-    folder, trials/KEY/ with trial.json; exit 0 once trial.json says ok or failed."""
+    folder, trials/KEY/ with trial.json; exit 0 once trial.json says ok, 1 once it says
+    failed."""
     if worker == (key is not None):
         raise UserError("give --key KEY (one trial) or --worker (keys on standard input)")
     run_dir = run_dir.resolve()
     plan = load_plan(run_dir)
-    if key is not None:
-        one_trial(run_dir, plan, key, f"t{os.getpid()}")
-    else:
+    if key is None:
         serve_keys(run_dir, plan)
+    elif one_trial(run_dir, plan, key, f"t{os.getpid()}").status != "ok":
+        sys.exit(EXIT_FAILED)
 
 
 def one_trial(run_dir: Path, plan: RunPlan, key: str, topology: str) -> TrialRecord:

@@ -36,7 +36,8 @@ A measurement in README.md or docs/ is written in one of two ways, both tied to 
   `{RUN CONDITION METRIC WHAT DIGITS}` (WHAT as for a number in a sentence, below):
 
       <!-- figures
-      text = "MPTCP started at {mptcp-tuned-startup-2026-11-30 mptcp-tuned startup_delay_ms ratio:tcp 2}× TCP's."
+      text = '''MPTCP started at
+        {mptcp-tuned-startup-2026-11-30 mptcp-tuned startup_delay_ms ratio:tcp 2}× TCP's.'''
       -->
       MPTCP started at 1.04× TCP's.
       <!-- /figures -->

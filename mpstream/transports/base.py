@@ -71,6 +71,8 @@ class Transport(ABC):
 
     name: ClassVar[str]
     label: ClassVar[str]
+    # One line on how it carries a session (`mpstream list transports`, `play --help`).
+    summary: ClassVar[str]
     kernel_mptcp: ClassVar[bool]
     network_mode: ClassVar[Literal["mptcp", "tcp"]]
     # Only a client that speaks HTTP can use it (a player, not iperf3).
@@ -97,18 +99,38 @@ class Transport(ABC):
     def with_scheduler(self, name: str | None) -> Transport:
         """This transport running scheduler `name` (None: its default); a name it lacks is an
         error naming the ones it has."""
+        chosen = self.scheduled(name)
+        refusal = chosen.refuses_scheduler()
+        if refusal:
+            raise UserError(refusal)
+        return chosen
+
+    def scheduled(self, name: str | None) -> Transport:
+        """This transport set to run scheduler `name` (None: its default), unchecked: which
+        schedulers there are is this machine's to say (the kernel's, a program's that must be
+        built), so a condition names one anywhere and `refuses_scheduler` tells where it runs."""
         if name is None:
             return self
-        known = self.schedulers()
-        if not known:
-            raise UserError(f"scheduler {name!r}: transport {self.name} has no path scheduler "
-                            "to choose (see `mpstream play --list-schedulers`)")
-        if name not in known:
-            raise UserError(f"scheduler {name!r}: transport {self.name} has "
-                            f"{', '.join(known)} (see `mpstream play --list-schedulers`)")
         chosen = copy.copy(self)
         chosen.scheduler = name
         return chosen
+
+    def refuses_scheduler(self) -> str | None:
+        """Why this use's scheduler cannot run here (None: it can, or none was chosen)."""
+        name = self.scheduler
+        if name is None:
+            return None
+        try:
+            known = self.schedulers()
+        except UserError as exc:  # what lists them is missing here (the QUIC hop's program)
+            return str(exc)
+        if not known:
+            return (f"scheduler {name!r}: transport {self.name} has no path scheduler to "
+                    "choose (see `mpstream list schedulers`)")
+        if name not in known:
+            return (f"scheduler {name!r}: transport {self.name} has {', '.join(known)} (see "
+                    "`mpstream list schedulers`)")
+        return None
 
     def fit_profile(self, profile: Any) -> Any:
         """An emulated network's profile as this use needs it (by default unchanged)."""

@@ -24,6 +24,7 @@ MP_JOIN_COUNTER = "MPJoinSynAckRx"
 class MPTCP(Transport):
     name = "mptcp"
     label = "MPTCP"
+    summary = "the kernel's Multipath TCP over every path (programs under mptcpize)"
     kernel_mptcp = True
     # The client's endpoint backup flag (MP_PRIO to the server) holds a metered path back.
     path_policies = tuple(pathpolicy.POLICY_TYPES)  # every one
@@ -84,6 +85,7 @@ class MPTCP(Transport):
 class TCP(Transport):
     name = "tcp"
     label = "TCP"
+    summary = "the kernel's TCP over one path"
     kernel_mptcp = False
     network_mode = "tcp"
 
@@ -99,7 +101,7 @@ def mptcp_counters(network: Network, host: Host = "client") -> dict[str, int]:
     return {}
 
 
-# What the kernel's MPTCP schedulers do, for --list-schedulers.
+# What the kernel's MPTCP schedulers do, for `mpstream list schedulers`.
 KERNEL_SCHEDULERS = {
     "default": "the kernel's own: the subflow with the lowest RTT that has window room; a backup "
                "subflow only when no other can send",

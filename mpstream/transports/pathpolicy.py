@@ -52,10 +52,27 @@ class PathPolicy:
         """The paths it holds back on this network (a netem Profile)."""
         return sorted(profile.metered_paths())
 
+    def starting(self, profile: Any, held: Sequence[int]) -> Any:
+        """The network (a netem Profile) as a session starts on it: the paths it holds back
+        (`held`) flagged backup when it starts them held (the controller lifts the flag when
+        the policy says)."""
+        if not held or not self.starts_held:
+            return profile
+        paths = [p.model_copy(update={"backup": True}) if i in held else p
+                 for i, p in enumerate(profile.paths)]
+        return profile.model_copy(update={"paths": paths})
+
     def decide(self, using: bool, obs: Observation, marks: DeadlineMarks) -> Decision | None:
         """The next step from state `using` (the held paths carry data): a Decision to change
         it, or None to keep it."""
         return None
+
+    # One behaviour a policy: two instances of one policy are the same value.
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
 
 
 class Always(PathPolicy):
@@ -63,6 +80,9 @@ class Always(PathPolicy):
     summary = "every path carries data as the transport's scheduler likes (off-the-shelf multipath)"
     acts = False
     starts_held = False
+
+    def held_paths(self, profile: Any) -> list[int]:
+        return []
 
 
 class Backup(PathPolicy):
@@ -148,28 +168,22 @@ def policy_named(name: str | None) -> PathPolicy:
     return POLICY_TYPES[check_policy(name or DEFAULT_POLICY)]()
 
 
-def acts(name: str | None) -> bool:
-    """Whether the policy of that name (None: the default) ever holds a path back."""
-    return policy_named(name).acts
-
-
-def refusal(policy: str | None, transport_name: str, carried_out: Sequence[str],
+def refusal(policy: PathPolicy, transport_name: str, carried_out: Sequence[str],
             held: Sequence[int]) -> str | None:
     """Why `policy` cannot run on this transport and network (None: it can). `carried_out`:
     the policies the transport can carry out; `held`: the paths it would hold back."""
-    if not acts(policy):
+    if not policy.acts:
         return None
-    assert policy is not None
-    if policy not in carried_out:
-        holding = [a for a in carried_out if acts(a)]
+    if policy.name not in carried_out:
+        holding = [a for a in carried_out if policy_named(a).acts]
         can = (f"it can only set a path's role once, at the start ({', '.join(carried_out)})"
                if holding
                else "it cannot hold a path back")
-        return (f"path policy {policy}: transport {transport_name}: {can}; mptcp and mpquic "
+        return (f"path policy {policy.name}: transport {transport_name}: {can}; mptcp and mpquic "
                 "run every policy (the kernel's endpoint backup flag, the QUIC hop's path "
                 "hold, changed while playing)")
-    if not held and policy_named(policy).needs_held:
-        return (f"path policy {policy}: the profile has no metered path to hold back (mark "
+    if not held and policy.needs_held:
+        return (f"path policy {policy.name}: the profile has no metered path to hold back (mark "
                 "one `metered = true`)")
     return None
 
@@ -327,7 +341,7 @@ class PathPolicyController:
     failed (the session then fails with it). On exit every held path is held again, as the
     session started it."""
 
-    policy: str
+    policy: PathPolicy
     held: Sequence[int]  # the paths it holds back (policy.held_paths: metered, or slower)
     hold: PathHolder = no_holder
     events: Callable[[], Sequence[dict[str, Any]] | None] = lambda: None
@@ -339,10 +353,9 @@ class PathPolicyController:
     view: PlayerView = field(default_factory=PlayerView)
 
     def __post_init__(self) -> None:
-        self.strategy = policy_named(self.policy)
         # backup and deadline start with the metered paths held back (the profile's endpoint
         # flag); always leaves them as the profile set them up.
-        self.using = not self.strategy.starts_held
+        self.using = not self.policy.starts_held
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = time.monotonic()
@@ -351,7 +364,7 @@ class PathPolicyController:
     @contextlib.contextmanager
     def running(self) -> Iterator[PathPolicyController]:
         self._t0 = time.monotonic()
-        if self.strategy.adapts:
+        if self.policy.adapts:
             self._thread = threading.Thread(target=self._loop, name="path-policy", daemon=True)
             self._thread.start()
         try:
@@ -363,7 +376,7 @@ class PathPolicyController:
             self._restore()
 
     def _restore(self) -> None:
-        if not self.strategy.starts_held or not self.using:
+        if not self.policy.starts_held or not self.using:
             return
         for path in self.held:
             with contextlib.suppress(UserError, OSError):  # the topology may be gone already
@@ -375,7 +388,7 @@ class PathPolicyController:
             try:
                 self.step()
             except Exception as exc:  # a toggle or a read that failed: the session says why
-                self.failure = f"path policy {self.policy}: {exc}"
+                self.failure = f"path policy {self.policy.name}: {exc}"
                 return
 
     def step(self) -> Decision | None:
@@ -387,7 +400,7 @@ class PathPolicyController:
         obs = Observation(self.view.buffer_s, self.view.started, self.view.segment_bytes,
                           self._rate.unmetered_bps(self.view.segment_bps),
                           self.view.previous_buffer_s)
-        decision = self.strategy.decide(self.using, obs, self.marks)
+        decision = self.policy.decide(self.using, obs, self.marks)
         if decision is not None:
             self.apply(decision)
         return decision
@@ -402,8 +415,8 @@ class PathPolicyController:
         self.using = decision.use_metered
 
     def report(self) -> dict[str, Any]:
-        return {"policy": self.policy, "held_paths": sorted(self.held),
-                "marks": asdict(self.marks) if self.strategy.adapts else None,
+        return {"policy": self.policy.name, "held_paths": sorted(self.held),
+                "marks": asdict(self.marks) if self.policy.adapts else None,
                 "toggles": [asdict(t) for t in self.toggles], "failure": self.failure}
 
 
@@ -473,31 +486,16 @@ def events_from_collector(get: Callable[[str], dict[str, Any] | None], session_i
     return read
 
 
-def fit_profile(profile: Any, policy: str | None) -> tuple[Any, list[int]]:
-    """The profile as `policy` needs it set up, and the paths the policy holds back: a policy
-    that starts with its paths held (all but `always`) flags their endpoints backup (the
-    controller lifts the flag when the policy says)."""
-    strategy = policy_named(policy)
-    held = strategy.held_paths(profile) if strategy.acts else []
-    if not held or not strategy.starts_held:
-        return profile, held
-    paths = [p.model_copy(update={"backup": True}) if i in held else p
-             for i, p in enumerate(profile.paths)]
-    return profile.model_copy(update={"paths": paths}), held
-
-
-def check_for(policy: str | None, transport: Any, profile: Any | None) -> None:
-    """Refuses `policy` (a UserError naming why) before anything is built: an unknown name,
-    a transport that cannot act on paths, a network with no path for it to hold."""
-    if policy is None:
-        return
-    check_policy(policy)
-    if acts(policy) and profile is not None and \
+def check_for(policy: PathPolicy, transport: Any, profile: Any | None) -> None:
+    """Refuses `policy` (a UserError naming why) before anything is built: a transport that
+    cannot act on paths, a network with no path for it to hold."""
+    if policy.acts and profile is not None and \
             profile.deployment.client.mptcp.path_manager == "userspace":
-        raise UserError(f"path policy {policy}: it holds a path back through the in-kernel path "
-                        "manager's endpoints, and this deployment's client runs the userspace "
-                        "one: choose path_manager = \"kernel\" or the policy always")
-    held = policy_named(policy).held_paths(profile) if profile is not None else []
+        raise UserError(f"path policy {policy.name}: it holds a path back through the "
+                        "in-kernel path manager's endpoints, and this deployment's client runs "
+                        "the userspace one: choose path_manager = \"kernel\" or the policy "
+                        "always")
+    held = policy.held_paths(profile) if profile is not None else []
     why = refusal(policy, transport.name, transport.path_policies, held)
     if why:
         raise UserError(why)

@@ -67,6 +67,13 @@ def declared_names() -> list[str]:
     return sorted(_TRIAL)
 
 
+def declared_metrics() -> list[Metric]:
+    """Every declared figure in the order declared: the whole-trial ones, then the per-path
+    ones (`mpstream list metrics`)."""
+    _declared()
+    return [*_TRIAL.values(), *_PER_PATH.values()]
+
+
 def metric_order(present: Collection[str], first: Sequence[Metric] = ()) -> list[str]:
     """The figures in `present` in the order they are shown: `first` (a workload's own), the
     other declared whole-trial ones, then the rest (per path) by name."""

@@ -10,6 +10,7 @@ import json
 import math
 import statistics
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
@@ -145,6 +146,15 @@ class Analysis:
     def hosts(self) -> list[str]:
         return sorted({r["host"] for r in self.host_rows})
 
+    def condition_rows(self, condition: str) -> list[TrialRow]:
+        """The figures of a condition's ok trials, over all its groups."""
+        return [row for g in self.groups if g.condition == condition
+                for row in self.per_trial.get(g, [])]
+
+    def summary(self, rows: list[TrialRow], metric: str) -> Summary:
+        """A figure over these trials, with the run's kind of interval (`_summarizer`)."""
+        return _summarizer(self.run)([row.get(metric, math.nan) for row in rows])
+
 
 def varying_factors(records: list[TrialData]) -> frozenset[str]:
     """The factors that take more than one value in the run: they name its groups."""
@@ -170,15 +180,16 @@ def group_of(rec: TrialData, several: frozenset[str] | bool) -> str:
     return str(group_key(rec, several))
 
 
-def analyze(run_dir: Path) -> Analysis:
+def analyze(run_dir: Path, trials: list[TrialData] | None = None) -> Analysis:
     """The run folder's trials, figures and summaries; UserError when it is no run folder or
-    has no finished trial."""
+    has no finished trial. `trials`: the run's finished trials when the caller has read them
+    already (the run pages read only plain folders, runfolders.py)."""
     run_dir = Path(run_dir)
     run = read_json(run_dir / RUN_JSON)
     if run is None:
         raise UserError(f"{run_dir} is not a run folder (no {RUN_JSON}); give the --out folder "
                         "of `mpstream run`")
-    records = load_trials(run_dir)
+    records = load_trials(run_dir) if trials is None else trials
     if not records:
         raise UserError(f"{run_dir}: no finished trials yet; run `mpstream run` first")
     several = varying_factors(records)
@@ -207,18 +218,21 @@ def analyze(run_dir: Path) -> Analysis:
             binned_by_path(rec.path_samples("client"), rec.receiver_column),
             binned_by_path(rec.sender_samples, "retrans_total"))
     order = _metric_order(per_trial, records)
-    # A run that stopped when it was sure shows the intervals it stopped on: anytime-valid
-    # ones, which hold however often the run looked (runner/until.py).
-    stats = anytime_summary if run.get("until") else summarize
-    summaries = {g: {m: stats([t.get(m, math.nan) for t in per_trial.get(g, [])])
-                     for m in order} for g in groups}
     out = Analysis(run_dir, run, records, several, n_paths, group_of_trial, groups,
-                   dict(per_trial), by_key, summaries, order, failed, evidence, series)
+                   dict(per_trial), by_key, {}, order, failed, evidence, series)
+    out.summaries = {g: {m: out.summary(per_trial.get(g, []), m) for m in order} for g in groups}
     out.reference_rows = _reference_rows(out)
     out.path_checks = path_check_rows(records)
     out.host_rows = host_rows(out)
-    out.sweep = sweep_of(groups, summaries, order, conditions)
+    out.sweep = sweep_of(groups, out.summaries, order, conditions)
     return out
+
+
+def _summarizer(run: dict[str, Any]) -> Callable[[Iterable[float | None]], Summary]:
+    """How the run's figures are summarized over trials. A run that stopped when it was sure
+    shows the intervals it stopped on: anytime-valid ones, which hold however often the run
+    looked (runner/until.py); any other run, Student's t."""
+    return anytime_summary if run.get("until") else summarize
 
 
 def interval_name(run: dict[str, Any]) -> str:

@@ -1,9 +1,9 @@
 """The run folders under a results folder, read for the run pages (runner/report/runpages.py): the
 runs there, a run's conditions with their summary figures, and a trial's timeline.
 
-Everything comes from the run folder's own files (layout.py): the report's conditions.csv and
-trials.csv when they are newer than every trial, else the same figures computed from the
-trials by the report's functions (kept in memory until a trial changes). Nothing is copied.
+Everything comes from the run folder's own files (layout.py): a run's figures and intervals are
+the report's own (analysis.analyze over its trials, kept in memory until a trial changes), so
+that the pages, `mpstream report` and its summary give the same numbers. Nothing is copied.
 
 Only folders under the results folder are ever read: a run id or trial key is a plain name
 (no separator, no leading dot), and a name that is a symbolic link, or whose folder resolves
@@ -12,11 +12,9 @@ anywhere else, is no run (`NotARun`), as if it did not exist.
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import re
-from collections import defaultdict
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
@@ -24,11 +22,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from mpstream.qoe.stats import Summary
 from mpstream.runner.layout import RUN_JSON, TRIAL_JSON, TRIALS, RunScenario, TrialData, read_json
 from mpstream.runner.record import load_record
 
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=-]{0,199}")
-REPORT = "report"
 # Per-path throughput is drawn in bins of this many seconds (the samplers poll every 100 ms).
 THROUGHPUT_BIN_S = 0.5
 
@@ -64,7 +62,8 @@ class RunsOut(BaseModel):
 
 class FigureOut(BaseModel):
     """One metric of a condition over its ok trials: mean, sample sd and the 95% interval of
-    the mean (null where n is too small); units as in the report."""
+    the mean (null where n is too small to bound it), as the report has them: anytime-valid
+    for a run that stopped when sure (`RunDetailOut.intervals`); units as in the report."""
 
     model_config = ConfigDict(extra="forbid")
     metric: str
@@ -104,7 +103,8 @@ class RunDetailOut(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     run: RunOut
-    source: str  # where the figures came from: report/conditions.csv, or computed
+    source: str  # where the figures came from: computed from the trials, as the report does
+    intervals: str  # what the intervals are: "95% CI", or "anytime-valid 95% interval"
     conditions: list[ConditionOut]
     trial_list: list[TrialOut]
 
@@ -191,13 +191,19 @@ def _no_links_out(folder: Path) -> None:
             raise NotARun(folder.name)
 
 
+def _trial_folders(run_dir: Path) -> list[Path]:
+    """The run's finished trial folders; NotARun when a file in one is a link."""
+    folders = [run_dir / TRIALS / name for name in _trial_names(run_dir)]
+    for folder in folders:
+        _no_links_out(folder)
+    return folders
+
+
 def _trials(run_dir: Path) -> list[TrialData]:
     """The run's finished trials in the order they ran, as layout.load_trials reads them, but
     only from plain trial folders (NotARun when a file in one is a link)."""
     out = []
-    for name in _trial_names(run_dir):
-        folder = run_dir / TRIALS / name
-        _no_links_out(folder)
+    for folder in _trial_folders(run_dir):
         record = load_record(folder / TRIAL_JSON)
         if record is not None:
             out.append(TrialData(folder, record))
@@ -258,28 +264,24 @@ def run_info(run_dir: Path) -> RunOut:
 
 
 def run_detail(run_dir: Path) -> RunDetailOut:
-    """The run's conditions with their figures, from the report's CSV files when they are up to
-    date, else computed (and kept while no trial changes)."""
-    info = run_info(run_dir)
-    records = _trials(run_dir)
-    run = read_json(run_dir / RUN_JSON) or {}
-    planned = [str(c.get("label")) for c in RunScenario.of(run).conditions]
-    from_csv = _from_report(run_dir, records)
-    if from_csv is not None:
-        conditions, trials = from_csv
-        source = f"{REPORT}/conditions.csv"
-    else:
-        conditions, trials = _computed(run_dir, _signature(run_dir))
-        source = "computed from the trials"
-    order = {label: i for i, label in enumerate(planned)}
-    conditions = sorted(conditions, key=lambda c: (order.get(c.label, len(order)), c.group))
-    return RunDetailOut(run=info, source=source, conditions=conditions, trial_list=trials)
+    """The run's conditions with their figures, as the report's analysis gives them (kept
+    while no trial changes)."""
+    from mpstream.runner.report.analysis import interval_name
+
+    # The folders are checked on every request, kept figures or not: a link put in one since
+    # makes the run unreadable at once.
+    signature = _signature(run_dir, _trial_folders(run_dir))
+    conditions, trials = _computed(run_dir, signature)
+    return RunDetailOut(run=run_info(run_dir), source="computed from the trials",
+                        intervals=interval_name(read_json(run_dir / RUN_JSON) or {}),
+                        conditions=conditions, trial_list=trials)
 
 
-def _signature(run_dir: Path) -> tuple[tuple[str, int], ...]:
-    """What the computed figures depend on: each trial record and when it was written."""
-    return tuple((name, (run_dir / TRIALS / name / TRIAL_JSON).stat().st_mtime_ns)
-                 for name in _trial_names(run_dir))
+def _signature(run_dir: Path, trial_folders: list[Path]) -> tuple[tuple[str, int], ...]:
+    """What the computed figures depend on: each trial record and when it was written, and
+    run.json (whether the run stopped when sure decides its intervals)."""
+    return tuple((str(path.relative_to(run_dir)), path.stat().st_mtime_ns)
+                 for path in (run_dir / RUN_JSON, *(f / TRIAL_JSON for f in trial_folders)))
 
 
 def _finite(v: Any) -> float | None:
@@ -290,115 +292,44 @@ def _finite(v: Any) -> float | None:
     return None if math.isnan(f) or math.isinf(f) else f
 
 
-def _label(metric: str) -> tuple[str, str]:
+@lru_cache(maxsize=8)
+def _computed(run_dir: Path, signature: tuple[tuple[str, int], ...]
+              ) -> tuple[list[ConditionOut], list[TrialOut]]:
+    """The report's per-trial figures and per-group summaries (analysis.analyze) of the run's
+    plain trial folders, cached by the files they come from (`signature`)."""
+    from mpstream.errors import UserError
+    from mpstream.runner.report.analysis import analyze
+
+    try:
+        a = analyze(run_dir, _trials(run_dir))
+    except UserError:  # no finished trial yet
+        return [], []
+    conditions = []
+    for group in a.groups:
+        ok = len(a.per_trial.get(group, []))
+        failed = sum(1 for f in a.failed if f["group"] == group)
+        conditions.append(ConditionOut(
+            label=group.condition, group=str(group), trials=ok + failed, ok=ok, failed=failed,
+            figures=[_figure(m, a.summaries[group][m]) for m in a.metric_order]))
+    trials = [_trial_out(rec, str(a.group_of_trial[rec.key]), a.by_key.get(rec.key, {}))
+              for rec in a.trials]
+    return conditions, trials
+
+
+def _figure(metric: str, s: Summary) -> FigureOut:
     from mpstream.runner.metrics.metric import metric_label
 
-    return metric_label(metric)
+    name, unit = metric_label(metric)
+    return FigureOut(metric=metric, name=name, unit=unit, n=s.n, mean=_finite(s.mean),
+                     sd=_finite(s.sd), ci95_low=_finite(s.ci_low), ci95_high=_finite(s.ci_high))
 
 
-def _counts(records: list[TrialData], group_of_trial: dict[str, str]
-            ) -> dict[str, tuple[int, int]]:
-    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for rec in records:
-        counts[group_of_trial[rec.key]][0 if rec.ok else 1] += 1
-    return {g: (ok, failed) for g, (ok, failed) in counts.items()}
-
-
-def _trial_out(rec: TrialData, group: str, metrics: dict[str, Any]) -> TrialOut:
+def _trial_out(rec: TrialData, group: str, figures: dict[str, Any]) -> TrialOut:
     r = rec.record
     return TrialOut(key=rec.key, condition=rec.condition, group=group, status=r.status,
                     reason=r.reason or r.player_failure or "", transport=r.transport,
                     started=r.started_at,
-                    metrics={m: _finite(v) for m, v in metrics.items() if m != "key"})
-
-
-def _from_report(run_dir: Path, found: list[TrialData]
-                 ) -> tuple[list[ConditionOut], list[TrialOut]] | None:
-    """The report's figures, if its CSV files are newer than every trial record."""
-    conditions_csv, trials_csv = (run_dir / REPORT / name for name in ("conditions.csv",
-                                                                       "trials.csv"))
-    if any(not p.is_file() or not _unlinked(run_dir, p) for p in (conditions_csv, trials_csv)):
-        return None
-    written = min(conditions_csv.stat().st_mtime_ns, trials_csv.stat().st_mtime_ns)
-    if any(mtime > written for _, mtime in _signature(run_dir)):
-        return None
-    records = {t.key: t for t in found}
-    with trials_csv.open(newline="") as fh:
-        trial_rows = list(csv.DictReader(fh))
-    if {r.get("trial") for r in trial_rows} != set(records):
-        return None  # a trial the report has not seen, or one since removed
-    group_of_trial = {r["trial"]: r["condition"] for r in trial_rows}
-    fixed = {"condition", "trial", "status", "reason", "transport", "scheduler", "path_policy",
-             "deployment"}
-    trials = [_trial_out(records[r["trial"]], r["condition"],
-                         {k: v for k, v in r.items() if k not in fixed})
-              for r in trial_rows]
-    figures: dict[str, list[FigureOut]] = defaultdict(list)
-    with conditions_csv.open(newline="") as fh:
-        for row in csv.DictReader(fh):
-            name, unit = _label(row["metric"])
-            figures[row["condition"]].append(FigureOut(
-                metric=row["metric"], name=name, unit=row.get("unit") or unit,
-                n=int(row["n"] or 0), mean=_finite(row["mean"]), sd=_finite(row["sd"]),
-                ci95_low=_finite(row["ci95_low"]), ci95_high=_finite(row["ci95_high"])))
-    counts = _counts(list(records.values()), group_of_trial)
-    groups = list(dict.fromkeys([*figures, *counts]))
-    return [_condition(g, counts.get(g, (0, 0)), figures.get(g, [])) for g in groups], trials
-
-
-def _condition(group: str, counts: tuple[int, int], figures: list[FigureOut]) -> ConditionOut:
-    ok, failed = counts
-    return ConditionOut(label=group.split("/")[0], group=group, trials=ok + failed, ok=ok,
-                        failed=failed, figures=figures)
-
-
-@lru_cache(maxsize=8)
-def _computed(run_dir: Path, signature: tuple[tuple[str, int], ...]
-              ) -> tuple[list[ConditionOut], list[TrialOut]]:
-    """The report's per-trial figures and per-condition summaries, computed from the trials
-    by the report's own functions (cached by the trials' signature)."""
-    from mpstream.qoe.stats import summarize
-    from mpstream.runner.metrics.common import n_paths_of
-    from mpstream.runner.report.analysis import group_of, shown_order, varying_factors
-
-    records = _trials(run_dir)
-    several = varying_factors(records)
-    n_paths = n_paths_of(records)
-    group_of_trial = {rec.key: group_of(rec, several) for rec in records}
-    written = dict(signature)
-    per_trial = {rec.key: _trial_figures(rec.dir, written.get(rec.dir.name, 0), n_paths)
-                 for rec in records if rec.ok}
-    present = {m for row in per_trial.values() for m, v in row.items() if _finite(v) is not None}
-    order = shown_order(present, records)
-    counts = _counts(records, group_of_trial)
-    conditions = []
-    for group in dict.fromkeys(group_of_trial.values()):
-        rows = [per_trial[k] for k, g in group_of_trial.items() if g == group and k in per_trial]
-        figures = []
-        for m in order:
-            s = summarize([row.get(m, math.nan) for row in rows])
-            name, unit = _label(m)
-            figures.append(FigureOut(metric=m, name=name, unit=unit, n=s.n, mean=_finite(s.mean),
-                                     sd=_finite(s.sd), ci95_low=_finite(s.ci_low),
-                                     ci95_high=_finite(s.ci_high)))
-        conditions.append(_condition(group, counts[group], figures))
-    trials = [_trial_out(rec, group_of_trial[rec.key], per_trial.get(rec.key, {}))
-              for rec in records]
-    return conditions, trials
-
-
-@lru_cache(maxsize=4096)
-def _trial_figures(folder: Path, written_ns: int, n_paths: int) -> dict[str, float]:
-    """One ok trial's figures, as the report computes them; kept while its record is the one
-    written at `written_ns`, so a run that grows computes only its new trials."""
-    from mpstream.runner.metrics.common import trial_metrics
-    from mpstream.runner.metrics.evidence import trial_evidence
-
-    record = load_record(folder / TRIAL_JSON)
-    if record is None:
-        return {}
-    rec = TrialData(folder, record)
-    return {**trial_metrics(rec, n_paths), **trial_evidence(rec, n_paths).metrics}
+                    metrics={m: _finite(v) for m, v in figures.items() if m != "key"})
 
 
 # --- a trial's timeline ---

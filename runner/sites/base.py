@@ -1,8 +1,8 @@
 """What a network kind is to the rest of the runner: a `Site` makes a condition's network for one
 trial (and undoes it), runs the condition's transport on it, serves its video and watches it;
-before any trial it says what a condition of its kind must give, what this machine needs for it
-and whether its trials can move to a cluster's host. The workloads call a site through this
-interface and nothing else."""
+before any trial it resolves a condition of its kind (runner/resolved.py) and says what such a
+condition must give, what this machine needs for it and whether its trials can move to a
+cluster's host. The workloads call a site through this interface and nothing else."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from mpstream.deployment import Deployment
 from mpstream.network import Network
 from mpstream.runner.record import TrialRecord
+from mpstream.runner.resolved import PathRoles, PlayerSettings, ResolvedCondition
 from mpstream.runner.scenario import Condition, Scenario, Trial
-from mpstream.transports.base import Transport, for_network_mode, get_transport
+from mpstream.transports.base import Transport, get_transport
+from mpstream.transports.pathpolicy import DeadlineMarks, policy_named
 
 if TYPE_CHECKING:
     from mpstream.netem.profile import Profile
@@ -38,7 +39,7 @@ class Site(ABC):
     transport: Transport
 
     @abstractmethod
-    def __init__(self, scenario: Scenario, trial: Trial, tdir: Path, topo_name: str,
+    def __init__(self, resolved: ResolvedCondition, trial: Trial, tdir: Path, topo_name: str,
                  pcap: bool): ...
 
     # --- a condition of this kind, before any trial --------------------------------------------
@@ -54,14 +55,12 @@ class Site(ABC):
         return None
 
     @classmethod
-    def profile_of(cls, scenario: Scenario, cond: Condition) -> Profile | None:
-        """The emulated network's profile (None: the network is no emulated one)."""
-        return None
-
-    @classmethod
-    def transport_of(cls, scenario: Scenario, cond: Condition) -> Transport:
-        profile = cls.profile_of(scenario, cond)
-        return transport_for(cond, profile.mode if profile else None)
+    def resolve(cls, cond: Condition, base_dir: Path) -> ResolvedCondition:
+        """What the condition resolves to on a network of this kind, the files it names read
+        here (relative ones from `base_dir`, the scenario's folder). By default a network
+        mpstream does not make: no profile, no deployment, the transport the condition names
+        (MPTCP unless it names one)."""
+        return resolution(cond, get_transport(cond.transport or "mptcp").scheduled(cond.scheduler))
 
     @classmethod
     def needs(cls) -> list[str]:
@@ -69,12 +68,12 @@ class Site(ABC):
         return []
 
     @classmethod
-    def problems(cls, scenario: Scenario, cond: Condition, transport: Transport) -> list[str]:
-        """Why the condition cannot run here over `transport` (empty: it can)."""
+    def problems(cls, resolved: ResolvedCondition) -> list[str]:
+        """Why the resolved condition cannot run here (empty: it can)."""
         return []
 
     @classmethod
-    def other_transports(cls, scenario: Scenario, cond: Condition) -> list[Transport]:
+    def other_transports(cls, resolved: ResolvedCondition) -> list[Transport]:
         """The transports the condition's other users speak (competitors)."""
         return []
 
@@ -94,27 +93,19 @@ class Site(ABC):
     def around(self, record: TrialRecord) -> AbstractContextManager[object]:
         return contextlib.nullcontext()
 
-    def metered_paths(self) -> dict[int, float | None] | None:
-        """The network's metered paths and their prices per GB (None: it does not say)."""
-        return None
 
-    def held_paths(self) -> list[int] | None:
-        """The paths the condition's path policy holds back (None: the metered ones)."""
-        return None
-
-    def deployment(self) -> Deployment | None:
-        """What the trial's server and client run, where mpstream sets it (None: a real host's
-        own settings, which mpstream does not change)."""
-        return None
-
-
-def transport_for(cond: Condition, profile_mode: str | None = None) -> Transport:
-    """The condition's transport: the one it names, else what its profile's mode runs
-    (`profile_mode`; a network without a profile: MPTCP), running the condition's scheduler."""
-    if cond.transport is not None:
-        transport = get_transport(cond.transport)
-    elif profile_mode is None:
-        transport = get_transport("mptcp")
-    else:
-        transport = for_network_mode(profile_mode)
-    return transport.with_scheduler(cond.scheduler)
+def resolution(cond: Condition, transport: Transport,
+               network: Profile | None = None) -> ResolvedCondition:
+    """`cond` resolved over `transport` and, on an emulated network, `network` (the profile as
+    built for that transport, with its deployment): the path policy the condition names, else
+    its deployment's, else the default; the paths that policy holds back; the metered paths;
+    what the player is told."""
+    deployment = network.deployment if network is not None else None
+    policy = policy_named(cond.path_policy or (deployment.path_policy if deployment else None))
+    paths = PathRoles() if network is None else \
+        PathRoles(held=tuple(policy.held_paths(network)), metered=network.metered_paths())
+    marks = DeadlineMarks(*cond.deadline_marks) if cond.deadline_marks else DeadlineMarks()
+    return ResolvedCondition(
+        label=cond.label, kind=cond.kind, network=network, deployment=deployment,
+        transport=transport, path_policy=policy, paths=paths,
+        player=PlayerSettings(deadline_marks=marks, collector_url=cond.collector))

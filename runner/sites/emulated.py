@@ -1,6 +1,7 @@
 """Condition kind "emulated": a fresh topology in namespaces for each trial, built from the
-condition's netem profile (its `set` overrides and the transport's network mode applied), nginx
-and the collector on its server host, the kernel samplers on both ends."""
+condition's netem profile (its deployment, its `set` overrides and the transport's network mode
+applied, once, as the condition resolves), nginx and the collector on its server host, the
+kernel samplers on both ends."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mpstream.deployment import Deployment
+from mpstream.deployment import load_deployment
 from mpstream.errors import UserError
 from mpstream.network import Network
 from mpstream.runner.layout import (
@@ -21,46 +22,59 @@ from mpstream.runner.layout import (
     write_json,
 )
 from mpstream.runner.metrics.evidence import write_clock
+from mpstream.runner.resolved import ResolvedCondition
 from mpstream.runner.samplers.capture import (
     CounterSnapshots,
     PacketCapture,
     namespace_targets,
 )
 from mpstream.runner.samplers.kernel import SubflowSampler
-from mpstream.runner.scenario import Condition, Scenario, Trial, build_profile
+from mpstream.runner.scenario import Condition, Trial
 from mpstream.runner.sites import register
-from mpstream.runner.sites.base import Site, transport_for
+from mpstream.runner.sites.base import Site, resolution
 from mpstream.transports import pathpolicy
-from mpstream.transports.base import Transport
+from mpstream.transports.base import Transport, for_network_mode, get_transport
 
 if TYPE_CHECKING:
-    from mpstream.netem.profile import Profile
     from mpstream.server.stack import ServerStack
 
 
 class EmulatedSite(Site):
-    """A fresh topology in namespaces, built from the condition's profile (its overrides and
-    the transport's network mode applied); the profile as built goes to profile.json."""
+    """A fresh topology in namespaces, built from the condition's resolved network (its
+    overrides, its deployment and the transport's network mode applied); the profile as the
+    topology builds it goes to profile.json."""
 
     kind = "emulated"
 
-    def __init__(self, scenario: Scenario, trial: Trial, tdir: Path, topo_name: str,
+    def __init__(self, resolved: ResolvedCondition, trial: Trial, tdir: Path, topo_name: str,
                  pcap: bool):
-        self.profile, self.transport, self.held = self.built(scenario, trial.condition)
+        profile = resolved.topology_profile()
+        assert profile is not None  # an emulated condition resolves to its network
+        self.profile, self.transport = profile, resolved.transport
         self.tdir, self.topo_name, self.pcap = tdir, topo_name, pcap
         write_json(tdir / "profile.json", self.profile.model_dump(mode="json"))
 
     @classmethod
-    def built(cls, scenario: Scenario, cond: Condition) -> tuple[Profile, Transport, list[int]]:
-        """The condition's profile as its transport and path policy run it (a policy the
-        network cannot run refused), that transport, and the paths the policy holds back."""
-        profile = build_profile(scenario, cond)
-        transport = transport_for(cond, profile.mode)
-        profile = transport.fit_profile(profile)
-        pathpolicy.check_for(cond.path_policy, transport, profile)
-        # backup, deadline and fast-start start with their paths' endpoints flagged backup
-        profile, held = pathpolicy.fit_profile(profile, cond.path_policy)
-        return profile, transport, held
+    def resolve(cls, cond: Condition, base_dir: Path) -> ResolvedCondition:
+        """The condition's profile (a file beside the scenario, else a preset) with its
+        deployment and `set` overrides, built for its transport: the transport it names sets
+        the network's mode (one path, or MPTCP on all), else the profile's mode names it."""
+        from mpstream.netem.competitors import with_transports
+        from mpstream.netem.profile import load_profile
+
+        assert cond.profile is not None  # check_fields
+        named = get_transport(cond.transport) if cond.transport is not None else None
+        overrides = dict(cond.set)
+        if named is not None:
+            overrides["mode"] = named.network_mode
+        deployment = None if cond.deployment is None else \
+            load_deployment(cond.deployment, base_dir)
+        local = base_dir / cond.profile
+        profile = load_profile(local.resolve() if local.is_file() else cond.profile,
+                               overrides or None, deployment=deployment)
+        with_transports(profile)  # a competitor's unknown transport is the profile's error
+        transport = (named or for_network_mode(profile.mode)).scheduled(cond.scheduler)
+        return resolution(cond, transport, transport.fit_profile(profile))
 
     @classmethod
     def check_fields(cls, cond: Condition) -> None:
@@ -74,14 +88,6 @@ class EmulatedSite(Site):
                              "server runs its own")
 
     @classmethod
-    def check_condition(cls, scenario: Scenario, cond: Condition) -> None:
-        build_profile(scenario, cond)  # a bad profile is an error now, not mid-run
-
-    @classmethod
-    def profile_of(cls, scenario: Scenario, cond: Condition) -> Profile | None:
-        return build_profile(scenario, cond)
-
-    @classmethod
     def needs(cls) -> list[str]:
         from mpstream.netem.teardown import EMULATOR
 
@@ -90,18 +96,18 @@ class EmulatedSite(Site):
         return []
 
     @classmethod
-    def problems(cls, scenario: Scenario, cond: Condition, transport: Transport) -> list[str]:
+    def problems(cls, resolved: ResolvedCondition) -> list[str]:
         from mpstream.netem import coupled
         from mpstream.netem.competitors import with_transports
         from mpstream.netem.system import require_cc
 
-        profile = build_profile(scenario, cond)
+        profile, transport = resolved.network, resolved.transport
+        assert profile is not None
         problems = []
-        if pathpolicy.acts(cond.path_policy):
-            try:
-                pathpolicy.check_for(cond.path_policy, transport, profile)
-            except UserError as exc:
-                problems.append(str(exc))
+        try:
+            pathpolicy.check_for(resolved.path_policy, transport, profile)
+        except UserError as exc:
+            problems.append(str(exc))
         refusal = transport.refuses_cc(profile.cc)
         if refusal:
             problems.append(refusal)
@@ -111,7 +117,7 @@ class EmulatedSite(Site):
             # A CC this kernel lacks stays that condition's failure, recorded per trial.
             with contextlib.suppress(UserError):
                 require_cc(profile.cc)
-        gateways = [t.name for t in [transport, *cls.other_transports(scenario, cond)]
+        gateways = [t.name for t in [transport, *cls.other_transports(resolved)]
                      if t.runs_on_server]
         if len(gateways) > 1:
             # Each would start its gateway on the one server host, on the same ports.
@@ -127,10 +133,11 @@ class EmulatedSite(Site):
         return problems
 
     @classmethod
-    def other_transports(cls, scenario: Scenario, cond: Condition) -> list[Transport]:
+    def other_transports(cls, resolved: ResolvedCondition) -> list[Transport]:
         from mpstream.netem.competitors import with_transports
 
-        return [speaks for _, speaks in with_transports(build_profile(scenario, cond))]
+        assert resolved.network is not None
+        return [speaks for _, speaks in with_transports(resolved.network)]
 
     @contextlib.contextmanager
     def open(self) -> Iterator[Network]:
@@ -165,15 +172,6 @@ class EmulatedSite(Site):
 
     def watch(self, network: Network, tdir: Path) -> contextlib.AbstractContextManager[object]:
         return Samplers(network, tdir, pcap=self.pcap)
-
-    def metered_paths(self) -> dict[int, float | None] | None:
-        return self.profile.metered_paths()
-
-    def held_paths(self) -> list[int] | None:
-        return self.held
-
-    def deployment(self) -> Deployment:
-        return self.profile.deployment
 
 
 class Samplers:

@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING
 from mpstream.errors import UserError
 from mpstream.network import Network
 from mpstream.runner.record import PathCheck, TrialRecord
+from mpstream.runner.resolved import ResolvedCondition
 from mpstream.runner.scenario import Condition, Scenario, Trial
 from mpstream.runner.sites import register
-from mpstream.runner.sites.base import Site, transport_for
+from mpstream.runner.sites.base import Site
 from mpstream.runner.workloads import workload_for
-from mpstream.transports import pathpolicy
-from mpstream.transports.base import Transport
 
 if TYPE_CHECKING:
     from mpstream.server.stack import ServerStack
@@ -33,13 +32,13 @@ class RealSite(Site):
     bound_because = "bound to this machine's own interfaces"
     brings_media = True
 
-    def __init__(self, scenario: Scenario, trial: Trial, tdir: Path, topo_name: str,
+    def __init__(self, resolved: ResolvedCondition, trial: Trial, tdir: Path, topo_name: str,
                  pcap: bool):
         from mpstream.player.real import interface_specs
 
         self.cond = trial.condition
         self.url = self.cond.url_for(trial.player or "dashjs")
-        self.transport = transport_for(self.cond)
+        self.transport = resolved.transport
         self.specs = interface_specs(self.url, self.cond.interfaces)
 
     @classmethod
@@ -66,14 +65,16 @@ class RealSite(Site):
             raise UserError(str(exc)) from None
 
     @classmethod
-    def problems(cls, scenario: Scenario, cond: Condition, transport: Transport) -> list[str]:
+    def problems(cls, resolved: ResolvedCondition) -> list[str]:
         problems = []
-        if cond.scheduler is not None and transport.kernel_mptcp:
-            problems.append(f"scheduler {cond.scheduler}: on a real host the kernel's MPTCP "
+        transport = resolved.transport
+        if transport.scheduler is not None and transport.kernel_mptcp:
+            problems.append(f"scheduler {transport.scheduler}: on a real host the kernel's MPTCP "
                             "scheduler is the host's own setting")
-        if pathpolicy.acts(cond.path_policy):
-            problems.append(f"path policy {cond.path_policy}: a real host's interfaces say "
-                            "nothing of which is metered: give the condition an emulated profile")
+        policy = resolved.path_policy
+        if policy.acts:
+            problems.append(f"path policy {policy.name}: a real host's interfaces say nothing "
+                            "of which is metered: give the condition an emulated profile")
         if transport.runs_on_server:
             problems.append(f"transport {transport.name} runs a gateway on the server host, "
                             "which mpstream does not run on a real network's server: use an "

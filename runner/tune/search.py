@@ -26,20 +26,21 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from mpstream.deployment import Deployment
-from mpstream.errors import UserError
-from mpstream.qoe.stats import summarize
-from mpstream.runner.layout import read_json, write_json
+from mpstream.errors import UserError, warn
+from mpstream.output import console_for, json_option, print_json
+from mpstream.runner.cost import Cost
+from mpstream.runner.layout import finished_keys, read_json, write_json
+from mpstream.runner.resolved import ResolvedCondition
 from mpstream.runner.scenario import (
     Condition,
     Scenario,
-    build_profile,
+    expand_trials,
     load_scenario,
     parse_scenario,
 )
@@ -49,8 +50,10 @@ from mpstream.runner.tune.space import (
     apply_settings,
     decode,
     load_space,
-    space_names,
 )
+
+if TYPE_CHECKING:
+    from mpstream.runner.report.analysis import Analysis
 
 STUDY = "tune"
 TUNE_JSON = "tune.json"
@@ -91,19 +94,21 @@ def candidate_label(params: dict[str, Any]) -> str:
     return "c" + hashlib.sha1(text.encode()).hexdigest()[:8]
 
 
-def measure(rows: dict[str, list[dict[str, float]]], label: str,
-            objectives: tuple[Objective, ...]) -> Measured | None:
-    """The objectives of candidate `label` from the per-trial figures of its condition and of
-    its baseline copy; None when either has no successful trial."""
-    mine, base = rows.get(label, []), rows.get(f"{label}-baseline", [])
+def measure(analysis: Analysis, label: str, objectives: tuple[Objective, ...]
+            ) -> Measured | None:
+    """The objectives of candidate `label` from the report's analysis of the search's run
+    folder: its condition's figures and its baseline copy's; None when either has no
+    successful trial."""
+    mine = analysis.condition_rows(label)
+    base = analysis.condition_rows(f"{label}-baseline")
     if not mine or not base:
         return None
     values, low, high = [], [], []
     for objective in objectives:
-        s = summarize(r.get(objective.metric) for r in mine)
+        s = analysis.summary(mine, objective.metric)
         scale = 1.0
         if objective.ratio:
-            scale = summarize(r.get(objective.metric) for r in base).mean
+            scale = analysis.summary(base, objective.metric).mean
             if not scale or math.isnan(scale):
                 return None
         if s.n == 0:
@@ -156,10 +161,13 @@ class Search:
         self.out_dir, self.trials, self.cluster, self.console = out_dir, trials, cluster, console
         assert scenario.baseline is not None
         self.baseline = next(c for c in scenario.conditions if c.label == scenario.baseline)
-        profile = build_profile(scenario, condition)
-        self.base = profile.deployment
-        metered = bool(profile.metered_paths())
-        self.objectives = (*OBJECTIVES, METERED) if metered else OBJECTIVES
+        resolved = scenario.resolved(condition)
+        assert resolved.deployment is not None  # an emulated condition's
+        self.base = resolved.deployment
+        self.objectives = (*OBJECTIVES, METERED) if resolved.paths.metered else OBJECTIVES
+        # The run folder's conditions as they resolved, by label: a label is its settings'
+        # (and a baseline copy the baseline's), so a candidate's files are read once.
+        self.resolved: dict[str, ResolvedCondition] = {}
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         (out_dir / "candidates").mkdir(parents=True, exist_ok=True)
         self.study = optuna.create_study(
@@ -247,7 +255,7 @@ class Search:
         for rounds in range(1, self.trials + 1):
             run_scenario(scenario, self.out_dir, trials=rounds, console=self.console,
                          only=[f"{label}-baseline", label], cluster=self.cluster)
-            measured = measure(_rows(analyze(self.out_dir)), label, self.objectives)
+            measured = measure(analyze(self.out_dir), label, self.objectives)
             if measured is not None and rounds < self.trials and self._dominated(measured):
                 return measured, True
         return measured, False
@@ -292,8 +300,11 @@ class Search:
         raw = self.scenario.model_dump(mode="json", exclude_defaults=True,
                                        exclude={"conditions", "sweep", "baseline"})
         raw.update(name=f"{self.scenario.name}-tune", conditions=conditions)
-        return parse_scenario(raw, base_dir=self.scenario.base_dir,
-                              origin=f"the search of {self.scenario.name}")
+        scenario = parse_scenario(raw, base_dir=self.scenario.base_dir,
+                                  origin=f"the search of {self.scenario.name}",
+                                  known=self.resolved)
+        self.resolved = {c.label: scenario.resolved(c) for c in scenario.all_conditions()}
+        return scenario
 
     # ---- outputs --------------------------------------------------------------------------
 
@@ -362,13 +373,6 @@ class Search:
                             len(front), *(f"{v:.6g}" for v in best)])
 
 
-def _rows(analysis: Any) -> dict[str, list[dict[str, float]]]:
-    rows: dict[str, list[dict[str, float]]] = {}
-    for key, row in analysis.by_key.items():
-        rows.setdefault(analysis.group_of_trial[key].condition, []).append(row)
-    return rows
-
-
 def _plot_history(out_dir: Path, objectives: tuple[Objective, ...]) -> None:
     """front.png: the best figure on the front after each candidate, per objective, with the
     goal it aims at."""
@@ -394,12 +398,16 @@ def _plot_history(out_dir: Path, objectives: tuple[Objective, ...]) -> None:
     plt.close(fig)
 
 
+def front_rows(out_dir: Path) -> list[dict[str, str]]:
+    """front.csv's rows: each member's label, objectives and settings (as JSON text)."""
+    with (out_dir / "front.csv").open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
 def print_front(out_dir: Path, objectives: tuple[Objective, ...], console: Console) -> None:
     """The front's objectives against their goals; its settings are in front.csv."""
-    path = out_dir / "front.csv"
-    with path.open(newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    table = Table(title=f"Pareto front ({path}, settings there)")
+    rows = front_rows(out_dir)
+    table = Table(title=f"Pareto front ({out_dir / 'front.csv'}, settings there)")
     table.add_column("preset")
     for objective in objectives:
         table.add_column(f"{objective.name} (goal {'>=' if objective.maximize else '<='} "
@@ -410,24 +418,21 @@ def print_front(out_dir: Path, objectives: tuple[Objective, ...], console: Conso
 
 
 def _list_spaces(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """--list-spaces, kept for scripts: `mpstream list spaces`, then exit."""
     if not value or ctx.resilient_parsing:
         return
-    from mpstream.runner.tune.space import load_space
+    from mpstream.runner.listing import print_kind
 
-    for name in space_names():
-        space = load_space(name, Deployment())
-        click.echo(f"{name}: {' '.join(space.description.split())}")
-        for choice in space.choices:
-            shown = (f"{choice.low}..{choice.high}" + (" (log)" if choice.log else "")
-                     if choice.is_range else ", ".join(json.dumps(v) for v in choice.values))
-            click.echo(f"  {choice.name}: {shown}")
+    warn("`mpstream tune --list-spaces` is now `mpstream list spaces`")
+    print_kind("spaces")
     ctx.exit()
 
 
 @click.command()
 @click.argument("scenario")
 @click.option("--space", "space_ref", required=True, metavar="NAME|FILE",
-              help="What the search may change: a shipped space (--list-spaces) or a TOML file.")
+              help="What the search may change: a shipped space (`mpstream list spaces`) or a "
+                   "TOML file.")
 @click.option("--condition", "condition_label", default=None, metavar="LABEL",
               help="The condition whose deployment is searched (its network and transport) "
                    "[default: the first that is not the scenario's baseline].")
@@ -440,19 +445,23 @@ def _list_spaces(ctx: click.Context, _param: click.Parameter, value: bool) -> No
                                  "<UTC time>); give an existing one to resume it.")
 @click.option("--cluster", default=None, metavar="ADDRESS|local:N",
               help="Run the trials on a cluster, as `mpstream run --cluster`.")
-@click.option("--list-spaces", is_flag=True, expose_value=False, is_eager=True,
+@click.option("--dry-run", is_flag=True,
+              help="Print the search's plan and its machine time, and run nothing.")
+@json_option
+@click.option("--list-spaces", is_flag=True, expose_value=False, is_eager=True, hidden=True,
               callback=_list_spaces, help="List the shipped search spaces and exit.")
 def tune(scenario: str, space_ref: str, condition_label: str | None, budget: int, trials: int,
-         out_dir: Path | None, cluster: str | None) -> None:
+         out_dir: Path | None, cluster: str | None, dry_run: bool, as_json: bool) -> None:
     """Search the deployment settings of SCENARIO's condition for the best against the
     scenario's baseline, with real trials: writes DIR/front.csv and each front member as
-    DIR/presets/LABEL.toml."""
+    DIR/presets/LABEL.toml. Exits 1 when a trial failed."""
     import time
 
     from mpstream.netem.system import require_cc
     from mpstream.runner.cli import RESULTS_DIR
+    from mpstream.runner.run import failed_trials, trials_failed
 
-    console = Console()
+    console = console_for(as_json)
     sc = load_scenario(scenario)
     if sc.baseline is None:
         raise UserError(f"scenario {sc.name} names no baseline: add `baseline = \"LABEL\"` "
@@ -468,7 +477,8 @@ def tune(scenario: str, space_ref: str, condition_label: str | None, budget: int
     if cond.kind != "emulated":
         raise UserError(f"condition {cond.label} runs on a real network, whose ends mpstream "
                         "does not change: tune an emulated condition")
-    base = build_profile(sc, cond).deployment
+    base = sc.resolved(cond).deployment
+    assert base is not None  # an emulated condition's
     space = load_space(space_ref, base)
     for choice in space.choices:
         if choice.name.endswith(".cc"):
@@ -482,8 +492,49 @@ def tune(scenario: str, space_ref: str, condition_label: str | None, budget: int
         raise UserError(f"{out_dir} holds a search of {before.get('scenario')} "
                         f"{before.get('condition')} over space {before.get('space')}: give "
                         "another --out folder")
-    search = Search(sc, cond, space, out_dir, trials, cluster, console)
+    # A search begun before is opened to count what it has done; a new one's folder and study
+    # are made only when it runs.
+    search = Search(sc, cond, space, out_dir, trials, cluster, console) if before else None
+    left = max(0, budget - (search.evaluated() if search else 0))
+    cost = search_cost(sc, left, trials)
+    console.print(f"plan: {left} candidate(s) of {budget} to evaluate in {out_dir}, each "
+                  f"{trials} round(s) beside the baseline {sc.baseline}", highlight=False,
+                  soft_wrap=True)
+    console.print(f"time: {cost}; at most, as a candidate whose interval the front dominates "
+                  "stops early", highlight=False, soft_wrap=True)
+    planned = {"out_dir": out_dir, "scenario": sc.name, "condition": cond.label,
+               "space": space.name, "budget": budget, "to_evaluate": left,
+               "estimate": cost.as_json()}
+    if dry_run:
+        if as_json:
+            print_json({**planned, "dry_run": True})
+        return
+    search = search or Search(sc, cond, space, out_dir, trials, cluster, console)
     search.run(budget)
     search.write_outputs()
     print_front(out_dir, search.objectives, console)
     console.print(f"presets: {out_dir / 'presets'} (`mpstream play --deployment FILE`)")
+    ran = finished_keys(out_dir)
+    failed = failed_trials(out_dir, ran)
+    if as_json:
+        print_json({**planned, "dry_run": False, "evaluated": search.evaluated(),
+                    "front": [_front_member(row, search.objectives, out_dir)
+                              for row in front_rows(out_dir)],
+                    "failed_trials": [{"key": k, "reason": r} for k, r in failed.items()]})
+    if failed:
+        raise trials_failed(out_dir, failed, len(ran))
+
+
+def search_cost(scenario: Scenario, candidates: int, rounds: int) -> Cost:
+    """At most: every candidate's rounds, each a trial of it and one of its baseline copy for
+    every player (and browser, codec and rule) the scenario plays."""
+    a_round = len(expand_trials(scenario, 1)) // len(scenario.all_conditions())
+    return Cost.of_trials(candidates * rounds * 2 * a_round, scenario.duration_s)
+
+
+def _front_member(row: dict[str, str], objectives: tuple[Objective, ...],
+                  out_dir: Path) -> dict[str, Any]:
+    return {"label": row["label"], "preset": out_dir / "presets" / f"{row['label']}.toml",
+            "objectives": {o.name: float(row[o.name]) for o in objectives},
+            "settings": {k: json.loads(v) for k, v in row.items()
+                         if k != "label" and k not in {o.name for o in objectives}}}

@@ -1,7 +1,7 @@
 """Search spaces of `mpstream tune`: which deployment settings (and, where a space names them,
 the transport and its scheduler) a search may change, and to what.
 
-A space is a TOML file (shipped ones in runner/tune/spaces/, `mpstream tune --list-spaces`):
+A space is a TOML file (shipped ones in runner/tune/spaces/, `mpstream list spaces`):
 
     description = "..."
     [settings]
@@ -79,7 +79,7 @@ def load_space(ref: str | Path, base: Deployment | None = None,
         shipped = SPACES_DIR / f"{ref}.toml"
         if path.suffix or not shipped.is_file():
             raise UserError(f"--space {ref!r} is neither a shipped space nor a file; spaces: "
-                            + ", ".join(space_names()) + " (`mpstream tune --list-spaces`)")
+                            + ", ".join(space_names()) + " (`mpstream list spaces`)")
         path = shipped
     try:
         data = tomllib.loads(path.read_text())

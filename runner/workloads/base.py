@@ -1,8 +1,8 @@
 """What a workload is to the rest of the runner. The trial (runner/trial.py) hands a workload a
 `TrialContext` (the network, the transport, the trial's folder, the site its video is served
-from, the samplers to run meanwhile) and gets back a `WorkloadOutcome`; the run asks it what it
-needs and has it prepare its inputs; the report asks it for its figures. None of them asks which
-workload it has."""
+from, the samplers to run meanwhile, what the condition resolved to) and gets back a
+`WorkloadOutcome`; the run asks it what it needs and has it prepare its inputs; the report asks
+it for its figures. None of them asks which workload it has."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from mpstream.network import Network
 from mpstream.runner.layout import TrialData
 from mpstream.runner.metrics.metric import Metric
 from mpstream.runner.record import MediaFacts
-from mpstream.runner.scenario import Condition, Scenario, Trial
+from mpstream.runner.resolved import ResolvedCondition
+from mpstream.runner.scenario import Scenario, Trial
 from mpstream.runner.sites.base import Site
 from mpstream.transports.base import Transport
 
@@ -57,10 +58,9 @@ class TrialContext:
     media_dir: Path | None
     site: Site
     watch: Callable[[], AbstractContextManager[object]]  # the samplers, for the workload's span
-    # The path policy and the metered paths' prices per GB (None: a network that does not say).
-    path_policy: str | None = None
-    metered: dict[int, float | None] | None = None
-    held_paths: list[int] | None = None  # what the policy holds back (None: the metered paths)
+    # The condition as it resolved: its path policy, the paths it holds back, the metered paths
+    # and their prices, what the player is told (`transport` is its transport).
+    resolved: ResolvedCondition
 
 
 class WorkloadOutcome(BaseModel):
@@ -105,9 +105,9 @@ class Workload(ABC):
         """What this machine lacks for the scenario's trials, each with its fix."""
         return []
 
-    def refuses(self, scenario: Scenario, cond: Condition, transport: Transport) -> str | None:
-        """Why this workload cannot run over `transport` in condition `cond` of `scenario`
-        (None: it can)."""
+    def refuses(self, scenario: Scenario, resolved: ResolvedCondition) -> str | None:
+        """Why this workload cannot run a condition of `scenario` as it resolved (its transport,
+        its path policy, its network) (None: it can)."""
         return None
 
     def bound_here(self, scenario: Scenario) -> str | None:

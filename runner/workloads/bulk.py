@@ -11,11 +11,10 @@ from mpstream.runner.downloads import BULK_PORT, BulkFlow, Downloads, competitor
 from mpstream.runner.layout import TrialData
 from mpstream.runner.metrics.common import cross_traffic_metrics, fairness_metrics, user_rates
 from mpstream.runner.metrics.metric import Metric, declare
-from mpstream.runner.scenario import Condition, Scenario
+from mpstream.runner.resolved import ResolvedCondition
+from mpstream.runner.scenario import Scenario
 from mpstream.runner.workloads import register
 from mpstream.runner.workloads.base import TRIAL_SLACK_S, TrialContext, Workload, WorkloadOutcome
-from mpstream.transports import pathpolicy
-from mpstream.transports.base import Transport
 
 
 class BulkTransfer(Workload):
@@ -33,10 +32,11 @@ class BulkTransfer(Workload):
         Metric("iperf_retransmits", "iperf3 retransmits", "count"),
     )
 
-    def refuses(self, scenario: Scenario, cond: Condition, transport: Transport) -> str | None:
-        if pathpolicy.policy_named(cond.path_policy).adapts:
-            return (f"path policy {cond.path_policy} follows a player's buffer, and an iperf "
-                    "trial has none")
+    def refuses(self, scenario: Scenario, resolved: ResolvedCondition) -> str | None:
+        transport = resolved.transport
+        if resolved.path_policy.adapts:
+            return (f"path policy {resolved.path_policy.name} follows a player's buffer, and an "
+                    "iperf trial has none")
         if transport.carries_http_only:
             return (f"transport {transport.name} carries a player's HTTP only; an iperf "
                     "scenario needs a transport iperf3 speaks (mptcp or tcp)")

@@ -55,7 +55,8 @@ from mpstream.runner.metrics.common import (
 from mpstream.runner.metrics.evidence import HELD
 from mpstream.runner.metrics.metric import Metric, declare
 from mpstream.runner.record import MediaFacts
-from mpstream.runner.scenario import Condition, LiveSpec, Scenario, Trial
+from mpstream.runner.resolved import ResolvedCondition
+from mpstream.runner.scenario import LiveSpec, Scenario, Trial
 from mpstream.runner.sites import site_class
 from mpstream.runner.workloads import register
 from mpstream.runner.workloads.base import (
@@ -65,8 +66,7 @@ from mpstream.runner.workloads.base import (
     Workload,
     WorkloadOutcome,
 )
-from mpstream.transports.base import Transport, get_transport
-from mpstream.transports.pathpolicy import DeadlineMarks
+from mpstream.transports.base import get_transport
 
 if TYPE_CHECKING:
     from mpstream.player.session import PlayRequest, PlayResult
@@ -157,18 +157,17 @@ class VideoSession(Workload):
         if scenario.media is not None:
             existing_tree(scenario.media, scenario.base_dir)
 
-    def refuses(self, scenario: Scenario, cond: Condition, transport: Transport) -> str | None:
+    def refuses(self, scenario: Scenario, resolved: ResolvedCondition) -> str | None:
         """A low-latency live stream over a transport that cannot carry one (mphttp), the
         condition's own or a competing player's; a condition that plays a server of its own
         (a real network's URL) does not play the run's stream."""
         from mpstream.netem.competitors import with_transports
 
-        site = site_class(cond.kind)
         stream = _low_latency_stream(scenario)
-        if stream is None or site.brings_media:
+        if stream is None or site_class(resolved.kind).brings_media:
             return None
-        profile = site.profile_of(scenario, cond)
-        competing = with_transports(profile) if profile is not None else []
+        network, transport = resolved.network, resolved.transport
+        competing = with_transports(network) if network is not None else []
         players = [transport, *(speaks for user, speaks in competing if user.traffic == "same")]
         for speaks in players:
             refusal = speaks.refuses_low_latency()
@@ -216,7 +215,7 @@ class VideoSession(Workload):
 
     def run(self, ctx: TrialContext) -> WorkloadOutcome:
         from mpstream.player.browsers import open_page
-        from mpstream.player.session import play_session
+        from mpstream.player.session import library_shortfall, play_session
 
         player = ctx.trial.player or "dashjs"
         browser = ctx.trial.browser or "chromium"
@@ -244,12 +243,23 @@ class VideoSession(Workload):
                 cross_traffic.wait(TRIAL_SLACK_S)
             # In the session's own order, which `play --json` prints.
             write_json(ctx.tdir / "summary.json", played.as_json(), sort_keys=False)
-            events = keep_session(server, request, ctx.tdir)
+            try:
+                events = keep_session(server, request, ctx.tdir)
+            except TrialFailed:
+                if played.failure is None:
+                    raise
+                events = []  # the page failed before it opened its session: that is the reason
             unplayed = rivals.keep(server, ctx.tdir)
             phases.mark(phases.RESULTS)
         phases.mark(phases.TORN_DOWN)
         started = any(e.get("type") == "startup" for e in events)
         failure = played.failure
+        if failure and not started:
+            # A page too slow to arrive says how much of it could have: read now, as nginx logs
+            # a request only once the browser has closed its connection.
+            short = library_shortfall(server.access_log,
+                                      sum(p.get("rx_bytes", 0) for p in played.paths))
+            failure = f"{failure}: {short}" if short else failure
         if started and unplayed:
             failure, started = "; ".join(unplayed), False
         return WorkloadOutcome(failure=failure, proof=played.proof, media=media,
@@ -266,6 +276,7 @@ def play_request(ctx: TrialContext, player: str, browser: str, manifest: str) ->
     from mpstream.player.session import PlayRequest
 
     abr, abr_params = ctx.scenario.abr_request(player, ctx.trial.abr)
+    resolved = ctx.resolved
     return PlayRequest(
         player=player, transport=ctx.transport, manifest_path=manifest,
         duration_s=ctx.scenario.duration_s, session_id=ctx.session.session_id,
@@ -273,16 +284,11 @@ def play_request(ctx: TrialContext, player: str, browser: str, manifest: str) ->
         screenshot=ctx.session.screenshot, buffer_s=ctx.scenario.buffer_s,
         target_latency_s=ctx.scenario.live_target_s(),
         report_timeout_s=ctx.scenario.report_timeout_s,
-        collector_url=ctx.trial.condition.collector,
+        collector_url=resolved.player.collector_url,
         browser=browser, codec=ctx.trial.codec or "auto",
-        abr=abr, abr_params=abr_params, workdir=ctx.tdir, path_policy=ctx.path_policy,
-        metered=ctx.metered, held_paths=ctx.held_paths, deadline_marks=marks_of(ctx.trial))
-
-
-def marks_of(trial: Trial) -> DeadlineMarks:
-    """The condition's deadline marks (none given: the defaults)."""
-    marks = trial.condition.deadline_marks
-    return DeadlineMarks(*marks) if marks else DeadlineMarks()
+        abr=abr, abr_params=abr_params, workdir=ctx.tdir, path_policy=resolved.path_policy,
+        metered=resolved.paths.metered, held_paths=resolved.paths.held,
+        deadline_marks=resolved.player.deadline_marks)
 
 
 class CompetingPlayers:

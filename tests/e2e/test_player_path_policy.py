@@ -57,7 +57,9 @@ set = {{ rate = "100kbit", queue_bytes = 30000 }}
 
 
 def _session(tmp_path, media, policy, transport="mptcp"):
-    profile, _ = pathpolicy.fit_profile(_profile(tmp_path), policy)
+    network, chosen = _profile(tmp_path), pathpolicy.policy_named(policy)
+    held = tuple(chosen.held_paths(network))
+    profile = chosen.starting(network, held)
     name = f"pp{policy[:2]}{transport[2]}{os.getpid() % 10000}"
     with Topology.up(profile, name=name) as topo, \
             ServerStack(media, netns=topo.server_ns, host=topo.server_addr,
@@ -65,7 +67,8 @@ def _session(tmp_path, media, policy, transport="mptcp"):
         topo.start_events()
         return play(topo, stack, player="dashjs", manifest_path=MANIFESTS["dashjs"],
                     transport=transport, duration_s=PLAY_S, buffer_s=BUFFER_S,
-                    path_policy=policy, metered=profile.metered_paths(), deadline_marks=MARKS,
+                    path_policy=chosen, held_paths=held, metered=profile.metered_paths(),
+                    deadline_marks=MARKS,
                     workdir=tmp_path / "carrier",
                     session_id=f"e2e-policy-{policy}-{transport}-{os.getpid()}")
 

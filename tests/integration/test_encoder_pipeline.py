@@ -13,7 +13,7 @@ import pytest
 from lxml import etree
 
 from mpstream.encoder.pipeline import BITRATE_TOLERANCE, encode_media
-from mpstream.errors import UserError
+from mpstream.errors import EXIT_INTERRUPTED, UserError
 from mpstream.manifests.codecs import codec_family
 from mpstream.manifests.isobmff import read_sample_entries
 from mpstream.manifests.validate import validate_media_tree
@@ -195,7 +195,7 @@ def test_interrupt_leaves_no_tree_no_staging_and_no_ffmpeg(tmp_path, signum):
                60, "ffmpeg writes into the staging folder")
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode != 0
+    assert proc.returncode == EXIT_INTERRUPTED
     assert "Traceback" not in err.decode()
     assert list(tmp_path.iterdir()) == []
     for pid in ffmpeg:

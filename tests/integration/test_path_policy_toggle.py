@@ -25,7 +25,8 @@ def profile():
     prof = profile_from_dict({"mode": "mptcp", "paths": [
         PATH | {"name": "wifi"}, PATH | {"name": "cellular", "metered": True}]},
         name="toggle")
-    return pathpolicy.fit_profile(prof, "backup")[0]  # the metered path starts held back
+    backup = pathpolicy.policy_named("backup")  # the metered path starts held back
+    return backup.starting(prof, backup.held_paths(prof))
 
 
 def endpoint_flags(topo, endpoint):
@@ -77,7 +78,7 @@ def test_the_controller_restores_the_flag_it_found():
                   {"seq": 1, "type": "buffer", "data": {"level_s": 2.0}},
                   {"seq": 2, "type": "buffer", "data": {"level_s": 1.0}}]
         ctl = pathpolicy.PathPolicyController(
-            policy="deadline", held=[METERED],
+            policy=pathpolicy.policy_named("deadline"), held=[METERED],
             hold=pathpolicy.mptcp_holder(topo.netns("client")),
             events=lambda: events, counters=topo.path_bytes, poll_s=0.05)
         with ctl.running():

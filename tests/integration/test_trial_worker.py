@@ -123,7 +123,7 @@ def test_trials_of_one_worker_are_their_own_and_a_failed_one_leaves_the_next_cle
     for pid in _iperf(out, "-c"):
         subprocess.run(["kill", "-9", str(pid)], check=False)
     output, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 0, output
+    assert proc.returncode == 1, output  # done, with a failed trial kept
 
     records = {p.parent.name: json.loads(p.read_text())
                for p in (out / "trials").glob("*/trial.json")}

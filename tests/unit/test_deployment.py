@@ -14,7 +14,7 @@ from mpstream.deployment import (
 )
 from mpstream.errors import UserError
 from mpstream.netem.profile import load_profile, profile_from_dict
-from mpstream.runner.scenario import build_profile, parse_scenario
+from mpstream.runner.scenario import parse_scenario
 
 TWO_PATHS = {"paths": [{"name": "fast", "rate": "25mbit"}, {"name": "slow", "rate": "5mbit"}]}
 
@@ -63,7 +63,7 @@ def test_a_bad_setting_is_refused_naming_it(data, named):
 def test_an_unknown_preset_names_the_presets():
     with pytest.raises(UserError) as info:
         load_deployment("mptcp-fastest")
-    assert "kernel-default" in str(info.value) and "mpstream deployments" in str(info.value)
+    assert "kernel-default" in str(info.value) and "mpstream list deployments" in str(info.value)
 
 
 def test_a_profiles_endpoint_fields_move_to_its_deployment_with_a_warning(tmp_path, capsys):
@@ -136,7 +136,7 @@ def test_a_condition_names_a_deployment_file_beside_the_scenario(tmp_path):
     scenario = _scenario(tmp_path, {"deployment": "mine.toml"})
     cond = scenario.conditions[0]
     assert cond.path_policy == "backup"  # the deployment's, as the condition names none
-    profile = build_profile(scenario, cond)
+    profile = scenario.resolved(cond).network
     assert profile.cc == "bbr" and profile.deployment.name == "mine"
     own = _scenario(tmp_path, {"deployment": "mine.toml", "path_policy": "always"})
     assert own.conditions[0].path_policy == "always"  # the condition's own wins

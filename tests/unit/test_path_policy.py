@@ -16,10 +16,18 @@ from mpstream.transports.pathpolicy import (
     PathPolicyController,
     deadline_decision,
     metered_figures,
+    policy_named,
 )
 
 pytestmark = pytest.mark.unit
 MARKS = DeadlineMarks(low_s=4, high_s=10, margin_s=1)
+
+
+def _fit(profile, name):
+    """The profile as policy `name` starts a session on it, and the paths it holds back."""
+    policy = policy_named(name)
+    held = policy.held_paths(profile)
+    return policy.starting(profile, held), held
 
 
 def _decide(using, buffer_s, started=True, seg=None, bps=None, prev=None):
@@ -102,7 +110,7 @@ def test_the_controller_toggles_the_metered_paths_and_records_why():
     calls = []
     feed = {"events": _events(8.0, 4.5)}
     ctl = PathPolicyController(
-        policy="deadline", held=[1], events=lambda: feed["events"],
+        policy=policy_named("deadline"), held=[1], events=lambda: feed["events"],
         counters=lambda: [{"rx_bytes": 0}, {"rx_bytes": 0}],
         hold=lambda path, held: calls.append((path, held)))
     assert ctl.step() is None and calls == []
@@ -121,7 +129,7 @@ def test_a_failed_toggle_fails_the_session_and_the_flag_is_restored_on_exit():
     def gone(path, held):
         raise UserError("Error: endpoint not found")
 
-    ctl = PathPolicyController(policy="deadline", held=[1],
+    ctl = PathPolicyController(policy=policy_named("deadline"), held=[1],
                                events=lambda: _events(2.0, 1.0), hold=gone, poll_s=0.01)
     with ctl.running():
         for _ in range(500):
@@ -131,7 +139,7 @@ def test_a_failed_toggle_fails_the_session_and_the_flag_is_restored_on_exit():
     assert ctl.failure and "endpoint not found" in ctl.failure
 
     calls = []
-    ok = PathPolicyController(policy="deadline", held=[1],
+    ok = PathPolicyController(policy=policy_named("deadline"), held=[1],
                               events=lambda: _events(2.0, 1.0),
                               hold=lambda path, held: calls.append(held))
     with ok.running():
@@ -164,29 +172,29 @@ def test_a_profile_with_every_path_metered_is_refused_unless_allowed():
 
 def test_backup_and_deadline_start_with_the_metered_path_held_back():
     prof = profile_from_dict({"paths": [CELL, WIFI]})
-    held, paths = pathpolicy.fit_profile(prof, "deadline")
+    held, paths = _fit(prof, "deadline")
     assert [p.backup for p in held.paths] == [True, False] and paths == [0]
     assert held.primary_path == 1  # the initial subflow goes over the free path
-    assert pathpolicy.fit_profile(prof, "always") == (prof, [])
+    assert _fit(prof, "always") == (prof, [])
 
 
 def test_policies_are_refused_where_they_cannot_act():
     prof = profile_from_dict({"paths": [WIFI, CELL]})
     with pytest.raises(UserError, match="choose one of always, backup, deadline, fast-start"):
-        pathpolicy.check_for("nosuch", get_transport("mptcp"), prof)
+        pathpolicy.check_for(policy_named("nosuch"), get_transport("mptcp"), prof)
     with pytest.raises(UserError, match="transport tcp: it cannot hold a path back"):
-        pathpolicy.check_for("deadline", get_transport("tcp"), prof)
+        pathpolicy.check_for(policy_named("deadline"), get_transport("tcp"), prof)
     # The QUIC hop's gateway holds a path back, as the kernel's endpoint flag does; a hop
     # without QUIC's multipath has no lever.
     for policy in ("backup", "deadline"):
-        pathpolicy.check_for(policy, get_transport("mpquic"), prof)
+        pathpolicy.check_for(policy_named(policy), get_transport("mpquic"), prof)
         with pytest.raises(UserError, match="transport quic: it cannot hold a path back"):
-            pathpolicy.check_for(policy, get_transport("quic"), prof)
+            pathpolicy.check_for(policy_named(policy), get_transport("quic"), prof)
     with pytest.raises(UserError, match="no metered path"):
-        pathpolicy.check_for("backup", get_transport("mptcp"),
+        pathpolicy.check_for(policy_named("backup"), get_transport("mptcp"),
                              profile_from_dict({"paths": [WIFI]}))
-    pathpolicy.check_for("deadline", get_transport("mptcp"), prof)
-    pathpolicy.check_for("always", get_transport("tcp"), prof)
+    pathpolicy.check_for(policy_named("deadline"), get_transport("mptcp"), prof)
+    pathpolicy.check_for(policy_named("always"), get_transport("tcp"), prof)
 
 
 def test_the_unmetered_rate_is_a_segments_rate_only_while_the_free_paths_carried_it():
@@ -224,7 +232,8 @@ def test_fast_start_holds_the_slower_paths_until_the_first_frame_and_never_again
     calls = []
     feed = {"events": _events(startup=False)}
     ctl = PathPolicyController(
-        policy="fast-start", held=[1], events=lambda: feed["events"], counters=list,
+        policy=policy_named("fast-start"), held=[1], events=lambda: feed["events"],
+        counters=list,
         hold=lambda path, held: calls.append((path, held)))
     assert ctl.step() is None and calls == []  # no frame yet: the slow path stays back
     feed["events"] = _events(0.5)
@@ -239,34 +248,35 @@ def test_fast_start_holds_the_slower_paths_until_the_first_frame_and_never_again
 
 def test_fast_start_holds_a_users_slower_paths_that_the_network_did_not_flag_itself():
     prof = profile_from_dict({"paths": [FAST, SLOW]})
-    fitted, held = pathpolicy.fit_profile(prof, "fast-start")
+    fitted, held = _fit(prof, "fast-start")
     assert held == [1] and [p.backup for p in fitted.paths] == [False, True]
     # Paths of one rate: none is slower, nothing is held, and the policy is not refused.
     even = profile_from_dict({"paths": [FAST, FAST | {"name": "fast2"}]})
-    assert pathpolicy.fit_profile(even, "fast-start") == (even, [])
-    pathpolicy.check_for("fast-start", get_transport("mptcp"), even)
+    assert _fit(even, "fast-start") == (even, [])
+    pathpolicy.check_for(policy_named("fast-start"), get_transport("mptcp"), even)
     # A path the deployment flags backup is the deployment's: fast-start leaves it alone.
     flagged = profile_from_dict({"paths": [FAST, SLOW | {"backup": True}]})
-    assert pathpolicy.fit_profile(flagged, "fast-start")[1] == []
+    assert _fit(flagged, "fast-start")[1] == []
     with pytest.raises(UserError, match="transport tcp: it cannot hold a path back"):
-        pathpolicy.check_for("fast-start", get_transport("tcp"), prof)
+        pathpolicy.check_for(policy_named("fast-start"), get_transport("tcp"), prof)
 
 
 def test_handover_holds_a_users_slower_paths_for_the_whole_session():
     prof = profile_from_dict({"paths": [FAST, SLOW]})
-    fitted, held = pathpolicy.fit_profile(prof, "handover")
+    fitted, held = _fit(prof, "handover")
     assert held == [1] and [p.backup for p in fitted.paths] == [False, True]
     calls = []
     feed = {}
     ctl = PathPolicyController(
-        policy="handover", held=[1], events=lambda: feed["events"], counters=list,
+        policy=policy_named("handover"), held=[1], events=lambda: feed["events"],
+        counters=list,
         hold=lambda path, held: calls.append((path, held)))
     for events in (_events(startup=False), _events(0.5), _events(0.5, 0.1, 0.0)):
         feed["events"] = events  # before the first frame, after it, a buffer run dry: held
         assert ctl.step() is None
     assert calls == [] and ctl.report()["toggles"] == []
     even = profile_from_dict({"paths": [FAST, FAST | {"name": "fast2"}]})
-    assert pathpolicy.fit_profile(even, "handover") == (even, [])
-    pathpolicy.check_for("handover", get_transport("mpquic"), prof)
+    assert _fit(even, "handover") == (even, [])
+    pathpolicy.check_for(policy_named("handover"), get_transport("mpquic"), prof)
     with pytest.raises(UserError, match="transport tcp: it cannot hold a path back"):
-        pathpolicy.check_for("handover", get_transport("tcp"), prof)
+        pathpolicy.check_for(policy_named("handover"), get_transport("tcp"), prof)

@@ -34,7 +34,7 @@ def _request(scenario: Scenario, trial: Trial, names: SessionNames) -> session.P
     """The request the trial's video workload sends the page (the network's parts aside)."""
     ctx = TrialContext(network=None, transport=get_transport("mptcp"), scenario=scenario,
                        trial=trial, tdir=Path("trial"), session=names, media_dir=None,
-                       site=None, watch=None)
+                       site=None, watch=None, resolved=scenario.resolved(trial.condition))
     return play_request(ctx, trial.player or "dashjs", trial.browser or "chromium", "/m.mpd")
 
 

@@ -270,7 +270,7 @@ def test_a_page_that_timed_out_names_the_kernels_receive_stall_when_there_is_one
     stall = ReceiveStall(peer="10.2.0.2:8080", held_bytes=131328, buffer_bytes=131072,
                          waiting_bytes=5541120, retransmissions=210, retransmissions_in_gap=4)
     page = SimpleNamespace(console=[], goto=lambda url, timeout: None,
-                           evaluate=lambda script: {"state": "loading"})
+                           evaluate=lambda script: {"state": "playing"})
 
     def follow(*args):
         raise browsers.BrowserTimeout("the page did not finish")
@@ -289,3 +289,43 @@ def test_a_page_that_timed_out_names_the_kernels_receive_stall_when_there_is_one
     assert visit.failure.startswith("kernel MPTCP receive stall") == stalled
     if stalled:
         assert "131328 bytes" in visit.failure and "210 times" in visit.failure
+
+
+@pytest.mark.parametrize(("state", "said"), [
+    (None, "did not load within 60 s"),
+    ("loading", "did not load its player library within 45 s"),
+    ("starting", "did not start playing within 45 s"),
+    ("playing", "did not finish the session within 50 s"),
+])
+def test_a_page_that_timed_out_says_which_wait_ran_out(state, said):
+    """The page's state says which wait ran out: the page's load, its player library (the
+    page is still loading), the first frame, or the session's end."""
+    assert session._timed_out(_request(), state) == f"the player page {said}"
+
+
+def test_what_of_the_player_library_arrived_is_bounded_by_what_the_client_received(
+        tmp_path, monkeypatch):
+    """The page's files asked for (nginx's access log, a torn last line skipped) against the
+    bytes the client's paths received: what the page's other files did not take is the most
+    of its library (the chunks it imports) that arrived; nginx's own count is what it wrote
+    into its sockets, not what arrived, and is not used."""
+    import json
+
+    dist = tmp_path / "dist"
+    (dist / "chunks").mkdir(parents=True)
+    (dist / "index.html").write_text("x" * 1000)
+    (dist / "main.js").write_text("x" * 24000)
+    (dist / "chunks" / "dashjs-X.js").write_bytes(b"x" * 861393)
+    monkeypatch.setattr(session, "DIST_DIR", dist)
+    log = tmp_path / "access.jsonl"
+    entries = [{"uri": uri, "status": 200, "body_bytes_sent": sent} for uri, sent in (
+        ("/player/index.html", 1000), ("/api/v1/health", 36), ("/player/main.js", 24000),
+        ("/player/chunks/dashjs-X.js", 861393))]
+    log.write_text("".join(json.dumps(e) + "\n" for e in entries) + '{"uri": "/pl')
+    assert session.library_shortfall(log, 240_000) == (
+        "at most 215 KB of its 861 KB script /player/chunks/dashjs-X.js arrived, the client's "
+        "paths receiving 240 KB in all")
+    assert session.library_shortfall(log, 2_000_000) is None  # it could all have arrived
+    log.write_text("".join(json.dumps(e) + "\n" for e in entries[:3]))
+    assert session.library_shortfall(log, 1000) is None  # no library asked for
+    assert session.library_shortfall(tmp_path / "missing.jsonl", 0) is None

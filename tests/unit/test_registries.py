@@ -122,10 +122,10 @@ def test_two_users_with_a_gateway_on_the_one_server_are_refused(tmp_path):
         {"label": "kernel", "profile": "p.toml"}]), base_dir=tmp_path)
     site = site_class("emulated")
     hop, kernel = scenario.all_conditions()
-    assert site.problems(scenario, hop, site.transport_of(scenario, hop)) == [
+    assert site.problems(scenario.resolved(hop)) == [
         "2 users speak transports that run a gateway on the server host (mpquic, quic): one "
         "user at most may"]
-    assert site.problems(scenario, kernel, site.transport_of(scenario, kernel)) == []
+    assert site.problems(scenario.resolved(kernel)) == []
 
 
 def _docs_example() -> str:
@@ -282,7 +282,7 @@ def test_a_real_condition_checks_its_paths_around_the_trial_unless_check_s_is_0(
         {"label": "w", "kind": "real", "url": url, "interfaces": "eth0", "check_s": check_s}]),
         base_dir=tmp_path)
     trial = expand_trials(scenario, 1)[0]
-    site = site_class("real")(scenario, trial, tmp_path, "t", False)
+    site = site_class("real")(scenario.resolved(trial.condition), trial, tmp_path, "t", False)
     record = TrialRecord(key=trial.key, round=0, order=0, kind="video",
                          condition=trial.condition, started_at="2026-01-01T00:00:00+00:00")
     with site.around(record):

@@ -68,7 +68,8 @@ def test_rows_name_each_quoted_figure_and_whether_it_agrees(tmp_path):
     rows = rows_of(rep, DEMO, figs)
     shares = {r["condition"]: r for r in rows if r["metric"] == "download_share"}
     assert set(shares) == {"balanced", "unbalanced", "single"}  # as docs/install.md quotes them
-    assert shares["unbalanced"]["agree"] is False and "docs/install.md" in shares["unbalanced"]["pages"]
+    assert shares["unbalanced"]["agree"] is False
+    assert "docs/install.md" in shares["unbalanced"]["pages"]
     assert shares["balanced"]["agree"] is True
     write_table(rows, [rep], tmp_path)
     with open(tmp_path / "reproduction.csv", newline="") as fh:

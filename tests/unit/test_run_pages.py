@@ -1,17 +1,21 @@
 """The run pages' API (runner/report/runpages.py) over real run folders made from the golden
-fixture's trials: the list, a run's conditions (from the report's CSV files, or computed when
-they are missing or stale, the same figures either way), a trial's timeline, the OpenAPI
+fixture's trials: the list, a run's conditions (the report's own figures and intervals, also for
+a run that stopped when sure, with no report file read), a trial's timeline, the OpenAPI
 document, and names that lead out of the results folder (404, nothing outside read or listed).
 The same app behind nginx and gunicorn, in Chromium: tests/e2e/test_run_pages.py."""
 
+import csv
 import json
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 
+from mpstream.runner.report.analysis import analyze
+from mpstream.runner.report.build import build_report
 from mpstream.runner.report.runpages import create_app
+from mpstream.runner.report.summary import write_summary
+from mpstream.runner.until import Until
 from tests.runfolder import GOLDEN, make_run
 
 SECRET = "scenario-outside-the-results-folder"
@@ -71,27 +75,62 @@ def test_run_names_its_conditions_in_the_scenarios_order(client):
         "r00-balanced-dashjs", "r00-unbalanced-dashjs", "r00-single-dashjs"}
 
 
-def test_the_reports_csv_files_are_read_when_newer_than_the_trials(tmp_path):
+def test_the_figures_are_the_reports_own_and_no_report_file_is_read(tmp_path):
     run = tmp_path / "results" / "golden"
     shutil.copytree(GOLDEN, run)
-    shutil.copytree(GOLDEN.parent / "video-expected", run / "report")
-    newest = max(p.stat().st_mtime_ns for p in run.glob("trials/*/trial.json"))
-    for written in (run / "report").iterdir():  # as `mpstream report` leaves them: after
-        os.utime(written, ns=(newest + 10**9, newest + 10**9))
-    client = create_app(tmp_path / "results").test_client()
-    from_csv = client.get("/api/runs/golden").json
-    assert from_csv["source"] == "report/conditions.csv"
-    # A trial written after the report: the figures are computed again, and agree.
-    later = newest + 2 * 10**9
-    os.utime(run / "trials" / "r00-single-dashjs" / "trial.json", ns=(later, later))
-    computed = client.get("/api/runs/golden").json
-    assert computed["source"] == "computed from the trials"
-    a, b = figures(from_csv), figures(computed)
-    for key in (("unbalanced", "startup_delay_ms"), ("single", "mean_bitrate_mbps"),
-                ("unbalanced", "path0_bytes_share")):
-        assert a[key]["mean"] == pytest.approx(b[key]["mean"], rel=1e-6), key
-    assert {t["key"]: t["metrics"]["stall_ms"] for t in from_csv["trial_list"]} == \
-        {t["key"]: t["metrics"]["stall_ms"] for t in computed["trial_list"]}
+    report = build_report(run, tmp_path / "report")
+    with (report.out_dir / "conditions.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    # A report in the run folder that says otherwise is not what the pages show.
+    (run / "report").mkdir()
+    (run / "report" / "conditions.csv").write_text("condition,metric,unit,n,mean,sd,ci95_low,"
+                                                   "ci95_high\nunbalanced,stall_ms,ms,9,1,,,\n")
+    shutil.copy(report.out_dir / "trials.csv", run / "report" / "trials.csv")
+    detail = create_app(tmp_path / "results").test_client().get("/api/runs/golden").json
+    assert detail["source"] == "computed from the trials" and detail["intervals"] == "95% CI"
+    got = [(c["group"], f) for c in detail["conditions"] for f in c["figures"]]
+    assert [(g, f["metric"]) for g, f in got] == [(r["condition"], r["metric"]) for r in rows]
+    for (_, f), row in zip(got, rows, strict=True):  # conditions.csv, figure by figure
+        assert f["n"] == int(row["n"]) and f["unit"] == row["unit"], row
+        for column in ("mean", "sd", "ci95_low", "ci95_high"):
+            want = pytest.approx(float(row[column]), rel=1e-9) if row[column] else None
+            assert f[column] == want, (row, column)
+
+
+def _until_run(out: Path) -> Path:
+    """A demo run of 3 rounds that stopped when sure on the startup delay, whose rounds' startup
+    delays differ (0, 30 and 120 ms above the golden trial's), so that its intervals have a
+    width."""
+    run = make_run(out, rounds=3)
+    spec = json.loads((run / "run.json").read_text())
+    spec["until"] = Until.parse("startup_delay_ms:5", 3).as_json()
+    (run / "run.json").write_text(json.dumps(spec))
+    for trial in (run / "trials").iterdir():
+        later = 30 * int(trial.name[1:3]) ** 2
+        events = json.loads((trial / "events.json").read_text())
+        for e in events:
+            if e["type"] == "startup":
+                e["data"]["startup_delay_ms"] += later
+        (trial / "events.json").write_text(json.dumps(events))
+    return run
+
+
+def test_a_run_that_stopped_when_sure_shows_the_reports_anytime_interval(tmp_path):
+    run = _until_run(tmp_path / "results" / "until-run")
+    detail = create_app(run.parent).test_client().get("/api/runs/until-run").json
+    analysis = analyze(run)
+    summary = json.loads(write_summary(build_report(run, tmp_path / "report"), analysis.run,
+                                       tmp_path / "summary.json").read_text())
+    by_label = {c["label"]: c["metrics"] for c in summary["conditions"]}
+    page = figures(detail)
+    for group in analysis.groups:
+        s = analysis.summaries[group]["startup_delay_ms"]
+        f = page[(group.condition, "startup_delay_ms")]
+        assert s.n == f["n"] == 3 and s.ci_high - s.ci_low > 400  # Student's t: 310 ms
+        assert (f["ci95_low"], f["ci95_high"]) == pytest.approx((s.ci_low, s.ci_high), rel=1e-12)
+        assert by_label[group.condition]["startup_delay_ms"]["ci95"] == pytest.approx(
+            [f["ci95_low"], f["ci95_high"]], rel=1e-5)
+    assert detail["intervals"] == "anytime-valid 95% interval"
 
 
 def test_timeline_carries_the_trials_data_points(client, results):

@@ -9,7 +9,6 @@ from mpstream.errors import UserError
 from mpstream.runner.layout import RUN_JSON, write_json
 from mpstream.runner.scenario import (
     SCENARIOS_DIR,
-    build_profile,
     condition_of_key,
     expand_trials,
     load_scenario,
@@ -58,7 +57,7 @@ def test_every_shipped_scenario_loads_and_builds_its_profiles(trace_store):
     for name in names:
         sc = load_scenario(name)
         for cond in sc.all_conditions():
-            profile = build_profile(sc, cond)
+            profile = sc.resolved(cond).network
             # A condition's transport sets the network's mode (mpquic: every path, as mptcp).
             wanted = get_transport(cond.transport).network_mode if cond.transport else None
             assert profile.mode == (wanted or profile.mode)
@@ -77,7 +76,7 @@ def test_a_trials_key_names_its_condition_in_every_shipped_scenario(trace_store)
 
 def test_thesis_single_path_is_tcp_and_mptcp_conditions_are_not(base):
     sc = load_scenario("thesis-bandwidth")
-    modes = {c.label: build_profile(sc, c).mode for c in sc.all_conditions()}
+    modes = {c.label: sc.resolved(c).network.mode for c in sc.all_conditions()}
     assert modes == {"balanced": "mptcp", "unbalanced": "mptcp", "single": "tcp",
                      "balanced-bbr": "mptcp", "unbalanced-bbr": "mptcp"}
 
@@ -85,7 +84,7 @@ def test_thesis_single_path_is_tcp_and_mptcp_conditions_are_not(base):
 def test_path_failure_has_a_down_event_on_the_first_path():
     sc = load_scenario("path-failure")
     for cond in sc.all_conditions():
-        events = build_profile(sc, cond).emulator_events(0)
+        events = sc.resolved(cond).network.emulator_events(0)
         assert any(e["set"] == {"down": True} and e["at_s"] == 20.0 for e in events)
 
 
@@ -95,7 +94,7 @@ def test_sweep_expands_to_every_combination_with_overrides_applied():
     assert len(conds) == 36  # six buffers × six congestion controls
     assert next(c for c in conds if c.label == "1000k-olia").set["deployment.server.cc"] == "olia"
     c = next(c for c in conds if c.label == "550k-bbr")
-    profile = build_profile(sc, c)
+    profile = sc.resolved(c).network
     assert profile.cc == "bbr"
     assert [profile.link(i, "downlink").queue_bytes for i in range(2)] == [550000, 550000]
 
@@ -299,8 +298,7 @@ def test_mphttp_is_refused_for_a_low_latency_stream_before_any_trial_says_why(ba
 
     def refusals(live):
         sc = parse_scenario(_raw(media=None, live=live, conditions=conditions), base_dir=base)
-        return {c.label: video.refuses(sc, c, get_transport(c.transport))
-                for c in sc.all_conditions()}
+        return {c.label: video.refuses(sc, sc.resolved(c)) for c in sc.all_conditions()}
 
     low = refusals(LOW_LATENCY)
     assert {label for label, r in low.items() if r} == {"own", "player", "tcp-user"}, low
@@ -315,7 +313,7 @@ def test_mphttp_is_refused_for_a_low_latency_stream_before_any_trial_says_why(ba
     assert not any(refusals(plain).values())
     iperf = parse_scenario(_raw(kind="iperf", media=None, conditions=conditions[:1]),
                            base_dir=base)
-    bulk = workload_for("iperf").refuses(iperf, iperf.conditions[0], get_transport("mphttp"))
+    bulk = workload_for("iperf").refuses(iperf, iperf.resolved(iperf.conditions[0]))
     assert "carries a player's HTTP only" in (bulk or "")
 
 
@@ -333,12 +331,13 @@ def test_a_media_tree_written_by_a_low_latency_stream_refuses_mphttp_too(tmp_pat
     sc = parse_scenario(_raw(media={"dir": str(media)},
                              conditions=[{"label": "own", "profile": "p.toml",
                                           "transport": "mphttp"}]), base_dir=base)
-    video, mphttp = workload_for("video"), get_transport("mphttp")
-    assert video.refuses(sc, sc.conditions[0], mphttp) is None  # no live.json: no live tree
+    video, mphttp = workload_for("video"), sc.resolved(sc.conditions[0])
+    assert video.refuses(sc, mphttp) is None  # no live.json: no live tree
     (media / LIVE_JSON).write_text(json.dumps({"state": "running",
                                                "extra": {LOW_LATENCY_KEY: tree.model_dump()}}))
-    assert video.refuses(sc, sc.conditions[0], get_transport("mptcp")) is None
-    refusal = video.refuses(sc, sc.conditions[0], mphttp) or ""
+    mptcp = mphttp.model_copy(update={"transport": get_transport("mptcp")})
+    assert video.refuses(sc, mptcp) is None
+    refusal = video.refuses(sc, mphttp) or ""
     assert refusal.startswith(f"the media {media} is a low-latency live stream: transport "
                               "mphttp cannot carry")
     assert "unknown length" in refusal

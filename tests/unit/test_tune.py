@@ -1,11 +1,13 @@
 """`mpstream tune`'s parts that need no trial: the space parser and its refusals, the settings
 a candidate gets, the objectives measured from per-trial figures, dominance, the front."""
 
+from pathlib import Path
 
 import pytest
 
 from mpstream.deployment import Deployment, load_deployment
 from mpstream.errors import UserError
+from mpstream.runner.report.analysis import Analysis, Group
 from mpstream.runner.tune.search import (
     OBJECTIVES,
     Measured,
@@ -81,6 +83,14 @@ def test_values_go_through_the_sampler_and_back():
     assert candidate_label({"a": [1]}) != candidate_label({"a": []})
 
 
+def _analysis(rows: dict[str, list[dict]]) -> Analysis:
+    """The analysis of a search's run folder whose conditions' ok trials gave `rows`."""
+    per_trial = {Group(label): [{"key": f"r{i:02d}-{label}", **row} for i, row in enumerate(got)]
+                 for label, got in rows.items()}
+    return Analysis(Path(), {}, [], frozenset(), 2, {}, list(per_trial), per_trial, {}, {}, [],
+                    [], {}, {})
+
+
 def test_a_candidates_objectives_are_ratios_to_its_own_baseline_trials():
     rows = {
         "c1": [{"startup_delay_ms": 1100, "download_rate_mbps": 27, "longest_stall_ms": 0},
@@ -90,12 +100,12 @@ def test_a_candidates_objectives_are_ratios_to_its_own_baseline_trials():
                         {"startup_delay_ms": 1400, "download_rate_mbps": 18,
                          "longest_stall_ms": 0}],
     }
-    m = measure(rows, "c1", OBJECTIVES)
+    m = measure(_analysis(rows), "c1", OBJECTIVES)
     assert m is not None and m.trials == 2
     assert m.values == pytest.approx([1200 / 1200, 25.5 / 24, 100])
     assert m.low[0] < 1 < m.high[0]
-    assert measure({"c1": rows["c1"]}, "c1", OBJECTIVES) is None  # no baseline trial
-    one = measure({k: v[:1] for k, v in rows.items()}, "c1", OBJECTIVES)
+    assert measure(_analysis({"c1": rows["c1"]}), "c1", OBJECTIVES) is None  # no baseline
+    one = measure(_analysis({k: v[:1] for k, v in rows.items()}), "c1", OBJECTIVES)
     assert one is not None and optimistic(one, OBJECTIVES) is None  # one trial: no interval
 
 

@@ -98,6 +98,8 @@ class KernelHopTransport(HopTransport):
 class MPQUIC(QuicHopTransport):
     name = "mpquic"
     label = "MPQUIC"
+    summary = ("multipath QUIC over every path, through the QUIC hop (a proxy beside the "
+               "client, a gateway in front of nginx)")
     # The gateway's path hold (its packet scheduler keeps data off a held path) holds a metered
     # path back; its control channel lifts and sets it while playing.
     path_policies = tuple(pathpolicy.POLICY_TYPES)  # every one
@@ -119,6 +121,7 @@ class MPQUIC(QuicHopTransport):
 class QUIC(QuicHopTransport):
     name = "quic"
     label = "QUIC"
+    summary = "QUIC over one path, through the QUIC hop"
     network_mode = "tcp"
     hop_mode = "quic"
 
@@ -126,6 +129,7 @@ class QUIC(QuicHopTransport):
 class MPTCPHop(KernelHopTransport):
     name = "mptcp-hop"
     label = "MPTCP via hop"
+    summary = "the QUIC hop's proxy and gateway speaking MPTCP: what the hop itself costs"
     network_mode = "mptcp"
     hop_mode = "mptcp"
     kernel = MPTCP()
@@ -134,6 +138,7 @@ class MPTCPHop(KernelHopTransport):
 class TCPHop(KernelHopTransport):
     name = "tcp-hop"
     label = "TCP via hop"
+    summary = "the QUIC hop's proxy and gateway speaking TCP over one path"
     network_mode = "tcp"
     hop_mode = "tcp"
     kernel = TCP()

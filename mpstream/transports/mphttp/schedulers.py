@@ -22,7 +22,7 @@ from mpstream.transports.mphttp.rangeplan import (
 
 class Scheduler:
     """One way of spreading a download over the paths: `name` and `summary` (what
-    `--list-schedulers` says)."""
+    `mpstream list schedulers` says)."""
 
     name: ClassVar[str]
     summary: ClassVar[str]

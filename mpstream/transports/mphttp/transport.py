@@ -45,6 +45,8 @@ LOW_LATENCY_REFUSAL = (
 class MPHTTP(Transport):
     name = "mphttp"
     label = "Multipath HTTP"
+    summary = ("multipath HTTP: a proxy beside the client fetches each object as byte ranges, "
+               "one TCP connection a path; nothing runs at the server")
     kernel_mptcp = False
     # Every emulated path up (each pinned by its client address, as for mpquic); the kernel's
     # MPTCP endpoints there go unused, as the proxy's sockets are plain TCP.
