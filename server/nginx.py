@@ -18,6 +18,7 @@ import jinja2
 from mpstream.errors import UserError
 from mpstream.paths import REPO_ROOT
 from mpstream.sending import SendOptions
+from mpstream.server.schemas import MAX_BODY_BYTES
 
 TEMPLATE = Path(__file__).parent / "nginx.conf.j2"
 PLAYER_DIST = REPO_ROOT / "player" / "dist"
@@ -102,7 +103,10 @@ class NginxConfig:
     player_root: Path = PLAYER_DIST
     api_rate: int = 5000  # requests/s per client address; bursts of beacons are fine
     api_burst: int = 10000
-    body_limit: str = "2m"  # the collector's own 1 MiB limit answers with a JSON 413
+    # The collector's own limit, so that nginx refuses a larger body itself: the collector
+    # answers 413 without reading the body and closes, and its kernel resets the connection
+    # for the bytes left unread, which could reach nginx before the answer did (a 502).
+    body_limit: str = str(MAX_BODY_BYTES)
     worker_processes: str = "auto"
     also_listen: tuple[str, ...] = ()  # further "host:port" (a multi-homed server's addresses)
     # tcp_nopush, tcp_nodelay, sndbuf (a frozen model: one shared default is safe)

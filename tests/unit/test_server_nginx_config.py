@@ -9,6 +9,7 @@ import pytest
 from mpstream.errors import UserError
 from mpstream.sending import SendOptions
 from mpstream.server.nginx import NginxConfig, supports_multipath_listen
+from mpstream.server.schemas import MAX_BODY_BYTES
 
 
 @pytest.fixture
@@ -30,7 +31,8 @@ def test_rendered_directives(config):
     for expected in (
         "sendfile on;", "tcp_nopush off;", "tcp_nodelay on;", "server_tokens off;",
         "autoindex off;",
-        "keepalive_timeout 65s;", "client_max_body_size 2m;", "limit_req_status 429;",
+        "keepalive_timeout 65s;", f"client_max_body_size {MAX_BODY_BYTES};",
+        "limit_req_status 429;",
         "access_log " + str(config.access_log) + " mpstream_json;",
         "proxy_pass http://collector;",
     ):  # fmt: skip
