@@ -23,11 +23,11 @@ from .conftest import iperf_scenario, mpstream
 pytestmark = pytest.mark.timeout(600)
 
 
-def _run(*args: str) -> tuple[str, float]:
+def _run(*args: str, exit_code: int = 0) -> tuple[str, float]:
     t0 = time.monotonic()
     proc = mpstream("run", *args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output, _ = proc.communicate(timeout=500)
-    assert proc.returncode == 0, output
+    assert proc.returncode == exit_code, output
     return " ".join(output.split()), time.monotonic() - t0  # as one line: rich wraps it
 
 
@@ -99,7 +99,7 @@ def test_a_trial_past_its_time_limit_is_a_timeout(tmp_path):
     out = tmp_path / "run"
     # No margin: every trial outlives its limit (the network and iperf3 take time to start).
     output, _ = _run(str(scenario), "--trials", "1", "--cluster", "local:2", "--trial-margin",
-                     "0", "--out", str(out), "--no-report")
+                     "0", "--out", str(out), "--no-report", exit_code=1)  # done, trials failed
     trials = load_trials(out)
     assert len(trials) == 2
     for t in trials:
