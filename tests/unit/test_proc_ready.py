@@ -85,3 +85,29 @@ def test_child_pids_by_name_reads_each_process_once_and_leaves_out_the_exited(tm
             os.kill(pid, signal.SIGKILL)
         parent.kill()
         parent.wait()
+
+
+def test_a_child_whose_parent_died_before_it_asked_to_follow_it_ends_at_once():
+    """The parent killed between the fork and the child's PR_SET_PDEATHSIG: no signal would
+    ever come, so the child ends itself when its parent is no longer the one that forked it."""
+    import os
+    import signal
+
+    from mpstream import proc
+
+    child = os.fork()
+    if child == 0:
+        proc._forked_from = 1  # not this child's parent: as if the forker had died already
+        proc.die_with_parent()
+        os._exit(0)
+    _, status = os.waitpid(child, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+
+
+def test_a_child_of_a_living_parent_runs_on():
+    import subprocess
+
+    from mpstream.proc import die_with_parent
+
+    done = subprocess.run(["true"], preexec_fn=die_with_parent)
+    assert done.returncode == 0
