@@ -285,8 +285,7 @@ class CompetitorSpec(_Strict):
     transport: str = "tcp"
     paths: list[CompetitorPathSpec] = Field(min_length=1, max_length=4)
     # What it does in a trial: "same" as the client (a player, or a transfer), or "bulk": cross
-    # traffic, one bulk download from the server from `start_s` to `stop_s` (default: the end)
-    # of the trial's clock.
+    # traffic, one download from the server from `start_s` to `stop_s` (default: the trial's end).
     traffic: Literal["same", "bulk"] = "same"
     start_s: float = Field(default=0.0, ge=0)
     stop_s: float | None = Field(default=None, gt=0)
@@ -680,17 +679,13 @@ def load_profile(ref: str | Path | Profile, overrides: dict[str, Any] | None = N
 
 def _put_deployment(data: dict[str, Any], ref: str | Path | Deployment | None,
                     overrides: dict[str, Any] | None) -> None:
-    """The named deployment in raw profile data, under the endpoint fields the profile itself
-    still sets (those apply on top, as the profile's own). It goes in as it is, validated
-    once, unless an override changes one of its fields: those change its raw table."""
+    """The named deployment in raw profile data (its raw table only when an override edits it)."""
     if ref is None:
         return
     dep = load_deployment(ref)
-    if not any(key.split(".", 1)[0] == "deployment" for key in overrides or {}):
-        data["deployment"] = dep
-        return
-    data["deployment"] = dep.model_dump(mode="json", exclude_unset=True)
-    data["deployment"]["name"] = dep.name
+    edited = any(key.split(".", 1)[0] == "deployment" for key in overrides or {})
+    data["deployment"] = {**dep.model_dump(mode="json", exclude_unset=True), "name": dep.name} \
+        if edited else dep  # as it is: validated once
 
 
 def parse_override(text: str) -> tuple[str, Any]:

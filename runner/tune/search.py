@@ -463,20 +463,7 @@ def tune(scenario: str, space_ref: str, condition_label: str | None, budget: int
 
     console = console_for(as_json)
     sc = load_scenario(scenario)
-    if sc.baseline is None:
-        raise UserError(f"scenario {sc.name} names no baseline: add `baseline = \"LABEL\"` "
-                        "(the condition each candidate is compared with, e.g. single-path TCP)")
-    others = [c for c in sc.conditions if c.label != sc.baseline]
-    if not others:
-        raise UserError(f"scenario {sc.name} has no condition beside its baseline to tune")
-    label = condition_label or others[0].label
-    cond = next((c for c in others if c.label == label), None)
-    if cond is None:
-        raise UserError(f"--condition {condition_label}: scenario {sc.name} has "
-                        + ", ".join(c.label for c in others) + " beside its baseline")
-    if cond.kind != "emulated":
-        raise UserError(f"condition {cond.label} runs on a real network, whose ends mpstream "
-                        "does not change: tune an emulated condition")
+    cond = _tuned_condition(sc, condition_label)
     base = sc.resolved(cond).deployment
     assert base is not None  # an emulated condition's
     space = load_space(space_ref, base)
@@ -523,6 +510,25 @@ def tune(scenario: str, space_ref: str, condition_label: str | None, budget: int
                     "failed_trials": [{"key": k, "reason": r} for k, r in failed.items()]})
     if failed:
         raise trials_failed(out_dir, failed, len(ran))
+
+
+def _tuned_condition(sc: Scenario, label: str | None) -> Condition:
+    """The emulated condition beside the scenario's baseline that `tune` searches (`label`, or
+    the first); a UserError names what the scenario lacks."""
+    if sc.baseline is None:
+        raise UserError(f"scenario {sc.name} names no baseline: add `baseline = \"LABEL\"` "
+                        "(the condition each candidate is compared with, e.g. single-path TCP)")
+    others = [c for c in sc.conditions if c.label != sc.baseline]
+    if not others:
+        raise UserError(f"scenario {sc.name} has no condition beside its baseline to tune")
+    cond = next((c for c in others if c.label == (label or others[0].label)), None)
+    if cond is None:
+        raise UserError(f"--condition {label}: scenario {sc.name} has "
+                        + ", ".join(c.label for c in others) + " beside its baseline")
+    if cond.kind != "emulated":
+        raise UserError(f"condition {cond.label} runs on a real network, whose ends mpstream "
+                        "does not change: tune an emulated condition")
+    return cond
 
 
 def search_cost(scenario: Scenario, candidates: int, rounds: int) -> Cost:
