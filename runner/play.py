@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -147,6 +147,19 @@ def _deadline_marks(text: str | None) -> DeadlineMarks | None:
 # `play --help` cannot drift from what the command accepts.
 
 
+class HelpFromRegistries(click.Option):
+    """An option whose help is made from the registries when help is shown, not when this
+    module is imported (the path policy's reads every deployment preset)."""
+
+    def __init__(self, *args: Any, make_help: Callable[[], str], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.make_help = make_help
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        self.help = self.help or self.make_help()
+        return super().get_help_record(ctx)
+
+
 def _transport_help() -> str:
     each = "; ".join(f"{t.name}: {t.summary}" for t in TRANSPORTS.values())
     return (f"How the browser reaches the server ({each}) [default: the profile's mode; mptcp "
@@ -219,16 +232,17 @@ def _list_schedulers(ctx: click.Context, _param: click.Parameter, value: bool) -
                    "browser decodes; avc or hevc keep only that family (refused up front if the "
                    "browser cannot decode it).")
 @click.option("--transport", type=click.Choice(TRANSPORTS.names()), default=None,
-              help=_transport_help())
+              cls=HelpFromRegistries, make_help=_transport_help)
 # The schedulers are not named here: the QUIC hop's come from its program, built on first use.
 @click.option("--scheduler", default=None,
               help="The transport's path scheduler (which bytes go on which path) [default: the "
                    "transport's own]; `mpstream list schedulers` names each transport's.")
 @click.option("--list-schedulers", is_flag=True, expose_value=False, is_eager=True, hidden=True,
               callback=_list_schedulers, help="List each transport's path schedulers and exit.")
-@click.option("--deployment", default=None, metavar="NAME|FILE", help=_deployment_help())
+@click.option("--deployment", default=None, metavar="NAME|FILE", cls=HelpFromRegistries,
+              make_help=_deployment_help)
 @click.option("--path-policy", "path_policy", type=click.Choice(list(POLICIES)), default=None,
-              help=_path_policy_help())
+              cls=HelpFromRegistries, make_help=_path_policy_help)
 @click.option("--deadline-marks", "deadline_marks", default=None, metavar="LOW,HIGH",
               help="The deadline policy's buffer marks in seconds: the metered path joins "
                    "below LOW and leaves at or above HIGH [default: 4,10].")
@@ -239,7 +253,7 @@ def _list_schedulers(ctx: click.Context, _param: click.Parameter, value: bool) -
 @click.option("--target-latency", "target_latency_s", type=click.FloatRange(min=0, min_open=True),
               default=None, help="Live streams: seconds behind the live edge to play"
               " (default: the library's).")
-@click.option("--abr", default=None, help=_abr_help())
+@click.option("--abr", default=None, cls=HelpFromRegistries, make_help=_abr_help)
 @click.option("--abr-param", "abr_params", multiple=True, metavar="KEY=VALUE",
               help="A numeric parameter of the rule (repeatable), e.g. horizon=3 for robustmpc.")
 @click.option("--list-abr", is_flag=True, expose_value=False, is_eager=True, callback=_list_abr,
