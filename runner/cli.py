@@ -160,6 +160,11 @@ def report(run_dir: Path, out: Path | None, p1203: bool, summary: Path | None,
 @click.command()
 @click.argument("summaries", nargs=-1)
 @click.option("--all", "every", is_flag=True, help="Every summary in docs/data/.")
+@click.option("--headline", is_flag=True,
+              help="The headline set (docs/data/headline.toml): each figure decided against "
+                   "the published one as trials come in (docs/reproduction.md).")
+@click.option("--set", "headline_set", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, metavar="FILE", help="A headline set of your own, as --headline.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the new runs, their summaries and reproduction.csv/.html go "
                    "(default: results/reproduce-<UTC time>).")
@@ -183,19 +188,28 @@ def report(run_dir: Path, out: Path | None, p1203: bool, summary: Path | None,
 @click.option("--dry-run", is_flag=True,
               help="Print each summary's run and its machine time, and run nothing.")
 @json_option
-def reproduce(summaries: tuple[str, ...], every: bool, out_dir: Path | None,
-              trials: int | None, until_text: str | None, max_trials: int,
-              cluster: str | None, tolerance: float, update: bool, dry_run: bool,
-              as_json: bool) -> None:
+def reproduce(summaries: tuple[str, ...], every: bool, headline: bool,
+              headline_set: Path | None, out_dir: Path | None, trials: int | None,
+              until_text: str | None, max_trials: int, cluster: str | None,
+              tolerance: float, update: bool, dry_run: bool, as_json: bool) -> None:
     """Run again the command each run summary SUMMARY (a file in docs/data/, or its name)
     records, with today's code, and set each figure the docs quote from it beside the new one:
     DIR/reproduction.csv and .html (docs/runs-and-report.md#reproducing-the-docs-figures).
+    With --headline or --set: the set's figures, each decided as trials come in (agrees,
+    disagrees or undecided at its cap): DIR/headline.json.
     Exits 1 when a figure disagrees or a trial failed."""
-    from mpstream.errors import EXIT_FAILED, UserError
     from mpstream.runner.reproduce import print_plan, summary_files
     from mpstream.runner.reproduce import reproduce as run_reproduction
     from mpstream.runner.until import Until
 
+    if out_dir is None:
+        out_dir = RESULTS_DIR / f"reproduce-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}"
+    if headline or headline_set:
+        if summaries or every or trials is not None or until_text or update:
+            raise click.UsageError("--headline and --set decide each figure themselves: give "
+                                   "no summaries, --all, --trials, --until or --update with them")
+        _reproduce_set(headline_set, out_dir, cluster, dry_run, as_json)
+        return
     if trials is not None and until_text:
         raise click.UsageError("give --trials or --until, not both")
     until = None
@@ -204,8 +218,6 @@ def reproduce(summaries: tuple[str, ...], every: bool, out_dir: Path | None,
             until = Until.parse(until_text, max_trials)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--until") from None
-    if out_dir is None:
-        out_dir = RESULTS_DIR / f"reproduce-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}"
     console = console_for(as_json)
     files = summary_files(list(summaries), every)
     planned = print_plan(files, trials, until, console)
@@ -218,10 +230,36 @@ def reproduce(summaries: tuple[str, ...], every: bool, out_dir: Path | None,
     if as_json:
         print_json({**said, "dry_run": False, "planned": planned, "out_dir": out_dir.resolve(),
                     "table": out_dir.resolve() / "reproduction.csv"})
-    if said["disagree"] or said["failed_trials"]:
-        raise UserError(f"{said['disagree']} of {said['figures']} figure(s) disagree and "
-                        f"{said['failed_trials']} trial(s) failed: {out_dir / 'reproduction.csv'}",
-                        exit_code=EXIT_FAILED)
+    _exit_for(said["disagree"], said["figures"], said["failed_trials"],
+              out_dir / "reproduction.csv")
+
+
+def _reproduce_set(path: Path | None, out_dir: Path, cluster: str | None, dry_run: bool,
+                   as_json: bool) -> None:
+    from mpstream.runner.headline import HEADLINE_SET, load_set, print_plan, reproduce_headline
+
+    console = console_for(as_json)
+    runs = load_set(path or HEADLINE_SET)
+    planned = print_plan(runs, console)
+    if dry_run:
+        if as_json:
+            print_json({**planned, "dry_run": True})
+        return
+    said = reproduce_headline(runs, out_dir, cluster=cluster, console=console)
+    if as_json:
+        print_json({**said, "dry_run": False, "planned": planned,
+                    "out_dir": out_dir.resolve()})
+    _exit_for(said["disagree"], len(said["figures"]), said["failed_trials"],
+              out_dir / "headline.json")
+
+
+def _exit_for(disagree: int, figures: int, failed: int, table: Path) -> None:
+    """Exit 1 when a figure disagrees or a trial failed, the table kept."""
+    from mpstream.errors import EXIT_FAILED, UserError
+
+    if disagree or failed:
+        raise UserError(f"{disagree} of {figures} figure(s) disagree and {failed} trial(s) "
+                        f"failed: {table}", exit_code=EXIT_FAILED)
 
 
 @click.command()

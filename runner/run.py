@@ -35,6 +35,7 @@ from rich.progress import (
 from mpstream import provenance
 from mpstream.errors import EXIT_FAILED, UserError
 from mpstream.proc import signals_interrupt
+from mpstream.runner.agreement import Agreement
 from mpstream.runner.cost import Cost
 from mpstream.runner.layout import (
     RUN_JSON,
@@ -56,6 +57,10 @@ from mpstream.runner.workloads import workload_for
 # Seconds a trial may run past the scenario's duration on a cluster before it is stopped and
 # recorded as failed: its network, servers and browser start and stop within it.
 TRIAL_MARGIN_S = 180.0
+
+# What stops a condition taking trials: a width it must be sure within (`run --until`), or
+# agreement with the published figures it carries (`reproduce --headline`).
+StoppingRule = Until | Agreement
 
 
 def trial_runner(cluster: str | None, margin_s: float = TRIAL_MARGIN_S,
@@ -149,7 +154,7 @@ def as_planned(scenario: Scenario, previous: dict | None, trials: int | None,
 
 def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
               trials: int, media_dir: Path | None, pcap: bool, cluster: str | None = None,
-              chosen: list[str] | None = None, until: Until | None = None) -> dict:
+              chosen: list[str] | None = None, until: StoppingRule | None = None) -> dict:
     """run.json: the scenario once (`scenario_spec`, read through layout.RunScenario), the
     plan and what made it (the `--cluster` and the `--condition`s too, for the command and the
     trials planned that a summary names)."""
@@ -160,7 +165,8 @@ def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
         "chosen": chosen,
         "environment": provenance.environment(),
         "cluster": cluster,
-        "until": until.as_json() if until else None,
+        "until": until.as_json() if isinstance(until, Until) else None,
+        "agreement": until.as_json() if isinstance(until, Agreement) else None,
     }
 
 
@@ -202,7 +208,7 @@ def run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None = None
                  pcap: bool = False, cluster: str | None = None,
                  trial_margin_s: float = TRIAL_MARGIN_S, balance_hosts: bool = False,
                  plan_only: bool = False, only: list[str] | None = None,
-                 until: Until | None = None) -> dict[str, str]:
+                 until: StoppingRule | None = None) -> dict[str, str]:
     """Runs (or resumes) the scenario into out_dir; returns key -> status of every trial.
 
     `only`: run only the trials of these conditions (labels); the plan keeps them all, so that
@@ -232,7 +238,7 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
                   progress: bool, pcap: bool = False,
                   runner: TrialRunner | None = None,
                   only: list[str] | None = None, cluster: str | None = None,
-                  until: Until | None = None) -> dict[str, str]:
+                  until: StoppingRule | None = None) -> dict[str, str]:
     """With no `runner`, only the run folder is prepared."""
     console = console or Console()
     run = plan_run(scenario, out_dir, trials=trials, only=only, pcap=pcap, until=until,
@@ -275,7 +281,7 @@ class PlannedRun:
     trials_per_condition: int
     only: list[str] | None
     pcap: bool
-    until: Until | None
+    until: StoppingRule | None
     plan: list[Trial]
     selected: list[Trial]
     todo: list[Trial]
@@ -299,7 +305,9 @@ class PlannedRun:
                    "trial(s) a condition",
                  f"time: {self.cost()}"]
         if self.until is not None:
-            lines.append(f"  at most: --until {self.until.text()} stops each condition once "
+            rule = f"--until {self.until.text()}" if isinstance(self.until, Until) \
+                else self.until.text()
+            lines.append(f"  at most: {rule} stops each condition once "
                          f"it is sure, and the time counts its cap, {self.until.max_trials} "
                          "trials a condition")
         return lines
@@ -315,7 +323,7 @@ class PlannedRun:
 
 
 def plan_run(scenario: Scenario, out_dir: Path, *, trials: int | None = None,
-             only: list[str] | None = None, pcap: bool = False, until: Until | None = None,
+             only: list[str] | None = None, pcap: bool = False, until: StoppingRule | None = None,
              retry_failed: bool = False) -> PlannedRun:
     """The run's plan, from the scenario, the command and what the folder already holds; it
     writes nothing (`run --dry-run` prints it)."""
@@ -333,8 +341,9 @@ def plan_run(scenario: Scenario, out_dir: Path, *, trials: int | None = None,
     n, only, pcap = as_planned(scenario, previous, trials, only, pcap)
     if until is None and previous and previous.get("until"):
         until = Until.from_json(previous["until"])  # resumed: it goes on as it began
-    if until is not None:
+    if isinstance(until, Until):
         check_until(scenario, until)
+    if until is not None:
         n = until.max_trials
     plan = expand_trials(scenario, n)
     done = finished_keys(out_dir)
@@ -376,36 +385,51 @@ def check_until(scenario: Scenario, until: Until) -> None:
 
 
 class StopWatch:
-    """The stopping rule's view of a run folder: each finished trial's figure, read once."""
+    """The stopping rule's view of a run folder: each finished trial's figures, read once."""
 
-    def __init__(self, out_dir: Path, scenario: Scenario, plan: list[Trial], until: Until):
-        self.out_dir, self.scenario, self.until = out_dir, scenario, until
-        self.labels = list(dict.fromkeys(t.condition.label for t in plan))
-        self.figures: dict[str, float | None] = {}
+    def __init__(self, out_dir: Path, scenario: Scenario, labels: Iterable[str],
+                 rule: StoppingRule):
+        self.out_dir, self.scenario, self.rule = out_dir, scenario, rule
+        self.labels = list(dict.fromkeys(labels))
+        self.metrics = {rule.metric} if isinstance(rule, Until) else rule.metrics
+        self.rows: dict[str, dict[str, float] | None] = {}
 
-    def states(self) -> dict[str, ConditionState]:
+    def finished(self) -> list[tuple[str, str, dict[str, float] | None]]:
+        """(condition, its group as a summary names it, the figures the rule reads or None for
+        a failed trial) of each finished trial of the plan's conditions."""
         from mpstream.runner.layout import load_trials
         from mpstream.runner.metrics.common import n_paths_of, trial_metrics
         from mpstream.runner.metrics.evidence import trial_evidence
+        from mpstream.runner.report.analysis import group_of, varying_factors
 
         records = [r for r in load_trials(self.out_dir)
                    if r.record.condition.label in self.labels]
-        n_paths = n_paths_of(records)
+        n_paths, several = n_paths_of(records), varying_factors(records)
         for rec in records:
-            if rec.key not in self.figures:
-                self.figures[rec.key] = None
+            if rec.key not in self.rows:
+                self.rows[rec.key] = None
                 if rec.ok:
                     row = {**trial_metrics(rec, n_paths), **trial_evidence(rec, n_paths).metrics}
-                    self.figures[rec.key] = row.get(self.until.metric)
-        return states_of(self.until, ((r.record.condition.label, self.figures[r.key])
-                                      for r in records), self.scenario.baseline, self.labels)
+                    self.rows[rec.key] = {m: row[m] for m in self.metrics
+                                          if row.get(m) is not None}
+        return [(r.record.condition.label, group_of(r, several), self.rows[r.key])
+                for r in records]
+
+    def states(self) -> dict[str, ConditionState]:
+        rows = self.finished()
+        if isinstance(self.rule, Agreement):
+            return self.rule.states(rows, self.labels)
+        metric = self.rule.metric
+        return states_of(self.rule, ((label, (row or {}).get(metric)) for label, _, row in rows),
+                         self.scenario.baseline, self.labels)
 
 
 def _run_trials(scenario: Scenario, out_dir: Path, plan: list[Trial], todo: list[Trial],
                 done: dict[str, str], scenario_path: Path | None, console: Console,
-                progress: bool, runner: TrialRunner, until: Until | None = None
+                progress: bool, runner: TrialRunner, until: StoppingRule | None = None
                 ) -> dict[str, str]:
     statuses = dict(done)
+    labels = [t.condition.label for t in plan]
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn())
     with Progress(*columns, console=console, disable=not progress) as bar:
@@ -430,7 +454,7 @@ def _run_trials(scenario: Scenario, out_dir: Path, plan: list[Trial], todo: list
             if until is None:
                 runner.run(out_dir, todo, started, finished)
             else:
-                _run_until_sure(StopWatch(out_dir, scenario, plan, until), todo, runner,
+                _run_until_sure(StopWatch(out_dir, scenario, labels, until), todo, runner,
                                 started, finished,
                                 lambda left: bar.update(task, total=len(statuses) + left))
         except KeyboardInterrupt:
@@ -438,8 +462,8 @@ def _run_trials(scenario: Scenario, out_dir: Path, plan: list[Trial], todo: list
             console.print(f"interrupted during {', '.join(running) or 'the run'}; resume "
                           f"with: mpstream run {scenario_path or scenario.name} --out {out_dir}")
             raise
-    if until is not None:
-        _print_states(StopWatch(out_dir, scenario, plan, until).states(), until,
+    if isinstance(until, Until):
+        _print_states(StopWatch(out_dir, scenario, labels, until).states(), until,
                       scenario.baseline, console)
     failed = sum(1 for s in statuses.values() if s != "ok")
     console.print(f"{len(statuses)} trials in {out_dir}: {len(statuses) - failed} ok, "
