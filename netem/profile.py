@@ -31,13 +31,13 @@ import re
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mpstream.deployment import Deployment, load_deployment
 from mpstream.errors import UserError
-from mpstream.netem import coupled, legacyfields, traces
+from mpstream.netem import coupled, disciplines, legacyfields, traces
 from mpstream.netem.teardown import MAX_COMPETITORS
 
 PRESETS_DIR = Path(__file__).parent / "profiles"
@@ -95,21 +95,15 @@ def parse_size(value: Any, field: str) -> int | None:
     return int(size)
 
 
-# The queue disciplines the link emulator registers (netem/linkem/aqm.c), by the name a profile's
-# `aqm` gives, each with what a link's description says of it: one entry a discipline.
-AQMS: dict[str, Callable[[Link], str | None]] = {
-    "none": lambda link: None,  # drop-tail only
-    "codel": lambda link: f"CoDel {link.codel_target_ms:g}/{link.codel_interval_ms:g} ms",
-    "pie": lambda link: "PIE",  # RFC 8033 with its defaults: target 15 ms, allowance 150 ms
-}
-
-
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class LinkFields(_Strict):
-    """Link-model fields as written in a profile; every field optional (overrides merge)."""
+    """Link-model fields as written in a profile; every field optional (overrides merge).
+    Beyond these, the queue disciplines' parameters (disciplines.py: `codel_target_ms`, ...)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
 
     rate: int | None = None
     trace: str | None = None
@@ -118,10 +112,19 @@ class LinkFields(_Strict):
     loss: float | None = None
     queue_bytes: int | None = None
     queue_packets: int | None = None
-    # Active queue management beside the drop-tail limit: a name from AQMS.
+    # Active queue management beside the drop-tail limit: a name from disciplines.AQMS.
     aqm: str | None = None
-    codel_target_ms: float | None = None
-    codel_interval_ms: float | None = None
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _aqm_params(cls, data: Any, handler: Callable[[Any], Self]) -> Self:
+        """Any key beyond the fields must be a discipline's parameter, a number of ms."""
+        if isinstance(data, dict):
+            errors = disciplines.check_keys(data, cls.model_fields)
+            if errors:
+                raise ValidationError.from_exception_data(cls.__name__, errors)
+            data = {**data, **disciplines.given(data)}
+        return handler(data)
 
     @field_validator("rate", mode="before")
     @classmethod
@@ -145,16 +148,9 @@ class LinkFields(_Strict):
     @field_validator("aqm")
     @classmethod
     def _known_aqm(cls, value: str | None) -> str | None:
-        if value is not None and value not in AQMS:
-            raise ValueError(f"aqm must be one of {', '.join(map(repr, AQMS))} (got {value!r})")
-        return value
-
-    @field_validator("codel_target_ms", "codel_interval_ms")
-    @classmethod
-    def _positive_ms(cls, value: float | None, info: Any) -> float | None:
-        if value is not None and not 0 < value <= 60000:
-            raise ValueError(f"{info.field_name} must be above 0 and at most 60000 ms "
-                             f"(got {value}); RFC 8289's defaults are 5 and 100")
+        if value is not None and value not in disciplines.AQMS:
+            raise ValueError(f"aqm must be one of {', '.join(map(repr, disciplines.AQMS))} "
+                             f"(got {value!r})")
         return value
 
     @field_validator("delay_ms", "jitter_ms")
@@ -195,8 +191,8 @@ class Link(BaseModel):
     queue_bytes: int | None = None
     queue_packets: int | None = None
     aqm: str = "none"
-    codel_target_ms: float = 5.0
-    codel_interval_ms: float = 100.0
+    # The discipline parameters the profile sets (disciplines.py); the rest at the emulator's.
+    aqm_params: dict[str, float] = {}
 
     def emulator_config(self) -> dict[str, Any]:
         return {
@@ -209,8 +205,7 @@ class Link(BaseModel):
             "queue_packets": self.queue_packets,
             "down": False,
             "aqm": self.aqm,
-            "codel_target_ms": self.codel_target_ms,
-            "codel_interval_ms": self.codel_interval_ms,
+            **self.aqm_params,
         }
 
     @property
@@ -238,9 +233,9 @@ class Link(BaseModel):
             parts.append(f"queue {self.queue_bytes / 1000:g} KB")
         elif self.queue_packets:
             parts.append(f"queue {self.queue_packets} pkt")
-        aqm = AQMS[self.aqm](self)
-        if aqm:
-            parts.append(aqm)
+        discipline = disciplines.AQMS[self.aqm].describe(self.aqm_params)
+        if discipline:
+            parts.append(discipline)
         return ", ".join(parts)
 
 
@@ -555,8 +550,7 @@ class Profile(_Strict):
             queue_bytes=merged.get("queue_bytes"),
             queue_packets=merged.get("queue_packets"),
             aqm=merged.get("aqm") or "none",
-            codel_target_ms=merged.get("codel_target_ms") or 5.0,
-            codel_interval_ms=merged.get("codel_interval_ms") or 100.0,
+            aqm_params=disciplines.given(merged),
         )
 
     def _resolve_trace(self, spec: LinkSpec, direction: str, where: str) -> Path | None:

@@ -16,14 +16,22 @@
 
 #define CODEL_MAXPACKET 1500u   /* a queue holding no more than one MTU is never "standing" */
 
-static uint64_t ms_to_ns(double ms)
+/* Its parameters, a LINK's "codel_target_ms" and "codel_interval_ms" with RFC 8289's defaults:
+ * the acceptable standing delay and the window it must persist over. */
+enum { TARGET, INTERVAL };
+static const struct aqm_param PARAMS[] = {
+    [TARGET] = {"codel_target_ms", 5.0, 0.001, 60000},
+    [INTERVAL] = {"codel_interval_ms", 100.0, 0.001, 60000},
+};
+
+static uint64_t param_ns(const struct link *l, int which)
 {
-    return (uint64_t)(ms * (double)NS_PER_MS + 0.5);
+    return (uint64_t)(aqm_params(l)[which] * (double)NS_PER_MS + 0.5);
 }
 
 static uint64_t codel_control_law(const struct link *l, uint64_t t, uint32_t count)
 {
-    return t + (uint64_t)((double)ms_to_ns(l->p.codel_interval_ms) / sqrt((double)count));
+    return t + (uint64_t)((double)param_ns(l, INTERVAL) / sqrt((double)count));
 }
 
 struct codel_result {
@@ -39,10 +47,10 @@ static struct codel_result codel_dodequeue(struct link *l, struct codel *c, uint
         return r;
     }
     uint64_t sojourn = now - r.p->enq;
-    if (sojourn < ms_to_ns(l->p.codel_target_ms) || aqm_queue_bytes(l) <= CODEL_MAXPACKET) {
+    if (sojourn < param_ns(l, TARGET) || aqm_queue_bytes(l) <= CODEL_MAXPACKET) {
         c->first_above_time = 0;
     } else if (c->first_above_time == 0) {
-        c->first_above_time = now + ms_to_ns(l->p.codel_interval_ms);
+        c->first_above_time = now + param_ns(l, INTERVAL);
     } else if (now >= c->first_above_time) {
         r.ok_to_drop = true;
     }
@@ -74,7 +82,7 @@ static struct codel_result codel_start_dropping(struct link *l, struct codel *c,
     c->dropping = true;
     uint32_t delta = c->count - c->lastcount;
     c->count = 1;
-    if (delta > 1 && now - c->drop_next < 16 * ms_to_ns(l->p.codel_interval_ms))
+    if (delta > 1 && now - c->drop_next < 16 * param_ns(l, INTERVAL))
         c->count = delta;
     c->drop_next = codel_control_law(l, now, c->count);
     c->lastcount = c->count;
@@ -98,12 +106,14 @@ static struct packet *codel_dequeue(struct link *l, void *state, uint64_t now)
     return r.p;
 }
 
-static void *codel_start(uint64_t now)
+static void *codel_start(const struct link *l, uint64_t now)
 {
+    (void)l;
     (void)now;
     return aqm_state_new(sizeof(struct codel));
 }
 
 const struct aqm_ops aqm_codel = {
-    .name = "codel", .start = codel_start, .stop = free, .dequeue = codel_dequeue,
+    .name = "codel", AQM_PARAMS(PARAMS), .start = codel_start, .stop = free,
+    .dequeue = codel_dequeue,
 };

@@ -1,5 +1,5 @@
 /* CoDel (RFC 8289) at the queue's head: the discipline "codel" (aqm.h), its target and interval
- * the link's codel_target_ms and codel_interval_ms. */
+ * a LINK's codel_target_ms and codel_interval_ms (codel.c). */
 #ifndef LINKEM_CODEL_H
 #define LINKEM_CODEL_H
 

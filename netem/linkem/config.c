@@ -25,7 +25,7 @@ static int field_error(struct ctx *c, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int field_error(struct ctx *c, const char *field, const char *fmt, ...)
 {
-    char msg[256];
+    char msg[600];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -65,7 +65,7 @@ struct member {
 static int unknown_key(struct ctx *c, const char *field, const struct member *members,
                        size_t n)
 {
-    char list[256] = "";
+    char list[512] = "";
     for (size_t i = 0; i < n; i++) {
         strncat(list, members[i].key, sizeof list - strlen(list) - 1);
         if (i + 1 < n)
@@ -79,16 +79,21 @@ static void member_field(char *field, size_t len, const char *where, const char 
     snprintf(field, len, "%s%s%s", where, *where ? "." : "", key);
 }
 
+static bool is_member(const char *key, const struct member *members, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(key, members[i].key) == 0)
+            return true;
+    return false;
+}
+
 static int check_keys(struct ctx *c, const json_t *obj, const char *where,
                       const struct member *members, size_t n)
 {
     const char *key;
     const json_t *v;
     json_object_foreach((json_t *)obj, key, v) {
-        size_t i = 0;
-        while (i < n && strcmp(key, members[i].key) != 0)
-            i++;
-        if (i == n) {
+        if (!is_member(key, members, n)) {
             char field[160];
             member_field(field, sizeof field, where, key);
             return unknown_key(c, field, members, n);
@@ -256,6 +261,7 @@ static int read_aqm(struct ctx *c, const char *field, const json_t *v,
 
 #define LINK_FIELD(key, read, member, lo, hi, flag) \
     {key, read, offsetof(struct link_params, member), lo, hi, flag, NULL}
+/* LINK's own members; each discipline's parameters follow them (link_members). */
 static const struct member LINK_MEMBERS[] = {
     LINK_FIELD("rate_bps", read_unsigned, rate_bps, 1, 1e12, FIELD_RATE),
     LINK_FIELD("trace", read_trace, trace, 0, 0, FIELD_TRACE),
@@ -267,31 +273,78 @@ static const struct member LINK_MEMBERS[] = {
                FIELD_QUEUE_PACKETS),
     LINK_FIELD("down", read_bool, down, 0, 0, FIELD_DOWN),
     LINK_FIELD("aqm", read_aqm, aqm, 0, 0, FIELD_AQM),
-    LINK_FIELD("codel_target_ms", read_number, codel_target_ms, 0.001, 60000,
-               FIELD_CODEL_TARGET),
-    LINK_FIELD("codel_interval_ms", read_number, codel_interval_ms, 0.001, 60000,
-               FIELD_CODEL_INTERVAL),
 };
+
+/* Every LINK member: its own, then each discipline's parameters from the registry (aqm.h), a
+ * number in the range the discipline gives, kept in its slot. */
+static size_t link_members(const struct member **out)
+{
+    static struct member all[N_MEMBERS(LINK_MEMBERS) + AQM_MAX_PARAMS];
+    static size_t n;
+    if (n == 0) {
+        memcpy(all, LINK_MEMBERS, sizeof LINK_MEMBERS);
+        n = N_MEMBERS(LINK_MEMBERS);
+        for (size_t slot = 0; slot < aqm_n_params(); slot++) {
+            const struct aqm_param *a = aqm_param_at(slot);
+            all[n++] = (struct member){
+                a->key, read_number,
+                offsetof(struct link_params, aqm_param) + slot * sizeof(double),
+                a->lo, a->hi, FIELD_AQM_PARAM(slot), NULL};
+        }
+    }
+    *out = all;
+    return n;
+}
+
+/* A key that begins with a discipline's name and "_" but is none of the members: named as
+ * not one of that discipline's parameters, with the ones it has. */
+static int check_aqm_keys(struct ctx *c, const json_t *obj, const char *where,
+                          const struct member *members, size_t n)
+{
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)obj, key, v) {
+        const struct aqm_ops *aqm = aqm_of_key(key);
+        if (!aqm || is_member(key, members, n))
+            continue;
+        char field[160], names[256];
+        member_field(field, sizeof field, where, key);
+        if (aqm->n_params == 0)
+            return field_error(c, field, "not a parameter: %s takes none", aqm->name);
+        aqm_param_names(aqm, names, sizeof names);
+        return field_error(c, field, "not a parameter of %s (its parameters: %s)", aqm->name,
+                           names);
+    }
+    return 0;
+}
 
 /* Reads the LINK fields present in obj into patch. */
 static int parse_link(struct ctx *c, const json_t *obj, const char *where,
                       struct link_patch *patch)
 {
-    return read_object(c, obj, where, LINK_MEMBERS, N_MEMBERS(LINK_MEMBERS), &patch->v,
-                       &patch->fields);
+    const struct member *members;
+    size_t n = link_members(&members);
+    if (check_aqm_keys(c, obj, where, members, n) < 0)
+        return -1;
+    return read_object(c, obj, where, members, n, &patch->v, &patch->fields);
 }
 
-static const struct link_params DEFAULT_LINK = {
-    .rate_bps = 0, .trace = NULL, .delay_ms = 0, .jitter_ms = 0, .loss = 0,
-    .queue_bytes = -1, .queue_packets = -1, .down = false,
-    .aqm = &aqm_none, .codel_target_ms = 5.0, .codel_interval_ms = 100.0,
-};
+/* A LINK where the file sets nothing: every discipline's parameters at their defaults. */
+static struct link_params default_link(void)
+{
+    struct link_params p = {
+        .rate_bps = 0, .trace = NULL, .delay_ms = 0, .jitter_ms = 0, .loss = 0,
+        .queue_bytes = -1, .queue_packets = -1, .down = false, .aqm = &aqm_none,
+    };
+    aqm_param_defaults(p.aqm_param);
+    return p;
+}
 
 /* A direction's LINK: the defaults, with the fields the file sets. */
 static int read_direction(struct ctx *c, const char *field, const json_t *v,
                           const struct member *m, void *out)
 {
-    struct link_patch patch = {.v = DEFAULT_LINK};
+    struct link_patch patch = {.v = default_link()};
     if (parse_link(c, v, field, &patch) < 0)
         return -1;
     *AT(out, m, struct link_params) = patch.v;
@@ -452,7 +505,7 @@ int config_load(const char *path, struct config *cfg, char *err, size_t errlen)
         return -1;
     struct ctx c = {.cfg = cfg, .err = err, .errlen = errlen};
     cfg->seed = 1;
-    cfg->link[DIR_A_TO_B] = cfg->link[DIR_B_TO_A] = DEFAULT_LINK;
+    cfg->link[DIR_A_TO_B] = cfg->link[DIR_B_TO_A] = default_link();
     int rc = read_object(&c, root, "", CONFIG_MEMBERS, N_MEMBERS(CONFIG_MEMBERS), cfg, NULL);
     json_decref(root);
     if (rc < 0)
@@ -483,8 +536,9 @@ void link_patch_apply(const struct link_patch *patch, struct link_params *p)
     if (patch->fields & FIELD_QUEUE_PACKETS) p->queue_packets = v->queue_packets;
     if (patch->fields & FIELD_DOWN) p->down = v->down;
     if (patch->fields & FIELD_AQM) p->aqm = v->aqm;
-    if (patch->fields & FIELD_CODEL_TARGET) p->codel_target_ms = v->codel_target_ms;
-    if (patch->fields & FIELD_CODEL_INTERVAL) p->codel_interval_ms = v->codel_interval_ms;
+    for (size_t slot = 0; slot < AQM_MAX_PARAMS; slot++)
+        if (patch->fields & FIELD_AQM_PARAM(slot))
+            p->aqm_param[slot] = v->aqm_param[slot];
 }
 
 /* DEFAULT QUEUE. A drop-tail queue much shorter than the bandwidth-delay product keeps a

@@ -23,9 +23,10 @@ enum {
     FIELD_QUEUE_PACKETS = 1 << 6,
     FIELD_DOWN = 1 << 7,
     FIELD_AQM = 1 << 8,
-    FIELD_CODEL_TARGET = 1 << 9,
-    FIELD_CODEL_INTERVAL = 1 << 10,
 };
+/* A discipline's parameter (aqm.h), by its slot. */
+#define FIELD_AQM_PARAM(slot) (1u << (9 + (slot)))
+_Static_assert(9 + AQM_MAX_PARAMS <= 32, "a patch's fields are the bits of an unsigned");
 
 struct link_patch {
     unsigned fields;

@@ -145,7 +145,7 @@ double aqm_random(struct link *l)
 
 static void aqm_start(struct link *l, uint64_t now)
 {
-    l->aqm_state = l->p.aqm->start ? l->p.aqm->start(now) : NULL;
+    l->aqm_state = l->p.aqm->start ? l->p.aqm->start(l, now) : NULL;
 }
 
 static void aqm_stop(struct link *l)
@@ -468,13 +468,14 @@ void link_set_params(struct link *l, const struct link_params *p, uint64_t now)
     enum server_mode old_mode = mode_of(&l->p);
     const struct trace *old_trace = l->p.trace;
     bool was_down = l->p.down;
-    if (p->aqm != l->p.aqm) {
-        /* Another discipline starts afresh; the same one keeps its state across events. */
+    /* Another discipline starts afresh, with the new parameters; the same one keeps its state
+     * across events. */
+    bool new_aqm = p->aqm != l->p.aqm;
+    if (new_aqm)
         aqm_stop(l);
-        l->p.aqm = p->aqm;
-        aqm_start(l, now);
-    }
     l->p = *p;
+    if (new_aqm)
+        aqm_start(l, now);
     enum server_mode mode = mode_of(&l->p);
 
     if (l->p.down && !was_down)

@@ -51,8 +51,7 @@ struct link_params {
     int64_t queue_packets;        /* -1 = no packet limit */
     bool down;
     const struct aqm_ops *aqm;    /* the queue discipline (aqm.h), never NULL: aqm_none */
-    double codel_target_ms;       /* CoDel's acceptable standing delay (RFC 8289: 5 ms) */
-    double codel_interval_ms;     /* the window it must persist over (RFC 8289: 100 ms) */
+    double aqm_param[AQM_MAX_PARAMS];  /* every discipline's parameters, by slot (aqm.h) */
 };
 
 struct link_stats {

@@ -368,13 +368,15 @@ static void print_resolved(const struct emulator *em)
         struct link_params p = resolved(em, d);
         printf(", \"%s\": {\"rate_bps\": %llu, \"trace_mean_bps\": %llu, \"delay_ms\": %g, "
                "\"jitter_ms\": %g, \"loss\": %g, \"queue_bytes\": %lld, "
-               "\"queue_packets\": %lld, \"down\": %s, \"aqm\": \"%s\", "
-               "\"codel_target_ms\": %g, \"codel_interval_ms\": %g}",
+               "\"queue_packets\": %lld, \"down\": %s, \"aqm\": \"%s\"",
                DIR_NAME[d], (unsigned long long)p.rate_bps,
                (unsigned long long)(p.trace ? trace_mean_bps(p.trace) : 0), p.delay_ms,
                p.jitter_ms, p.loss, (long long)p.queue_bytes, (long long)p.queue_packets,
-               p.down ? "true" : "false", p.aqm->name, p.codel_target_ms,
-               p.codel_interval_ms);
+               p.down ? "true" : "false", p.aqm->name);
+        /* Every discipline's parameters (aqm.h), the running one's or not. */
+        for (size_t slot = 0; slot < aqm_n_params(); slot++)
+            printf(", \"%s\": %g", aqm_param_at(slot)->key, p.aqm_param[slot]);
+        printf("}");
     }
     printf("}\n");
 }
@@ -382,16 +384,17 @@ static void print_resolved(const struct emulator *em)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: " PROG " --config FILE.json [--check]\n"
+            "usage: " PROG " --config FILE.json [--check] | --list-aqms\n"
             "Moves packets between two existing TUN devices through an emulated link per\n"
             "direction (rate or Mahimahi trace, drop-tail queue, loss, delay, jitter, events).\n"
-            "  --check   validate the config, print it with defaults filled in, and exit\n"
+            "  --check      validate the config, print it with defaults filled in, and exit\n"
+            "  --list-aqms  print the queue disciplines and their parameters (JSON), and exit\n"
             "Prints \"ready\" once attached. SIGUSR1 restarts the event clock; SIGTERM or\n"
             "SIGINT exits, writing stats to stats_path. Exit 2: bad config; 1: runtime error.\n");
 }
 
-/* The config's path from the command line, and whether only to check it. Exits on --help or a
- * command line it does not take. */
+/* The config's path from the command line, and whether only to check it. Exits on --help,
+ * --list-aqms or a command line it does not take. */
 static const char *parse_args(int argc, char **argv, bool *check_only)
 {
     const char *config_path = NULL;
@@ -401,7 +404,10 @@ static const char *parse_args(int argc, char **argv, bool *check_only)
             config_path = argv[++i];
         else if (strcmp(argv[i], "--check") == 0)
             *check_only = true;
-        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+        else if (strcmp(argv[i], "--list-aqms") == 0) {
+            aqm_list(stdout);
+            exit(0);
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             exit(0);
         } else {

@@ -16,9 +16,16 @@
 #include "aqm.h"
 #include "link.h"
 
-/* The RFC's defaults. */
-#define QDELAY_REF (15 * NS_PER_MS)    /* target queueing delay */
-#define T_UPDATE (15 * NS_PER_MS)      /* how often the drop probability is recomputed */
+/* Its parameters, a LINK's "pie_target_ms" and "pie_tupdate_ms" with RFC 8033's defaults: the
+ * target queueing delay (the RFC's QDELAY_REF) and how often the drop probability is
+ * recomputed (T_UPDATE). */
+enum { TARGET, TUPDATE };
+static const struct aqm_param PARAMS[] = {
+    [TARGET] = {"pie_target_ms", 15.0, 0.001, 60000},
+    [TUPDATE] = {"pie_tupdate_ms", 15.0, 0.001, 60000},
+};
+
+/* The rest, the RFC's defaults. */
 #define ALPHA 0.125                    /* per second of delay above target */
 #define BETA 1.25                      /* per second of delay growth */
 #define MAX_BURST (150 * NS_PER_MS)
@@ -27,6 +34,11 @@
 static double seconds(uint64_t ns)
 {
     return (double)ns / (double)NS_PER_S;
+}
+
+static uint64_t param_ns(const struct link *l, int which)
+{
+    return (uint64_t)(aqm_params(l)[which] * (double)NS_PER_MS + 0.5);
 }
 
 /* How long the packet at the head has waited at time t (0: the queue is empty). */
@@ -48,9 +60,10 @@ static double tuned(double p, double drop_prob)
     return p;
 }
 
-static void pie_update(struct pie *s, uint64_t qdelay)
+static void pie_update(const struct link *l, struct pie *s, uint64_t qdelay)
 {
-    double p = ALPHA * (seconds(qdelay) - seconds(QDELAY_REF)) +
+    uint64_t target = param_ns(l, TARGET), tupdate = param_ns(l, TUPDATE);
+    double p = ALPHA * (seconds(qdelay) - seconds(target)) +
                BETA * (seconds(qdelay) - seconds(s->qdelay_old));
     s->drop_prob += tuned(p, s->drop_prob);
     if (qdelay == 0 && s->qdelay_old == 0)
@@ -59,8 +72,8 @@ static void pie_update(struct pie *s, uint64_t qdelay)
         s->drop_prob = 0;
     if (s->drop_prob > 1)
         s->drop_prob = 1;
-    s->burst_allowance = s->burst_allowance > T_UPDATE ? s->burst_allowance - T_UPDATE : 0;
-    if (s->drop_prob == 0 && qdelay < QDELAY_REF / 2 && s->qdelay_old < QDELAY_REF / 2)
+    s->burst_allowance = s->burst_allowance > tupdate ? s->burst_allowance - tupdate : 0;
+    if (s->drop_prob == 0 && qdelay < target / 2 && s->qdelay_old < target / 2)
         s->burst_allowance = MAX_BURST;
     s->qdelay_old = qdelay;
 }
@@ -69,15 +82,16 @@ static void pie_update(struct pie *s, uint64_t qdelay)
  * updates are skipped at once. */
 static void pie_catch_up(struct link *l, struct pie *s, uint64_t now)
 {
+    uint64_t tupdate = param_ns(l, TUPDATE);
     while (s->next_update <= now) {
         bool at_rest = s->drop_prob == 0 && s->qdelay_old == 0 &&
                        s->burst_allowance == MAX_BURST && !aqm_queue_head(l);
         if (at_rest) {
-            s->next_update += ((now - s->next_update) / T_UPDATE + 1) * T_UPDATE;
+            s->next_update += ((now - s->next_update) / tupdate + 1) * tupdate;
             return;
         }
-        pie_update(s, queue_delay_at(l, s->next_update));
-        s->next_update += T_UPDATE;
+        pie_update(l, s, queue_delay_at(l, s->next_update));
+        s->next_update += tupdate;
     }
 }
 
@@ -90,7 +104,7 @@ static bool pie_admit(struct link *l, void *state, const struct packet *p, uint6
     pie_catch_up(l, s, now);
     if (s->burst_allowance > 0)
         return true;
-    if (s->qdelay_old < QDELAY_REF / 2 && s->drop_prob < 0.2)
+    if (s->qdelay_old < param_ns(l, TARGET) / 2 && s->drop_prob < 0.2)
         return true;
     if (aqm_queue_bytes(l) <= 2 * MEAN_PKTSIZE)
         return true;
@@ -103,15 +117,15 @@ static struct packet *pie_dequeue(struct link *l, void *state, uint64_t now)
     return aqm_queue_pop(l);
 }
 
-static void *pie_start(uint64_t now)
+static void *pie_start(const struct link *l, uint64_t now)
 {
     struct pie *s = aqm_state_new(sizeof *s);
     s->burst_allowance = MAX_BURST;
-    s->next_update = now + T_UPDATE;
+    s->next_update = now + param_ns(l, TUPDATE);
     return s;
 }
 
 const struct aqm_ops aqm_pie = {
-    .name = "pie", .start = pie_start, .stop = free, .admit = pie_admit,
+    .name = "pie", AQM_PARAMS(PARAMS), .start = pie_start, .stop = free, .admit = pie_admit,
     .dequeue = pie_dequeue,
 };

@@ -1,5 +1,6 @@
-/* PIE, Proportional Integral controller Enhanced (RFC 8033): the discipline "pie" (aqm.h), with
- * the RFC's defaults (pie.c). */
+/* PIE, Proportional Integral controller Enhanced (RFC 8033): the discipline "pie" (aqm.h), its
+ * target delay and update interval a LINK's pie_target_ms and pie_tupdate_ms (the RFC's 15 ms
+ * and 15 ms by default), the rest the RFC's defaults (pie.c). */
 #ifndef LINKEM_PIE_H
 #define LINKEM_PIE_H
 

@@ -49,7 +49,18 @@ static void record(void *ctx, struct packet *p, uint64_t now)
 
 static struct link_params params(void)
 {
-    return (struct link_params){.queue_bytes = -1, .queue_packets = -1, .aqm = &aqm_none};
+    struct link_params p = {.queue_bytes = -1, .queue_packets = -1, .aqm = &aqm_none};
+    aqm_param_defaults(p.aqm_param);
+    return p;
+}
+
+/* A discipline's parameter by its LINK key (aborts on a key no discipline has). */
+static double *param(struct link_params *p, const char *key)
+{
+    int slot = aqm_param_slot(key);
+    if (slot < 0)
+        abort();
+    return &p->aqm_param[slot];
 }
 
 static void start(struct link *l, const struct link_params *p, uint64_t seed)
@@ -512,24 +523,31 @@ static int test_default_queue(void)
     return 0;
 }
 
+/* Loads a config written from json; returns config_load's result, the error in err. */
+static int load_config(const char *json, struct config *cfg, char *err, size_t errlen)
+{
+    char path[] = "/tmp/linkem-config-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0 || write(fd, json, strlen(json)) != (ssize_t)strlen(json))
+        abort();
+    close(fd);
+    int rc = config_load(path, cfg, err, errlen);
+    unlink(path);
+    return rc;
+}
+
 static int test_config_events(void)
 {
     /* Events come out sorted by time, ties in file order; patches change only their fields. */
-    char path[] = "/tmp/linkem-config-XXXXXX";
-    int fd = mkstemp(path);
     const char *json =
         "{\"tun_a\": \"ta\", \"tun_b\": \"tb\", \"seed\": 5,\n"
         " \"a_to_b\": {\"rate_bps\": 1000000, \"delay_ms\": 7.5, \"queue_packets\": 9},\n"
         " \"events\": [{\"at_s\": 3, \"dir\": \"b_to_a\", \"set\": {\"loss\": 0.5}},\n"
         "   {\"at_s\": 1, \"set\": {\"down\": true}},\n"
         "   {\"at_s\": 3, \"dir\": \"a_to_b\", \"set\": {\"rate_bps\": null, \"delay_ms\": 1}}]}";
-    if (fd < 0 || write(fd, json, strlen(json)) != (ssize_t)strlen(json))
-        abort();
-    close(fd);
     struct config cfg;
     char err[512];
-    int rc = config_load(path, &cfg, err, sizeof err);
-    unlink(path);
+    int rc = load_config(json, &cfg, err, sizeof err);
     CHECK(rc == 0, "%s", err);
     CHECK(cfg.seed == 5 && strcmp(cfg.tun[0], "ta") == 0 && cfg.stats_path == NULL, "top level");
     CHECK(cfg.link[0].rate_bps == 1000000 && cfg.link[0].delay_ms == 7.5 &&
@@ -546,6 +564,70 @@ static int test_config_events(void)
     link_patch_apply(&cfg.events[0].set, &p);
     CHECK(p.down && p.delay_ms == 1, "down patch");
     config_free(&cfg);
+    return 0;
+}
+
+/* Every discipline's parameters: keys named after it, defaults within their range, the RFCs'
+ * defaults where the config names none. */
+static int test_aqm_params_registry(void)
+{
+    size_t n = aqm_n_params();
+    CHECK(n >= 4 && n <= AQM_MAX_PARAMS, "%zu parameters", n);
+    for (size_t slot = 0; slot < n; slot++) {
+        const struct aqm_param *a = aqm_param_at(slot);
+        const struct aqm_ops *owner = aqm_of_key(a->key);
+        CHECK(owner && owner->params <= a && a < owner->params + owner->n_params,
+              "%s is not named after its discipline", a->key);
+        CHECK(aqm_param_slot(a->key) == (int)slot, "%s is given twice", a->key);
+        CHECK(a->lo > 0 && a->lo <= a->def && a->def <= a->hi, "%s: default %g outside %g..%g",
+              a->key, a->def, a->lo, a->hi);
+    }
+    CHECK(aqm_param_at(n) == NULL && aqm_param_slot("codel_target") == -1, "beyond the table");
+    struct link_params p = params();
+    CHECK(*param(&p, "codel_target_ms") == 5 && *param(&p, "codel_interval_ms") == 100,
+          "CoDel's defaults (RFC 8289)");
+    CHECK(*param(&p, "pie_target_ms") == 15 && *param(&p, "pie_tupdate_ms") == 15,
+          "PIE's defaults (RFC 8033)");
+    return 0;
+}
+
+/* A discipline's parameters in a config: read into their slots, the rest at their defaults;
+ * an event's patch changes only the one it names; a key that names a discipline but none of
+ * its parameters is refused with the ones it has. */
+static int test_config_aqm_params(void)
+{
+    struct config cfg;
+    char err[512];
+    int rc = load_config(
+        "{\"tun_a\": \"ta\", \"tun_b\": \"tb\",\n"
+        " \"a_to_b\": {\"aqm\": \"pie\", \"pie_target_ms\": 5, \"codel_interval_ms\": 50},\n"
+        " \"events\": [{\"at_s\": 1, \"set\": {\"pie_tupdate_ms\": 30}}]}", &cfg, err, sizeof err);
+    CHECK(rc == 0, "%s", err);
+    struct link_params a = cfg.link[DIR_A_TO_B], b = cfg.link[DIR_B_TO_A];
+    CHECK(a.aqm == aqm_find("pie") && *param(&a, "pie_target_ms") == 5 &&
+          *param(&a, "pie_tupdate_ms") == 15, "a_to_b: pie %g/%g", *param(&a, "pie_target_ms"),
+          *param(&a, "pie_tupdate_ms"));
+    CHECK(*param(&a, "codel_interval_ms") == 50 && *param(&a, "codel_target_ms") == 5,
+          "a_to_b: another discipline's parameter");
+    CHECK(b.aqm == &aqm_none && *param(&b, "pie_target_ms") == 15, "b_to_a: defaults");
+    link_patch_apply(&cfg.events[0].set, &a);
+    CHECK(*param(&a, "pie_tupdate_ms") == 30 && *param(&a, "pie_target_ms") == 5 &&
+          a.aqm == aqm_find("pie"), "patched: %g/%g", *param(&a, "pie_target_ms"),
+          *param(&a, "pie_tupdate_ms"));
+    config_free(&cfg);
+
+    rc = load_config("{\"tun_a\": \"ta\", \"tun_b\": \"tb\", \"b_to_a\": {\"pie_alpha\": 1}}",
+                     &cfg, err, sizeof err);
+    CHECK(rc < 0 && strcmp(err, "b_to_a.pie_alpha: not a parameter of pie (its parameters: "
+                                "pie_target_ms, pie_tupdate_ms)") == 0, "%s", rc ? err : "ok");
+    rc = load_config("{\"tun_a\": \"ta\", \"tun_b\": \"tb\", \"events\": [{\"at_s\": 1, "
+                     "\"set\": {\"none_x\": 1}}]}", &cfg, err, sizeof err);
+    CHECK(rc < 0 && strstr(err, "events[0].set.none_x: ") && strstr(err, "none takes none"),
+          "%s", rc ? err : "ok");
+    rc = load_config("{\"tun_a\": \"ta\", \"tun_b\": \"tb\", \"a_to_b\": {\"pie_target_ms\": 0}}",
+                     &cfg, err, sizeof err);
+    CHECK(rc < 0 && strstr(err, "a_to_b.pie_target_ms: must be between 0.001 and 60000"), "%s",
+          rc ? err : "ok");
     return 0;
 }
 
@@ -590,8 +672,8 @@ static struct link_params codel_params(void)
     struct link_params p = params();
     p.rate_bps = 12000000;
     p.aqm = aqm_find("codel");
-    p.codel_target_ms = 5.0;
-    p.codel_interval_ms = 100.0;
+    *param(&p, "codel_target_ms") = 5.0;
+    *param(&p, "codel_interval_ms") = 100.0;
     return p;
 }
 
@@ -698,11 +780,17 @@ static int test_codel_leaves_and_resumes(void)
  * The same 12 Mbit/s link, 1 ms a 1500-byte packet, without a drop-tail limit: every drop is
  * the discipline's. */
 
-static void start_pie(struct link *l)
+static struct link_params pie_params(void)
 {
     struct link_params p = params();
     p.rate_bps = 12000000;
     p.aqm = aqm_find("pie");
+    return p;
+}
+
+static void start_pie(struct link *l)
+{
+    struct link_params p = pie_params();
     start(l, &p, 1);
 }
 
@@ -711,6 +799,18 @@ static void arrive_steadily(struct link *l, int t_ms, int per, int every_ms, int
 {
     for (int t = t_ms; t < t_ms + for_ms; t += every_ms)
         arrive(l, MS(t), 1500, per);
+}
+
+/* The mean sojourn of packets that left after from_ms, in ms. */
+static double mean_sojourn_ms_after(int from_ms)
+{
+    uint64_t sum = 0, n = 0;
+    for (size_t i = 0; i < n_recs; i++)
+        if (recs[i].t >= MS(from_ms)) {
+            sum += recs[i].t - recs[i].enq;
+            n++;
+        }
+    return n ? (double)sum / (double)n / (double)NS_PER_MS : 0;
 }
 
 /* The longest sojourn among packets that left after from_ms. */
@@ -744,6 +844,41 @@ static int test_pie_drops_a_standing_queue(void)
     CHECK(late < 60, "sojourns up to %.1f ms in the last 2 s, want near the 15 ms target",
           late);
     CHECK(l.st.dropped_queue_packets == 0 && conserved(&l), "packets conserved");
+    link_free(&l);
+    return 0;
+}
+
+/* PIE with its parameters set (pie_target_ms, pie_tupdate_ms). The standing queue above is held
+ * near the target it is given: a mean sojourn near 12 ms with the default 15 ms, near 4 ms
+ * with 5 ms. And the controller runs at the interval it is given. */
+static int test_pie_parameters_apply(void)
+{
+    double mean[2];
+    const double target[2] = {15, 5};
+    struct link l;
+    for (int i = 0; i < 2; i++) {
+        struct link_params p = pie_params();
+        *param(&p, "pie_target_ms") = target[i];
+        start(&l, &p, 1);
+        arrive_steadily(&l, 0, 3, 2, 6000);
+        run_until(&l, MS(7000));
+        mean[i] = mean_sojourn_ms_after(4000);
+        CHECK(mean[i] > target[i] / 2 && mean[i] < target[i] * 2,
+              "target %g ms: mean sojourn %.1f ms in the last 2 s", target[i], mean[i]);
+        link_free(&l);
+    }
+    CHECK(mean[1] < mean[0] / 2, "target 5 ms: %.1f ms, target 15 ms: %.1f ms", mean[1], mean[0]);
+
+    struct link_params p = pie_params();
+    *param(&p, "pie_tupdate_ms") = 40;
+    start(&l, &p, 1);
+    const struct pie *pie = l.aqm_state;
+    CHECK(pie->next_update == MS(40), "first update at %llu ns",
+          (unsigned long long)pie->next_update);
+    arrive_steadily(&l, 0, 3, 2, 1000);
+    run_until(&l, MS(1010));
+    CHECK(pie->next_update == MS(1040), "next update at %llu ns, want every 40 ms",
+          (unsigned long long)pie->next_update);
     link_free(&l);
     return 0;
 }
@@ -898,12 +1033,15 @@ static const struct test TESTS[] = {
     {"mode_switches", test_mode_switches},
     {"default_queue", test_default_queue},
     {"config_events", test_config_events},
+    {"aqm_params_registry", test_aqm_params_registry},
+    {"config_aqm_params", test_config_aqm_params},
     {"wakeups_only_for_deliveries", test_wakeups_only_for_deliveries},
     {"codel_drop_schedule", test_codel_drop_schedule},
     {"codel_good_queue_no_drops", test_codel_good_queue_no_drops},
     {"codel_leaves_and_resumes", test_codel_leaves_and_resumes},
     {"pie_drops_a_standing_queue", test_pie_drops_a_standing_queue},
     {"pie_lets_short_bursts_through", test_pie_lets_short_bursts_through},
+    {"pie_parameters_apply", test_pie_parameters_apply},
     {"queue_delay_known_burst", test_queue_delay_known_burst},
     {"queue_delay_idle_packet_and_trace_capacity",
      test_queue_delay_idle_packet_and_trace_capacity},

@@ -8,7 +8,8 @@ import subprocess
 import pytest
 
 from mpstream.netem import traces
-from mpstream.netem.profile import AQMS
+from mpstream.netem.disciplines import AQMS, MAX_MS
+from mpstream.netem.profile import profile_from_dict
 from mpstream.paths import BUILD_DIR, REPO_ROOT
 
 MODEL_TESTS = [
@@ -29,12 +30,15 @@ MODEL_TESTS = [
     "mode_switches",
     "default_queue",
     "config_events",
+    "aqm_params_registry",
+    "config_aqm_params",
     "wakeups_only_for_deliveries",
     "codel_drop_schedule",
     "codel_good_queue_no_drops",
     "codel_leaves_and_resumes",
     "pie_drops_a_standing_queue",
     "pie_lets_short_bursts_through",
+    "pie_parameters_apply",
     "queue_delay_known_burst",
     "queue_delay_idle_packet_and_trace_capacity",
     "queue_delay_buckets",
@@ -118,6 +122,33 @@ def test_the_emulator_knows_each_discipline_a_profile_may_name(tmp_path, aqm):
     assert json.loads(r.stdout)["a_to_b"]["aqm"] == aqm
 
 
+def test_the_profiles_disciplines_are_the_emulators():
+    # Each discipline's parameters and defaults are the emulator's (its C file); the profile's
+    # table repeats them to validate and describe a link, and must say what the emulator does.
+    listed = json.loads(subprocess.run([EMULATOR, "--list-aqms"], capture_output=True,
+                                       text=True, check=True, timeout=30).stdout)
+    assert {name: {key: spec["default"] for key, spec in params.items()}
+            for name, params in listed.items()} \
+        == {name: dict(aqm.params) for name, aqm in AQMS.items()}
+    for params in listed.values():
+        for spec in params.values():
+            assert 0 < spec["min"] <= 0.001 and spec["max"] == MAX_MS
+
+
+def test_a_profiles_pie_settings_reach_the_emulator_parsed(tmp_path):
+    profile = profile_from_dict({"paths": [{"rate": "10mbit", "aqm": "pie", "pie_target_ms": 5,
+                                            "downlink": {"pie_tupdate_ms": 30}}]})
+    r = check(tmp_path, BASE | {"a_to_b": profile.link(0, "uplink").emulator_config(),
+                                "b_to_a": profile.link(0, "downlink").emulator_config()})
+    assert r.returncode == 0, r.stderr
+    resolved = json.loads(r.stdout)
+    assert (resolved["a_to_b"]["aqm"], resolved["a_to_b"]["pie_target_ms"],
+            resolved["a_to_b"]["pie_tupdate_ms"]) == ("pie", 5, 15)  # RFC 8033's default
+    assert (resolved["b_to_a"]["pie_target_ms"], resolved["b_to_a"]["pie_tupdate_ms"]) == (5, 30)
+    assert (resolved["b_to_a"]["codel_target_ms"], resolved["b_to_a"]["codel_interval_ms"]) \
+        == (5, 100)  # RFC 8289's, though the profile's config names no CoDel setting
+
+
 def test_check_reads_a_trace(tmp_path):
     trace = traces.write(tmp_path / "cell.down", traces.synthetic(16.7e6, 20, seed=2))
     r = check(tmp_path, BASE | {"b_to_a": {"trace": str(trace)}})
@@ -146,6 +177,11 @@ def test_check_reads_a_trace(tmp_path):
         (BASE | {"stats_path": 3}, "stats_path", "file path"),
         (BASE | {"a_to_b": {"aqm": "red"}}, "a_to_b.aqm", '"none", "codel", "pie"'),
         (BASE | {"b_to_a": {"codel_target_ms": 0}}, "b_to_a.codel_target_ms", "between"),
+        (BASE | {"b_to_a": {"pie_target_ms": 0}}, "b_to_a.pie_target_ms", "between"),
+        (BASE | {"a_to_b": {"pie_alpha": 0.1}}, "a_to_b.pie_alpha",
+         "not a parameter of pie (its parameters: pie_target_ms, pie_tupdate_ms)"),
+        (BASE | {"events": [{"at_s": 1, "set": {"codel_target": 9}}]}, "events[0].set.codel_target",
+         "not a parameter of codel (its parameters: codel_target_ms, codel_interval_ms)"),
     ],
 )
 def test_bad_config_names_the_field(tmp_path, config, field, rule):

@@ -243,7 +243,8 @@ def test_codel_per_direction_reaches_the_emulator():
         {"rate": "5mbit", "downlink": {"aqm": "codel", "codel_target_ms": 10}},
     ]})
     down = profile.link(1, "downlink").emulator_config()
-    assert (down["aqm"], down["codel_target_ms"], down["codel_interval_ms"]) == ("codel", 10, 100)
+    assert (down["aqm"], down["codel_target_ms"]) == ("codel", 10)
+    assert "codel_interval_ms" not in down  # not set: the emulator's default runs
     assert profile.link(1, "uplink").emulator_config()["aqm"] == "none"
     assert profile.link(0, "downlink").emulator_config()["aqm"] == "none"
     assert "CoDel 10/100 ms" in profile.link(1, "downlink").describe()
@@ -268,6 +269,43 @@ def test_an_unknown_queue_discipline_is_refused_naming_the_known_ones():
 def test_bad_codel_settings_are_named():
     message = error_of({"paths": [{"rate": "1mbit", "downlink": {"codel_interval_ms": 0}}]})
     assert "paths.0.downlink.codel_interval_ms" in message and "above 0" in message
+    message = error_of({"paths": [{"rate": "1mbit", "codel_target_ms": "fast"}]})
+    assert "paths.0.codel_target_ms: must be a number" in message, message
+
+
+def test_pie_parameters_reach_the_emulator_where_set():
+    profile = profile_from_dict({
+        "paths": [{"rate": "10mbit", "aqm": "pie", "pie_target_ms": 5,
+                   "downlink": {"pie_tupdate_ms": 30}}],
+        "events": [{"at_s": 2, "path": 0, "action": "change", "set": {"pie_target_ms": 20}}],
+    })
+    up, down = (profile.link(0, d).emulator_config() for d in ("uplink", "downlink"))
+    assert (up["aqm"], up["pie_target_ms"]) == ("pie", 5.0) and "pie_tupdate_ms" not in up
+    assert (down["pie_target_ms"], down["pie_tupdate_ms"]) == (5.0, 30.0)
+    assert profile.emulator_events(0)[0]["set"] == {"pie_target_ms": 20}
+    assert profile.link(0, "uplink").describe().endswith("PIE 5/15 ms")
+    assert profile.link(0, "downlink").describe().endswith("PIE 5/30 ms")
+    # A profile that sets none passes none: the emulator's defaults (RFC 8033's) run.
+    plain = profile_from_dict({"paths": [{"rate": "10mbit", "aqm": "pie"}]})
+    config = plain.link(0, "uplink").emulator_config()
+    assert not {"pie_target_ms", "pie_tupdate_ms"} & config.keys()
+
+
+@pytest.mark.parametrize(("link", "field", "rule"), [
+    ({"aqm": "pie", "pie_alpha": 0.1}, "paths.0.pie_alpha",
+     "not a parameter of pie (its parameters: pie_target_ms, pie_tupdate_ms)"),
+    ({"downlink": {"codel_target": 10}}, "paths.0.downlink.codel_target",
+     "not a parameter of codel (its parameters: codel_target_ms, codel_interval_ms)"),
+    ({"none_limit_ms": 3}, "paths.0.none_limit_ms", "not a parameter: none takes none"),
+    ({"pie_target_ms": 0}, "paths.0.pie_target_ms", "must be above 0 and at most 60000 ms"),
+])
+def test_an_unknown_or_bad_aqm_parameter_is_refused_naming_the_valid_ones(link, field, rule):
+    message = error_of({"paths": [{"rate": "1mbit", **link}]})
+    assert f"{field}: {rule}" in message, message
+    # The same in an event's change.
+    message = error_of({"paths": [{"rate": "1mbit"}], "events": [
+        {"at_s": 1, "path": 0, "action": "change", "set": link.get("downlink", link)}]})
+    assert rule in message and "events.0.set." in message, message
 
 
 def test_a_profiles_sysctls_go_to_both_ends_of_its_deployment_and_bad_names_are_refused():
