@@ -119,7 +119,7 @@ player-bundle: player/dist/index.html
 player/node_modules/.installed: player/package.json player/package-lock.json | node
 	@cd player && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
-player/dist/index.html: player/node_modules/.installed player/build.mjs $(PLAYER_SRC)
+player/dist/index.html: player/node_modules/.installed player/build.mjs player/abr-rules.mjs $(PLAYER_SRC)
 	@cd player && node build.mjs
 
 # --- Firefox driver (player/driver/: puppeteer-core, pinned; it downloads no browser) ---

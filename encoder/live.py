@@ -37,7 +37,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
@@ -168,6 +168,8 @@ def run_live(
     `on_ready(out)` is called once both manifests are published; `on_warning(message)` once
     if the encoder falls behind real time."""
     validate_config(config)
+    if config.low_latency is not None:  # 0.33 s parts of a 2 s segment are sixths of it
+        config = replace(config, low_latency=config.low_latency.fitted(config.segment_duration))
     tools = require_tools()
     spec = load_ladder(config.ladder)
     src = resolve_live_source(config.source, spec.top.width, spec.top.height)
@@ -187,7 +189,7 @@ def run_live(
     argv = live_command(tools.ffmpeg, src, spec, config.segment_duration, layout, window,
                         KEEP_AFTER_WINDOW, UTC_TIMING_URL, config.low_latency)
     publisher = Publisher(out, layout, spec, src, config.segment_duration,
-                          low_latency=config.low_latency is not None)
+                          low_latency=config.low_latency)
     reason = "interrupted"
     with tempfile.TemporaryFile() as stderr:
         proc = _start_ffmpeg(argv, out, stderr)
@@ -321,11 +323,13 @@ class Publisher:
     dash/manifest.mpd each time ffmpeg rewrites dash/ffmpeg.mpd."""
 
     def __init__(self, out: Path, layout: LiveLayout, spec: Ladder, src: LiveSource,
-                 segment_duration: float, low_latency: bool = False):
+                 segment_duration: float, low_latency: LowLatency | None = None):
         self.out, self.layout, self.spec, self.src = out, layout, spec, src
         # Low latency: the media playlists are the origin's, made from the DASH segments; the
-        # master names them and the audio's.
-        self.low_latency = low_latency
+        # master names them and the audio's. The MPD tells the parts' timing.
+        self.low_latency = low_latency is not None
+        self.mpd_timing = (low_latency.mpd_timing(segment_duration) if low_latency is not None
+                           else None)
         self.segment_duration = segment_duration
         self.items = intermediates(spec, Path("."))
         self.codecs: dict[str, str] = {}  # DASH Representation@id -> codecs string
@@ -352,7 +356,8 @@ class Publisher:
             return False
         if mtime != self.mpd_mtime and len(self.codecs) == len(self.items):
             dash.publish_live_mpd(self.ffmpeg_mpd, self.manifest, self.codecs, self.title,
-                                  update_period=self.segment_duration)
+                                  update_period=self.segment_duration,
+                                  low_latency=self.mpd_timing)
             self.mpd_mtime = mtime
         return self.master_written and self.manifest.exists()
 

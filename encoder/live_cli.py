@@ -8,7 +8,7 @@ import click
 from rich.console import Console
 
 from mpstream.encoder.live import LiveConfig, run_live
-from mpstream.encoder.lowlatency import LowLatency
+from mpstream.encoder.lowlatency import DEFAULT_RTT_S, LowLatency
 from mpstream.proc import signals_interrupt
 
 
@@ -30,10 +30,13 @@ from mpstream.proc import signals_interrupt
               help="With --low-latency: seconds of media in a part [default: 0.5].")
 @click.option("--target-latency", "target_latency_s", type=float, default=None,
               help="With --low-latency: the latency to live the manifests ask players to hold "
-                   "[default: 2, at least three parts].")
+                   "[default: three parts plus --rtt; at least three parts].")
+@click.option("--rtt", "rtt_s", type=float, default=None,
+              help="With --low-latency: the round trip (s) between the server and its players "
+                   f"that the default target allows for [default: {DEFAULT_RTT_S:g}].")
 def live(source: str, ladder: str, segment_duration: float, window_s: float, out: Path,
          low_latency: bool, part_duration: float | None,
-         target_latency_s: float | None) -> None:
+         target_latency_s: float | None, rtt_s: float | None) -> None:
     """Stream SOURCE live as HLS + DASH: `synthetic` (a test pattern with the UTC clock burned
     in), a V4L2 camera (/dev/videoN), or a video file / `sample` looped forever.
 
@@ -43,10 +46,13 @@ def live(source: str, ladder: str, segment_duration: float, window_s: float, out
     EXT-X-ENDLIST, the MPD turns static over the segments left, live.json says `ended`.
     """
     console = Console(stderr=True)
-    if not low_latency and (part_duration is not None or target_latency_s is not None):
-        raise click.UsageError("--part-duration and --target-latency go with --low-latency")
+    if not low_latency and (part_duration, target_latency_s, rtt_s) != (None, None, None):
+        raise click.UsageError("--part-duration, --target-latency and --rtt go with "
+                               "--low-latency")
     low = (LowLatency(part_duration=0.5 if part_duration is None else part_duration,
-                      target_latency_s=target_latency_s) if low_latency else None)
+                      target_latency_s=target_latency_s,
+                      rtt_s=DEFAULT_RTT_S if rtt_s is None else rtt_s)
+           if low_latency else None)
     config = LiveConfig(source=source, ladder=ladder, segment_duration=segment_duration,
                         window_s=window_s, out=out, low_latency=low)
 

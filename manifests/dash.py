@@ -198,17 +198,55 @@ def _write_atomically(tree: etree._ElementTree, dst: Path) -> None:
     tmp.replace(dst)
 
 
+@dataclass(frozen=True)
+class LowLatencyTiming:
+    """What a low-latency live MPD tells a player of its timing: a segment's first part is
+    available `availability_offset_s` before the segment's end (the segment less one part), and
+    the ServiceDescription's latency target and catch-up playback rates."""
+
+    availability_offset_s: float
+    target_s: float
+    min_rate: float
+    max_rate: float
+
+
 def publish_live_mpd(src: Path, dst: Path, codecs: dict[str, str], title: str,
-                     update_period: float) -> None:
+                     update_period: float, low_latency: LowLatencyTiming | None = None) -> None:
     """ffmpeg's dynamic MPD, cleaned for players, published by an atomic rename. ffmpeg asks
     for an update every 500 s (a $Number$ template needs none); a short period makes players
-    notice promptly when the stream ends."""
+    notice promptly when the stream ends. A low-latency stream's timing is written from
+    `low_latency`, whatever the muxer wrote (its rounding, or an ffmpeg that writes less)."""
     tree = etree.parse(str(src))
     root = tree.getroot()
     _clean_for_players(root, codecs, title)
     if root.get("type") == "dynamic":
         root.set("minimumUpdatePeriod", f"PT{update_period:g}S")
+        if low_latency is not None:
+            _low_latency_timing(root, low_latency)
     _write_atomically(tree, dst)
+
+
+def _low_latency_timing(root: etree._Element, timing: LowLatencyTiming) -> None:
+    for template in root.iter(f"{_Q}SegmentTemplate"):
+        template.set("availabilityTimeOffset", f"{timing.availability_offset_s:.3f}")
+        template.set("availabilityTimeComplete", "false")
+    service = root.find(f"{_Q}ServiceDescription")
+    if service is None:
+        service = etree.Element(f"{_Q}ServiceDescription", id="0")
+        period = root.find(f"{_Q}Period")
+        if period is None:
+            root.append(service)
+        else:
+            period.addprevious(service)
+    latency = service.find(f"{_Q}Latency")
+    if latency is None:
+        latency = etree.SubElement(service, f"{_Q}Latency")
+    latency.set("target", str(round(timing.target_s * 1000)))
+    rate = service.find(f"{_Q}PlaybackRate")
+    if rate is None:
+        rate = etree.SubElement(service, f"{_Q}PlaybackRate")
+    rate.set("min", f"{timing.min_rate:.2f}")
+    rate.set("max", f"{timing.max_rate:.2f}")
 
 
 def end_live_mpd(src: Path, dst: Path, codecs: dict[str, str], title: str,

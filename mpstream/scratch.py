@@ -20,6 +20,7 @@ PURPOSES = {
     "play-url": "the player page and collector of `play --url`",
     "firefox": "a Firefox profile",
     "server": "the server stack's files: nginx's, the collector's database",
+    "traces": "a trial's trace pair: its WiFi, cellular and summed traces",
 }
 _NAME = re.compile(r"^mps-(" + "|".join(map(re.escape, PURPOSES)) + r")-(\d+)-")
 

@@ -8,12 +8,13 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from mpstream.errors import EXIT_FAILED, UserError, warn
 from mpstream.output import json_option, print_json
@@ -335,12 +336,16 @@ def traces_fetch(names: tuple[str, ...], all_: bool) -> None:
 @click.option("--like", "like", default=None, metavar="TRACE",
               help="Cellular-like model with TRACE's --cov and --autocorr (a trace name or "
                    "file, e.g. a fetched TMobile-LTE-short), at --mean-rate.")
+@click.option("--shape", type=click.Choice(["steady", "fade", "walk", "outages"]), default=None,
+              help="WiFi model: a link of good rate --mean-rate (its mean is what the shape "
+                   "leaves of it) that stays in range, fades, walks out of range and back, or "
+                   "drops out for a few seconds; the timing drawn from --seed.")
 @click.option("--seed", type=int, default=0, show_default=True)
 def traces_synth(out: Path, mean_rate: str, seconds: float, swing: float, cov: float | None,
-                 autocorr: float | None, like: str | None, seed: int) -> None:
+                 autocorr: float | None, like: str | None, shape: str | None, seed: int) -> None:
     """Write a made-up varying trace of known mean to OUT.up and OUT.down: a sine swing with
-    noise, or (--cov and --autocorr, or --like) a cellular-like one with a measured trace's
-    second-scale statistics."""
+    noise, (--cov and --autocorr, or --like) a cellular-like one with a measured trace's
+    second-scale statistics, or (--shape) a WiFi link's fade, walk or outages."""
     from mpstream.netem import traces as store
     from mpstream.netem.profile import parse_rate
 
@@ -350,6 +355,14 @@ def traces_synth(out: Path, mean_rate: str, seconds: float, swing: float, cov: f
         raise click.BadParameter(str(exc), param_hint="--mean-rate") from None
     if rate is None:
         raise click.BadParameter("a trace needs a finite rate", param_hint="--mean-rate")
+    if shape is not None:
+        if like is not None or cov is not None or autocorr is not None:
+            raise UserError("--shape is the WiFi model: give it without --like, --cov and "
+                            "--autocorr")
+        # One walk (or fade) both ways, each direction with fading of its own.
+        _write_both(out, lambda offset: store.wifi_like(shape, rate, seconds, seed,
+                                                        fading=offset))
+        return
     if like is not None:
         if cov is not None or autocorr is not None:
             raise UserError("--like takes --cov and --autocorr from the trace: give one or the "
@@ -363,10 +376,72 @@ def traces_synth(out: Path, mean_rate: str, seconds: float, swing: float, cov: f
                       f"{autocorr:.2f}", markup=False, highlight=False, soft_wrap=True)
     elif (cov is None) != (autocorr is None):
         raise UserError("the cellular-like model needs both --cov and --autocorr")
+    _write_both(out, lambda offset: (
+        store.synthetic(rate, seconds, seed + offset, swing) if cov is None
+        else store.cellular_like(rate, seconds, cov, autocorr or 0.0, seed + offset)))
+
+
+def _write_both(out: Path, stamps_of: Callable[[int], list[int]]) -> None:
+    """OUT.down and OUT.up, each from `stamps_of(seed offset)` (0 down, 1 up)."""
+    from mpstream.netem import traces as store
+
     for direction, offset in (("down", 0), ("up", 1)):
         path = out.with_name(f"{out.name}.{direction}")
-        stamps = (store.synthetic(rate, seconds, seed + offset, swing) if cov is None
-                  else store.cellular_like(rate, seconds, cov, autocorr or 0.0, seed + offset))
-        store.write(path, stamps)
+        store.write(path, stamps_of(offset))
         console.print(f"{path}: {store.mean_bps(path) / 1e6:.2f} Mbit/s mean",
                       markup=False, highlight=False)
+
+
+@traces.command(name="pairs")
+@click.argument("pair_set", metavar="SET", default="mobile-24")
+@click.option("--pair", "only", default=None, metavar="NAME", help="Only this pair.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="With --pair: write its traces into this folder (wifi, cellular and their "
+                   "sum, each .down and .up), to look at or to play in a profile of your own.")
+@json_option
+def traces_pairs(pair_set: str, only: str | None, out: Path | None, as_json: bool) -> None:
+    """The WiFi x cellular trace pairs of SET (netem/pairs/SET.toml or a file): each pair's
+    name and what makes it, and (its cellular trace here) each downlink trace's mean, the
+    variation of its rate second by second and its outage time."""
+    from mpstream.netem import tracepairs
+
+    found = tracepairs.load_pair_set(pair_set)
+    pairs = [found.named(only)] if only else list(found.pairs)
+    if out is not None:
+        if not only:
+            raise UserError("--out writes one pair's traces: give --pair NAME too")
+        out.mkdir(parents=True, exist_ok=True)
+        for path in pairs[0].write(out):
+            console.print(f"{path}.down, {path}.up", markup=False, highlight=False)
+    rows = [_pair_row(pair) for pair in pairs]
+    if as_json:
+        print_json({"set": found.name, "window_s": found.window_s, "pairs": rows})
+        return
+    table = Table("WiFi", "cellular", "WiFi Mbit/s", "cov", "outage s", "cell Mbit/s", "cov",
+                  "outage s", "sum Mbit/s", title=f"pair set {found.name}: {found.window_s:g} s "
+                  "a pair, downlink (cov: of the rate second by second; outage: in gaps of "
+                  "0.5 s or more)")
+    table.columns.insert(0, Column("pair", no_wrap=True))
+    for row in rows:
+        st = row.get("statistics") or {}
+        table.add_row(row["name"], f"{row['wifi']['shape']} {row['wifi']['rate_bps'] / 1e6:g}M",
+                      f"{tracepairs.short_name(row['cellular']['trace'])} "
+                      f"+{row['cellular']['offset_s']}s",
+                      *[f"{st[k]:.2f}" if k in st else "" for k in (
+                          "wifi_mean_mbps", "wifi_cov", "wifi_outage_s", "cellular_mean_mbps",
+                          "cellular_cov", "cellular_outage_s", "sum_mean_mbps")])
+    console.print(table)
+    missing = next((row["unavailable"] for row in rows if "unavailable" in row), None)
+    if missing:
+        console.print(f"no statistics: {missing}", markup=False, highlight=False)
+
+
+def _pair_row(pair: Any) -> dict[str, Any]:
+    """A pair as `traces pairs` shows it: its definition, and its traces' statistics when its
+    cellular trace is here (else why not)."""
+    row: dict[str, Any] = pair.model_dump(mode="json")
+    try:
+        row["statistics"] = pair.statistics()
+    except UserError as exc:
+        row["unavailable"] = str(exc)
+    return row

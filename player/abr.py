@@ -1,17 +1,21 @@
 """The adaptation (ABR) rules each player supports, read from the page's own catalog
-(player/src/abr/catalog.json), so that `play --abr`, scenarios and the page accept the same
-names. docs/abr.md says what each rule does."""
+(player/src/abr/catalog.json, through mpstream.qoe.abrcatalog), so that `play --abr`, scenarios,
+the page and the collector accept the same names. docs/abr.md says what each rule does.
+
+A rule of ours is its entry in the catalog and its module, player/src/abr/rules/NAME.js (the
+page's build writes the list it imports from the catalog: player/abr-rules.mjs); a name without
+its module, or a module without its name, is refused here as the catalog is read."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from mpstream.errors import UserError
+from mpstream.qoe.abrcatalog import CATALOG_FILE, CatalogError, abr_catalog
 
-CATALOG_FILE = Path(__file__).resolve().parent / "src" / "abr" / "catalog.json"
+RULES_DIR = CATALOG_FILE.parent / "rules"
 # In a scenario's `abrs`: each player's own default rule.
 DEFAULT = "default"
 
@@ -27,15 +31,37 @@ class AbrRule:
 
 @cache
 def catalog() -> dict[str, dict[str, AbrRule]]:
-    raw = json.loads(CATALOG_FILE.read_text())
-    return {player: {name: AbrRule(name, player, r["kind"], r["about"], tuple(r.get("params", ())))
-                     for name, r in entry["rules"].items()}
-            for player, entry in raw.items()}
+    """Each player's rules by name: its own, then ours."""
+    try:
+        found = abr_catalog()
+    except CatalogError as exc:
+        raise UserError(str(exc)) from exc
+    check_rule_modules(tuple(found.ours), RULES_DIR)
+    return {player: {**{name: AbrRule(name, player, "player", r.about, r.params)
+                        for name, r in entry.rules.items()},
+                     **{name: AbrRule(name, player, "mpstream", r.about, r.params)
+                        for name, r in found.ours.items()}}
+            for player, entry in found.players.items()}
 
 
-@cache
+def check_rule_modules(ours: tuple[str, ...], rules_dir: Path) -> None:
+    """A UserError unless each rule of ours has its module in `rules_dir` and each module there
+    is a rule of ours (the page's build refuses the same: player/abr-rules.mjs)."""
+    modules = {p.stem for p in rules_dir.glob("*.js")}
+    missing = [name for name in ours if name not in modules]
+    if missing:
+        raise UserError(f"{CATALOG_FILE.name} names {', '.join(missing)} among our rules, but "
+                        f"{rules_dir} has no {', '.join(f'{n}.js' for n in missing)}: write the "
+                        "module (it exports decide(inputs, params)) or remove the entry")
+    unnamed = sorted(modules - set(ours))
+    if unnamed:
+        raise UserError(f"{rules_dir}/{', '.join(f'{n}.js' for n in unnamed)}: a rule module "
+                        f"that {CATALOG_FILE.name} does not name: add its entry under \"ours\" "
+                        "(about, params) or move the file out of rules/")
+
+
 def default_abr(player: str) -> str:
-    return str(json.loads(CATALOG_FILE.read_text())[player]["default"])
+    return abr_catalog().players[player].default
 
 
 def abr_names(player: str) -> list[str]:

@@ -5,10 +5,14 @@ import { build } from 'esbuild';
 import { copyFile, mkdir, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { writeRulesModule } from './abr-rules.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const dist = join(here, 'dist');
 
+// Our adaptation rules' list (src/abr/rules.js), from the catalog; refused when a rule's name
+// and module do not match (abr-rules.mjs).
+writeRulesModule();
 await rm(dist, { recursive: true, force: true });
 await mkdir(dist, { recursive: true });
 await build({

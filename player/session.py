@@ -35,6 +35,15 @@ from mpstream.player.browsers import (
     open_page,
 )
 from mpstream.player.codecs import CODECS, family
+from mpstream.qoe.collector import CollectorClient, CollectorRefused
+from mpstream.qoe.events import (
+    BaseEvent,
+    EndData,
+    EndEvent,
+    ErrorData,
+    ErrorEvent,
+    PlaybackEvent,
+)
 from mpstream.scratch import session_tempdir
 from mpstream.transports import pathpolicy
 from mpstream.transports.base import Carrier, Transport
@@ -92,6 +101,10 @@ class PlayRequest:
     buffer_s: float | None = _page("buffer")
     collector_url: str | None = None
     target_latency_s: float | None = _page("target_latency")
+    # How a live stream's player catches up (player/livesync.py; None: the page's default).
+    catchup_max_rate: float | None = _page("catchup_max_rate")
+    catchup_min_rate: float | None = _page("catchup_min_rate")
+    max_drift_s: float | None = _page("max_drift")
     browser: str = "chromium"
     codec: str = _page("codec", "auto")
     abr: str | None = _page("abr")
@@ -278,62 +291,70 @@ def check_prerequisites(player: str, manifest_path: str, browser: str = "chromiu
     check_browser(browser)
 
 
-def _collector_get(server: PageServer, page: Page | None, path: str,
-                   collector_url: str | None = None) -> JsonObject | None:
-    """GET an API path: from a collector elsewhere when `collector_url` names one; else
-    straight over the collector's socket when the server has one (works even when the emulated
-    paths are down, or the browser is gone), else from the page."""
-    if collector_url is not None:
-        import requests
+def _collector(server: PageServer, r: PlayRequest) -> CollectorClient | None:
+    """The session's collector: one elsewhere when `collector_url` names it; else straight
+    over the collector's socket when the server has one (it answers even when the emulated
+    paths are down, or the browser is gone); None: only the page reaches it."""
+    if r.collector_url is not None:
+        return CollectorClient.at(r.collector_url)
+    if server.collector_socket is not None:
+        return CollectorClient.over_socket(server.collector_socket)
+    return None
 
-        try:
-            resp = requests.get(collector_url.rstrip("/") + path, timeout=10)
-        except requests.RequestException:
-            return None
-        return resp.json() if resp.status_code == 200 else None
-    socket_path = server.collector_socket
-    if socket_path is not None:
-        from mpstream.server.stack import unix_get
 
-        with contextlib.suppress(OSError):
-            status, body = unix_get(Path(socket_path), "/api/v1" + path)
-            return json.loads(body) if status == 200 else None
+def _summary(collector: CollectorClient | None, page: Page | None, session_id: str
+             ) -> JsonObject | None:
+    """The collector's summary of the session (None: it has none, or does not answer), asked
+    through the page when only the page reaches the collector."""
+    if collector is not None:
+        with contextlib.suppress(OSError, ValueError, CollectorRefused):
+            return collector.summary(session_id)
         return None
     if page is None:
         return None
-    url = json.dumps("/api/v1" + path)
+    url = json.dumps(f"/api/v1/sessions/{session_id}/summary")
     return page.evaluate(f"fetch({url}).then((r) => (r.ok ? r.json() : null))")
 
 
-def _record_browser_failure(server: PageServer, session_id: str, message: str) -> bool:
-    """The page cannot end a session whose browser died: its error and end records are added
-    here, after the last event that reached the collector, so the session ends as failed."""
-    socket_path = server.collector_socket
-    if socket_path is None:
-        return False
-    from mpstream.server.stack import unix_get, unix_post
+def _new_events(server: PageServer, r: PlayRequest) -> pathpolicy.EventsAfter:
+    """What the path-policy controller polls: the session's events after the last it saw
+    (None while the collector has none to give: the page has not registered the session yet,
+    or the collector does not answer this once)."""
+    collector = _collector(server, r)
 
-    try:
-        status, body = unix_get(Path(socket_path), f"/api/v1/sessions/{session_id}")
-        if status != 200:
-            return False  # the page never registered the session
-        events = json.loads(body).get("events", [])
-        if any(e["type"] == "end" for e in events):
-            return False
-        seq = max((e["seq"] for e in events), default=-1) + 1
-        t_ms = max((e["t_ms"] for e in events), default=0)
-        position = max((e["data"].get("position", 0) for e in events
-                        if e["type"] == "playback"), default=0)
-        batch = {"events": [
-            {"seq": seq, "t_ms": t_ms, "type": "error",
-             "data": {"message": message[:2000], "fatal": True, "code": "browser_exited"}},
-            {"seq": seq + 1, "t_ms": t_ms, "type": "end",
-             "data": {"reason": "error", "position": position}},
-        ]}
-        status, _ = unix_post(Path(socket_path), f"/api/v1/sessions/{session_id}/events", batch)
-        return status == 200
-    except (OSError, ValueError, KeyError):
-        return False
+    def after(seq: int) -> list[BaseEvent] | None:
+        if collector is None:
+            return None
+        with contextlib.suppress(OSError, ValueError, CollectorRefused):
+            return collector.events_since(r.session_id, seq)
+        return None
+
+    return after
+
+
+def _record_browser_failure(collector: CollectorClient, session_id: str, message: str) -> None:
+    """The page cannot end a session whose browser died: its error and end events are added
+    here, after the last event that reached the collector, so the session ends as failed."""
+    # Refused or unanswered: the page never registered the session, or the collector is gone;
+    # there is nothing to end then.
+    with contextlib.suppress(OSError, ValueError, CollectorRefused):
+        events = collector.events_since(session_id)
+        if not any(isinstance(e, EndEvent) for e in events):
+            collector.post_events(session_id, _failed_ending(events, message))
+
+
+def _failed_ending(events: list[BaseEvent], message: str) -> list[BaseEvent]:
+    """An error and an end, after `events`, at the last event's time and the last playback
+    position."""
+    seq = max((e.seq for e in events), default=-1) + 1
+    t_ms = max((e.t_ms for e in events), default=0)
+    position = max((e.data.position for e in events if isinstance(e, PlaybackEvent)), default=0)
+    return [
+        ErrorEvent(seq=seq, t_ms=t_ms, type="error", data=ErrorData(
+            message=message[:2000], fatal=True, code="browser_exited")),
+        EndEvent(seq=seq + 1, t_ms=t_ms, type="end",
+                 data=EndData(reason="error", position=position)),
+    ]
 
 
 def _path_report(network: Network, before: list[PathCounters],
@@ -465,10 +486,10 @@ def _visit(network: Network, server: PageServer, r: PlayRequest, url: str,
             # Events the collector refused are lost to the session's figures: never a quiet ok.
             visit.failure = (f"the collector refused {visit.report['rejected']} batch(es) of "
                              f"the page's events: {visit.report.get('sender_error')}")
-        if visit.gone and r.collector_url is None:
-            _record_browser_failure(server, r.session_id, f"{r.browser}: {visit.failure}")
-        visit.summary = _collector_get(server, None if visit.gone else page,
-                                       f"/sessions/{r.session_id}/summary", r.collector_url)
+        collector = _collector(server, r)
+        if visit.gone and r.collector_url is None and collector is not None:
+            _record_browser_failure(collector, r.session_id, f"{r.browser}: {visit.failure}")
+        visit.summary = _summary(collector, None if visit.gone else page, r.session_id)
     return visit
 
 
@@ -512,8 +533,7 @@ def _policy_controller(network: Network, server: PageServer, r: PlayRequest,
     return pathpolicy.PathPolicyController(
         policy=r.path_policy, held=r.held_paths,
         hold=r.transport.path_holder(network, carried), marks=r.deadline_marks,
-        events=pathpolicy.events_from_collector(
-            lambda path: _collector_get(server, None, path, r.collector_url), r.session_id),
+        events=_new_events(server, r),
         counters=network.path_bytes)
 
 

@@ -48,6 +48,10 @@ RESULTS_DIR = REPO_ROOT / "results"
                    "scenario whose run folder has the others; a pattern names several "
                    "('*-cubic': a sweep's cubic column; '*': all). On resume, the conditions "
                    "the run was planned with, unless given.")
+@click.option("--pair", "pairs", multiple=True, metavar="NAME",
+              help="Run only the trials of this trace pair (repeatable; a pattern names "
+                   "several), for a scenario with `pairs`: one pair alone, e.g. to look again "
+                   "at a pair whose figures stand out (`mpstream traces pairs SET` lists them).")
 @click.option("--until", "until_text", default=None, metavar="METRIC:WIDTH[x]",
               help="Stop each condition once it is sure: when the anytime-valid 95% interval "
                    "of its mean METRIC is at most WIDTH either side (WIDTHx: of the ratio to "
@@ -62,7 +66,7 @@ RESULTS_DIR = REPO_ROOT / "results"
 @json_option
 def run(scenario: str, trials: int | None, out_dir: Path | None, retry_failed: bool,
         make_report: bool, pcap: bool, cluster: str | None, trial_margin: float,
-        balance_hosts: bool, plan_only: bool, conditions: tuple[str, ...],
+        balance_hosts: bool, plan_only: bool, conditions: tuple[str, ...], pairs: tuple[str, ...],
         until_text: str | None, max_trials: int | None, dry_run: bool, as_json: bool) -> None:
     """Run SCENARIO (a name in runner/scenarios/ or a TOML file): every condition, player and
     trial, in interleaved order, keeping each trial's raw data. Exits 1 when a trial failed."""
@@ -88,7 +92,7 @@ def run(scenario: str, trials: int | None, out_dir: Path | None, retry_failed: b
         out_dir = RESULTS_DIR / f"{sc.name}-{stamp}"
     console = console_for(as_json)
     planned = plan_run(sc, out_dir, trials=trials, only=list(conditions), pcap=pcap,
-                       until=until, retry_failed=retry_failed)
+                       until=until, retry_failed=retry_failed, pairs=list(pairs))
     for line in planned.describe():
         console.print(line, highlight=False, soft_wrap=True)
     if dry_run:
@@ -99,7 +103,7 @@ def run(scenario: str, trials: int | None, out_dir: Path | None, retry_failed: b
                             retry_failed=retry_failed, console=console, pcap=pcap,
                             cluster=cluster, trial_margin_s=trial_margin,
                             balance_hosts=balance_hosts, plan_only=plan_only,
-                            only=list(conditions), until=until)
+                            only=list(conditions), until=until, pairs=list(pairs))
     report = _report(out_dir, None, console) if make_report and not plan_only else None
     ran = [] if plan_only else [t.key for t in planned.selected if t.key in statuses]
     failed = failed_trials(planned.out_dir, ran)
@@ -236,7 +240,12 @@ def reproduce(summaries: tuple[str, ...], every: bool, headline: bool,
 
 def _reproduce_set(path: Path | None, out_dir: Path, cluster: str | None, dry_run: bool,
                    as_json: bool) -> None:
-    from mpstream.runner.headline import HEADLINE_SET, load_set, print_plan, reproduce_headline
+    from mpstream.runner.reproduce.headline import (
+        HEADLINE_SET,
+        load_set,
+        print_plan,
+        reproduce_headline,
+    )
 
     console = console_for(as_json)
     runs = load_set(path or HEADLINE_SET)

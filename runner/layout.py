@@ -3,12 +3,16 @@
     RUN_DIR/run.json                  the scenario (as loaded), what each condition resolved
                                       to (`resolved`: network, deployment, transport, path
                                       policy, paths), its file, the planned trials in run
-                                      order, the media: all `mpstream trial` needs
+                                      order, the media, the trace pairs as drawn (`pair_set`)
+                                      and each trial's (`plan_pairs`): all `mpstream trial`
+                                      needs
     RUN_DIR/scenario.toml             the scenario file as it was when the run started
     RUN_DIR/trials/<key>/trial.json   the trial record (runner/record.py, docs/trial.schema.json)
     RUN_DIR/trials/<key>/trial.log    what `mpstream trial` printed
     RUN_DIR/trials/<key>/profile.json the profile as the topology built it (the condition's
                                       network with its deployment, as the policy starts it)
+    RUN_DIR/trials/<key>/pair.json    the trial's trace pair (a scenario with `pairs`): its
+                                      WiFi shape, rate and seed, its cellular trace and offset
     RUN_DIR/trials/<key>/summary.json collector summary (video) + per-path bytes from play_session
     RUN_DIR/trials/<key>/events.json  collector events of the session, in seq order (video)
     RUN_DIR/trials/<key>/session.json the collector's session record (video)
@@ -50,6 +54,7 @@ from mpstream.runner.samplers.quic import quic_path_samples
 TRIALS = "trials"
 CLOCK_JSON = "clock.json"  # the trial clock's origin (runner/metrics/evidence.py)
 TRIAL_JSON = "trial.json"
+PAIR_JSON = "pair.json"  # the trial's trace pair, as it played it (runner/trial.py)
 # The socket of the collector a local run starts once for all its trials (runner/process.py),
 # handed to each trial process; a trial run without it starts its own.
 RUN_COLLECTOR_ENV = "MPSTREAM_RUN_COLLECTOR"

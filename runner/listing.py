@@ -50,12 +50,14 @@ def one_line(text: str) -> str:
 def scenarios() -> list[Row]:
     from mpstream.runner.cost import Cost, machine_time
     from mpstream.runner.scenario import expand_trials, load_scenario, scenario_names
+    from mpstream.runner.trial import pair_problems
     from mpstream.runner.workloads import workload_for
 
     rows: list[Row] = []
     for name in scenario_names():
         try:
-            scenario, unavailable = load_scenario(name), None
+            scenario = load_scenario(name)
+            unavailable = "; ".join(pair_problems(scenario)) or None  # its pairs' traces
         except UserError as exc:  # listed all the same, with what it lacks here (a trace)
             scenario, unavailable = load_scenario(name, check=False), str(exc)
         # A scenario that stops when sure may take up to max_trials rounds: say the most.
@@ -108,6 +110,24 @@ def traces() -> list[Row]:
                      "folder": None if folder is None else str(folder),
                      "unavailable": None if folder else f"`mpstream traces fetch {name}`"})
     return rows
+
+
+def pairs() -> list[Row]:
+    from mpstream.netem.tracepairs import load_pair_set, pair_set_names
+
+    rows: list[Row] = []
+    for name in pair_set_names():
+        found = load_pair_set(name)
+        rows.append({"name": name, "description": one_line(found.description),
+                     "pairs": len(found.pairs), "window_s": found.window_s,
+                     "cellular": sorted({p.cellular.trace for p in found.pairs})})
+    return rows
+
+
+def single_paths() -> list[Row]:
+    from mpstream.netem.singlepath import SINGLE_PATHS
+
+    return [{"name": name, "description": summary} for name, summary in SINGLE_PATHS.items()]
 
 
 def topologies() -> list[Row]:
@@ -244,6 +264,11 @@ KINDS: dict[str, Kind] = {
         (("mode", itemgetter("mode")), ("paths (downlink)", lambda r: "; ".join(r["paths"])))),
     "traces": Kind("published link traces a profile's path may replay", traces,
                    (("here", itemgetter("folder")),)),
+    "pairs": Kind("sets of WiFi x cellular trace pairs a scenario plays (netem/pairs/): "
+                  "`pairs`", pairs, (("pairs", itemgetter("pairs")),
+                                     ("window (s)", itemgetter("window_s")))),
+    "single-paths": Kind("what a user without multipath has, a condition's `single_path`",
+                         single_paths),
     "topologies": Kind("emulated networks up on this machine (`mpstream netem up`)",
                        topologies, (("namespaces", itemgetter("namespaces")),)),
     "deployments": Kind(

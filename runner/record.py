@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mpstream.errors import UserError
 from mpstream.paths import REPO_ROOT
+from mpstream.player.livesync import LiveSync
 from mpstream.runner.scenario import Condition
 from mpstream.runner.workloads import WorkloadKind
 from mpstream.transports.pathpolicy import POLICIES
@@ -115,6 +116,9 @@ class TrialRecord(BaseModel):
     abr: str | None = Field(default=None, description="the adaptation rule the scenario asked "
                             "for (default: the player's own default); summary.json's `abr` is "
                             "what the player reported")
+    pair: str | None = Field(default=None, description="the WiFi x cellular trace pair the "
+                             "trial played (a scenario with `pairs`; pair.json beside has its "
+                             "traces), by name")
     host: str | None = Field(default=None, description="the host the trial ran on: its name in "
                              "the cluster ($MPSTREAM_HOST), else its hostname")
     started_at: str
@@ -182,6 +186,9 @@ class TrialRecord(BaseModel):
         description="what the transport counted on the wire (e.g. MP_CAPABLE, MP_JOIN)")
     player_failure: str | None = Field(
         default=None, description="why a session that did start broke off later")
+    live_sync: LiveSync | None = Field(
+        default=None, description="what the player was told of the live stream it joined: "
+        "its target latency and how it catches up (player/livesync.py; Scenario.live_sync)")
 
     @property
     def ok(self) -> bool:

@@ -50,7 +50,7 @@ from mpstream.runner.process import LocalTrials, TrialRunner
 from mpstream.runner.record import TrialRecord
 from mpstream.runner.scenario import Scenario, Trial, expand_trials
 from mpstream.runner.sites import site_class
-from mpstream.runner.trial import plan_json
+from mpstream.runner.trial import pair_problems, plan_json, plan_pairs_json
 from mpstream.runner.until import ConditionState, Until, states_of
 from mpstream.runner.workloads import workload_for
 
@@ -119,6 +119,20 @@ def conditions_named(scenario: Scenario, names: list[str]) -> list[str]:
     return [label for label in labels if any(fnmatch.fnmatchcase(label, name) for name in names)]
 
 
+def pairs_named(scenario: Scenario, names: list[str]) -> set[str]:
+    """The trace pairs `--pair`s name (a name may be a pattern: `*-walk-*`); a name that
+    matches none is refused with the pairs there are."""
+    pairs = [p.name for p in scenario.pair_list()]
+    if not pairs:
+        raise UserError(f"--pair: scenario {scenario.name!r} plays no trace pairs (it names no "
+                        "`pairs`)")
+    unknown = [n for n in names if not any(fnmatch.fnmatchcase(p, n) for p in pairs)]
+    if unknown:
+        raise UserError(f"scenario {scenario.name!r} has no pair {', '.join(map(repr, unknown))}"
+                        f"; its pairs: {', '.join(pairs)}")
+    return {p for p in pairs if any(fnmatch.fnmatchcase(p, n) for n in names)}
+
+
 def chosen_conditions(scenario: Scenario, plan: list[Trial], previous: dict | None,
                       only: list[str] | None, done: dict[str, str]) -> list[str] | None:
     """The conditions a run folder is a run of, over every `mpstream run` into it: None for all
@@ -162,6 +176,7 @@ def _run_json(scenario: Scenario, scenario_path: Path | None, plan: list[Trial],
         **plan_json(scenario, trials, media_dir, pcap),
         "scenario_file": str(Path(scenario_path).resolve()) if scenario_path else None,
         "plan": [t.key for t in plan],
+        **plan_pairs_json(plan),
         "chosen": chosen,
         "environment": provenance.environment(),
         "cluster": cluster,
@@ -181,6 +196,7 @@ def preflight(scenario: Scenario) -> None:
     for kind in dict.fromkeys(c.kind for c in conditions):
         problems += site_class(kind).needs()
     problems += workload.preflight(scenario)
+    problems += pair_problems(scenario)
     transports = set()
     for cond in conditions:
         site, resolved = site_class(cond.kind), scenario.resolved(cond)
@@ -208,7 +224,8 @@ def run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None = None
                  pcap: bool = False, cluster: str | None = None,
                  trial_margin_s: float = TRIAL_MARGIN_S, balance_hosts: bool = False,
                  plan_only: bool = False, only: list[str] | None = None,
-                 until: StoppingRule | None = None) -> dict[str, str]:
+                 until: StoppingRule | None = None,
+                 pairs: list[str] | None = None) -> dict[str, str]:
     """Runs (or resumes) the scenario into out_dir; returns key -> status of every trial.
 
     `only`: run only the trials of these conditions (labels); the plan keeps them all, so that
@@ -221,7 +238,8 @@ def run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None = None
     `plan_only`: prepare the run folder (run.json, the media) and run no trial: they are run
     elsewhere with `mpstream trial` (a batch system's array job).
     `until`: each condition takes trials until it is sure (runner/until.py), at most
-    `until.max_trials`."""
+    `until.max_trials`.
+    `pairs`: run only the trials of these trace pairs (names or patterns), as `only`."""
     if cluster is not None or plan_only:
         refuse_on_cluster(scenario, "--plan-only" if plan_only else "--cluster")
     runner = trial_runner(cluster, trial_margin_s, balance_hosts)
@@ -230,7 +248,7 @@ def run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None = None
         return _run_scenario(scenario, out_dir, trials=trials, scenario_path=scenario_path,
                              retry_failed=retry_failed, console=console, progress=progress,
                              pcap=pcap, runner=None if plan_only else runner, only=only,
-                             cluster=cluster, until=until)
+                             cluster=cluster, until=until, pairs=pairs)
 
 
 def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
@@ -238,11 +256,12 @@ def _run_scenario(scenario: Scenario, out_dir: Path, *, trials: int | None,
                   progress: bool, pcap: bool = False,
                   runner: TrialRunner | None = None,
                   only: list[str] | None = None, cluster: str | None = None,
-                  until: StoppingRule | None = None) -> dict[str, str]:
+                  until: StoppingRule | None = None,
+                  pairs: list[str] | None = None) -> dict[str, str]:
     """With no `runner`, only the run folder is prepared."""
     console = console or Console()
     run = plan_run(scenario, out_dir, trials=trials, only=only, pcap=pcap, until=until,
-                   retry_failed=retry_failed)
+                   retry_failed=retry_failed, pairs=pairs)
     out_dir = run.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     if scenario_path and Path(scenario_path).is_file():
@@ -324,11 +343,12 @@ class PlannedRun:
 
 def plan_run(scenario: Scenario, out_dir: Path, *, trials: int | None = None,
              only: list[str] | None = None, pcap: bool = False, until: StoppingRule | None = None,
-             retry_failed: bool = False) -> PlannedRun:
+             retry_failed: bool = False, pairs: list[str] | None = None) -> PlannedRun:
     """The run's plan, from the scenario, the command and what the folder already holds; it
-    writes nothing (`run --dry-run` prints it)."""
+    writes nothing (`run --dry-run` prints it). `pairs`: only these trace pairs' trials."""
     if only:
         only = conditions_named(scenario, only)
+    chosen_pairs = pairs_named(scenario, pairs) if pairs else None
     # Absolute: the servers of a trial run from their own working directories.
     out_dir = Path(out_dir).resolve()
     # An input the scenario names that cannot be used is refused before the run folder exists.
@@ -348,7 +368,8 @@ def plan_run(scenario: Scenario, out_dir: Path, *, trials: int | None = None,
     plan = expand_trials(scenario, n)
     done = finished_keys(out_dir)
     chosen = chosen_conditions(scenario, plan, previous, only, done)
-    selected = [t for t in plan if not only or t.condition.label in only]
+    selected = [t for t in plan if (not only or t.condition.label in only)
+                and (chosen_pairs is None or (t.pair is not None and t.pair.name in chosen_pairs))]
     todo = [t for t in selected
             if t.key not in done or (retry_failed and done[t.key] == "failed")]
     return PlannedRun(scenario, out_dir, n, only, pcap, until, plan, selected, todo, done,

@@ -29,14 +29,23 @@ from pydantic import (
     model_validator,
 )
 
-from mpstream.encoder.lowlatency import LowLatency, check_timing
+from mpstream.encoder.lowlatency import (
+    DEFAULT_RTT_S,
+    LowLatency,
+    check_timing,
+    default_target_s,
+)
 from mpstream.errors import UserError
+from mpstream.netem.profile import Profile
+from mpstream.netem.singlepath import known_single_path
+from mpstream.netem.tracepairs import TracePair, load_pair_set
 from mpstream.player.abr import DEFAULT as ABR_DEFAULT
 from mpstream.player.abr import resolve_abr
+from mpstream.player.livesync import LiveSync
 from mpstream.runner.resolved import ResolvedCondition
 from mpstream.runner.sites import SiteKind, site_class
 from mpstream.runner.workloads import WorkloadKind, workload_for
-from mpstream.transports.base import TRANSPORTS
+from mpstream.transports.base import TRANSPORTS, get_transport
 from mpstream.transports.pathpolicy import known_policy
 
 SCENARIOS_DIR = Path(__file__).resolve().parent / "scenarios"
@@ -82,12 +91,18 @@ class LiveSpec(_Strict):
     ladder: str = "small"
     segment_duration: float = Field(default=2.0, gt=0, le=30)
     window_s: float = Field(default=30.0, gt=0, le=3600)
-    # How far behind the live edge the players aim to play (s); None: the library's default
-    # (with low_latency: the stream's own target, docs/live.md).
+    # How far behind the live edge the players aim to play (s); None: the library's default,
+    # with low_latency three parts plus each condition's round trip (player_sync below).
     target_latency_s: float | None = Field(default=None, gt=0, le=600)
     # LL-DASH and LL-HLS: segments served in parts while they are written.
     low_latency: bool = False
     part_duration: float | None = Field(default=None, gt=0, le=10)
+    # How the players catch up (player/livesync.py; None: the page's defaults): the fastest
+    # playback rate behind the target, the slowest ahead of it (dash.js), and how far past the
+    # target (s) they jump to the live edge instead.
+    catchup_max_rate: float | None = Field(default=None, ge=1, le=4)
+    catchup_min_rate: float | None = Field(default=None, gt=0, le=1)
+    max_drift_s: float | None = Field(default=None, gt=0, le=600)
 
     @model_validator(mode="after")
     def _window_holds_a_segment(self) -> LiveSpec:
@@ -109,6 +124,26 @@ class LiveSpec(_Strict):
             return None
         return LowLatency(part_duration=self.part_duration or 0.5,
                           target_latency_s=self.target_latency_s)
+
+    def player_sync(self, target_s: float | None, network: Profile | None) -> LiveSync:
+        """What a player joining the stream over `network` is told (player/livesync.py): the
+        target given, or for a low-latency stream three parts plus the network's round trip
+        (the part being written, the one played, one in flight, the request for the next),
+        and the catch-up settings of this table."""
+        low = self.low_latency_config()
+        if target_s is None and low is not None:
+            part = low.fitted(self.segment_duration).part_duration
+            target_s = default_target_s(part, network_rtt_s(network))
+        return LiveSync(target_s=target_s, catchup_max_rate=self.catchup_max_rate,
+                        catchup_min_rate=self.catchup_min_rate, max_drift_s=self.max_drift_s)
+
+
+def network_rtt_s(network: Profile | None) -> float:
+    """The largest base round trip of the network's paths (s), since a part may come over any
+    of them; DEFAULT_RTT_S where the network is not emulated (not known)."""
+    if network is None or not network.paths:
+        return DEFAULT_RTT_S
+    return max(network.rtt_ms(index) for index in range(len(network.paths))) / 1000
 
 
 class Condition(_Strict):
@@ -141,6 +176,10 @@ class Condition(_Strict):
     # the deadline policy's buffer marks [low, high] in seconds (None: its defaults).
     path_policy: str | None = None
     deadline_marks: tuple[float, float] | None = None
+    # What a user without multipath has (netem/singlepath.py): a one-path transport (TCP
+    # unless `transport` names another) on the network's best path, its cellular path or one
+    # path of their summed capacity; None: the transport on the paths the profile gives it.
+    single_path: str | None = None
     # Overrides applied to the profile's raw data before it is loaded: dotted keys, `*` walks
     # every element of a list, e.g. {"paths.*.queue_bytes" = 375000,
     # "deployment.server.cc" = "bbr"}: the deployment's fields change the one named.
@@ -150,6 +189,7 @@ class Condition(_Strict):
     reference: str | None = None
 
     _path_policy = field_validator("path_policy")(known_policy)
+    _single_path = field_validator("single_path")(known_single_path)
 
     @field_validator("deadline_marks")
     @classmethod
@@ -162,6 +202,14 @@ class Condition(_Strict):
     @model_validator(mode="after")
     def _kind_fields(self) -> Condition:
         site_class(self.kind).check_fields(self)
+        if self.single_path is not None:
+            if self.transport is not None and get_transport(self.transport).network_mode != "tcp":
+                raise ValueError(f"single_path = {self.single_path!r} plays one path: give a "
+                                 f"one-path transport (tcp, the default, or quic), not "
+                                 f"{self.transport}")
+            if "tcp_path" in self.set:
+                raise ValueError("single_path chooses the path itself: leave tcp_path out of "
+                                 "`set`")
         return self
 
     def url_for(self, player: str) -> str:
@@ -262,10 +310,15 @@ class Scenario(_Strict):
     # does not take them (s); None: the page's 15 s. For a collector far away.
     report_timeout_s: float | None = Field(default=None, gt=0, le=3600)
     seed: int = 1
+    # A set of WiFi x cellular trace pairs (netem/tracepairs.py: a shipped set's name or a
+    # file): every condition plays every pair once a round, each round in its own order.
+    pairs: str | None = None
     # Where the scenario file was read from; relative profile paths resolve against it.
     base_dir: Path = Field(default=SCENARIOS_DIR, exclude=True)
     # What each condition resolved to, by label (resolve_scenario).
     _resolved: dict[str, ResolvedCondition] = PrivateAttr(default_factory=dict)
+    # The pairs as drawn when the run was planned (run.json), else drawn at the first asking.
+    _pairs: tuple[TracePair, ...] | None = PrivateAttr(default=None)
 
     @field_validator("name")
     @classmethod
@@ -310,6 +363,35 @@ class Scenario(_Strict):
             raise ValueError(f"baseline: no condition labelled {self.baseline!r} (conditions: "
                              f"{', '.join(labels)})")
         workload_for(self.kind).check(self)
+        if self.pairs is not None:
+            self._check_pairs(conds)
+        return self
+
+    def _check_pairs(self, conds: list[Condition]) -> None:
+        try:
+            window_s = load_pair_set(self.pairs or "", self.base_dir).window_s
+        except UserError as exc:
+            raise ValueError(str(exc)) from None
+        others = [c.label for c in conds if c.kind != "emulated"]
+        if others:
+            raise ValueError(f"pairs: trace pairs play on emulated networks; {', '.join(others)} "
+                             "are not")
+        if self.duration_s > window_s:
+            raise ValueError(f"duration_s {self.duration_s:g} is longer than the pairs' traces "
+                             f"({window_s:g} s): a session would replay them")
+
+    def pair_list(self) -> tuple[TracePair, ...]:
+        """The trace pairs each condition plays (none: the scenario names no set)."""
+        if self.pairs is None:
+            return ()
+        if self._pairs is None:
+            self._pairs = load_pair_set(self.pairs, self.base_dir).pairs
+        return self._pairs
+
+    def with_pairs(self, pairs: tuple[TracePair, ...] | None) -> Scenario:
+        """This scenario playing `pairs` as drawn before (run.json's), when given."""
+        if pairs is not None:
+            self._pairs = pairs
         return self
 
     def resolved(self, cond: Condition) -> ResolvedCondition:
@@ -334,6 +416,14 @@ class Scenario(_Strict):
         if self.target_latency_s is not None or self.live is None:
             return self.target_latency_s
         return self.live.target_latency_s
+
+    def live_sync(self, resolved: ResolvedCondition) -> LiveSync | None:
+        """What a trial's player is told of the live stream it joins, decided once: the trial's
+        PlayRequest gets it and its record keeps it. None: no live stream, no target."""
+        target = self.live_target_s()
+        if self.live is None:
+            return None if target is None else LiveSync(target_s=target)
+        return self.live.player_sync(target, resolved.network)
 
     def all_conditions(self) -> list[Condition]:
         return list(self.conditions) + (self.sweep.conditions() if self.sweep else [])
@@ -386,6 +476,7 @@ class Trial(_Strict):
     browser: Browser | None = None
     codec: Codec | None = None
     abr: str | None = None
+    pair: TracePair | None = None
 
     @property
     def key(self) -> str:
@@ -396,6 +487,8 @@ class Trial(_Strict):
             who += f"-{self.codec}"
         if self.abr and self.abr != ABR_DEFAULT:
             who += f"-{self.abr}"
+        if self.pair is not None:
+            who += f"-{self.pair.name}"
         return f"r{self.round:02d}-{self.condition.label}{who}"
 
 
@@ -415,15 +508,18 @@ def expand_trials(scenario: Scenario, trials: int | None = None) -> list[Trial]:
     browsers: list[Browser | None] = list(scenario.browsers) if video else [None]
     codecs: list[Codec | None] = list(scenario.codecs) if video else [None]
     abrs: list[str | None] = list(scenario.abrs) if video else [None]
-    cells = list(itertools.product(scenario.all_conditions(), players, browsers, codecs, abrs))
+    # A scenario of trace pairs plays each pair with every cell: the paired design.
+    pairs: list[TracePair | None] = list(scenario.pair_list()) or [None]
+    cells = list(itertools.product(scenario.all_conditions(), players, browsers, codecs, abrs,
+                                   pairs))
     out: list[Trial] = []
     for r in range(n):
         # Each round is shuffled with its own seed, so adding trials never reorders earlier rounds.
         order = list(cells)
         random.Random(f"{scenario.seed}/{r}").shuffle(order)
-        for cond, player, browser, codec, abr in order:
+        for cond, player, browser, codec, abr, pair in order:
             out.append(Trial(round=r, condition=cond, player=player, browser=browser,
-                             codec=codec, abr=abr, order=len(out)))
+                             codec=codec, abr=abr, pair=pair, order=len(out)))
     return out
 
 

@@ -14,6 +14,7 @@ again.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -25,15 +26,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
 
 from mpstream import phases
 from mpstream.errors import EXIT_FAILED, UserError
+from mpstream.netem import traces
+from mpstream.netem.singlepath import single_path_named
+from mpstream.netem.tracepairs import PairFiles, TracePair, with_pair
 from mpstream.proc import signals_interrupt
 from mpstream.provenance import load_avg_1m
 from mpstream.runner.layout import (
+    PAIR_JSON,
     RUN_JSON,
     TRIAL_JSON,
     read_json,
@@ -51,7 +57,7 @@ from mpstream.runner.record import (
 from mpstream.runner.resolved import ResolvedCondition
 from mpstream.runner.scenario import Scenario, Trial, expand_trials, resolve_scenario
 from mpstream.runner.sites import site_class
-from mpstream.runner.sites.base import Site
+from mpstream.runner.sites.base import Site, resolution
 from mpstream.runner.workloads import workload_for
 from mpstream.runner.workloads.base import (
     SessionNames,
@@ -59,11 +65,18 @@ from mpstream.runner.workloads.base import (
     TrialFailed,
     WorkloadOutcome,
 )
+from mpstream.scratch import session_tempdir
 from mpstream.transports import pathpolicy
 
 
 def session_id_for(run_id: str, trial: Trial) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]", "_", f"{run_id}-{trial.key}")[:64]
+    """The trial's session id: the run's and its key, within the collector's 64 characters. A
+    longer one keeps its start and a digest of the whole (trials of trace pairs differ at their
+    keys' end), in 56, so that a competing player's id (this one and "-user1") is one too."""
+    whole = re.sub(r"[^A-Za-z0-9_-]", "_", f"{run_id}-{trial.key}")
+    if len(whole) <= 64:
+        return whole
+    return f"{whole[:47]}-{hashlib.sha256(whole.encode()).hexdigest()[:8]}"
 
 
 def session_names(run_id: str, scenario: Scenario, trial: Trial, tdir: Path) -> SessionNames:
@@ -94,13 +107,17 @@ def run_trial(scenario: Scenario, trial: Trial, *, run_id: str, run_dir: Path,
     record = TrialRecord(
         key=trial.key, round=trial.round, order=trial.order, kind=scenario.kind,
         condition=trial.condition, player=trial.player, browser=trial.browser,
-        codec=trial.codec, abr=trial.abr, host=this_host(),
-        started_at=datetime.now(UTC).isoformat(), load_avg_1m=load_avg_1m())
+        codec=trial.codec, abr=trial.abr, pair=trial.pair.name if trial.pair else None,
+        host=this_host(), started_at=datetime.now(UTC).isoformat(), load_avg_1m=load_avg_1m())
+    if trial.pair is not None:
+        write_json(tdir / PAIR_JSON, trial.pair.model_dump(mode="json"))
     session = session or session_names(run_id, scenario, trial, tdir)
     t_start = time.monotonic()
     with phases.phase_clock() as clock:
         try:
-            _run(scenario, trial, record, session, tdir, media_dir, topo_name, pcap)
+            with trial_condition(scenario, trial) as resolved:
+                _run(scenario, trial, resolved, record, session, tdir, media_dir, topo_name,
+                     pcap)
             record.status = "ok"
         except KeyboardInterrupt:
             raise  # no trial.json: the resumed run does this trial again
@@ -125,14 +142,14 @@ def failed_record(kind: str, trial: Trial, reason: str, *, host: str | None = No
     now = datetime.now(UTC).isoformat()
     return TrialRecord(
         key=trial.key, round=trial.round, order=trial.order, kind=kind, condition=trial.condition,
-        player=trial.player, browser=trial.browser, codec=trial.codec, abr=trial.abr, host=host,
-        started_at=started_at or now, finished_at=now, elapsed_s=elapsed_s, status="failed",
-        reason=reason)
+        player=trial.player, browser=trial.browser, codec=trial.codec, abr=trial.abr,
+        pair=trial.pair.name if trial.pair else None, host=host, started_at=started_at or now,
+        finished_at=now, elapsed_s=elapsed_s, status="failed", reason=reason)
 
 
-def _run(scenario: Scenario, trial: Trial, record: TrialRecord, session: SessionNames,
-         tdir: Path, media_dir: Path | None, topo_name: str, pcap: bool) -> None:
-    resolved = scenario.resolved(trial.condition)
+def _run(scenario: Scenario, trial: Trial, resolved: ResolvedCondition, record: TrialRecord,
+         session: SessionNames, tdir: Path, media_dir: Path | None, topo_name: str,
+         pcap: bool) -> None:
     site = site_for(resolved, trial, tdir, topo_name, pcap)
     transport = resolved.transport
     record.transport = transport.name
@@ -146,6 +163,7 @@ def _run(scenario: Scenario, trial: Trial, record: TrialRecord, session: Session
     workload = workload_for(scenario.kind)
     if workload.plays_video:
         record.session_id = session.session_id
+        record.live_sync = scenario.live_sync(resolved)
     phases.mark(phases.PREPARED)
     with site.around(record), site.open() as network:
         phases.mark(phases.NETWORK_UP)
@@ -202,6 +220,78 @@ def _int_or_none(value: float | None) -> int | None:
     return int(value) if value is not None else None
 
 
+# --- trace pairs ------------------------------------------------------------------------------
+# The pair set of a scenario with `pairs` (netem/tracepairs.py) is drawn once, as the run is
+# planned, and written into run.json (`pair_set`: each pair's WiFi shape, rate and seed and its
+# cellular trace and offset) with each planned trial's pair (`plan_pairs`); a trial's process
+# plays the pairs as run.json has them, never drawing them again. A trial writes its pair's
+# traces into a temporary folder of its own, removed when the trial ends, and plays its
+# condition's network with them in place (`trial_condition`): the condition resolved again on
+# that network, so that what the path policy holds back and what the topology builds are the
+# pair's.
+
+
+def pair_set_json(scenario: Scenario) -> dict[str, Any]:
+    """run.json's `pair_set` of a scenario of pairs (nothing for another): the set as drawn."""
+    if scenario.pairs is None:
+        return {}
+    return {"pair_set": {"name": scenario.pairs,
+                         "pairs": [p.model_dump(mode="json") for p in scenario.pair_list()]}}
+
+
+def plan_pairs_json(plan: list[Trial]) -> dict[str, Any]:
+    """run.json's `plan_pairs`: each planned trial's pair, in the plan's order (nothing for a
+    plan without pairs)."""
+    planned = [{"key": t.key, "pair": t.pair.name} for t in plan if t.pair is not None]
+    return {"plan_pairs": planned} if planned else {}
+
+
+def pairs_of_run(run: dict[str, Any]) -> tuple[TracePair, ...] | None:
+    """The pairs run.json holds (None: it holds none; the scenario draws its own)."""
+    found = (run.get("pair_set") or {}).get("pairs")
+    return None if found is None else tuple(TracePair.model_validate(p) for p in found)
+
+
+def pair_problems(scenario: Scenario) -> list[str]:
+    """What the pairs need that this machine lacks: their cellular traces."""
+    missing = sorted({p.cellular.trace for p in scenario.pair_list()
+                      if traces.find(p.cellular.trace, "down") is None
+                      or traces.find(p.cellular.trace, "up") is None})
+    if not missing:
+        return []
+    return [f"the trace pairs' cellular traces {', '.join(missing)} are not here (looked in "
+            f"{', '.join(map(str, traces.search_dirs()))}): `mpstream traces fetch "
+            f"{' '.join(missing)}`, or point MPSTREAM_TRACES at a folder that has them"]
+
+
+def on_pair(resolved: ResolvedCondition, trial: Trial, files: PairFiles) -> ResolvedCondition:
+    """The condition resolved again on its network with the pair's traces (`files`, from
+    `TracePair.write`) in place: the paths its policy holds back and its metered paths are
+    the pair's network's."""
+    assert resolved.network is not None  # a scenario of pairs has emulated conditions only
+    single = trial.condition.single_path
+    sum_on = resolved.network.tcp_path if single and single_path_named(single).carries_sum \
+        else None
+    network = with_pair(resolved.network, files, sum_on)
+    return resolution(trial.condition, resolved.transport, network)
+
+
+@contextlib.contextmanager
+def trial_condition(scenario: Scenario, trial: Trial) -> Iterator[ResolvedCondition]:
+    """What the trial's condition resolved to, on its pair's traces when it has a pair (written
+    into a temporary folder for as long as the trial runs)."""
+    resolved = scenario.resolved(trial.condition)
+    if trial.pair is None:
+        yield resolved
+        return
+    with session_tempdir("traces") as folder:
+        try:
+            files = trial.pair.write(Path(folder))
+        except OSError as exc:
+            raise UserError(f"pair {trial.pair.name}: could not write its traces: {exc}") from None
+        yield on_pair(resolved, trial, files)
+
+
 # --- the run folder's plan ---------------------------------------------------------------------
 
 
@@ -239,7 +329,8 @@ def plan_json(scenario: Scenario, trials: int, media_dir: Path | None, pcap: boo
             "resolved": {c.label: scenario.resolved(c).model_dump(mode="json")
                          for c in conditions},
             "base_dir": str(scenario.base_dir), "trials": trials,
-            "media_dir": str(media_dir) if media_dir else None, "pcap": pcap}
+            "media_dir": str(media_dir) if media_dir else None, "pcap": pcap,
+            **pair_set_json(scenario)}
 
 
 def load_plan(run_dir: Path) -> RunPlan:
@@ -250,7 +341,8 @@ def load_plan(run_dir: Path) -> RunPlan:
     if "scenario_spec" not in run:
         raise UserError(f"{run_dir}/{RUN_JSON} was written by an older mpstream: resume the run "
                         f"with `mpstream run SCENARIO --out {run_dir}` instead")
-    scenario = Scenario.model_validate({**run["scenario_spec"], "base_dir": run["base_dir"]})
+    scenario = Scenario.model_validate({**run["scenario_spec"], "base_dir": run["base_dir"]}
+                                       ).with_pairs(pairs_of_run(run))
     # A run.json of an older mpstream holds no resolutions: its conditions are resolved here.
     resolved = {label: ResolvedCondition.read(found, f"{run_dir}/{RUN_JSON}: condition {label!r}")
                 for label, found in (run.get("resolved") or {}).items()}

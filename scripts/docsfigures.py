@@ -273,6 +273,8 @@ def render(spec_text: str, page: Path, data_dir: Path = DATA_DIR) -> str:
         raise FigureError(f"the figures spec does not parse: {e}") from e
     if "text" in spec:
         return render_text(spec, data_dir)
+    if "reproduction" in spec:
+        return render_reproduction(spec, page)
     s = load_summary((page.parent / spec["data"]).resolve())
     if "grid" in spec:
         return render_grid(s, spec, page)
@@ -293,6 +295,66 @@ def render(spec_text: str, page: Path, data_dir: Path = DATA_DIR) -> str:
                                              for c in cols]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _num(x: float | None, published: float) -> str:
+    """A figure at the precision its published value needs: three significant digits."""
+    if x is None:
+        return "–"
+    scale = abs(published) or abs(x) or 1
+    return f"{x:.{max(0, 2 - math.floor(math.log10(scale)))}f}"
+
+
+def _loads(runs: list[dict]) -> str:
+    def one(r: dict) -> str:
+        load = r.get("load_avg_1m") or {}
+        return f"{_fmt(load.get('median'), 1)} ({_fmt(load.get('max'), 1)})"
+
+    return ", ".join(one(r) for r in runs)
+
+
+def render_reproduction(spec: dict, page: Path) -> str:
+    """The headline reproduction (`reproduce --headline`'s headline.json, kept in docs/data/):
+    a row a figure with its published value, band, new mean and interval, decision and trials,
+    then each disagreement's or undecided figure's explanation from the spec's [explain]
+    (keyed "SUMMARY CONDITION METRIC WHAT"), which a disagreement must have."""
+    path = (page.parent / spec["reproduction"]).resolve()
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise FigureError(f"cannot read {path}: {e}") from e
+    explain = spec.get("explain", {})
+    lines = ["| seed | figure (summary: condition, metric) | published | agrees within | new "
+             "[anytime 95%] | decision | trials (published run's) |", "|" + "---|" * 7]
+    notes = []
+    for row in data["figures"]:
+        key = f"{row['summary']} {row['condition']} {row['metric']} {row['what']}"
+        pub = row["published"]
+        what = "" if row["what"] == "mean" else f" {row['what'].replace(':', ' of ')}"
+        new = (f"{_num(row['new_mean'], pub)} [{_num(row['new_low'], pub)}, "
+               f"{_num(row['new_high'], pub)}]")
+        lines.append(f"| {row['seed']} | {row['summary']}: {row['condition']}, "
+                     f"`{row['metric']}`{what} | {_num(pub, pub)} | {_num(row['band'][0], pub)}"
+                     f" to {_num(row['band'][1], pub)} | {new} | {row['decision']} | "
+                     f"{row['trials']} ({row['fixed_trials']}) |")
+        if row["decision"] != "agrees":
+            if key not in explain and row["decision"] == "disagrees":
+                raise FigureError(f"{key} disagrees and [explain] says nothing of why")
+            notes.append(f"- **{row['summary']}: {row['condition']}, {row['metric']}** "
+                         f"({row['decision']}): {explain.get(key, 'no explanation yet')}")
+    env = data["environment"]
+    runs = sum(r["seconds"] for r in data["runs"])
+    lines += ["", f"{data['agree']} of {len(data['figures'])} figures agree, {data['disagree']} "
+              f"disagree, {data['undecided']} undecided; {runs / 60:.0f} machine minutes, "
+              f"commit {str(env.get('commit'))[:10]}, {data['date']}, kernel "
+              f"{env.get('kernel')}, {env.get('cpus')} cores; the machine's 1-minute load while "
+              f"each run ran, median (max): {_loads(data['runs'])}."]
+    lines += ["", "| summary | conditions | trials run | the published run's count for them | "
+              "machine minutes |", "|---|---|---|---|---|"]
+    for r in data["runs"]:
+        lines.append(f"| {r['summary']} | {', '.join(r['conditions'])} | {r['trials']} | "
+                     f"{r['fixed_trials']} | {r['seconds'] / 60:.1f} |")
+    return "\n".join(lines + (["", *notes] if notes else [])) + "\n"
 
 
 def render_grid(s: Summary, spec: dict, page: Path) -> str:
@@ -432,7 +494,7 @@ def quotes(run: str, page_list: list[Path] | None = None) -> list[Quote]:
             for f in PROSE_FIGURE.finditer(spec.get("text", "")):
                 if f["run"] == run and f["cond"] != RUN:
                     found[Quote(rel, run, f["cond"], f["metric"], f["what"])] = None
-            if "text" in spec:
+            if "text" in spec or "reproduction" in spec:  # no figure of one summary
                 continue
             for label, col, base in _cells(spec, page, run):
                 what = "ratio:" + base if col.get("show") == "ratio" and base else "mean"

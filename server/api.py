@@ -202,6 +202,38 @@ def get_session(session_id: str) -> Any:
     return jsonify(found)
 
 
+AFTER_PARAM = {"name": "after", "in": "query", "required": False,
+               "schema": {"type": "integer", "minimum": 0, "maximum": schemas.MAX_SEQ},
+               "description": "only the events whose seq is above this one (default: all)"}
+
+
+def _after_seq() -> int:
+    """`after` from the query string: a reader that polls asks only for what it has not seen
+    (-1 when absent: every event)."""
+    raw = request.args.get("after", "")
+    if raw == "":
+        return -1
+    if not raw.isdigit() or int(raw) > schemas.MAX_SEQ:
+        raise schemas.ValidationProblem("after", "must be a non-negative integer", 400)
+    return int(raw)
+
+
+@api.get("/sessions/<session_id>/events")
+@operation(
+    "The session's events in seq order: every one, or those after a seq",
+    path=SESSION_PATH,
+    query=[AFTER_PARAM],
+    responses={200: ok("{events}"), 400: refused("bad session id or `after`"), 404: MISSING},
+)
+def get_session_events(session_id: str) -> Any:
+    _checked_id(session_id)
+    after = _after_seq()
+    if not storage.session_exists(engine(), session_id):
+        return _not_found(session_id)
+    found = storage.get_events(engine(), [session_id], after_seq=after)[session_id]
+    return jsonify(events=found)
+
+
 @api.post("/sessions/<session_id>/events")
 @operation(
     "Store a batch of events; (session, seq) already stored is skipped",

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import http.client
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,7 +25,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 import requests
 
@@ -35,6 +32,7 @@ from mpstream.errors import UserError
 from mpstream.manifests.lltree import read_low_latency
 from mpstream.network import in_netns
 from mpstream.proc import stop
+from mpstream.qoe.collector import CollectorClient, CollectorRefused
 from mpstream.scratch import clean_stale_tempdirs, session_mkdtemp
 from mpstream.sending import SendOptions
 from mpstream.server import process, storage
@@ -49,39 +47,8 @@ SUN_PATH_MAX = 107
 SOCKET_PREFIX = "mps-sock-"
 APP_SPEC = "mpstream.server.app:create_app()"
 START_TIMEOUT_S = 60.0
-
-
-class _UnixHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, path: Path, timeout: float = 2.0):
-        super().__init__("localhost", timeout=timeout)
-        self._path = str(path)
-
-    def connect(self) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self._path)
-
-
-def unix_get(sock_path: Path, path: str) -> tuple[int, bytes]:
-    conn = _UnixHTTPConnection(sock_path)
-    try:
-        conn.request("GET", path)
-        resp = conn.getresponse()
-        return resp.status, resp.read()
-    finally:
-        conn.close()
-
-
-def unix_post(sock_path: Path, path: str, body: Any) -> tuple[int, bytes]:
-    """POST `body` as JSON to the collector's socket."""
-    conn = _UnixHTTPConnection(sock_path)
-    try:
-        conn.request("POST", path, body=json.dumps(body).encode(),
-                     headers={"Content-Type": "application/json"})
-        resp = conn.getresponse()
-        return resp.status, resp.read()
-    finally:
-        conn.close()
+# A health check that hangs this long is a collector not up yet.
+HEALTH_TIMEOUT_S = 2.0
 
 
 class ServerStack:
@@ -331,10 +298,10 @@ class ServerStack:
 
     def _collector_answers(self) -> bool:
         try:
-            status, _ = unix_get(self.collector_socket, "/api/v1/health")
-        except OSError:
+            CollectorClient.over_socket(self.collector_socket, HEALTH_TIMEOUT_S).health()
+        except (OSError, CollectorRefused):
             return False
-        return status == 200
+        return True
 
     # --- the low-latency origin ---
 

@@ -358,8 +358,9 @@ def get_session(engine: Engine, session_id: str) -> dict[str, Any] | None:
     return None if row is None else _session_dict(row._mapping)
 
 
-def get_events(engine: Engine, session_ids: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
-    """Events of each session, in seq order."""
+def get_events(engine: Engine, session_ids: Iterable[str], *, after_seq: int = -1
+               ) -> dict[str, list[dict[str, Any]]]:
+    """Events of each session, in seq order; only those whose seq is above `after_seq`."""
     ids = list(session_ids)
     out: dict[str, list[dict[str, Any]]] = {sid: [] for sid in ids}
     if not ids:
@@ -368,7 +369,7 @@ def get_events(engine: Engine, session_ids: Iterable[str]) -> dict[str, list[dic
         for i in range(0, len(ids), _IN_CHUNK):
             query = (
                 sa.select(events)
-                .where(events.c.session_id.in_(ids[i:i + _IN_CHUNK]))
+                .where(events.c.session_id.in_(ids[i:i + _IN_CHUNK]), events.c.seq > after_seq)
                 .order_by(events.c.session_id, events.c.seq)
             )
             for r in conn.execute(query):

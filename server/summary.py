@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mpstream.qoe.metrics import METRIC_FIELDS, SessionMetrics, parse_events, session_metrics
+from mpstream.qoe.metrics import GROUPED_FIGURES, METRIC_FIELDS, parse_events, session_metrics
 from mpstream.qoe.scores import SCORE_FIELDS, session_scores
 from mpstream.qoe.stats import describe
 
@@ -17,12 +17,9 @@ GROUP_KEYS = ("scenario", "trial", "player", "transport", "protocol")
 MEASURED_FIELDS = ("measured_transport", "measured_subflows")
 SESSION_FIELDS = ("session", "player", "transport", *MEASURED_FIELDS, "protocol", "scenario",
                   "trial")
-# The figures the grouped statistics describe, in the order they list them.
-GROUPED_METRICS = (*SessionMetrics.named(
-    "startup_delay_ms", "stall_count", "stall_ms", "longest_stall_ms", "rebuffer_ratio",
-    "mean_download_rate_bps", "mean_bitrate_bps", "switches", "dropped_frames", "errors",
-    "played_s", "live_latency_mean_s", "live_latency_p95_s",
-), *SCORE_FIELDS)  # fmt: skip
+# The figures the grouped statistics describe, in the order they list them: the session's
+# figures declared for them (`Shown` on SessionMetrics' fields), then the scores.
+GROUPED_METRICS = (*GROUPED_FIGURES, *SCORE_FIELDS)
 # One value each (the CSV export's columns); segment_rates_bps and score_inputs are lists/maps.
 SCALAR_FIELDS = (*SESSION_FIELDS, *METRIC_FIELDS, *SCORE_FIELDS)
 

@@ -3,17 +3,18 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 
 def collector_get(stack: Any, path: str) -> Any:
     """GET an API path over the collector's socket (None when it answers anything but 200)."""
-    from mpstream.server.stack import unix_get
+    from mpstream.qoe.collector import CollectorClient, CollectorRefused
 
-    status, body = unix_get(stack.collector_socket, "/api/v1" + path)
-    return json.loads(body) if status == 200 else None
+    try:
+        return CollectorClient.over_socket(stack.collector_socket).get(path)
+    except CollectorRefused:
+        return None
 
 
 def session_events(stack: Any, session_id: str) -> list[dict[str, Any]]:

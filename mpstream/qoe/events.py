@@ -10,9 +10,11 @@ PostgreSQL's text can hold them, so letting them through would turn bad input in
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+
+from mpstream.qoe.abrcatalog import our_rules
 
 # Bounds that keep every number representable in a 64-bit column and in a JS double.
 MAX_INT = 2**53
@@ -172,10 +174,19 @@ class AbrInputs(Strict):
     past: Annotated[list[PastDownload], Field(max_length=10)]
 
 
+if TYPE_CHECKING:
+    OurRule = str
+else:
+    # One of our rules, by the name the player's catalog gives it (player/src/abr/catalog.json,
+    # which the page reads too): a Literal of the catalog's names, so the check, its error and
+    # the JSON Schema's enum are those of a Literal written out.
+    OurRule = Literal[our_rules()]
+
+
 class AbrDecisionData(Strict):
     # One decision of a rule of ours: exactly what the rule was given (inputs, params) and what
     # it chose, so that the decision can be recomputed offline (docs/abr.md).
-    rule: Literal["bba0", "robustmpc", "rate-based"]
+    rule: OurRule
     inputs: AbrInputs
     params: AbrParams
     index: Annotated[int, Field(ge=0, le=63)]

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import Flag, auto
 from types import UnionType
-from typing import Any, TypedDict, TypeVar, get_args, get_origin
+from typing import Annotated, Any, TypedDict, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
+from mpstream.metric import Metric
 from mpstream.qoe.events import (
     AbrDecisionEvent,
     AbrEvent,
@@ -287,53 +289,82 @@ def ladder_top_bps(events: Iterable[Event]) -> float | None:
 # --- the whole session --------------------------------------------------------------------
 
 
+class Table(Flag):
+    """The tables of figures beyond a session's own summary and the collector's CSV export,
+    which take every field: a run's trial figures (runner/workloads/video.py reports each under
+    its own name) and the collector's grouped statistics (server/summary.py)."""
+
+    NONE = 0
+    TRIAL = auto()
+    GROUPED = auto()
+
+
+TRIAL, GROUPED = Table.TRIAL, Table.GROUPED
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A session figure's declaration, on its field: the label and unit every table shows it
+    with, and which tables show it (`session_figures`, `TRIAL_FIGURES`, `GROUPED_FIGURES`)."""
+
+    label: str
+    unit: str = ""
+    tables: Table = Table.NONE
+
+
 class SessionMetrics(BaseModel):
     """Every derived figure of one session (docs/qoe.md defines each). A figure the session
     cannot give (no startup, no segment, no ladder) is None. The collector's summary, its CSV
-    export and the runner's trial figures read their names from here."""
+    export and grouped statistics, and the runner's trial figures read their names from here;
+    a figure shown in a table is declared once, on its field (`Shown`)."""
 
     model_config = ConfigDict(frozen=True)
 
     codec: str | None  # the startup rendition's
-    startup_delay_ms: float | None  # play request to first frame, then its parts
-    manifest_ms: float | None
-    first_segment_ms: float | None
-    decode_ms: float | None
-    stall_count: int
-    stall_ms: float
-    longest_stall_ms: float
-    rebuffer_ratio: float | None  # stall time / (stall time + played)
-    played_s: float  # media seconds played
-    switches: int
-    down_switches: int
-    mean_bitrate_bps: float | None  # time-weighted, stalls left out
+    # play request to first frame, then its parts
+    startup_delay_ms: Annotated[float | None, Shown("startup delay", "ms", TRIAL | GROUPED)]
+    manifest_ms: Annotated[float | None, Shown("startup: manifest", "ms", TRIAL)]
+    first_segment_ms: Annotated[float | None, Shown("startup: first segment", "ms", TRIAL)]
+    decode_ms: Annotated[float | None, Shown("startup: decode", "ms", TRIAL)]
+    stall_count: Annotated[int, Shown("stalls", "count", TRIAL | GROUPED)]
+    stall_ms: Annotated[float, Shown("stall time", "ms", TRIAL | GROUPED)]
+    longest_stall_ms: Annotated[float, Shown("longest stall", "ms", TRIAL | GROUPED)]
+    # stall time / (stall time + played)
+    rebuffer_ratio: Annotated[float | None, Shown("rebuffer ratio", "", TRIAL | GROUPED)]
+    played_s: Annotated[float, Shown("played time", "s", TRIAL | GROUPED)]  # media seconds
+    switches: Annotated[int, Shown("quality switches", "count", TRIAL | GROUPED)]
+    down_switches: Annotated[int, Shown("switches down", "count", TRIAL)]
+    # time-weighted, stalls left out (a trial reports it in Mbit/s: mean_bitrate_mbps)
+    mean_bitrate_bps: Annotated[float | None, Shown("time-weighted bitrate", "bit/s", GROUPED)]
     top_bitrate_bps: float | None  # the ladder's top rung (None: no ladder event)
-    bitrate_utilization: float | None  # mean_bitrate_bps / top_bitrate_bps
-    segments: int  # video segments played, by index
+    # mean_bitrate_bps / top_bitrate_bps
+    bitrate_utilization: Annotated[float | None,
+                                   Shown("time-weighted bitrate / top rung", "", TRIAL)]
+    segments: Annotated[int, Shown("video segments", "count", TRIAL)]  # video ones, by index
     downloads: int  # segment downloads of any kind
-    mean_download_rate_bps: float | None
-    download_share: float | None  # mean download rate / the paths' capacity
+    # (a trial reports it in Mbit/s: download_rate_mbps)
+    mean_download_rate_bps: Annotated[float | None,
+                                      Shown("per-segment download rate", "bit/s", GROUPED)]
+    # mean download rate / the paths' capacity
+    download_share: Annotated[float | None,
+                              Shown("download rate / sum of path rates", "", TRIAL)]
     segment_rates_bps: list[float]  # each video segment's download rate
-    dropped_frames: int
+    # (a trial's is NaN when the session never played: runner/workloads/video.py)
+    dropped_frames: Annotated[int, Shown("dropped frames", "count", GROUPED)]
     total_frames: int
-    errors: int
+    errors: Annotated[int, Shown("errors", "count", GROUPED)]
     end_reason: str | None
-    live_latency_mean_s: float | None  # None for on-demand media
-    live_latency_p95_s: float | None
+    # None for on-demand media
+    live_latency_mean_s: Annotated[float | None,
+                                   Shown("latency to live, mean", "s", TRIAL | GROUPED)]
+    live_latency_p95_s: Annotated[float | None, Shown("latency to live, p95", "s", TRIAL | GROUPED)]
     live_latency_samples: int
-    live_catchup_share: float | None  # share of those samples at a playback rate other than 1
+    # share of those samples at a playback rate other than 1
+    live_catchup_share: Annotated[float | None, Shown(
+        "time catching up to the live target (rate not 1)", "", TRIAL | GROUPED)]
     abr: str | None  # the adaptation rule the player reported (None: no abr event)
     abr_decisions: int  # abr_decision events: decisions of a rule of ours
     ladder: list[Rung] | None  # the ladder event's representations (None: none sent)
-
-    @classmethod
-    def named(cls, *names: str) -> tuple[str, ...]:
-        """`names`, a choice of figures in the chooser's order, each checked to be one of ours
-        (a misspelt name fails where the choice is made, not where it is read)."""
-        unknown = [n for n in names if n not in cls.model_fields]
-        if unknown:
-            raise ValueError(f"not figures of a session: {', '.join(unknown)}")
-        return names
 
 
 def _holds_a_list(annotation: Any) -> bool:
@@ -344,6 +375,23 @@ def _holds_a_list(annotation: Any) -> bool:
 # The figures with one value each (the collector's CSV columns), in the model's order.
 METRIC_FIELDS = tuple(name for name, field in SessionMetrics.model_fields.items()
                       if not _holds_a_list(field.annotation))
+# The declared figures (a `Shown` on their field), in the model's order.
+SHOWN = {name: shown for name, field in SessionMetrics.model_fields.items()
+         for shown in field.metadata if isinstance(shown, Shown)}
+# Those a run's trial reports under their own names, and those the collector's grouped
+# statistics describe: each table's figures, in the model's order.
+TRIAL_FIGURES = tuple(name for name, shown in SHOWN.items() if TRIAL in shown.tables)
+GROUPED_FIGURES = tuple(name for name, shown in SHOWN.items() if GROUPED in shown.tables)
+
+
+def session_figures(*names: str) -> tuple[Metric, ...]:
+    """The declarations of `names`, a choice of figures in the chooser's order, each checked to
+    be a declared figure of a session (a misspelt name fails where the choice is made, not where
+    it is read)."""
+    unknown = [n for n in names if n not in SHOWN]
+    if unknown:
+        raise ValueError(f"not declared figures of a session: {', '.join(unknown)}")
+    return tuple(Metric(n, SHOWN[n].label, SHOWN[n].unit) for n in names)
 
 
 def session_metrics(events: Iterable[Event], *, capacity_bps: float | None = None

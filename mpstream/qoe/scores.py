@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from itertools import pairwise
 from typing import Any
 
+from mpstream.metric import Metric
 from mpstream.qoe.events import (
     BaseEvent,
     QualitySwitchEvent,
@@ -40,7 +41,15 @@ from mpstream.qoe.metrics import (
     video_segments,
 )
 
-SCORE_FIELDS = ("qoe_yin", "qoe_clae", "qoe_duanmu", "qoe_yu")
+# The scores, declared once (mpstream/metric.py): the collector's summary and grouped statistics
+# and a run's trial figures show them under these names, labels and units.
+SCORE_METRICS = (
+    Metric("qoe_yin", "QoE Yin (QoE_lin)", "kbit/s"),
+    Metric("qoe_clae", "QoE Clae"),
+    Metric("qoe_duanmu", "QoE Duanmu"),
+    Metric("qoe_yu", "QoE Yu", "Mbit/s"),
+)
+SCORE_FIELDS = tuple(score.name for score in SCORE_METRICS)
 
 # Yin et al. 2015, QoE_lin defaults: q(R) = R in kbit/s, λ = 1 (per kbit/s of change),
 # μ = μs = 3000 (kbit/s per second of rebuffering / of startup delay).

@@ -28,9 +28,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from mpstream.errors import UserError
+
+if TYPE_CHECKING:
+    from mpstream.qoe.events import BaseEvent
 
 
 class PathPolicy:
@@ -272,23 +275,25 @@ class PlayerView:
     segment_bytes: int | None = None  # the last video segment's size
     segment_bps: float | None = None  # its download rate (all paths together)
 
-    def fold(self, events: Sequence[dict[str, Any]]) -> None:
-        for e in sorted(events, key=lambda e: e.get("seq", 0)):
-            if e.get("seq", 0) <= self.seen:
+    def fold(self, events: Sequence[BaseEvent]) -> None:
+        # Imported here: the transports' own programs (the mphttp proxy) import this module,
+        # and start without loading pydantic and the QoE models.
+        from mpstream.qoe.events import BufferEvent, SegmentEvent, StartupEvent
+        from mpstream.qoe.metrics import segment_rate_bps
+
+        for e in sorted(events, key=lambda e: e.seq):
+            if e.seq <= self.seen:
                 continue
-            self.seen = e.get("seq", 0)
-            kind, data = e.get("type"), e.get("data") or {}
-            if kind == "buffer" and data.get("level_s") is not None:
+            self.seen = e.seq
+            if isinstance(e, BufferEvent):
                 self.previous_buffer_s = self.buffer_s
-                self.buffer_s = float(data["level_s"])
-            elif kind == "startup":
+                self.buffer_s = e.data.level_s
+            elif isinstance(e, StartupEvent):
                 self.started = True
-            elif kind == "segment" and data.get("kind", "video") == "video":
-                took_ms = (data.get("t_done") or 0) - (data.get("t_request") or 0)
-                if data.get("bytes"):
-                    self.segment_bytes = int(data["bytes"])
-                    if took_ms > 0:
-                        self.segment_bps = data["bytes"] * 8 / (took_ms / 1000)
+            elif isinstance(e, SegmentEvent) and e.data.kind == "video" and e.data.bytes:
+                self.segment_bytes = e.data.bytes
+                # A segment that took no time keeps the rate of the one before.
+                self.segment_bps = segment_rate_bps(e.data) or self.segment_bps
 
 
 @dataclass
@@ -309,6 +314,8 @@ def mptcp_endpoint_id(path: int) -> int:
 
 # A transport's lever on a path: (path index, held back?) -> None, or raises with the reason.
 PathHolder = Callable[[int, bool], None]
+# The player's events after a seq (-1: all), in any order; None when none can be read now.
+EventsAfter = Callable[[int], Sequence["BaseEvent"] | None]
 
 
 def set_endpoint_backup(netns: str | None, endpoint_id: int, backup: bool) -> None:
@@ -335,7 +342,8 @@ def no_holder(path: int, held: bool) -> None:
 @dataclass
 class PathPolicyController:
     """Runs a policy for one session: one that adapts (`deadline`, `fast-start`) polls the
-    player's events (`events()`, e.g. from the collector) and the client's path counters
+    player's events (`events(seq)`: those after the last it folded, e.g. from the collector's
+    client) and the client's path counters
     (`counters()`) every `poll_s` and holds or releases its paths (`held`) by the transport's
     lever (`hold`); `always` and `backup` only keep the record. `failure` says why a toggle
     failed (the session then fails with it). On exit every held path is held again, as the
@@ -344,7 +352,7 @@ class PathPolicyController:
     policy: PathPolicy
     held: Sequence[int]  # the paths it holds back (policy.held_paths: metered, or slower)
     hold: PathHolder = no_holder
-    events: Callable[[], Sequence[dict[str, Any]] | None] = lambda: None
+    events: EventsAfter = lambda seq: None
     counters: Callable[[], list[dict[str, int]]] = list
     marks: DeadlineMarks = field(default_factory=DeadlineMarks)
     poll_s: float = 0.25
@@ -393,7 +401,7 @@ class PathPolicyController:
 
     def step(self) -> Decision | None:
         """One poll: fold new events, measure, decide, toggle."""
-        found = self.events()
+        found = self.events(self.view.seen)
         if found:
             self.view.fold(found)
         self._rate.add(time.monotonic(), self.counters(), set(self.held))
@@ -475,15 +483,6 @@ def metered_figures(paths: Sequence[dict[str, Any]], metered: dict[int, float | 
     return {"metered_bytes": metered_bytes,
             "metered_share": round(metered_bytes / total, 4) if total else None,
             "metered_cost": round(cost, 6) if cost is not None else None}
-
-
-def events_from_collector(get: Callable[[str], dict[str, Any] | None], session_id: str
-                          ) -> Callable[[], list[dict[str, Any]] | None]:
-    """A reader of a session's events from a collector GET (`get(path)` -> JSON or None)."""
-    def read() -> list[dict[str, Any]] | None:
-        found = get(f"/sessions/{session_id}")
-        return list(found.get("events") or []) if found else None
-    return read
 
 
 def check_for(policy: PathPolicy, transport: Any, profile: Any | None) -> None:

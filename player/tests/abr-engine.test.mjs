@@ -2,9 +2,16 @@
 // the players themselves run them in the e2e tests (tests/e2e/test_player_abr.py).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ABR_DIR, currentRulesModule, rulesModule } from '../abr-rules.mjs';
 import catalog from '../src/abr/catalog.json' with { type: 'json' };
+import { playerRules } from '../src/abr/catalog.js';
 import { AbrEngine, OUR_RULES, PAST_KEPT, replayDecision } from '../src/abr/engine.js';
-import { bba0, rateBased, robustMpc } from '../src/abr/index.js';
+import { bba0 } from '../src/abr/rules/bba0.js';
+import { rateBased } from '../src/abr/rules/rate-based.js';
+import { robustMpc } from '../src/abr/rules/robustmpc.js';
 
 const M = 1e6;
 const LADDER = [0.5 * M, 1 * M, 2 * M, 4 * M];
@@ -17,12 +24,33 @@ function session(name, params = {}) {
   return { engine, events };
 }
 
-test('the catalog names the same rules of ours for both players, and each is in the engine', () => {
-  for (const player of ['dashjs', 'hlsjs']) {
-    const ours = Object.entries(catalog[player].rules).filter(([, r]) => r.kind === 'mpstream').map(([n]) => n);
-    assert.deepEqual(ours.sort(), [...OUR_RULES].sort(), player);
-    assert.ok(catalog[player].rules[catalog[player].default], `${player}'s default is in its catalog`);
+test('the catalog names our rules once, every player offers them after its own, and each is in the engine', () => {
+  assert.deepEqual(OUR_RULES, Object.keys(catalog.ours));
+  for (const [player, entry] of Object.entries(catalog.players)) {
+    assert.deepEqual(Object.keys(playerRules(player)), [...Object.keys(entry.rules), ...OUR_RULES], player);
+    assert.ok(entry.rules[entry.default], `${player}'s default is one of its own rules`);
   }
+});
+
+test('rules.js is what the catalog and the rule modules make it (make player-bundle writes it)', () => {
+  assert.equal(readFileSync(join(ABR_DIR, 'rules.js'), 'utf8'), currentRulesModule(),
+    'player/src/abr/rules.js is stale: `make player-bundle` writes it from catalog.json');
+});
+
+test('a rule of the catalog without its module, or a module the catalog does not name, is refused', () => {
+  assert.throws(() => rulesModule(['bba0', 'newrule'], ['bba0.js']),
+    /catalog\.json names newrule among our rules, but player\/src\/abr\/rules\/ has no newrule\.js/);
+  assert.throws(() => rulesModule(['bba0'], ['bba0.js', 'stray.js']),
+    /player\/src\/abr\/rules\/stray\.js: a rule module that catalog\.json does not name/);
+  assert.match(rulesModule(['bba0', 'rate-based'], ['rate-based.js', 'bba0.js']),
+    /import \{ decide as rule_rate_based \} from '\.\/rules\/rate-based\.js';[^]*'rate-based': rule_rate_based,/);
+  // the same from a folder: a catalog naming a rule whose module is missing
+  const dir = mkdtempSync(join(tmpdir(), 'abr-'));
+  mkdirSync(join(dir, 'rules'));
+  writeFileSync(join(dir, 'catalog.json'), JSON.stringify({ players: {}, ours: { scratch: { about: 'x' } } }));
+  assert.throws(() => currentRulesModule(dir), /has no scratch\.js/);
+  writeFileSync(join(dir, 'rules', 'scratch.js'), 'export function decide() {}\n');
+  assert.match(currentRulesModule(dir), /'scratch': rule_scratch/);
 });
 
 test('one decision per downloaded segment: asked again before the next download, the same answer and no event', () => {
@@ -104,6 +132,6 @@ test('the previous rung is forgotten when the ladder shrinks under it', () => {
 });
 
 test('an unknown rule is refused by name', () => {
-  assert.throws(() => new AbrEngine({ name: 'bola', emit() {} }), /abr: not one of ours \(bba0, robustmpc, rate-based\), got bola/);
+  assert.throws(() => new AbrEngine({ name: 'bola', emit() {} }), { message: `abr: not one of ours (${Object.keys(catalog.ours).join(', ')}), got bola` });
   assert.throws(() => replayDecision({ rule: 'x', inputs: {}, params: {} }), /rule: not one of ours/);
 });

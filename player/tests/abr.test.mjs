@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { bba0, bba0RateMap, harmonicMean, planQoe, rateBased, robustEstimate, robustMpc, throughputBps } from '../src/abr/index.js';
+import { harmonicMean, throughputBps } from '../src/abr/common.js';
+import { bba0, bba0RateMap } from '../src/abr/rules/bba0.js';
+import { rateBased } from '../src/abr/rules/rate-based.js';
+import { planQoe, robustEstimate, robustMpc } from '../src/abr/rules/robustmpc.js';
 
 const M = 1e6;
 const ladderOf = (...mbps) => mbps.map((m) => ({ bitrate: m * M }));

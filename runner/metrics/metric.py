@@ -1,6 +1,8 @@
 """The per-trial figures' declarations: each module that computes figures declares each of them
 once, beside its code, with the label and unit the report, the tables and the run pages show
-(`declare`). A per-path figure is declared by the part of its name after `path<i>_`.
+(`declare`; a `Metric` is mpstream/metric.py's, so that the session's figures, which the core
+declares, are registered here as they are). A per-path figure is declared by the part of its
+name after `path<i>_`.
 
 A workload says in which order its own figures are shown (`Workload.shown`); the others follow
 in the order they were declared, then any undeclared ones by name."""
@@ -8,18 +10,9 @@ in the order they were declared, then any undeclared ones by name."""
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 
+from mpstream.metric import Metric
 from mpstream.runner.workloads import workload_kinds
-
-
-@dataclass(frozen=True)
-class Metric:
-    name: str  # a per-path figure's: what follows `path<i>_` (rtt_ms for path0_rtt_ms)
-    label: str
-    unit: str = ""
-    per_path: bool = False
-
 
 _TRIAL: dict[str, Metric] = {}
 _PER_PATH: dict[str, Metric] = {}

@@ -22,6 +22,7 @@ from mpstream.runner.metrics.common import binned_by_path, n_paths_of, segment_r
 from mpstream.runner.metrics.evidence import TrialEvidence, trial_evidence
 from mpstream.runner.metrics.metric import metric_label, metric_order
 from mpstream.runner.record import Measurement
+from mpstream.runner.report.paired import FIGURES, PairedFigure, paired_figures, per_pair
 from mpstream.runner.report.reference import condition_text, published
 from mpstream.runner.scenario import short_value
 from mpstream.runner.workloads import workload_for
@@ -137,6 +138,9 @@ class Analysis:
     # Per host and condition: trials, ok, failed and the medians of the headline metrics
     host_rows: list[HostRow] = field(default_factory=list)
     sweep: Sweep | None = None  # when the conditions sweep a numeric setting
+    # A run over trace pairs: each group's figures over pairs beside the baseline's
+    # (report/paired.py); None for a run without pairs.
+    paired: list[PairedFigure] | None = None
 
     @property
     def headline(self) -> list[str]:
@@ -225,7 +229,23 @@ def analyze(run_dir: Path, trials: list[TrialData] | None = None) -> Analysis:
     out.path_checks = path_check_rows(records)
     out.host_rows = host_rows(out)
     out.sweep = sweep_of(groups, out.summaries, order, conditions)
+    out.paired = paired_of(out)
     return out
+
+
+def paired_of(a: Analysis) -> list[PairedFigure] | None:
+    """The run's figures over trace pairs (report/paired.py), each group beside the scenario's
+    baseline condition played with the same factors; None when no trial played a pair."""
+    pair_of = {rec.key: rec.record.pair for rec in a.trials if rec.record.pair}
+    if not pair_of:
+        return None
+    baseline = RunScenario.of(a.run).baseline
+    metrics = {m for m, _ in FIGURES}
+    groups = {str(g): per_pair(((pair_of[row["key"]], row) for row in a.per_trial.get(g, [])
+                                if row["key"] in pair_of), metrics) for g in a.groups}
+    baseline_of = {str(g): str(Group(baseline, g.factors)) if baseline else None
+                   for g in a.groups}
+    return paired_figures(groups, baseline_of)
 
 
 def _summarizer(run: dict[str, Any]) -> Callable[[Iterable[float | None]], Summary]:

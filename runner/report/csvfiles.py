@@ -1,6 +1,7 @@
 """The report's CSV files, written from the analysis (analysis.py): trials.csv (a row per
 trial), conditions.csv (a row per group and figure), hosts.csv, reference.csv, segments.csv (a
-row per video segment with its evidence), sweep.csv and paths_per_second.csv."""
+row per video segment with its evidence), sweep.csv, paths_per_second.csv and, for a run over
+trace pairs, paired.csv (a row per group and figure over pairs, report/paired.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from mpstream.runner.metrics.metric import metric_label
 from mpstream.runner.report.analysis import Analysis, Sweep
+from mpstream.runner.report.paired import PairedFigure
 
 
 def fmt(v: object) -> str:
@@ -21,14 +23,17 @@ def fmt(v: object) -> str:
 
 
 def write_csvs(a: Analysis, out: Path) -> None:
+    # The trace pair of each trial, in a run over pairs only (other runs' files stay as they were).
+    paired = a.paired is not None
     with (out / "trials.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["condition", "trial", "status", "reason", "transport", "scheduler",
-                    "path_policy", "deployment", *a.metric_order])
+        w.writerow(["condition", "trial", *(["pair"] if paired else []), "status", "reason",
+                    "transport", "scheduler", "path_policy", "deployment", *a.metric_order])
         for rec in a.trials:
             row = a.by_key.get(rec.key, {})
             note = rec.record.reason or rec.record.player_failure or ""
-            w.writerow([a.group_of_trial[rec.key], rec.key, rec.record.status, note,
+            w.writerow([a.group_of_trial[rec.key], rec.key,
+                        *([rec.record.pair or ""] if paired else []), rec.record.status, note,
                         rec.record.transport or "", rec.record.scheduler or "",
                         rec.record.path_policy or "", rec.record.deployment or "",
                         *[fmt(row.get(m)) for m in a.metric_order]])
@@ -55,6 +60,8 @@ def write_csvs(a: Analysis, out: Path) -> None:
         for ref in a.reference_rows:
             dw.writerow({k: fmt(v) if isinstance(v, float) else v for k, v in ref.items()})
     _write_segments(a, out / "segments.csv")
+    if a.paired is not None:
+        write_paired_csv(a.paired, out / "paired.csv")
     if a.sweep is not None:
         write_sweep_csv(a.sweep, out / "sweep.csv")
     with (out / "paths_per_second.csv").open("w", newline="") as fh:
@@ -83,6 +90,18 @@ def _write_segments(a: Analysis, path: Path) -> None:
                 ev = rows.get(idx, {})
                 w.writerow([a.group_of_trial[key], key, idx, f"{rate:.0f}",
                             *[fmt(ev.get(c)) for c in evidence_cols]])
+
+
+def write_paired_csv(figures: list[PairedFigure], path: Path) -> None:
+    """The figures over trace pairs: one row per group, metric and statistic."""
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["condition", "baseline", "metric", "unit", "statistic", "pairs", "value",
+                    "baseline_value", "difference", "ci95_low", "ci95_high"])
+        for f in figures:
+            w.writerow([f.condition, f.baseline or "", f.metric, metric_label(f.metric)[1],
+                        f.statistic, f.pairs, fmt(f.value), fmt(f.baseline_value),
+                        fmt(f.difference), fmt(f.ci95_low), fmt(f.ci95_high)])
 
 
 def write_sweep_csv(sweep: Sweep, path: Path) -> None:

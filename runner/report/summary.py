@@ -118,12 +118,29 @@ class RunProvenance(_Summary):
     overhead_s_a_trial: float | None = None
 
 
+class PairedSummary(_Summary):
+    """A group's figure over trace pairs beside the baseline's over the same pairs, the
+    difference and its bootstrap interval (runner/report/paired.py)."""
+
+    condition: str
+    baseline: str | None
+    metric: str
+    unit: str
+    statistic: str
+    pairs: int
+    value: float | None
+    baseline_value: float | None
+    difference: float | None
+    ci95: tuple[float | None, float | None]
+
+
 class RunSummary(_Summary):
-    """docs/data/<id>.json."""
+    """docs/data/<id>.json; `paired` only for a run over trace pairs."""
 
     format: int
     run: RunProvenance
     conditions: list[ConditionSummary]
+    paired: list[PairedSummary] | None = None
 
 
 @dataclass(frozen=True)
@@ -151,7 +168,8 @@ class RunOutcome:
 
 
 def build_summary(run_id: str, command: str, origin: Origin, conditions: list[ConditionSummary],
-                  *, of_run: str | None = None, outcome: RunOutcome | None = None) -> RunSummary:
+                  *, of_run: str | None = None, outcome: RunOutcome | None = None,
+                  paired: list[PairedSummary] | None = None) -> RunSummary:
     """The one place a summary is made: a run folder's report (`outcome`), a script's figures
     of a run folder (`of_run`, the run that made the trials) or a benchmark's (neither)."""
     kind: dict[str, Any] = {} if of_run is None else {"of_run": of_run}
@@ -164,7 +182,8 @@ def build_summary(run_id: str, command: str, origin: Origin, conditions: list[Co
         id=run_id, scenario=origin.scenario, command=command,
         trials_per_condition=origin.trials_per_condition, started=origin.started,
         finished=origin.finished, environment=origin.environment,
-        load_avg_1m=_load_span(origin.loads), **kind), conditions=conditions)
+        load_avg_1m=_load_span(origin.loads), **kind), conditions=conditions,
+        **({"paired": paired} if paired is not None else {}))
 
 
 @dataclass(frozen=True)
@@ -331,7 +350,19 @@ def run_summary(report: Report, run_json: dict[str, Any], run_id: str) -> RunSum
                          ok=sum(1 for r in report.trials if r.ok), planned=_planned_trials(run),
                          pcap=run.pcap, overhead_s_a_trial=_run_overhead(records))
     return build_summary(run_id, _command(run, [c.label for c in conditions]),
-                         _origin(run, records), conditions, outcome=outcome)
+                         _origin(run, records), conditions, outcome=outcome,
+                         paired=_paired(report))
+
+
+def _paired(report: Report) -> list[PairedSummary] | None:
+    if report.paired is None:
+        return None
+    return [PairedSummary(condition=f.condition, baseline=f.baseline, metric=f.metric,
+                          unit=metric_label(f.metric)[1], statistic=f.statistic, pairs=f.pairs,
+                          value=_num(f.value), baseline_value=_num(f.baseline_value),
+                          difference=_num(f.difference), ci95=(_num(f.ci95_low),
+                                                               _num(f.ci95_high)))
+            for f in report.paired]
 
 
 def _run_overhead(records: list[TrialRecord]) -> float | None:
@@ -422,6 +453,19 @@ def write_analysis(run_dir: Path, argv: list[str], rows: dict[str, list[dict[str
                                 of_run=_command(run, [r.condition for r in records])), out)
 
 
+def write_script_figures(argv: list[str], rows: dict[str, list[dict[str, Any]]],
+                         units: dict[str, str], out: Path) -> Path:
+    """Figures a script computes of no run (scripts/tracepairs.py: the trace pairs' traces),
+    per condition, written as a summary whose command is the script's (`argv`)."""
+    started = datetime.now(UTC).isoformat()
+    origin = Origin(scenario=None, trials_per_condition=1, started=started,
+                    finished=datetime.now(UTC).isoformat(),
+                    environment=provenance.environment(), loads=[])
+    out = Path(out)
+    return _write(build_summary(out.stem, script_command(argv, "scripts"), origin,
+                                figure_conditions(rows, units, {})), out)
+
+
 def script_command(argv: list[str], folder: str, run_dir: Path | None = None) -> str:
     """The command line that reproduces a script's figures (a benchmark's in bench/, an
     analysis in scripts/): its own, less `--summary PATH`, with a run folder it read as RUN_DIR
@@ -466,5 +510,11 @@ def dumps(summary: RunSummary) -> str:
         lines += [f"   {one(t)}" + ("," if j < len(cond["trials"]) - 1 else "")
                   for j, t in enumerate(cond["trials"])]
         lines.append("  ]}" + ("," if i < len(data["conditions"]) - 1 else ""))
-    lines += [" ]", "}"]
+    lines.append(" ]" + ("," if "paired" in data else ""))
+    if "paired" in data:
+        lines.append(' "paired": [')
+        lines += [f"  {one(f)}" + ("," if j < len(data["paired"]) - 1 else "")
+                  for j, f in enumerate(data["paired"])]
+        lines.append(" ]")
+    lines.append("}")
     return "\n".join(lines) + "\n"

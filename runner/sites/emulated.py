@@ -36,6 +36,7 @@ from mpstream.transports import pathpolicy
 from mpstream.transports.base import Transport, for_network_mode, get_transport
 
 if TYPE_CHECKING:
+    from mpstream.netem.profile import Profile
     from mpstream.server.stack import ServerStack
 
 
@@ -63,7 +64,9 @@ class EmulatedSite(Site):
         from mpstream.netem.profile import load_profile
 
         assert cond.profile is not None  # check_fields
-        named = get_transport(cond.transport) if cond.transport is not None else None
+        # A single path (netem/singlepath.py) is played by a one-path transport, TCP unless named.
+        transport_name = cond.transport or ("tcp" if cond.single_path else None)
+        named = get_transport(transport_name) if transport_name is not None else None
         overrides = dict(cond.set)
         if named is not None:
             overrides["mode"] = named.network_mode
@@ -72,6 +75,8 @@ class EmulatedSite(Site):
         local = base_dir / cond.profile
         profile = load_profile(local.resolve() if local.is_file() else cond.profile,
                                overrides or None, deployment=deployment)
+        if cond.single_path is not None:
+            profile = _on_single_path(profile, cond.single_path)
         with_transports(profile)  # a competitor's unknown transport is the profile's error
         transport = (named or for_network_mode(profile.mode)).scheduled(cond.scheduler)
         return resolution(cond, transport, transport.fit_profile(profile))
@@ -172,6 +177,18 @@ class EmulatedSite(Site):
 
     def watch(self, network: Network, tdir: Path) -> contextlib.AbstractContextManager[object]:
         return Samplers(network, tdir, pcap=self.pcap)
+
+
+def _on_single_path(profile: Profile, name: str) -> Profile:
+    """The network with its one path for the single path `name` chosen (and, for the sum, at
+    the paths' summed rates)."""
+    from mpstream.netem.profile import load_profile
+    from mpstream.netem.singlepath import single_path_named
+
+    try:
+        return load_profile(profile, single_path_named(name).overrides(profile))
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
 
 
 class Samplers:

@@ -7,7 +7,6 @@ events through mpstream.qoe, the module the collector's summary calls too (docs/
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import shutil
 import threading
@@ -26,16 +25,19 @@ from mpstream.netem.teardown import netns_pids
 from mpstream.network import Network
 from mpstream.player.abr import parse_abr_params, resolve_abr
 from mpstream.proc import side_by_side, stop_pids
+from mpstream.qoe.collector import CollectorClient, CollectorRefused
 from mpstream.qoe.events import PlaybackEvent
 from mpstream.qoe.metrics import (
-    SessionMetrics,
+    TRIAL_FIGURES,
     of_type,
     parse_events,
+    session_figures,
     session_metrics,
     stalls_after,
 )
 from mpstream.qoe.scores import (
     SCORE_FIELDS,
+    SCORE_METRICS,
     p1203_available,
     p1203_input,
     p1203_o46,
@@ -72,57 +74,39 @@ if TYPE_CHECKING:
     from mpstream.player.session import PlayRequest, PlayResult
     from mpstream.server.stack import ServerStack
 
-# The session's QoE, from mpstream.qoe: its playback, quality, the media it got, its frames,
-# its downloads and the parts of its startup.
-PLAYBACK = declare(
-    Metric("startup_delay_ms", "startup delay", "ms"),
-    Metric("stall_count", "stalls", "count"),
-    Metric("stall_ms", "stall time", "ms"),
-    Metric("longest_stall_ms", "longest stall", "ms"),
-    Metric("rebuffer_ratio", "rebuffer ratio"),
-)
-QUALITY = declare(
-    Metric("mean_bitrate_mbps", "time-weighted bitrate", "Mbit/s"),
-    Metric("switches", "quality switches", "count"),
-    Metric("down_switches", "switches down", "count"),
-    Metric("bitrate_utilization", "time-weighted bitrate / top rung"),
-)
-MEDIA = declare(
-    Metric("segments", "video segments", "count"),
-    Metric("played_s", "played time", "s"),
-    Metric("live_latency_mean_s", "latency to live, mean", "s"),
-    Metric("live_latency_p95_s", "latency to live, p95", "s"),
-    Metric("live_catchup_share", "time catching up to the live target (rate not 1)"),
-)
+
+def in_mbits(session_figure: str, name: str) -> Metric:
+    """A session's figure in bit/s (its declaration: qoe/metrics.py) as a trial reports it, in
+    Mbit/s under a name of its own."""
+    (figure,) = session_figures(session_figure)
+    return replace(figure, name=name, unit="Mbit/s")
+
+
+# The session's QoE, from mpstream.qoe, which declares each figure (name, label, unit) and
+# whether a trial reports it (TRIAL_FIGURES): here, the order the report shows them in, by
+# playback, quality, the media it got, its frames, its downloads and the parts of its startup.
+PLAYBACK = declare(*session_figures(
+    "startup_delay_ms", "stall_count", "stall_ms", "longest_stall_ms", "rebuffer_ratio"))
+QUALITY = declare(in_mbits("mean_bitrate_bps", "mean_bitrate_mbps"),
+                  *session_figures("switches", "down_switches", "bitrate_utilization"))
+MEDIA = declare(*session_figures("segments", "played_s", "live_latency_mean_s",
+                                 "live_latency_p95_s", "live_catchup_share"))
 FRAMES = declare(Metric("decoded_frames", "decoded frames", "count"),
-                 Metric("dropped_frames", "dropped frames", "count"))
-DOWNLOADS = declare(Metric("download_rate_mbps", "per-segment download rate", "Mbit/s"),
-                    Metric("download_share", "download rate / sum of path rates"))
-STARTUP = declare(
-    Metric("manifest_ms", "startup: manifest", "ms"),
-    Metric("first_segment_ms", "startup: first segment", "ms"),
-    Metric("decode_ms", "startup: decode", "ms"),
-)
-# The session's figures (mpstream.qoe's SessionMetrics) a trial gives under their own names,
-# in the order it gives them.
-QOE_COLUMNS = SessionMetrics.named(
-    "startup_delay_ms", "manifest_ms", "first_segment_ms", "decode_ms", "stall_count",
-    "stall_ms", "longest_stall_ms", "rebuffer_ratio", "switches", "down_switches",
-    "bitrate_utilization", "segments", "played_s",
-    "download_share", "live_latency_mean_s", "live_latency_p95_s", "live_catchup_share",
-)  # fmt: skip
+                 *session_figures("dropped_frames"))
+DOWNLOADS = declare(in_mbits("mean_download_rate_bps", "download_rate_mbps"),
+                    *session_figures("download_share"))
+STARTUP = declare(*session_figures("manifest_ms", "first_segment_ms", "decode_ms"))
+# The session's figures a trial gives under their own names, in the model's order; one the
+# groups above do not place is shown after them.
+QOE_COLUMNS = TRIAL_FIGURES
+PLACED = {m.name for m in (*PLAYBACK, *QUALITY, *MEDIA, *FRAMES, *DOWNLOADS, *STARTUP)}
+MORE_QOE = declare(*session_figures(*(name for name in TRIAL_FIGURES if name not in PLACED)))
 AFTER_EVENT = declare(
     Metric("stalls_after_event", "stalls after the network event", "count"),
     Metric("stall_ms_after_event", "stall time after the network event", "ms"),
     Metric("longest_stall_after_event_ms", "longest stall after the network event", "ms"),
 )
-SCORES = declare(
-    Metric("qoe_yin", "QoE Yin (QoE_lin)", "kbit/s"),
-    Metric("qoe_clae", "QoE Clae"),
-    Metric("qoe_duanmu", "QoE Duanmu"),
-    Metric("qoe_yu", "QoE Yu", "Mbit/s"),
-    Metric("p1203_o46", "ITU-T P.1203 O46", "MOS"),
-)
+SCORES = declare(*SCORE_METRICS, Metric("p1203_o46", "ITU-T P.1203 O46", "MOS"))
 USERS = declare(
     Metric("mptcp_user_bitrate_mbps", "time-weighted bitrate per MPTCP user", "Mbit/s"),
     Metric("tcp_user_bitrate_mbps", "time-weighted bitrate per TCP user", "Mbit/s"),
@@ -140,8 +124,8 @@ class VideoSession(Workload):
     tools = ("ip",)
     # The session's QoE first, then the segment evidence of its startup
     # (runner/metrics/evidence.py).
-    shown = (*PLAYBACK, *QUALITY, *MEDIA, *FRAMES, *DOWNLOADS, *STARTUP, *HELD, *AFTER_EVENT,
-             *SCORES, *USERS)
+    shown = (*PLAYBACK, *QUALITY, *MEDIA, *FRAMES, *DOWNLOADS, *STARTUP, *MORE_QOE, *HELD,
+             *AFTER_EVENT, *SCORES, *USERS)
 
     def check(self, scenario: Scenario) -> None:
         check_abrs(scenario)
@@ -273,16 +257,19 @@ class VideoSession(Workload):
 def play_request(ctx: TrialContext, player: str, browser: str, manifest: str) -> PlayRequest:
     """The trial's session as the player plays it: the scenario's, the condition's and the
     trial's settings, the session's names, what the site says of its paths."""
+    from mpstream.player.livesync import LiveSync
     from mpstream.player.session import PlayRequest
 
     abr, abr_params = ctx.scenario.abr_request(player, ctx.trial.abr)
     resolved = ctx.resolved
+    live = ctx.scenario.live_sync(resolved) or LiveSync()
     return PlayRequest(
         player=player, transport=ctx.transport, manifest_path=manifest,
         duration_s=ctx.scenario.duration_s, session_id=ctx.session.session_id,
         scenario=ctx.session.scenario, trial=ctx.session.trial,
         screenshot=ctx.session.screenshot, buffer_s=ctx.scenario.buffer_s,
-        target_latency_s=ctx.scenario.live_target_s(),
+        target_latency_s=live.target_s, catchup_max_rate=live.catchup_max_rate,
+        catchup_min_rate=live.catchup_min_rate, max_drift_s=live.max_drift_s,
         report_timeout_s=ctx.scenario.report_timeout_s,
         collector_url=resolved.player.collector_url,
         browser=browser, codec=ctx.trial.codec or "auto",
@@ -384,12 +371,11 @@ def keep_session(server: ServerStack, request: PlayRequest, tdir: Path, *,
     access log, into the trial's folder; returns the events."""
     session_id = request.session_id
     try:
-        status, body = _collector_session(server, session_id, request.collector_url)
+        session = _collector(server, request.collector_url).session(session_id)
     except OSError as exc:
         raise TrialFailed(f"collector did not answer for session {session_id}: {exc}") from exc
-    if status != 200:
-        raise TrialFailed(f"collector has no session {session_id} (HTTP {status})")
-    session = json.loads(body)
+    except CollectorRefused as exc:
+        raise TrialFailed(f"collector has no session {session_id} (HTTP {exc.status})") from exc
     events = session.pop("events", [])
     write_json(tdir / "events.json", events)
     write_json(tdir / "session.json", session)
@@ -398,19 +384,13 @@ def keep_session(server: ServerStack, request: PlayRequest, tdir: Path, *,
     return events
 
 
-def _collector_session(server: ServerStack, session_id: str,
-                       collector_url: str | None) -> tuple[int, bytes]:
-    """The collector's answer for the session: from a collector elsewhere when one is named;
-    else straight from the server's own socket (the emulated paths may be down, and the server
-    address is unreachable from outside the namespaces)."""
-    from mpstream.server.stack import unix_get
-
+def _collector(server: ServerStack, collector_url: str | None) -> CollectorClient:
+    """The collector the session posted to: one elsewhere when named; else the server's own,
+    straight over its socket (the emulated paths may be down, and the server address is
+    unreachable from outside the namespaces)."""
     if collector_url is None:
-        return unix_get(Path(server.collector_socket), f"/api/v1/sessions/{session_id}")
-    import requests  # its errors are OSErrors
-
-    found = requests.get(f"{collector_url.rstrip('/')}/sessions/{session_id}", timeout=10)
-    return found.status_code, found.content
+        return CollectorClient.over_socket(server.collector_socket)
+    return CollectorClient.at(collector_url)
 
 
 def media_facts(media_dir: Path) -> MediaFacts:

@@ -13,7 +13,9 @@ file under /media/ comes here.
 - `GET /media/dash/<segment>.p<K>.m4s`: part K of a segment, once it is written (held until
   then).
 
-Each held request waits on the index's change event, so one viewer never holds up another.
+Each held request waits on the index's change event, so one viewer never holds up another. The
+index is brought up to date when inotify says the tree changed (watch.py), never on a timer:
+with no write the origin does nothing.
 """
 
 from __future__ import annotations
@@ -29,9 +31,8 @@ from aiohttp import web
 from mpstream.manifests.llhls import MediaPlaylist
 from mpstream.manifests.lltree import LowLatencyTree, Rendition, read_low_latency
 from mpstream.server.origin.index import StreamIndex, reload_answer
+from mpstream.server.origin.watch import Touched, TreeWatch
 
-SCAN_INTERVAL_S = 0.005
-STATE_INTERVAL_S = 0.5
 PLAYLIST_TYPE = "application/vnd.apple.mpegurl"
 SEGMENT_TYPE = "video/iso.segment"
 NO_CACHE = {"Cache-Control": "no-cache"}
@@ -39,7 +40,8 @@ IMMUTABLE = {"Cache-Control": "public, max-age=31536000, immutable"}
 
 
 class Origin:
-    """The index of one tree, kept current by a scanning task, and the requests it answers."""
+    """The index of one tree, kept current by what a watch of the tree reports, and the
+    requests it answers."""
 
     def __init__(self, root: Path, tree: LowLatencyTree):
         self.root, self.tree = root, tree
@@ -50,19 +52,21 @@ class Origin:
         # request it held the last of 50 viewers for a hundred milliseconds and more.
         self._playlists: dict[str, tuple[MediaPlaylist, str] | None] = {}
 
-    async def keep_current(self) -> None:
-        since_state = 0.0
+    def look(self, touched: Touched) -> bool:
+        """Brings the index up to date with what changed; True when a playlist would differ."""
+        changed = (self.index.scan() if touched.rescan
+                   else bool(touched.names) and self.index.update(touched.names))
+        if touched.state and not self.index.ended:
+            described = read_low_latency(self.root)
+            if described and described[1] == "ended":
+                self.index.ended = changed = True
+        return changed
+
+    async def keep_current(self, watch: TreeWatch) -> None:
+        """Looks again after each change the watch reports, and wakes every held request."""
         while True:
-            if self.index.scan():
+            if self.look(await watch.touched()):
                 await self._changed()
-            since_state += SCAN_INTERVAL_S
-            if since_state >= STATE_INTERVAL_S:
-                since_state = 0.0
-                described = read_low_latency(self.root)
-                if described and described[1] == "ended" and not self.index.ended:
-                    self.index.ended = True
-                    await self._changed()
-            await asyncio.sleep(SCAN_INTERVAL_S)
 
     async def _changed(self) -> None:
         self._playlists.clear()
@@ -245,12 +249,16 @@ def create_app(root: Path, tree: LowLatencyTree) -> web.Application:
     app.router.add_get("/media/hls/{rendition}/index.m3u8", origin.playlist)
     app.router.add_get(r"/media/dash/{name:[^/]+\.m4s}", origin.media)
 
-    async def scanning(app: web.Application) -> AsyncIterator[None]:
-        task = asyncio.create_task(origin.keep_current())
-        yield
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    async def watching(app: web.Application) -> AsyncIterator[None]:
+        # The watch exists before the first look: a write between the two is not missed.
+        with TreeWatch(root) as watch:
+            if origin.look(Touched(rescan=True, state=True)):
+                await origin._changed()
+            task = asyncio.create_task(origin.keep_current(watch))
+            yield
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
-    app.cleanup_ctx.append(scanning)
+    app.cleanup_ctx.append(watching)
     return app

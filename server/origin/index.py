@@ -1,11 +1,13 @@
 """What a low-latency tree holds at this moment, per DASH representation: its complete
-segments and the segment being written, each with the chunks (parts) written so far. One scan
-of the dash/ folder brings it up to date (the origin scans every few milliseconds); the LL-HLS
-playlists and every held request are answered from it."""
+segments and the segment being written, each with the chunks (parts) written so far. A scan of
+the dash/ folder brings it up to date, and `update` with the names of the files that changed
+(which the origin's watch is told of) does so at less cost; the LL-HLS playlists and every held
+request are answered from it."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -85,6 +87,29 @@ class StreamIndex:
             for n in gone:
                 del state.segments[n]
             changed |= bool(gone)
+        return changed
+
+    def update(self, names: Iterable[str]) -> bool:
+        """Brings the segments named (files of dash/ that changed: a segment's final name or
+        its .tmp) up to date with the disk as it is now; True when anything changed. What the
+        disk holds decides, not what happened to the file: a segment renamed into place is
+        complete, one whose files are both gone is forgotten."""
+        changed = False
+        if self.start is None:
+            self.start = availability_start(self.dash / "ffmpeg.mpd")
+            changed = self.start is not None
+        segments = set()
+        for name in names:
+            parsed = self.tree.parse_name(name)
+            if parsed is not None and parsed[2] is None and parsed[0] in self.reps:
+                segments.add(parsed[:2])
+        for rep, number in sorted(segments):
+            state = self.reps[rep]
+            final, being_written = self.path_of(rep, number)
+            if final.exists() or being_written.exists():
+                changed |= self._update(state, number, writing=not final.exists())
+            elif state.segments.pop(number, None) is not None:
+                changed = True
         return changed
 
     def _update(self, rep: RepState, number: int, writing: bool) -> bool:

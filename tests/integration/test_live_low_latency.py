@@ -32,11 +32,12 @@ SEGMENT_S = 2.0
 PART_S = 0.5
 
 
-def _start_live(out: Path, segment_s: float = SEGMENT_S) -> subprocess.Popen:
+def _start_live(out: Path, segment_s: float = SEGMENT_S, part_s: float = PART_S
+                ) -> subprocess.Popen:
     proc = subprocess.Popen(
         [sys.executable, "-m", "mpstream.cli", "live", "synthetic", "--ladder", "tiny",
          "--segment-duration", f"{segment_s:g}", "--window", "12", "--low-latency",
-         "--part-duration", f"{PART_S:g}", "--out", str(out)],
+         "--part-duration", f"{part_s:g}", "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -192,6 +193,56 @@ async def _join_during_the_first_segment(out: Path, tree: LowLatencyTree) -> Non
         assert parts.edge[0] == 1 and parts.edge[1] >= 1, parts.edge
         plain = MediaPlaylist.parse(await (await client.get(path)).text())
         assert first.exists() and plain.segments[0].msn == 1
+
+
+def test_parts_of_a_fifth_of_a_second_follow_through_the_encoder_mpd_and_playlists(tmp_path):
+    """`--part-duration 0.2` without a target: chunks of 0.2 s (5 frames at 25 fps), the MPD's
+    availabilityTimeOffset one part into the segment and its ServiceDescription's target three
+    parts plus the default round trip (0.7 s), LL-HLS PART-TARGET the longest part (the
+    audio's 10 AAC frames) and PART-HOLD-BACK the target; a blocking reload is answered within
+    a part of its part being written. Served by the origin directly (no nginx, no collector:
+    quick to start on a loaded machine)."""
+    tmp_path.chmod(0o755)
+    out = tmp_path / "tree"
+    proc = _start_live(out, part_s=0.2)
+    try:
+        tree = read_low_latency(out)[0]
+        assert (tree.part_duration, tree.target_latency_s) == (0.2, 0.7)
+        assert tree.part_target == pytest.approx(0.213, abs=5e-4)
+        asyncio.run(_follow_short_parts(out, tree))
+    finally:
+        stop(proc, graceful=signal.SIGINT, timeout=20)
+
+
+async def _follow_short_parts(out: Path, tree: LowLatencyTree) -> None:
+    from lxml import etree
+
+    from mpstream.manifests.cmaf import read_chunks, track_timescale
+
+    async with TestClient(TestServer(create_app(out, tree))) as client:
+        path = f"/media/hls/{tree.renditions[0].playlist}/index.m3u8"
+        text = await (await client.get(path)).text()  # held until a segment is finished
+        assert "#EXT-X-PART-INF:PART-TARGET=0.213" in text and "PART-HOLD-BACK=0.700" in text
+        for _ in range(5):  # the next part, five times: each answered as it is written
+            msn, part = MediaPlaylist.parse(text).edge
+            asked = time.monotonic()
+            answer = await client.get(path, params={"_HLS_msn": str(msn),
+                                                    "_HLS_part": str(part)})
+            text = await answer.text()
+            assert answer.status == 200 and _lists(text, msn, part)
+            assert time.monotonic() - asked < 1.0, "a blocking reload held past its part"
+        root = etree.parse(str(out / "dash" / "manifest.mpd")).getroot()
+        ns = "{urn:mpeg:dash:schema:mpd:2011}"
+        assert root.get("type") == "dynamic"
+        assert {t.get("availabilityTimeOffset") for t in root.iter(f"{ns}SegmentTemplate")} \
+            == {"1.800"}
+        assert root.find(f"{ns}ServiceDescription/{ns}Latency").get("target") == "700"
+    finished = MediaPlaylist.parse(text).segments[-1].msn
+    rep = tree.renditions[0].rep
+    scale = track_timescale((out / "dash" / tree.init_name(rep)).read_bytes())
+    done = out / "dash" / tree.segment_name(rep, finished)
+    chunks, _ = read_chunks(done.read_bytes())
+    assert [round(c.ticks / scale, 3) for c in chunks] == [0.2] * 10
 
 
 def test_kill_9_leaves_no_encoder_and_no_origin(tmp_path):

@@ -12,6 +12,7 @@ import pytest
 from mpstream.errors import UserError
 from mpstream.netem.profile import profile_from_dict
 from mpstream.netem.topology import Topology
+from mpstream.qoe.events import BufferData, BufferEvent, StartupData, StartupEvent
 from mpstream.transports import pathpolicy
 from mpstream.transports.base import get_transport
 from tests.pathbytes import moved, rx, seconds_until, still
@@ -74,13 +75,18 @@ def test_the_controller_restores_the_flag_it_found():
     endpoint = pathpolicy.mptcp_endpoint_id(METERED)
     with Topology.up(profile(), f"pq{os.getpid()}") as topo:
         assert "backup" in endpoint_flags(topo, endpoint)
-        events = [{"seq": 0, "type": "startup", "data": {}},
-                  {"seq": 1, "type": "buffer", "data": {"level_s": 2.0}},
-                  {"seq": 2, "type": "buffer", "data": {"level_s": 1.0}}]
+        startup = StartupData(startup_delay_ms=900.0, manifest_ms=40.0, first_segment_ms=300.0,
+                              decode_ms=20.0, codec="avc1.64001f", width=640, height=360,
+                              bitrate=800_000.0)
+        events = [StartupEvent(seq=0, t_ms=0.0, type="startup", data=startup),
+                  *(BufferEvent(seq=seq, t_ms=1000.0 * seq, type="buffer",
+                                data=BufferData(level_s=level, position=float(seq)))
+                    for seq, level in ((1, 2.0), (2, 1.0)))]
         ctl = pathpolicy.PathPolicyController(
             policy=pathpolicy.policy_named("deadline"), held=[METERED],
             hold=pathpolicy.mptcp_holder(topo.netns("client")),
-            events=lambda: events, counters=topo.path_bytes, poll_s=0.05)
+            events=lambda seq: [e for e in events if e.seq > seq], counters=topo.path_bytes,
+            poll_s=0.05)
         with ctl.running():
             assert seconds_until(lambda: ctl.using, 5) is not None, ctl.failure
             assert "backup" not in endpoint_flags(topo, endpoint)

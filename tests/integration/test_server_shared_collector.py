@@ -2,12 +2,11 @@
 nginx reaches it through its socket, stopping a stack leaves it answering, each session reads
 back only its own events, and it is gone once its block ends."""
 
-import json
-
 import requests
 
 from mpstream.proc import pid_alive
-from mpstream.server.stack import ServerStack, shared_collector, unix_get
+from mpstream.qoe.collector import CollectorClient
+from mpstream.server.stack import ServerStack, shared_collector
 from tests.integration.test_server_stack import SESSION, free_port
 from tests.servers import make_tiny_media
 
@@ -29,16 +28,15 @@ def _play_one(media, workdir, socket, session_id: str, kind: str) -> None:
 def test_stacks_in_turn_share_one_collector(tmp_path):
     media = make_tiny_media(tmp_path / "media")
     with shared_collector(tmp_path / "collector") as socket:
-        status, _ = unix_get(socket, "/api/v1/health")
-        assert status == 200
+        collector = CollectorClient.over_socket(socket)
+        assert collector.health()["status"] == "ok"
         pid = int((tmp_path / "collector" / "collector.pid").read_text())
         _play_one(media, tmp_path / "one", socket, "trial-one", "stall_start")
         # The first stack's nginx is gone; the collector and its socket are not.
         assert pid_alive(pid) and socket.exists()
         _play_one(media, tmp_path / "two", socket, "trial-two", "buffer")
         for session_id, kind in (("trial-one", "stall_start"), ("trial-two", "buffer")):
-            status, body = unix_get(socket, f"/api/v1/sessions/{session_id}")
-            events = json.loads(body)["events"]
-            assert status == 200 and [e["type"] for e in events] == [kind]
+            events = collector.session(session_id)["events"]
+            assert [e["type"] for e in events] == [kind]
         assert not (tmp_path / "one" / "qoe.sqlite3").exists()  # one database, the shared one
     assert not pid_alive(pid)

@@ -18,10 +18,12 @@ import requests
 import sqlalchemy as sa
 
 from mpstream.proc import child_pids, pid_alive
+from mpstream.qoe.collector import CollectorClient, CollectorRefused
+from mpstream.qoe.events import BufferData, BufferEvent
 from mpstream.scratch import clean_stale_tempdirs
 from mpstream.server.accesslog import read_access_log
 from mpstream.server.schemas import MAX_BODY_BYTES
-from mpstream.server.stack import SUN_PATH_MAX, ServerStack, unix_get
+from mpstream.server.stack import SUN_PATH_MAX, ServerStack
 from tests.servers import make_tiny_media, throwaway_postgres
 
 REPO = Path(__file__).resolve().parents[2]
@@ -159,6 +161,34 @@ def test_api_is_proxied_and_limits_hold(stack):
     assert r.status_code == 422 and r.json()["field"] == "events[0].type"
     assert "buffer" in requests.get(stack.dashboard_url + f"sessions/{SESSION['id']}").text
     assert requests.get(stack.base_url + "/", allow_redirects=False).status_code == 302
+
+
+def test_the_collectors_client_posts_and_reads_what_came_after_a_seq(stack):
+    """Through nginx and straight over the collector's socket, as the player's driver and the
+    path-policy controller use it: typed events posted, only those after a seq read back."""
+    session = {**SESSION, "id": "stack-client"}
+    assert requests.post(stack.api_url + "/sessions", json=session).status_code == 201
+    through_nginx = CollectorClient.at(stack.api_url)
+    over_socket = CollectorClient.over_socket(stack.collector_socket)
+    buffers = [BufferEvent(seq=i, t_ms=100.0 * i, type="buffer",
+                           data=BufferData(level_s=10.0 - i, position=float(i)))
+               for i in range(6)]
+    assert through_nginx.post_events("stack-client", buffers[:3]) == {"stored": 3,
+                                                                      "duplicates": 0}
+    assert over_socket.post_events("stack-client", buffers[2:]) == {"stored": 3,
+                                                                    "duplicates": 1}
+    for client in (through_nginx, over_socket):
+        assert client.events_since("stack-client", after=3) == buffers[4:]
+        assert client.events_since("stack-client") == buffers
+        assert [e["seq"] for e in client.session("stack-client")["events"]] == list(range(6))
+        assert client.summary("stack-client")["session"] == "stack-client"
+        assert "stack-client" in [s["id"] for s in client.sessions(scenario="loopback")]
+        with pytest.raises(CollectorRefused) as refused:
+            client.events_since("no-such-session")
+        assert refused.value.status == 404
+    # The old read of every event is still served, and agrees.
+    whole = requests.get(f"{stack.api_url}/sessions/stack-client").json()["events"]
+    assert whole == over_socket.session("stack-client")["events"]
 
 
 def test_listener_is_mptcp_and_both_client_kinds_work(stack, media):
@@ -366,7 +396,7 @@ def test_a_workdir_too_deep_for_a_socket_path_still_serves_the_collector(media, 
         sock = s.collector_socket
         assert sock.parent == Path(tempfile.gettempdir()) and len(str(sock)) <= SUN_PATH_MAX
         assert ServerStack(media, workdir=workdir).collector_socket == sock
-        assert unix_get(sock, "/api/v1/health")[0] == 200
+        assert CollectorClient.over_socket(sock).health()["status"] == "ok"
         assert requests.get(s.api_url + "/health", timeout=5).status_code == 200
     finally:
         s.stop()

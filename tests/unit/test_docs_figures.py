@@ -349,3 +349,38 @@ def test_a_paragraph_figure_of_a_missing_condition_is_an_error(tmp_path, data_di
                     + "x\n<!-- /figures -->\n")
     res = figs.check_page(page, data_dir=data_dir)
     assert len(res.errors) == 1 and "no condition 'quic'" in res.errors[0]
+
+
+def _headline(tmp_path, decision: str) -> None:
+    row = {"summary": "run-a", "seed": "thesis", "condition": "mptcp",
+           "metric": "startup_delay_ms", "what": "ratio:tcp", "published": 1.28,
+           "band": [1.088, 1.472], "new_mean": 1.31, "new_low": 1.2, "new_high": 1.43,
+           "decision": decision, "trials": 7, "fixed_trials": 5}
+    run = {"summary": "run-a", "conditions": ["mptcp", "tcp"], "trials": 14, "fixed_trials": 10,
+           "seconds": 600.0, "load_avg_1m": {"median": 1.23, "max": 2.5}}
+    (tmp_path / "headline.json").write_text(json.dumps({
+        "date": "2026-12-02", "environment": {"commit": "0123456789abcdef", "kernel": "6.18",
+                                              "cpus": 2},
+        "agree": int(decision == "agrees"), "disagree": int(decision == "disagrees"),
+        "undecided": int(decision == "undecided"), "runs": [run], "figures": [row]}))
+
+
+def test_the_reproduction_table_is_generated_from_the_headline_run(tmp_path):
+    _headline(tmp_path, "agrees")
+    body = figs.render('reproduction = "headline.json"\n', tmp_path / "page.md")
+    assert ("| thesis | run-a: mptcp, `startup_delay_ms` ratio of tcp | 1.28 | 1.09 to 1.47 | "
+            "1.31 [1.20, 1.43] | agrees | 7 (5) |") in body
+    assert "1 of 1 figures agree, 0 disagree, 0 undecided; 10 machine minutes, commit " \
+           "0123456789, 2026-12-02" in body
+    assert "| run-a | mptcp, tcp | 14 | 10 | 10.0 |" in body
+    assert "1.2 (2.5)" in body
+
+
+def test_a_disagreement_needs_its_explanation(tmp_path):
+    _headline(tmp_path, "disagrees")
+    with pytest.raises(figs.FigureError, match="disagrees and \\[explain\\] says nothing"):
+        figs.render('reproduction = "headline.json"\n', tmp_path / "page.md")
+    spec = ('reproduction = "headline.json"\n[explain]\n'
+            '"run-a mptcp startup_delay_ms ratio:tcp" = "The kernel changed."\n')
+    body = figs.render(spec, tmp_path / "page.md")
+    assert "- **run-a: mptcp, startup_delay_ms** (disagrees): The kernel changed." in body

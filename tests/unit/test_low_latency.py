@@ -6,11 +6,12 @@ known."""
 import asyncio
 import struct
 from datetime import UTC, datetime
+from fractions import Fraction
 
 import m3u8
 import pytest
 
-from mpstream.encoder.lowlatency import LowLatency, check_timing
+from mpstream.encoder.lowlatency import DEFAULT_RTT_S, LowLatency, check_timing
 from mpstream.errors import UserError
 from mpstream.manifests.cmaf import read_chunks, track_timescale
 from mpstream.manifests.llhls import MediaPlaylist, Part, Segment
@@ -48,6 +49,7 @@ def chunk(frames: int, payload: int = 100, per_sample: bool = False) -> bytes:
 
 
 STYP = box(b"styp", b"msdh\0\0\0\0")
+MPD_NS = "{urn:mpeg:dash:schema:mpd:2011}"
 
 
 # --- timing -------------------------------------------------------------------------------------
@@ -69,9 +71,69 @@ def test_timing_refuses_what_does_not_fit_and_says_what_would(segment, part, tar
 
 
 def test_part_target_is_the_part_rounded_up_to_frames():
-    from fractions import Fraction
     assert LowLatency(part_duration=0.5).part_target(Fraction(25)) == pytest.approx(0.52)
-    assert LowLatency(part_duration=0.5).part_target(Fraction(30)) == pytest.approx(0.5)
+    # At 30 fps the video's parts are 0.5 s; the audio's, 24 AAC frames, are longer.
+    assert LowLatency(part_duration=0.5).part_target(Fraction(30)) == pytest.approx(0.512)
+
+
+def test_the_default_target_is_three_parts_and_a_round_trip():
+    assert LowLatency(part_duration=0.2, rtt_s=0.05).target_s == pytest.approx(0.65)
+    assert LowLatency(part_duration=0.5).target_s == pytest.approx(1.5 + DEFAULT_RTT_S)
+    assert LowLatency(part_duration=0.2, target_latency_s=1.0, rtt_s=0.3).target_s == 1.0
+    with pytest.raises(UserError, match=r"give at least 0\.6 s"):
+        check_timing(2.0, LowLatency(part_duration=0.2, target_latency_s=0.5))
+
+
+@pytest.mark.parametrize("given, part, frag, target_ms, part_target, offset, parts", [
+    (0.2, 0.2, "0.2", 700, 0.213, "1.800", 10),  # the audio's 10 AAC frames are the longest
+    (0.25, 0.25, "0.25", 850, 0.280, "1.750", 8),  # 7 frames at 25 fps
+    (0.33, 2 / 6, "0.333333", 1100, 0.360, "1.667", 6),  # a sixth of the segment, 9 frames
+], ids=["0.2", "0.25", "0.33"])
+def test_short_parts_set_the_chunks_the_mpd_and_the_hold_back(
+        tmp_path, given, part, frag, target_ms, part_target, offset, parts):
+    low = LowLatency(part_duration=given)
+    check_timing(2.0, low)
+    low = low.fitted(2.0)
+    assert low.part_duration == pytest.approx(part)
+    # The encoder's chunks, and the ServiceDescription's target (ms) ffmpeg writes too.
+    options = low.muxer_options()
+    assert options["frag_duration"] == frag
+    assert round(float(options["target_latency"]) * 1000) == target_ms
+    assert low.part_target(Fraction(25)) == pytest.approx(part_target, abs=5e-4)
+    # The published MPD: the segment's first part is there one part after the segment began.
+    mpd = _published_mpd(tmp_path, low)
+    for template in mpd.iter(f"{MPD_NS}SegmentTemplate"):
+        assert template.get("availabilityTimeOffset") == offset
+        assert template.get("availabilityTimeComplete") == "false"
+    service = mpd.find(f"{MPD_NS}ServiceDescription")
+    assert service.find(f"{MPD_NS}Latency").get("target") == str(target_ms)
+    assert service.find(f"{MPD_NS}PlaybackRate").get("max") == "1.10"
+    # LL-HLS: PART-TARGET the longest part, PART-HOLD-BACK the target, at least three of them.
+    index, tree = _tree(tmp_path, part=low.part_duration,
+                        part_target=low.part_target(Fraction(25)), target=low.target_s)
+    dash = tmp_path / "dash"
+    (dash / tree.segment_name("0", 1)).write_bytes(STYP + chunk(5) * parts)
+    (dash / f"{tree.segment_name('0', 2)}.tmp").write_bytes(STYP + chunk(5) * (parts - 1))
+    index.scan()
+    playlist = m3u8.loads(index.playlist(tree.renditions[0]).text())
+    assert playlist.part_inf.part_target == pytest.approx(part_target, abs=5e-4)
+    hold_back = playlist.server_control.part_hold_back
+    assert hold_back == pytest.approx(target_ms / 1000) and hold_back >= 3 * part_target - 1e-3
+    assert playlist.preload_hint.uri.endswith(f"T-0-00002.p{parts - 1}.m4s")
+    assert len(playlist.segments[-1].parts) == parts - 1
+
+
+def _published_mpd(tmp_path, low: LowLatency):
+    from lxml import etree
+
+    from mpstream.manifests import dash
+    from tests.unit.test_encoder_live import FFMPEG_FINAL_MPD
+
+    src, dst = tmp_path / "ffmpeg.mpd", tmp_path / "manifest.mpd"
+    src.write_text(FFMPEG_FINAL_MPD.replace('type="static"', 'type="dynamic"'))
+    dash.publish_live_mpd(src, dst, {}, "t", update_period=2.0,
+                          low_latency=low.mpd_timing(2.0))
+    return etree.parse(str(dst)).getroot()
 
 
 # --- chunks ---------------------------------------------------------------------------------------
@@ -174,9 +236,10 @@ def test_blocking_reload_waits_or_refuses_as_the_specification_says(msn, part, a
 
 # --- the origin's index of a tree being written --------------------------------------------
 
-def _tree(tmp_path) -> tuple[StreamIndex, LowLatencyTree]:
-    tree = LowLatencyTree(stamp="T", segment_duration=2.0, part_duration=0.5, part_target=0.52,
-                          target_latency_s=2.0, window_segments=3,
+def _tree(tmp_path, part: float = 0.5, part_target: float = 0.52, target: float = 2.0
+          ) -> tuple[StreamIndex, LowLatencyTree]:
+    tree = LowLatencyTree(stamp="T", segment_duration=2.0, part_duration=part,
+                          part_target=part_target, target_latency_s=target, window_segments=3,
                           renditions=(Rendition(playlist="360p", rep="0", kind="video"),))
     dash = tmp_path / "dash"
     dash.mkdir()

@@ -8,6 +8,14 @@ import pytest
 
 from mpstream.errors import UserError
 from mpstream.netem.profile import profile_from_dict
+from mpstream.qoe.events import (
+    BufferData,
+    BufferEvent,
+    SegmentData,
+    SegmentEvent,
+    StartupData,
+    StartupEvent,
+)
 from mpstream.transports import pathpolicy
 from mpstream.transports.base import get_transport
 from mpstream.transports.pathpolicy import (
@@ -21,6 +29,9 @@ from mpstream.transports.pathpolicy import (
 
 pytestmark = pytest.mark.unit
 MARKS = DeadlineMarks(low_s=4, high_s=10, margin_s=1)
+STARTUP = StartupEvent(seq=0, t_ms=0.0, type="startup", data=StartupData(
+    startup_delay_ms=900.0, manifest_ms=40.0, first_segment_ms=300.0, decode_ms=20.0,
+    codec="avc1.64001f", width=640, height=360, bitrate=800_000.0))
 
 
 def _fit(profile, name):
@@ -97,20 +108,53 @@ def test_marks_must_be_ordered():
 
 
 def _events(*levels, startup=True):
-    out, seq = [], 0
-    if startup:
-        out.append({"seq": seq, "type": "startup", "data": {}})
-    for level in levels:
-        seq += 1
-        out.append({"seq": seq, "type": "buffer", "data": {"level_s": level}})
+    """The probe's events, as the collector's client gives them: a startup, then one buffer
+    level a second."""
+    out = [STARTUP] if startup else []
+    for seq, level in enumerate(levels, start=1):
+        out.append(BufferEvent(seq=seq, t_ms=1000.0 * seq, type="buffer",
+                               data=BufferData(level_s=level, position=float(seq))))
     return out
+
+
+def _after(feed):
+    """A collector's `events_since`: only the events after the seq asked, and a record of the
+    seqs asked."""
+    def since(seq):
+        feed.setdefault("asked", []).append(seq)
+        return [e for e in feed["events"] if e.seq > seq]
+    return since
+
+
+def test_the_controller_asks_only_for_the_events_after_the_last_it_folded():
+    feed = {"events": _events(8.0)}
+    ctl = PathPolicyController(policy=policy_named("deadline"), held=[1], events=_after(feed))
+    ctl.step()
+    feed["events"] = _events(8.0, 7.0, 6.0)
+    ctl.step()
+    ctl.step()
+    assert feed["asked"] == [-1, 1, 3]
+    assert (ctl.view.previous_buffer_s, ctl.view.buffer_s) == (7.0, 6.0)
+
+
+def test_a_video_segments_rate_is_the_qoe_modules_and_a_timeless_one_keeps_the_last():
+    def segment(seq, kind, t_done, bytes_=500_000):
+        return SegmentEvent(seq=seq, t_ms=0.0, type="segment", data=SegmentData(
+            url="/s.m4s", kind=kind, bitrate=1e6, bytes=bytes_, t_request=1000.0,
+            t_first_byte=1000.0, t_done=t_done, index=seq, duration_s=2.0))
+
+    view = pathpolicy.PlayerView()
+    view.fold([segment(1, "video", 2000.0)])
+    assert (view.segment_bytes, view.segment_bps) == (500_000, 4e6)
+    view.fold([segment(2, "video", 1000.0, 250_000), segment(3, "audio", 1500.0)])
+    assert (view.segment_bytes, view.segment_bps) == (250_000, 4e6)
 
 
 def test_the_controller_toggles_the_metered_paths_and_records_why():
     calls = []
     feed = {"events": _events(8.0, 4.5)}
     ctl = PathPolicyController(
-        policy=policy_named("deadline"), held=[1], events=lambda: feed["events"],
+        policy=policy_named("deadline"), held=[1], events=_after(feed),
         counters=lambda: [{"rx_bytes": 0}, {"rx_bytes": 0}],
         hold=lambda path, held: calls.append((path, held)))
     assert ctl.step() is None and calls == []
@@ -130,7 +174,7 @@ def test_a_failed_toggle_fails_the_session_and_the_flag_is_restored_on_exit():
         raise UserError("Error: endpoint not found")
 
     ctl = PathPolicyController(policy=policy_named("deadline"), held=[1],
-                               events=lambda: _events(2.0, 1.0), hold=gone, poll_s=0.01)
+                               events=lambda seq: _events(2.0, 1.0), hold=gone, poll_s=0.01)
     with ctl.running():
         for _ in range(500):
             if ctl.failure:
@@ -140,7 +184,7 @@ def test_a_failed_toggle_fails_the_session_and_the_flag_is_restored_on_exit():
 
     calls = []
     ok = PathPolicyController(policy=policy_named("deadline"), held=[1],
-                              events=lambda: _events(2.0, 1.0),
+                              events=lambda seq: _events(2.0, 1.0),
                               hold=lambda path, held: calls.append(held))
     with ok.running():
         ok.step()  # joins: flag off
@@ -232,7 +276,7 @@ def test_fast_start_holds_the_slower_paths_until_the_first_frame_and_never_again
     calls = []
     feed = {"events": _events(startup=False)}
     ctl = PathPolicyController(
-        policy=policy_named("fast-start"), held=[1], events=lambda: feed["events"],
+        policy=policy_named("fast-start"), held=[1], events=_after(feed),
         counters=list,
         hold=lambda path, held: calls.append((path, held)))
     assert ctl.step() is None and calls == []  # no frame yet: the slow path stays back
@@ -268,7 +312,7 @@ def test_handover_holds_a_users_slower_paths_for_the_whole_session():
     calls = []
     feed = {}
     ctl = PathPolicyController(
-        policy=policy_named("handover"), held=[1], events=lambda: feed["events"],
+        policy=policy_named("handover"), held=[1], events=_after(feed),
         counters=list,
         hold=lambda path, held: calls.append((path, held)))
     for events in (_events(startup=False), _events(0.5), _events(0.5, 0.1, 0.0)):

@@ -278,7 +278,8 @@ def test_a_page_that_timed_out_names_the_kernels_receive_stall_when_there_is_one
     monkeypatch.setattr(session, "open_page",
                         lambda *a, **kw: contextlib.nullcontext(page))
     monkeypatch.setattr(session, "_follow", follow)
-    monkeypatch.setattr(session, "_collector_get", lambda *a: None)
+    monkeypatch.setattr(session, "_collector", lambda *a: None)
+    monkeypatch.setattr(session, "_summary", lambda *a: None)
     checked = []
     monkeypatch.setattr(session, "receive_stall",
                         lambda network: checked.append(network) or (stall if stalled else None))

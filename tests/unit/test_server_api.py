@@ -87,6 +87,22 @@ def test_resending_a_batch_never_duplicates(client, session):
     assert len(client.get(f"/api/v1/sessions/{session}").json["events"]) == 15
 
 
+def test_events_after_a_seq_are_those_not_seen_yet(client, session):
+    post_events(client, session, [event(i) for i in (0, 1, 2, 5)])
+    url = f"/api/v1/sessions/{session}/events"
+    every = client.get(url).json["events"]
+    assert every == client.get(f"/api/v1/sessions/{session}").json["events"]
+    assert [e["seq"] for e in every] == [0, 1, 2, 5]
+    assert [e["seq"] for e in client.get(url + "?after=1").json["events"]] == [2, 5]
+    assert client.get(url + "?after=5").json == {"events": []}
+    assert client.get(url + "?after=").json["events"] == every
+    for bad in ("-1", "x", "1.5", str(schemas.MAX_SEQ + 1)):
+        r = client.get(f"{url}?after={bad}")
+        assert r.status_code == 400 and r.json["field"] == "after", bad
+    assert client.get("/api/v1/sessions/nosuch/events").status_code == 404
+    assert client.get("/api/v1/sessions/bad%20id/events").status_code == 400
+
+
 def test_session_creation_is_idempotent_but_conflicts_are_named(client, session):
     assert client.post("/api/v1/sessions", json=SESSION).status_code == 200
     r = client.post("/api/v1/sessions", json={**SESSION, "transport": "tcp"})
@@ -279,6 +295,7 @@ def test_openapi_document_has_every_route_and_no_other(tmp_path, noop):
         "/sessions/{session_id}/events", "/sessions/{session_id}/summary",
         "/summaries/grouped", "/export/events.csv", "/export/summaries.csv",
     }  # fmt: skip
+    assert ("get", "/sessions/{session_id}/events") in served
 
 
 def test_a_route_without_an_operation_is_missing_from_the_document(tmp_path):

@@ -75,3 +75,13 @@ export function highestAtMost(ladder, bps) {
   });
   return index;
 }
+
+// A recorded decision's inputs (an `abr_decision` event's, engine.js) as the rules take them:
+// the ladder's rungs, and each past download with the prediction made for it, if any.
+export function recordedLadder(inputs) {
+  return inputs.ladder_bps.map((bitrate) => ({ bitrate }));
+}
+
+export function recordedPast(inputs) {
+  return inputs.past.map((d) => ({ bytes: d.bytes, t_request: d.t_request, t_done: d.t_done, ...(d.predicted_bps > 0 ? { predictedBps: d.predicted_bps } : {}) }));
+}

@@ -3,37 +3,9 @@
 // they need between decisions (the past downloads, the last choice, RobustMPC's last
 // prediction), asks the rule once per downloaded segment, and records each decision with the
 // exact inputs it was given, so a session replays offline (`replayDecision`, docs/abr.md).
-import { bba0 } from './bba0.js';
-import { rateBased } from './rate-based.js';
-import { robustMpc } from './robust-mpc.js';
-
-// The catalog's names of our rules (catalog.json) → how each is asked.
-const RULES = {
-  bba0: (inputs, params) => bba0({
-    ladder: inputs.ladder_bps.map((bitrate) => ({ bitrate })),
-    bufferS: inputs.buffer_s,
-    previous: inputs.previous,
-    bufferTargetS: params.bufferTargetS,
-    reservoirS: params.reservoirS ?? null,
-    cushionS: params.cushionS ?? null,
-  }),
-  robustmpc: (inputs, params) => robustMpc({
-    ladder: inputs.ladder_bps.map((bitrate) => ({ bitrate })),
-    bufferS: inputs.buffer_s,
-    segmentS: inputs.segment_s,
-    past: inputs.past.map(pastDownload),
-    previous: inputs.previous,
-    bufferMaxS: params.bufferTargetS,
-    ...(params.horizon === undefined ? {} : { horizon: params.horizon }),
-    ...(params.lambda === undefined ? {} : { lambda: params.lambda }),
-    ...(params.mu === undefined ? {} : { mu: params.mu }),
-  }),
-  'rate-based': (inputs, params) => rateBased({
-    ladder: inputs.ladder_bps.map((bitrate) => ({ bitrate })),
-    past: inputs.past.map(pastDownload),
-    ...(params.window === undefined ? {} : { window: params.window }),
-  }),
-};
+// Each rule is asked through its module's decide(inputs, params) (rules/NAME.js), by the name
+// the catalog gives it (rules.js, written from catalog.json when the bundle is built).
+import { RULES } from './rules.js';
 
 export const OUR_RULES = Object.keys(RULES);
 // Past downloads a decision is given and records: the rules look at the last 5 at most.
@@ -43,10 +15,6 @@ export const PAST_KEPT = 10;
 export const DEFAULT_BUFFER_TARGET_S = 30;
 // Before any segment has told its duration.
 const FALLBACK_SEGMENT_S = 4;
-
-function pastDownload(d) {
-  return { bytes: d.bytes, t_request: d.t_request, t_done: d.t_done, ...(d.predicted_bps > 0 ? { predictedBps: d.predicted_bps } : {}) };
-}
 
 function finiteOrNull(value) {
   return typeof value === 'number' && Number.isFinite(value) ? value : null;

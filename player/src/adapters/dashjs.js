@@ -3,6 +3,7 @@
 // instead (same clock as everything else, sub-millisecond, true first byte).
 import { MediaPlayer } from 'dashjs';
 import { configureAbr } from './dashjs-abr.js';
+import { dashLiveSettings } from './live.js';
 import { perRequestXhrLoader } from './dashjs-xhr.js';
 import { codecFamily, codecProblem, ladderOf, pageClock, resourceTiming, stripCmcd } from './common.js';
 
@@ -90,14 +91,7 @@ export function createAdapter({ video, config, probe, fail, bufferAhead }) {
       ...(config.buffer
         ? { buffer: { bufferTimeDefault: config.buffer, bufferTimeAtTopQuality: config.buffer, bufferTimeAtTopQualityLongForm: config.buffer } }
         : {}),
-      // Live: play `targetLatency` s behind the edge (against the server's clock, from the
-      // MPD's UTCTiming), catching up by playing up to 1.25× (or 0.75× when too close).
-      ...(config.targetLatency
-        ? {
-            delay: { liveDelay: config.targetLatency, useSuggestedPresentationDelay: false },
-            liveCatchup: { enabled: true, maxDrift: config.targetLatency * 2 + 2, playbackRate: { min: -0.25, max: 0.25 } },
-          }
-        : {}),
+      ...dashLiveSettings(config),
     },
   });
 

@@ -1,10 +1,12 @@
 // The adaptation rule of an hls.js session (docs/abr.md): hls.js's own EWMA estimator with its
 // documented knobs, or one of ours as the `abrController` class hls.js is configured with.
 import Hls from 'hls.js';
+import { playerRules } from '../abr/catalog.js';
 import { AbrEngine } from '../abr/engine.js';
 
-// hls.js's documented ABR options: what `ewma` reads back from the player's config.
-export const EWMA_KNOBS = ['abrEwmaFastVoD', 'abrEwmaSlowVoD', 'abrEwmaDefaultEstimate', 'abrBandWidthFactor', 'abrBandWidthUpFactor'];
+// hls.js's documented ABR options, the parameters the catalog gives `ewma`: what it reads back
+// from the player's config.
+export const EWMA_KNOBS = playerRules('hlsjs').ewma.params;
 
 /**
  * An abrController class whose every choice is `engine`'s. It extends hls.js's own controller

@@ -3,6 +3,7 @@
 import Hls from 'hls.js';
 import { codecFamily, codecProblem, ladderOf, stripCmcd } from './common.js';
 import { abrConfig } from './hlsjs-abr.js';
+import { hlsLiveSettings } from './live.js';
 
 // Not errors of the session: hls.js reports the first three while it works around a stall
 // (the probe records stalls itself from the media element), and `aborted` when its own ABR
@@ -36,15 +37,7 @@ export function createAdapter({ video, config, probe, fail, bufferAhead }) {
     enableWorker: true,
     capLevelToPlayerSize: false,
     ...(config.buffer ? { maxBufferLength: config.buffer, maxMaxBufferLength: config.buffer } : {}),
-    // Live: play `targetLatency` s behind the edge; drift beyond it is caught up by playing
-    // faster (up to 1.25×), and beyond twice it (at least one more target) by a jump.
-    ...(config.targetLatency
-      ? {
-          liveSyncDuration: config.targetLatency,
-          liveMaxLatencyDuration: config.targetLatency * 2 + 2,
-          maxLiveSyncPlaybackRate: 1.25,
-        }
-      : {}),
+    ...hlsLiveSettings(config),
   });
   let mediaRecoveries = 0;
 

@@ -1,6 +1,6 @@
 // Query parameters of the player page (see docs/qoe-events.md and the README's Player section).
 // A bad parameter is reported by name, the way the rest of mpstream reports bad input.
-import ABR_CATALOG from '../abr/catalog.json' with { type: 'json' };
+import { defaultRule, playerRules } from '../abr/catalog.js';
 
 export const PLAYERS = ['hlsjs', 'dashjs'];
 // A transport's registered name (mpstream.transports): mptcp, tcp, … or unknown. It is what the
@@ -35,22 +35,22 @@ function playerForSource(src) {
 
 /** The adaptation rules `player` supports, by name (abr/catalog.json; docs/abr.md). */
 export function abrNames(player) {
-  return Object.keys(ABR_CATALOG[player].rules);
+  return Object.keys(playerRules(player));
 }
 
 // abr=NAME (default: the player's own default rule) and abr_param=KEY=VALUE, repeated, for the
 // rule's numeric parameters the catalog lists.
 function abrOf(params, player, errors) {
-  let abr = params.get('abr') || ABR_CATALOG[player].default;
-  const rule = ABR_CATALOG[player].rules[abr];
-  if (!rule) {
+  const rules = playerRules(player);
+  let abr = params.get('abr') || defaultRule(player);
+  if (!rules[abr]) {
     errors.push(`abr=${abr}: ${player} supports ${abrNames(player).join(', ')}`);
-    abr = ABR_CATALOG[player].default;
+    abr = defaultRule(player);
   }
   const abrParams = {};
   for (const raw of params.getAll('abr_param')) {
     const [key, value, ...rest] = raw.split('=');
-    const allowed = (ABR_CATALOG[player].rules[abr] || {}).params || [];
+    const allowed = (rules[abr] || {}).params || [];
     if (rest.length || value === undefined || !allowed.includes(key)) {
       errors.push(`abr_param=${raw}: give KEY=VALUE with KEY one of ${abr}'s parameters (${allowed.join(', ') || 'none'})`);
     } else if (!(Number.isFinite(Number(value)) && Number(value) >= 0 && value.trim() !== '')) {
@@ -68,6 +68,18 @@ function positiveNumber(params, name, errors) {
   const value = Number(raw);
   if (!Number.isFinite(value) || value <= 0) {
     errors.push(`${name}=${raw}: must be a number of seconds greater than 0`);
+    return null;
+  }
+  return value;
+}
+
+// A playback rate within [low, high] (a live player's catch-up bounds); null when absent.
+function rateWithin(params, name, low, high, errors) {
+  const raw = params.get(name);
+  if (raw === null || raw === '') return null;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value < low || value > high || (low === 0 && value === 0)) {
+    errors.push(`${name}=${raw}: must be a playback rate from ${low} to ${high}`);
     return null;
   }
   return value;
@@ -144,10 +156,16 @@ export function parseParams(search) {
   const buffer = positiveNumber(params, 'buffer', errors);
   // Live streams: how far behind the live edge to play (s); the library's default when absent.
   const targetLatency = positiveNumber(params, 'target_latency', errors);
+  // Live catch-up (player/livesync.py): the fastest playback rate while behind the target, the
+  // slowest while ahead of it (dash.js), how far past the target (s) to jump to the edge
+  // instead; null: the adapters' defaults.
+  const catchupMaxRate = rateWithin(params, 'catchup_max_rate', 1, 4, errors);
+  const catchupMinRate = rateWithin(params, 'catchup_min_rate', 0, 1, errors);
+  const maxDrift = positiveNumber(params, 'max_drift', errors);
   const { abr, abrParams } = abrOf(params, player, errors);
 
   return {
-    config: { src, player, session, scenario, trial, transport, seenBy, codec, collector, duration, startupTimeout, reportTimeout, buffer, targetLatency, abr, abrParams },
+    config: { src, player, session, scenario, trial, transport, seenBy, codec, collector, duration, startupTimeout, reportTimeout, buffer, targetLatency, catchupMaxRate, catchupMinRate, maxDrift, abr, abrParams },
     errors,
   };
 }

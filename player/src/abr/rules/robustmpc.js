@@ -7,8 +7,9 @@
 // each decision returns `predictionBps`, and the caller stores it on the download that follows as
 // `predictedBps`, so the errors are read back from `past`.
 import {
-  checkIndex, checkLadder, checkSeconds, DEFAULT_WINDOW, harmonicMean, recentDownloads,
-} from './common.js';
+  checkIndex, checkLadder, checkSeconds, DEFAULT_WINDOW, harmonicMean, recentDownloads, recordedLadder,
+  recordedPast,
+} from '../common.js';
 
 export const DEFAULT_HORIZON = 5;
 // Weight of a switch against a rung's bitrate (the paper's "balanced" preference).
@@ -124,4 +125,20 @@ export function robustMpc({ ladder, bufferS, segmentS, past = [], previous = nul
     plan,
     qoe,
   };
+}
+
+// A session's decision (engine.js) from its recorded inputs and the rule's parameters
+// (catalog.json: horizon, lambda, mu; the player's bufferTargetS is its buffer limit).
+export function decide(inputs, params) {
+  return robustMpc({
+    ladder: recordedLadder(inputs),
+    bufferS: inputs.buffer_s,
+    segmentS: inputs.segment_s,
+    past: recordedPast(inputs),
+    previous: inputs.previous,
+    bufferMaxS: params.bufferTargetS,
+    ...(params.horizon === undefined ? {} : { horizon: params.horizon }),
+    ...(params.lambda === undefined ? {} : { lambda: params.lambda }),
+    ...(params.mu === undefined ? {} : { mu: params.mu }),
+  });
 }

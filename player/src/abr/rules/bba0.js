@@ -1,7 +1,7 @@
 // BBA-0: the rate is a function of the buffer alone (Huang, Johari, McKeown, Trunnell and Watson,
 // "A Buffer-Based Approach to Rate Adaptation: Evidence from a Large Video Streaming Service",
 // SIGCOMM 2014). Written from the paper's definition; see docs/abr.md.
-import { checkIndex, checkLadder, checkSeconds } from './common.js';
+import { checkIndex, checkLadder, checkSeconds, recordedLadder } from '../common.js';
 
 // The paper's client held 240 s of video, with a 90 s reservoir and a 126 s cushion above it
 // (the top 24 s, a tenth of the buffer, maps to the top rate). A player here buffers far less, so
@@ -69,4 +69,17 @@ export function bba0({ ladder, bufferS, previous = null, reservoirS = null, cush
     reservoirS: r,
     cushionS: cu,
   };
+}
+
+// A session's decision (engine.js) from its recorded inputs and the rule's parameters
+// (catalog.json: reservoirS, cushionS; and the player's bufferTargetS).
+export function decide(inputs, params) {
+  return bba0({
+    ladder: recordedLadder(inputs),
+    bufferS: inputs.buffer_s,
+    previous: inputs.previous,
+    bufferTargetS: params.bufferTargetS,
+    reservoirS: params.reservoirS ?? null,
+    cushionS: params.cushionS ?? null,
+  });
 }

@@ -17,7 +17,6 @@ docs/data/ (scripts/docsfigures.py)."""
 from __future__ import annotations
 
 import json
-import time
 import tomllib
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -174,6 +173,12 @@ def reproduce_headline(runs: list[HeadlineRun], out_dir: Path, *, cluster: str |
 
 def _reproduce_run(run: HeadlineRun, out_dir: Path, cluster: str | None,
                    console: Console) -> dict[str, Any]:
+    """Runs (or resumes) one summary's conditions under the agreement rule, summarizes the new
+    run into OUT/summaries/, and returns its figures' verdicts with the run's time and load
+    (from its trials' own span: a resumed run counts the trials it ran before)."""
+    from mpstream.runner.layout import RUN_JSON, read_json
+    from mpstream.runner.report.summary import write_summary
+    from mpstream.runner.report.table import report_and_print
     from mpstream.runner.run import StopWatch, failed_trials, run_scenario
     from mpstream.runner.scenario import load_scenario
 
@@ -181,17 +186,23 @@ def _reproduce_run(run: HeadlineRun, out_dir: Path, cluster: str | None,
     run_dir = out_dir / "runs" / run.summary.stem
     console.print(f"[bold]{run.summary.stem}[/]: {', '.join(run.conditions)} until "
                   f"{len(run.figures)} figure(s) are decided", highlight=False)
-    started, load = time.monotonic(), provenance.load_avg_1m()
     statuses = run_scenario(scenario, run_dir, console=console,
                             cluster=cluster or run.command.cluster, only=run.conditions,
                             until=run.rule)
+    new = out_dir / "summaries" / run.summary.name
+    write_summary(report_and_print(run_dir, None, console), read_json(run_dir / RUN_JSON), new)
+    made = json.loads(new.read_text())["run"]
     finished = StopWatch(run_dir, scenario, run.conditions, run.rule).finished()
-    values, taken = collect((group, row) for _, group, row in finished)
-    verdicts = run.rule.verdicts(values, taken)
-    return {"summary": run.summary.stem, "run_dir": str(run_dir),
-            "seconds": round(time.monotonic() - started, 1), "load_before": load,
-            "load_after": provenance.load_avg_1m(),
-            "published_trials_per_condition": run.published["run"].get("trials_per_condition"),
+    verdicts = run.rule.verdicts(*collect((group, row) for _, group, row in finished))
+    return {"summary": run.summary.stem, "run_dir": str(run_dir), "new_summary": str(new),
+            "seconds": round((datetime.fromisoformat(made["finished"])
+                              - datetime.fromisoformat(made["started"])).total_seconds(), 1),
+            "load_avg_1m": made.get("load_avg_1m"), "environment": made.get("environment"),
+            "conditions": run.conditions, "trials": len(finished),
+            # The fixed count it replaces: the published run's trials of those conditions.
+            "fixed_trials": sum(c["trials_ok"] + c["trials_failed"]
+                                for c in run.published["conditions"]
+                                if c["label"] in run.conditions),
             "failed_trials": failed_trials(run_dir, statuses),
             "figures": [_row(run, f, v) for f, v in zip(run.figures, verdicts, strict=True)]}
 
@@ -212,7 +223,9 @@ def _row(run: HeadlineRun, f: HeadlineFigure, v: Verdict) -> dict[str, Any]:
 def _write(done: list[dict[str, Any]], out_dir: Path) -> dict[str, Any]:
     figures = [row for run in done for row in run["figures"]]
     said = {"date": datetime.now(UTC).strftime("%Y-%m-%d"),
-            "environment": provenance.environment(),
+            # The code and machine the trials ran on: the first run's (a resumed set may
+            # be finished by a later commit, which ran no trial).
+            "environment": done[0].get("environment") or provenance.environment(),
             "machine_seconds": round(sum(r["seconds"] for r in done)),
             "agree": sum(1 for r in figures if r["decision"] == "agrees"),
             "disagree": sum(1 for r in figures if r["decision"] == "disagrees"),
