@@ -52,6 +52,14 @@ def ip_batch(netns: str, lines: Sequence[str]) -> None:
         sh(["ip", "-n", netns, "-batch", "-"], input="\n".join(lines) + "\n")
 
 
+def ip_batch_undo(netns: str, lines: Sequence[str]) -> None:
+    """`ip` commands that take something away: each is tried (-force) whatever happened to
+    the one before, and what is already gone (or a namespace that is) is no error."""
+    if lines:
+        sh(["ip", "-n", netns, "-force", "-batch", "-"], input="\n".join(lines) + "\n",
+           check=False)
+
+
 def sysctl(netns: str, settings: dict[str, str | int]) -> None:
     argv = in_netns(netns, ["sysctl", "-q", "-w"])
     argv += [f"{key}={value}" for key, value in settings.items()]
@@ -71,6 +79,10 @@ def client_rmem(current: str | None = None) -> str:
     text = current if current is not None else (PROC_SYS / "net/ipv4/tcp_rmem").read_text()
     low, _, high = (int(v) for v in text.split())
     return f"{low} {CLIENT_RMEM_INITIAL} {max(high, CLIENT_RMEM_INITIAL)}"
+
+
+def kernel_has_mptcp() -> bool:
+    return (PROC_SYS / "net" / "mptcp" / "enabled").exists()
 
 
 def require_root() -> None:

@@ -17,6 +17,11 @@ Every client path, the competitors' after the client's, has a slot: its subnet 1
 and its interface c<slot> in the link namespace. A path with a link of its own has the emulator
 of its slot; a competitor's path `via` a client path is routed into that path's emulator, so the
 two share its rate and queue.
+
+A topology is built as steps (netem/steps/): namespaces, settings, links, addresses and routes,
+MPTCP endpoints, caps, emulators, the path check and the path manager, each made by a small
+object that also knows how to take itself away. `Topology` composes them: up in order, down in
+reverse, also when one fails or Ctrl-C lands half-way.
 """
 
 from __future__ import annotations
@@ -25,8 +30,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -35,40 +38,35 @@ from typing import Any
 
 from mpstream.errors import UserError
 from mpstream.netem import competitors, coupled, emulators, pathcaps, teardown
-from mpstream.netem.emulators import READY_TIMEOUT_S, Wire
+from mpstream.netem.emulators import Wire
 from mpstream.netem.profile import Profile, load_profile
+from mpstream.netem.steps import Step, Steps
+from mpstream.netem.steps.addresses import SERVER_ADDR, Addresses, ClientHost
+from mpstream.netem.steps.emulation import (
+    Caps,
+    EmulatorRouting,
+    Emulators,
+    VerifyPaths,
+    path_caps,
+)
+from mpstream.netem.steps.mptcp import Endpoints, PathManager, mptcp_hosts
+from mpstream.netem.steps.namespaces import Links, Namespaces
+from mpstream.netem.steps.sysctls import CongestionControls, Sysctls
 from mpstream.netem.system import (
-    PROC_SYS,
-    client_rmem,
-    ip_batch,
     require_cc,
     require_mptcp,
     require_root,
     require_scheduler,
     require_tools,
     sh,
-    signals_deferred,
-    sysctl,
 )
 from mpstream.netem.teardown import NAME_RULE, competitor_role, netns_name, read_state
 from mpstream.network import Competitor, Network, PathCounters, PathInfo
-from mpstream.proc import stop_pids
-from mpstream.transports.pathpolicy import mptcp_endpoint_id
-
-SERVER_ADDR = "10.2.0.2"
-SERVER_SUBNET = "10.2.0.0/24"
-CLIENT_SUBNETS = "10.1.0.0/16"
-MPTCP_MAX_SUBFLOWS = 8  # the kernel's MPTCP_PM_ADDR_MAX
 
 
 def _path_info(profile: Profile, index: int) -> PathInfo:
     return PathInfo(index=index, name=profile.path_label(index), client_addr=f"10.1.{index}.2",
                     client_ifname=f"p{index}", backup=profile.paths[index].backup)
-
-
-def router_addr(slot: int) -> str:
-    """The next hop from a client over the path in `slot` (the client's path `slot`)."""
-    return f"10.1.{slot}.1"
 
 
 def _competitors(profile: Profile, name: str) -> list[tuple[Competitor, list[Wire]]]:
@@ -116,6 +114,7 @@ class Topology(Network):
         self.wires = [Wire("client", self.client_ns, p, p.index, p.index) for p in self._paths]
         self.wires += [wire for _, wires in users for wire in wires]
         self.state_dir = teardown.state_dir() / name
+        self._steps: Steps | None = None  # the steps this process brings up
         self._down = False
         self.detached = False
 
@@ -186,24 +185,22 @@ class Topology(Network):
         self._write_state()
 
     def down(self, keep: Path | None = None) -> dict[str, Any]:
-        """Stops every process in the namespaces, removes them; returns the emulators' stats
-        (per path, per direction) when they wrote some. With `keep`, each emulator's
-        queueing-delay windows are copied there first (`<label>.jsonl`, e.g. path0.jsonl)."""
+        """Undoes the topology's steps, last first: stops every process in the namespaces,
+        removes them; returns the emulators' stats (per path, per direction) when they wrote
+        some. With `keep`, each emulator's queueing-delay windows are copied there first
+        (`<label>.jsonl`, e.g. path0.jsonl)."""
         if self._down:
             return {}
         self._down = True
-        teardown.remove_namespaces(teardown.topology_namespaces(self.name))
-        stop_pids(teardown.orphan_emulator_pids(self.name))
+        # Built by another process (attached), or interrupted before its steps were planned:
+        # every step counts as up, and undoing what is not there is fine.
+        steps = self._steps if self._steps is not None else Steps(self._plan(), already_up=True)
+        steps.down()
         stats = emulators.read_stats(self.state_dir)
         if keep is not None:
             emulators.keep_delay_logs(self.state_dir, keep)
+        # The record goes last: until then `mpstream clean` finds whatever a failure left.
         teardown.remove_state(self.name)
-        ends = self.profile.deployment
-        for cc in {ends.server.cc, ends.client.cc}:
-            if coupled.is_coupled(cc):
-                coupled.release(cc, self.name)
-        if ends.server.caps_paths:
-            pathcaps.release(self.name)
         return stats
 
     def __enter__(self) -> Topology:
@@ -293,185 +290,50 @@ class Topology(Network):
         # The record first: a folder without one is a leftover to `mpstream clean`.
         self._write_state()
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        for host in self.hosts:
-            sh(["ip", "netns", "add", self.netns(host)])
-        self._configure_sysctls()
-        self._create_links()
-        self._configure_client()
-        self._configure_server()
-        self._cap_paths()
+        self._steps = Steps(self._plan())
+        self._steps.up()
+
+    def _plan(self) -> list[Step]:
+        """The topology's steps, in the order they come up (and in reverse, go down)."""
+        p, ends = self.profile, self.profile.deployment
+        userspace_pm = ends.client.mptcp.path_manager == "userspace"
+        clients = self._client_hosts()
+        ccs = tuple(dict.fromkeys(cc for cc in (ends.client.cc, ends.server.cc)
+                                  if coupled.is_coupled(cc)))
+        steps: list[Step] = [CongestionControls(self.name, ccs)] if ccs else []
+        steps += [
+            Namespaces(self.name, tuple(self.netns(host) for host in self.hosts)),
+            Sysctls(ends, userspace_pm,
+                    tuple((h, self.netns(h)) for h in self.hosts if h != "link"), self.link_ns),
+            Links(self.link_ns, self.server_ns, tuple(self.wires)),
+            Addresses(clients, self.server_ns),
+            Endpoints(mptcp_hosts(p, clients, self.competitors, self.server_ns, userspace_pm)),
+        ]
+        if ends.server.caps_paths:
+            steps.append(Caps(self.name, self.server_ns, self.path_caps))
         # Without the emulator the link namespace simply forwards over its connected routes.
         if self.emulated:
-            ip_batch(self.link_ns,
-                     emulators.routing(self.wires, self.profile.server_link is not None))
-            self._start_emulators()
-        self._write_state()
-        self._verify_paths()
-        if self.profile.mode == "mptcp" and self._userspace_pm:
-            self._start_path_manager()
-
-    def _congestion_control(self, cc: str) -> str:
-        """The kernel's name of an end's CC; a coupled one is loaded first, and its use
-        recorded so that the last topology using it unloads it (netem/coupled.py)."""
-        if not coupled.is_coupled(cc):
-            return cc
-        return coupled.acquire(cc, self.name)
-
-    def _host_sysctls(self, host: str) -> dict[str, str | int]:
-        """The settings of one end's namespace: the deployment's for that end over the ones
-        every trial needs."""
-        end = self.profile.deployment.end(host)
-        server = self.profile.deployment.server
-        values: dict[str, str | int] = {
-            "net.mptcp.enabled": 1,
-            # The deployment's path manager is the client's; competing users keep the kernel's.
-            "net.mptcp.path_manager": "userspace" if host == "client" and self._userspace_pm
-            else "kernel",
-            # The sender's scheduler decides; every end runs the server's, as before.
-            "net.mptcp.scheduler": server.mptcp.scheduler,
-            "net.mptcp.checksum_enabled": int(end.mptcp.checksum),
-            "net.ipv4.tcp_congestion_control": self._congestion_control(end.cc),
-            # Each connection starts from scratch, not from metrics cached by an earlier trial.
-            "net.ipv4.tcp_no_metrics_save": 1,
-        }
-        if host != "server":
-            # A client's sockets start with a receive buffer that does not bound a young
-            # connection's window, unless the deployment sets its own: with the kernel's
-            # 128 KB, 6.18's MPTCP can stop a connection for good
-            # (docs/netem.md#the-clients-receive-buffer).
-            values["net.ipv4.tcp_rmem"] = client_rmem()
-        values.update(end.sysctls)
-        if not Path("/proc/sys/net/mptcp/path_manager").exists():
-            values.pop("net.mptcp.path_manager")  # kernels before 6.15: pm_type 0 is the default
-        if not kernel_has_mptcp():  # mode tcp on a kernel without MPTCP
-            values = {k: v for k, v in values.items() if not k.startswith("net.mptcp.")}
-        return values
-
-    @property
-    def _userspace_pm(self) -> bool:
-        return self.profile.deployment.client.mptcp.path_manager == "userspace"
-
-    def _start_path_manager(self) -> None:
-        """mpstream's userspace path manager in the client's namespace (netem/pathmanager.py):
-        it lives as long as the namespace, whose teardown stops it with every process there."""
-        args = [sys.executable, "-m", "mpstream.netem.pathmanager"]
-        for path in self.paths:
-            args += ["--path", f"{path.index},{path.client_addr},{path.client_ifname}"
-                     + (",backup" if path.backup else "")]
-        # Its events and actions go to a file, not a pipe: a topology `netem up` leaves
-        # running outlives this process, and the path manager with it.
-        out = (self.state_dir / "pathmanager.jsonl").open("wb")
-        err = (self.state_dir / "pathmanager.log").open("wb")
-        with signals_deferred():
-            proc = self.popen("client", args, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                              start_new_session=True)
-        out.close()
-        err.close()
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while b'"ready"' not in (self.state_dir / "pathmanager.jsonl").read_bytes():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                said = (self.state_dir / "pathmanager.log").read_text(errors="replace").strip()
-                raise UserError("the userspace path manager did not start: "
-                                + (said.splitlines()[-1] if said else "no word from it"))
-            time.sleep(0.01)
-
-    def _configure_sysctls(self) -> None:
-        common = {
-            # No IPv6 chatter (router solicitations) in the path byte counters.
-            "net.ipv6.conf.all.disable_ipv6": 1,
-            "net.ipv6.conf.default.disable_ipv6": 1,
-        }
-        for name in self.hosts:
-            if name != "link":
-                sysctl(self.netns(name), {**common, **self._host_sysctls(name)})
-        sysctl(self.link_ns, {
-            **common,
-            "net.ipv4.ip_forward": 1,
-            # Packets come back out of the emulator on a TUN device that is not the route
-            # back to their source: reverse-path filtering would drop them.
-            "net.ipv4.conf.all.rp_filter": 0,
-            "net.ipv4.conf.default.rp_filter": 0,
-        })
-
-    def _create_links(self) -> None:
-        lines = ["link set lo up", "link add s0 type veth peer name eth0 netns " + self.server_ns,
-                 "addr add 10.2.0.1/24 dev s0", "link set s0 up"]
-        for wire in self.wires:
-            c = f"c{wire.slot}"
-            lines += [f"link add {c} type veth peer name {wire.path.client_ifname} "
-                      f"netns {wire.ns}",
-                      f"addr add {router_addr(wire.slot)}/24 dev {c}", f"link set {c} up"]
-        ip_batch(self.link_ns, lines)
-
-    def _configure_client(self) -> None:
-        p = self.profile
-        mptcp = p.deployment.client.mptcp
-        self._configure_client_host("client", p.mode == "mptcp", p.primary_path,
-                                    subflows=mptcp.subflows,
-                                    add_addr_accepted=mptcp.add_addr_accepted,
-                                    fullmesh=mptcp.fullmesh)
-        for user in self.competitors:
-            self._configure_client_host(user.host, user.mptcp, 0)
-
-    def _configure_client_host(self, host: str, mptcp: bool, primary: int, *,
-                               subflows: int | None = None,
-                               add_addr_accepted: int | None = None,
-                               fullmesh: bool = False) -> None:
-        wires = [w for w in self.wires if w.host == host]
-        lines = ["link set lo up"]
-        for wire in wires:
-            path, table = wire.path, 100 + wire.path.index
-            lines += [
-                f"addr add {path.client_addr}/24 dev {path.client_ifname}",
-                f"link set {path.client_ifname} up",
-                # Traffic from this path's address leaves by this path (pins subflows, -B binds).
-                f"route add {SERVER_SUBNET} via {router_addr(wire.slot)} dev {path.client_ifname} "
-                f"table {table}",
-                f"rule add from {path.client_addr} lookup {table} pref {table}",
+            steps += [
+                EmulatorRouting(self.link_ns, tuple(self.wires), p.server_link is not None),
+                Emulators(self.name, self.link_ns, self.state_dir,
+                          lambda: emulators.configs(p, self.wires, self.competitors),
+                          self.emulator_pids, self._write_state),
             ]
-        first = wires[primary]
-        lines.append(f"route add {SERVER_SUBNET} via {router_addr(first.slot)} "
-                     f"dev {first.path.client_ifname}")
-        extra = [w.path for w in wires if w.path.index != primary]
-        if mptcp:
-            subflows = subflows if subflows is not None else len(extra)
-            accepted = add_addr_accepted if add_addr_accepted is not None else len(extra)
-            lines.append(f"mptcp limits set subflow {subflows} add_addr_accepted {accepted}")
-            # Under the userspace path manager the subflows are its own, not the endpoints'.
-            for path in [] if host == "client" and self._userspace_pm else extra:
-                flags = ["subflow"]
-                if path.backup:
-                    flags.append("backup")
-                if fullmesh:
-                    flags.append("fullmesh")
-                lines.append(f"mptcp endpoint add {path.client_addr} dev {path.client_ifname} "
-                             f"id {mptcp_endpoint_id(path.index)} {' '.join(flags)}")
-        elif kernel_has_mptcp():
-            lines.append("mptcp limits set subflow 0 add_addr_accepted 0")
-        ip_batch(self.netns(host), lines)
+        starts_down = frozenset(p.path_index(e.path) for e in p.events
+                                if e.action == "down" and e.at_s == 0)
+        steps.append(VerifyPaths(tuple(self.wires), self.server_addr, starts_down))
+        if p.mode == "mptcp" and userspace_pm:
+            steps.append(PathManager(self.client_ns, self.state_dir, tuple(self.paths)))
+        return steps
 
-    def _configure_server(self) -> None:
-        p = self.profile
-        extra = [len(self.paths) - 1 if p.mode == "mptcp" else 0,
-                 p.deployment.client.mptcp.subflows or 0]
-        extra += [len(u.paths) - 1 for u in self.competitors if u.mptcp]
-        subflows = max(extra) if p.mode == "mptcp" or any(u.mptcp for u in self.competitors) \
-            else 0
-        if p.mode == "mptcp" and self._userspace_pm:
-            # A subflow the client's path manager adds again joins while the server may still
-            # hold the old one (a server that only acks never times it out): the kernel's
-            # largest limit, or the join is reset once its handshake is done.
-            subflows = MPTCP_MAX_SUBFLOWS
-        lines = [
-            "link set lo up",
-            f"addr add {SERVER_ADDR}/24 dev eth0",
-            "link set eth0 up",
-            f"route add {CLIENT_SUBNETS} via 10.2.0.1 dev eth0",
-        ]
-        if kernel_has_mptcp():
-            lines.append(f"mptcp limits set subflow {subflows} add_addr_accepted 0")
-        ip_batch(self.server_ns, lines)
+    def _client_hosts(self) -> tuple[ClientHost, ...]:
+        """The client's host and each competitor's, with their wires and primary path."""
+        def wires(host: str) -> tuple[Wire, ...]:
+            return tuple(w for w in self.wires if w.host == host)
+
+        hosts = [ClientHost(self.client_ns, wires("client"), self.profile.primary_path)]
+        hosts += [ClientHost(self.netns(u.host), wires(u.host), 0) for u in self.competitors]
+        return tuple(hosts)
 
     def path_caps(self) -> dict[str, pathcaps.PathCap]:
         """What the server may send towards each capped path's subnet, when the deployment
@@ -483,67 +345,7 @@ class Topology(Network):
         fast path's window too cost per-segment rate
         (docs/deployments.md#the-servers-window-cap-per-path); `server.cap_every_path` caps
         them too."""
-        server = self.profile.deployment.server
-        if not server.caps_paths:
-            return {}
-        own = {w.slot: w for w in self.wires if w.own_link}
-        shared = [self.profile.server_link_model("uplink"),
-                  self.profile.server_link_model("downlink")]
-        found: dict[str, list[tuple[Wire, float, float]]] = {}
-        for wire in self.wires:
-            up, down, _ = emulators.wire_links(self.profile, self.competitors, own[wire.link])
-            rate = down.mean_bps()
-            if not rate:
-                raise UserError(
-                    f"deployment {self.profile.deployment.name}: server.cwnd_clamp_bdp, "
-                    f"pacing_cap and sndbuf_bdp need a rate on path {wire.path.name}; give the "
-                    "path a rate or drop the setting")
-            rtt_ms = up.delay_ms + down.delay_ms + sum(s.delay_ms for s in shared if s)
-            found.setdefault(wire.host, []).append((wire, float(rate), rtt_ms))
-        caps = {}
-        for paths in found.values():
-            fastest = max(rate for _, rate, _ in paths)
-            for wire, rate, rtt_ms in paths:
-                if rate < fastest or server.cap_every_path:
-                    caps[f"10.1.{wire.slot}.0"] = pathcaps.PathCap(
-                        pathcaps.clamp_packets(rate, rtt_ms, server.cwnd_clamp_bdp)
-                        if server.cwnd_clamp_bdp is not None else None,
-                        pathcaps.pacing_bytes(rate, server.pacing_cap)
-                        if server.pacing_cap is not None else None,
-                        pathcaps.sndbuf_bytes(rate, rtt_ms, server.sndbuf_bdp)
-                        if server.sndbuf_bdp is not None else None)
-        return caps
-
-    def _cap_paths(self) -> None:
-        caps = self.path_caps()
-        if caps:
-            pathcaps.acquire(self.name, self.server_ns, caps)
-
-    def _start_emulators(self) -> None:
-        configs = emulators.configs(self.profile, self.wires, self.competitors)
-        started = emulators.start(self.link_ns, self.state_dir, configs, self.emulator_pids)
-        self._write_state()
-        for label, proc in started:
-            emulators.wait_ready(self.state_dir, label, proc)
-
-    def _verify_paths(self) -> None:
-        """Fails early when a path does not carry packets (unless it starts failed)."""
-        starts_down = {self.profile.path_index(e.path) for e in self.profile.events
-                       if e.action == "down" and e.at_s == 0}
-        for wire in self.wires:
-            path = wire.path
-            if wire.link in starts_down:
-                continue
-            # With -w, -c counts replies: the first reply ends the probe; lossy profiles
-            # drop some on purpose.
-            probe = self.run(wire.host, ["ping", "-n", "-q", "-c", "1", "-i", "0.05", "-w", "5",
-                                         "-I", path.client_addr, self.server_addr],
-                             capture_output=True, text=True)
-            if probe.returncode != 0:
-                where = "path" if wire.host == "client" else f"{wire.host}'s path"
-                raise UserError(
-                    f"{where} {path.index} ({path.name}) carries no packets after setup: "
-                    f"{(probe.stdout + probe.stderr).strip()}")
+        return path_caps(self.profile, tuple(self.wires), self.competitors)
 
     # ---- state ------------------------------------------------------------------------------
 
@@ -639,6 +441,3 @@ def check_prerequisites(profile: Profile) -> None:
         if reason:
             raise UserError(f"deployment {profile.deployment.name}: {reason}")
 
-
-def kernel_has_mptcp() -> bool:
-    return (PROC_SYS / "net" / "mptcp" / "enabled").exists()

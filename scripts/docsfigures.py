@@ -313,21 +313,33 @@ def _loads(runs: list[dict]) -> str:
     return ", ".join(one(r) for r in runs)
 
 
+def _headline_parts(spec: dict, page: Path) -> list[dict]:
+    """The headline.json files the spec names (one, or a list: a set run in parts, a working
+    session each)."""
+    names = spec["reproduction"]
+    parts = []
+    for name in [names] if isinstance(names, str) else names:
+        path = (page.parent / name).resolve()
+        try:
+            parts.append(json.loads(path.read_text()))
+        except (OSError, ValueError) as e:
+            raise FigureError(f"cannot read {path}: {e}") from e
+    return parts
+
+
 def render_reproduction(spec: dict, page: Path) -> str:
-    """The headline reproduction (`reproduce --headline`'s headline.json, kept in docs/data/):
-    a row a figure with its published value, band, new mean and interval, decision and trials,
-    then each disagreement's or undecided figure's explanation from the spec's [explain]
-    (keyed "SUMMARY CONDITION METRIC WHAT"), which a disagreement must have."""
-    path = (page.parent / spec["reproduction"]).resolve()
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise FigureError(f"cannot read {path}: {e}") from e
+    """The headline reproduction (`reproduce --headline`'s headline.json, kept in docs/data/;
+    a list of them for a set run in parts): a row a figure with its published value, band, new
+    mean and interval, decision and trials; a line a part with its commit, date and load; a
+    row a run with its trials against the published count and its machine time; then each
+    figure that does not agree with the explanation from the spec's [explain] (keyed "SUMMARY
+    CONDITION METRIC WHAT"), which a disagreement must have."""
+    parts = _headline_parts(spec, page)
     explain = spec.get("explain", {})
     lines = ["| seed | figure (summary: condition, metric) | published | agrees within | new "
              "[anytime 95%] | decision | trials (published run's) |", "|" + "---|" * 7]
     notes = []
-    for row in data["figures"]:
+    for row in (row for data in parts for row in data["figures"]):
         key = f"{row['summary']} {row['condition']} {row['metric']} {row['what']}"
         pub = row["published"]
         what = "" if row["what"] == "mean" else f" {row['what'].replace(':', ' of ')}"
@@ -342,19 +354,24 @@ def render_reproduction(spec: dict, page: Path) -> str:
                 raise FigureError(f"{key} disagrees and [explain] says nothing of why")
             notes.append(f"- **{row['summary']}: {row['condition']}, {row['metric']}** "
                          f"({row['decision']}): {explain.get(key, 'no explanation yet')}")
-    env = data["environment"]
-    runs = sum(r["seconds"] for r in data["runs"])
-    lines += ["", f"{data['agree']} of {len(data['figures'])} figures agree, {data['disagree']} "
-              f"disagree, {data['undecided']} undecided; {runs / 60:.0f} machine minutes, "
-              f"commit {str(env.get('commit'))[:10]}, {data['date']}, kernel "
-              f"{env.get('kernel')}, {env.get('cpus')} cores; the machine's 1-minute load while "
-              f"each run ran, median (max): {_loads(data['runs'])}."]
+    lines += [""] + [_part_line(data) for data in parts]
     lines += ["", "| summary | conditions | trials run | the published run's count for them | "
               "machine minutes |", "|---|---|---|---|---|"]
-    for r in data["runs"]:
+    for r in (r for data in parts for r in data["runs"]):
         lines.append(f"| {r['summary']} | {', '.join(r['conditions'])} | {r['trials']} | "
                      f"{r['fixed_trials']} | {r['seconds'] / 60:.1f} |")
     return "\n".join(lines + (["", *notes] if notes else [])) + "\n"
+
+
+def _part_line(data: dict) -> str:
+    env = data["environment"]
+    runs = sum(r["seconds"] for r in data["runs"])
+    return (f"- {', '.join(r['summary'] for r in data['runs'])}: {data['agree']} of "
+            f"{len(data['figures'])} figures agree, {data['disagree']} disagree, "
+            f"{data['undecided']} undecided; {runs / 60:.0f} machine minutes, commit "
+            f"{str(env.get('commit'))[:10]}, {data['date']}, kernel {env.get('kernel')}, "
+            f"{env.get('cpus')} cores; the machine's 1-minute load while each run ran, median "
+            f"(max): {_loads(data['runs'])}.")
 
 
 def render_grid(s: Summary, spec: dict, page: Path) -> str:

@@ -307,7 +307,7 @@ class ToggleEvent:
 
 
 def mptcp_endpoint_id(path: int) -> int:
-    """The client's MPTCP endpoint id of emulated path `path` (netem/topology.py numbers them
+    """The client's MPTCP endpoint id of emulated path `path` (netem/steps/mptcp.py numbers them
     from 1; the primary path has none: it carries the initial subflow)."""
     return path + 1
 

@@ -370,8 +370,8 @@ def test_the_reproduction_table_is_generated_from_the_headline_run(tmp_path):
     body = figs.render('reproduction = "headline.json"\n', tmp_path / "page.md")
     assert ("| thesis | run-a: mptcp, `startup_delay_ms` ratio of tcp | 1.28 | 1.09 to 1.47 | "
             "1.31 [1.20, 1.43] | agrees | 7 (5) |") in body
-    assert "1 of 1 figures agree, 0 disagree, 0 undecided; 10 machine minutes, commit " \
-           "0123456789, 2026-12-02" in body
+    assert "- run-a: 1 of 1 figures agree, 0 disagree, 0 undecided; 10 machine minutes, " \
+           "commit 0123456789, 2026-12-02" in body
     assert "| run-a | mptcp, tcp | 14 | 10 | 10.0 |" in body
     assert "1.2 (2.5)" in body
 
@@ -384,3 +384,12 @@ def test_a_disagreement_needs_its_explanation(tmp_path):
             '"run-a mptcp startup_delay_ms ratio:tcp" = "The kernel changed."\n')
     body = figs.render(spec, tmp_path / "page.md")
     assert "- **run-a: mptcp, startup_delay_ms** (disagrees): The kernel changed." in body
+
+
+def test_a_set_run_in_parts_is_one_table(tmp_path):
+    _headline(tmp_path, "agrees")
+    (tmp_path / "part2.json").write_text((tmp_path / "headline.json").read_text()
+                                         .replace("run-a", "run-b"))
+    body = figs.render('reproduction = ["headline.json", "part2.json"]\n', tmp_path / "page.md")
+    assert body.count("| agrees |") == 2
+    assert "- run-a: 1 of 1" in body and "- run-b: 1 of 1" in body
