@@ -1,9 +1,12 @@
-"""A registry of plugins kept in one folder (a package): the transports (mpstream/transports/),
-the workloads (runner/workloads/) and the networks (runner/sites/). Each module (or package) of
-the folder registers what it defines when it is imported; the registry imports them all on its
-first lookup, never when it is itself imported, because they import the modules that ask the
-registry which names there are. The folder's other modules (`not_plugins`: its interface,
-`base`, and helpers its plugins share) are not imported as plugins."""
+"""A registry of plugins, one style for every kind of them. Most are kept in one folder (a
+package): the transports (mpstream/transports/), the workloads (runner/workloads/) and the
+networks (runner/sites/). Each module (or package) of the folder registers what it defines when
+it is imported; the registry imports them all on its first lookup, never when it is itself
+imported, because they import the modules that ask the registry which names there are. The
+folder's other modules (`not_plugins`: its interface, `base`, and helpers its plugins share) are
+not imported as plugins. The others are defined in one module, which registers them as it runs
+(`Registry.of_module`: the path policies, mphttp's schedulers, the host changes, the queue
+disciplines, the per-trial figures); there is no folder to scan."""
 
 from __future__ import annotations
 
@@ -18,19 +21,25 @@ T = TypeVar("T")
 
 class Registry(Generic[T]):
     """The plugins of package `package` (its folder `path`, kept as given so that a folder
-    added to the package's path is seen), each under the name `name_of` gives it, which must
-    match `name_pattern` when one is given; `what` names one in errors ("workload kind").
-    Plugins are listed in the folder's order (its modules by name), whichever was imported
-    first."""
+    added to the package's path is seen; None: those of one module, `of_module`), each under
+    the name `name_of` gives it, which must match `name_pattern` when one is given; `what` names
+    one in errors ("workload kind"). Plugins are listed in the folder's order (its modules by
+    name), whichever was imported first; one module's in the order they registered."""
 
-    def __init__(self, package: str, path: Iterable[str], what: str,
+    def __init__(self, package: str | None, path: Iterable[str], what: str,
                  name_of: Callable[[T], str], name_pattern: str | None = None,
                  not_plugins: Iterable[str] = ("base",)):
         self.package, self.path, self.what, self.name_of = package, path, what, name_of
         self.name_pattern = name_pattern
         self.not_plugins = frozenset(not_plugins)
         self.items: dict[str, T] = {}
-        self.loaded = False
+        self.loaded = package is None  # one module's: nothing to import
+
+    @classmethod
+    def of_module(cls, what: str, name_of: Callable[[T], str],
+                  name_pattern: str | None = None) -> Registry[T]:
+        """The plugins of one module, registered as it runs and listed in that order."""
+        return cls(None, (), what, name_of, name_pattern)
 
     def register(self, item: T) -> T:
         name = self.name_of(item)
@@ -48,7 +57,7 @@ class Registry(Generic[T]):
     def load(self, again: bool = False) -> None:
         """Import the folder's modules (`again`: also those added to it since, as a test does;
         a module imported already is not run twice)."""
-        if not self.loaded or again:
+        if self.package is not None and (not self.loaded or again):
             self.loaded = True
             modules = [f"{self.package}.{m.name}" for m in pkgutil.iter_modules(list(self.path))
                        if m.name not in self.not_plugins]

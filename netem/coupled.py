@@ -65,7 +65,7 @@ def registered(proc_sys: Path = PROC_SYS) -> list[str]:
     return available_values("net.ipv4.tcp_available_congestion_control", proc_sys)
 
 
-def missing(cc: str) -> str | None:
+def machine_refusal(cc: str) -> str | None:
     """Why `cc` cannot be loaded here before trying (None when it can be tried)."""
     if not object_path(cc).exists():
         return (f"the coupled congestion control {cc!r} is not built ({object_path(cc)} is "
@@ -114,7 +114,7 @@ def _allow(cc: str, proc_sys: Path) -> None:
 def acquire(cc: str, topology: str, proc_sys: Path = PROC_SYS) -> str:
     """Makes `cc` usable in `topology`'s namespaces (registered and allowed) and records the
     use; returns the kernel's name for it."""
-    reason = missing(cc)
+    reason = machine_refusal(cc)
     with _locked() as folder:
         (folder / f"{cc}.{topology}.use").write_text(topology)
         if kernel_name(cc) not in registered(proc_sys):
@@ -189,7 +189,7 @@ def awaiting_kernel(proc_sys: Path = PROC_SYS) -> list[str]:
 def probe(cc: str, proc_sys: Path = PROC_SYS) -> tuple[bool, str]:
     """Whether `cc` loads here, for `mpstream doctor`: registered and unregistered again at
     once when it is not in use, left alone when it is."""
-    reason = missing(cc)
+    reason = machine_refusal(cc)
     if reason:
         return False, reason
     with _locked() as folder:

@@ -17,11 +17,14 @@ from typing import Any
 
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from mpstream.registry import Registry
+
 MAX_MS = 60000.0  # the emulator's upper bound of every parameter
 
 
 @dataclass(frozen=True)
 class Aqm:
+    name: str  # what a profile's `aqm` says
     label: str | None  # what a link's description calls it (None: nothing, drop-tail)
     params: Mapping[str, float] = field(default_factory=dict)  # each one's default, ms
 
@@ -34,18 +37,18 @@ class Aqm:
 
 
 # One entry a discipline the emulator registers, with its parameters as the emulator has them.
-AQMS: dict[str, Aqm] = {
-    "none": Aqm(None),  # drop-tail only
-    "codel": Aqm("CoDel", {"codel_target_ms": 5.0, "codel_interval_ms": 100.0}),  # RFC 8289
-    "pie": Aqm("PIE", {"pie_target_ms": 15.0, "pie_tupdate_ms": 15.0}),  # RFC 8033
-}
+AQMS: Registry[Aqm] = Registry.of_module("queue discipline", lambda aqm: aqm.name)
+AQMS.register(Aqm("none", None))  # drop-tail only
+AQMS.register(Aqm("codel", "CoDel",  # RFC 8289
+                  {"codel_target_ms": 5.0, "codel_interval_ms": 100.0}))
+AQMS.register(Aqm("pie", "PIE", {"pie_target_ms": 15.0, "pie_tupdate_ms": 15.0}))  # RFC 8033
 # Every parameter's field, with the discipline it belongs to, in the table's order.
-PARAMS: dict[str, str] = {key: name for name, aqm in AQMS.items() for key in aqm.params}
+PARAMS: dict[str, str] = {key: aqm.name for aqm in AQMS.values() for key in aqm.params}
 
 
 def _named_by(key: str) -> str | None:
     """The discipline whose name and "_" begin `key`."""
-    return next((name for name in AQMS if key.startswith(f"{name}_")), None)
+    return next((name for name in AQMS.names() if key.startswith(f"{name}_")), None)
 
 
 def _error(key: str, value: Any, message: str) -> InitErrorDetails:
@@ -61,7 +64,7 @@ def _param_error(key: str, value: Any) -> InitErrorDetails | None:
     if not 0 < value <= MAX_MS:
         name = PARAMS[key]
         return _error(key, value, f"must be above 0 and at most {MAX_MS:g} ms (got {value:g}); "
-                                  f"{name}'s default is {AQMS[name].params[key]:g}")
+                                  f"{name}'s default is {AQMS.get(name).params[key]:g}")
     return None
 
 
@@ -81,9 +84,9 @@ def check_keys(data: Mapping[str, Any], fields: Collection[str]) -> list[InitErr
         name = _named_by(key)
         if name is None:
             errors.append(InitErrorDetails(type="extra_forbidden", loc=(key,), input=value))
-        elif AQMS[name].params:
+        elif AQMS.get(name).params:
             errors.append(_error(key, value, f"not a parameter of {name} (its parameters: "
-                                             f"{', '.join(AQMS[name].params)})"))
+                                             f"{', '.join(AQMS.get(name).params)})"))
         else:
             errors.append(_error(key, value, f"not a parameter: {name} takes none"))
     return errors

@@ -15,7 +15,7 @@ def check_coupled_cc() -> list[Finding]:
     found = []
     for cc in coupled.COUPLED:
         if os.geteuid() != 0:
-            reason = coupled.missing(cc)
+            reason = coupled.machine_refusal(cc)
             found.append(Finding("kernel", f"coupled cc {cc}", False,
                                  reason or "built; loading not tried without root",
                                  coupled.BUILD_COMMAND if reason else "run as root",

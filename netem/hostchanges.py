@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, TypeVar, dataclass_transform
 
 from mpstream.errors import UserError
+from mpstream.registry import Registry
 
 
 def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -64,7 +65,7 @@ class HostChange(ABC):
         return cls(**{name: record[name] for name in cls._recorded()})
 
 
-CHANGES: dict[str, type[HostChange]] = {}
+CHANGES: Registry[type[HostChange]] = Registry.of_module("host change", lambda cls: cls.kind)
 C = TypeVar("C", bound=type[HostChange])
 
 
@@ -75,7 +76,7 @@ def change(kind: str) -> Callable[[C], C]:
     def register(cls: C) -> C:
         dataclass(frozen=True)(cls)  # in place: without slots, dataclass keeps the class
         cls.kind = kind
-        CHANGES[kind] = cls
+        CHANGES.register(cls)
         return cls
 
     return register
@@ -86,7 +87,7 @@ def from_record(record: dict[str, Any]) -> HostChange:
     kind = record["kind"]
     if kind not in CHANGES:  # a state file from a newer version
         raise UserError(f"unknown change {kind!r} in a state file; undo it by hand")
-    return CHANGES[kind].from_record(record)
+    return CHANGES.get(kind).from_record(record)
 
 
 @change("table")

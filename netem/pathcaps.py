@@ -103,7 +103,7 @@ def _map_pin() -> Path:
     return _bpffs() / MAP_NAME
 
 
-def missing() -> str | None:
+def machine_refusal() -> str | None:
     """Why the per-path caps cannot be used here, before trying (None: they can be tried)."""
     if not OBJECT.exists():
         return (f"the per-path caps need their BPF program ({OBJECT} is missing): run "
@@ -200,7 +200,7 @@ def _value_hex(cap: PathCap) -> list[str]:
 def acquire(topology: str, server_ns: str, caps: dict[str, PathCap]) -> None:
     """Caps what the server in `server_ns` sends on every connection it opens or accepts to
     each subnet of `caps` (its /24's network address, e.g. 10.1.1.0)."""
-    reason = missing()
+    reason = machine_refusal()
     if reason:
         raise UserError(reason)
     cookie = netns_cookie(server_ns)

@@ -50,7 +50,7 @@ def timed_download(url: str, seconds: float, interface: str | None = None,
             raise UserError(f"transport {transport.name} runs a gateway on the server host, and "
                             "mpstream runs nothing on a real network's server: check the paths "
                             "with mptcp or tcp")
-        missing = transport.missing()
+        missing = transport.machine_refusals()
         if missing:
             raise UserError("; ".join(missing))
         argv = transport.wrap(argv)

@@ -149,7 +149,7 @@ class LinkFields(_Strict):
     @classmethod
     def _known_aqm(cls, value: str | None) -> str | None:
         if value is not None and value not in disciplines.AQMS:
-            raise ValueError(f"aqm must be one of {', '.join(map(repr, disciplines.AQMS))} "
+            raise ValueError(f"aqm must be one of {', '.join(map(repr, disciplines.AQMS.names()))} "
                              f"(got {value!r})")
         return value
 
@@ -233,7 +233,7 @@ class Link(BaseModel):
             parts.append(f"queue {self.queue_bytes / 1000:g} KB")
         elif self.queue_packets:
             parts.append(f"queue {self.queue_packets} pkt")
-        discipline = disciplines.AQMS[self.aqm].describe(self.aqm_params)
+        discipline = disciplines.AQMS.get(self.aqm).describe(self.aqm_params)
         if discipline:
             parts.append(discipline)
         return ", ".join(parts)

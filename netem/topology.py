@@ -431,13 +431,13 @@ def check_prerequisites(profile: Profile) -> None:
     for end, settings in (("server", profile.deployment.server),
                           ("client", profile.deployment.client)):
         if coupled.is_coupled(settings.cc):
-            reason = coupled.missing(settings.cc)
+            reason = coupled.machine_refusal(settings.cc)
             if reason:
                 raise UserError(f"deployment {end}.cc: {reason}")
         else:
             require_cc(settings.cc)
     if profile.deployment.server.caps_paths:
-        reason = pathcaps.missing()
+        reason = pathcaps.machine_refusal()
         if reason:
             raise UserError(f"deployment {profile.deployment.name}: {reason}")
 

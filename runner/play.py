@@ -343,7 +343,7 @@ def _real_transport(resolved: ResolvedCondition) -> Transport:
     """The transport of a session from a server elsewhere (mptcp unless told), refused where it
     would need mpstream to change the host's own settings or to run something on the server."""
     chosen = resolved.transport
-    refusal = chosen.refuses_scheduler()
+    refusal = chosen.scheduler_refusal()
     if refusal:
         raise UserError(refusal)
     if chosen.scheduler is not None and chosen.kernel_mptcp:
@@ -373,11 +373,11 @@ def _emulated_choice(scenario: Scenario) -> tuple[Profile, Transport]:
         raise UserError(f"profile {profile.name} has competing clients: they play (or download) "
                         "in scenarios, where each user's figures are recorded: put the profile "
                         "in a scenario and use `mpstream run`")
-    refusal = chosen.refuses_cc(profile.cc)
+    refusal = chosen.cc_refusal(profile.cc)
     if refusal:
         raise UserError(f"profile {profile.name}: {refusal}")
     # What the video workload refuses of a run's condition (mphttp on a low-latency stream)
-    refusal = workload_for("video").refuses(scenario, resolved)
+    refusal = workload_for("video").refusal(scenario, resolved)
     if refusal:
         raise UserError(refusal)
     return profile, chosen

@@ -194,23 +194,23 @@ def preflight(scenario: Scenario) -> None:
     if os.geteuid() != 0:
         problems.append("runs need root (network namespaces): run it with sudo")
     for kind in dict.fromkeys(c.kind for c in conditions):
-        problems += site_class(kind).needs()
-    problems += workload.preflight(scenario)
+        problems += site_class(kind).machine_refusals()
+    problems += workload.machine_refusals(scenario)
     problems += pair_problems(scenario)
     transports = set()
     for cond in conditions:
         site, resolved = site_class(cond.kind), scenario.resolved(cond)
         # A scheduler the transport lacks here, refused before any topology.
-        refusal = resolved.transport.refuses_scheduler()
+        refusal = resolved.transport.scheduler_refusal()
         if refusal:
             problems.append(f"condition {cond.label}: {refusal}")
             continue
-        refusals = site.problems(resolved)
-        refusals += [r for r in [workload.refuses(scenario, resolved)] if r]
+        refusals = site.refusals(resolved)
+        refusals += [r for r in [workload.refusal(scenario, resolved)] if r]
         problems += [f"condition {cond.label}: {r}" for r in refusals]
         transports |= {resolved.transport, *site.other_transports(resolved)}
     for transport in sorted(transports, key=lambda t: t.name):
-        problems += transport.missing()
+        problems += transport.machine_refusals()
     for tool in ("ss", "nstat", "stdbuf", *workload.tools):
         if shutil.which(tool) is None:
             problems.append(f"{tool} is missing: run `make setup`")

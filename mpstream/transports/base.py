@@ -100,7 +100,7 @@ class Transport(ABC):
         """This transport running scheduler `name` (None: its default); a name it lacks is an
         error naming the ones it has."""
         chosen = self.scheduled(name)
-        refusal = chosen.refuses_scheduler()
+        refusal = chosen.scheduler_refusal()
         if refusal:
             raise UserError(refusal)
         return chosen
@@ -108,14 +108,14 @@ class Transport(ABC):
     def scheduled(self, name: str | None) -> Transport:
         """This transport set to run scheduler `name` (None: its default), unchecked: which
         schedulers there are is this machine's to say (the kernel's, a program's that must be
-        built), so a condition names one anywhere and `refuses_scheduler` tells where it runs."""
+        built), so a condition names one anywhere and `scheduler_refusal` tells where it runs."""
         if name is None:
             return self
         chosen = copy.copy(self)
         chosen.scheduler = name
         return chosen
 
-    def refuses_scheduler(self) -> str | None:
+    def scheduler_refusal(self) -> str | None:
         """Why this use's scheduler cannot run here (None: it can, or none was chosen)."""
         name = self.scheduler
         if name is None:
@@ -160,18 +160,18 @@ class Transport(ABC):
         """What shows that `who` (a browser, iperf3) spoke this transport since `before`."""
         return Proof()
 
-    def missing(self) -> list[str]:
+    def machine_refusals(self) -> list[str]:
         """What this machine lacks to run this transport, each with its fix."""
         return []
 
-    def refuses_low_latency(self) -> str | None:
+    def low_latency_refusal(self) -> str | None:
         """Why this transport cannot carry a low-latency live stream, or None. Such a stream's
         segment being written is sent as it grows (chunked, no Content-Length), and the player
         needs each chunk as it arrives; the kernel's transports do that, and the hop passes
         each chunk on as it comes (docs/quic.md)."""
         return None
 
-    def refuses_cc(self, cc: str | None) -> str | None:
+    def cc_refusal(self, cc: str | None) -> str | None:
         """Why this transport cannot run congestion control `cc` (a profile's), or None."""
         return None
 

@@ -27,7 +27,7 @@ class MPTCP(Transport):
     summary = "the kernel's Multipath TCP over every path (programs under mptcpize)"
     kernel_mptcp = True
     # The client's endpoint backup flag (MP_PRIO to the server) holds a metered path back.
-    path_policies = tuple(pathpolicy.POLICY_TYPES)  # every one
+    path_policies = tuple(pathpolicy.POLICY_TYPES.names())  # every one
     network_mode = "mptcp"
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
@@ -73,7 +73,7 @@ class MPTCP(Transport):
                                     f"the {n_paths} paths during the session ({who})"))
         return Proof(counters)
 
-    def missing(self) -> list[str]:
+    def machine_refusals(self) -> list[str]:
         out = []
         if shutil.which("mptcpize") is None:
             out.append("mptcpize is missing: install the mptcpd package (`make setup`)")

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from mpstream.errors import UserError
+from mpstream.registry import Registry
 
 if TYPE_CHECKING:
     from mpstream.qoe.events import BaseEvent
@@ -40,7 +41,8 @@ class PathPolicy:
     """A path policy's behaviour: which paths it holds back (`held_paths`: the metered ones,
     unless it says otherwise), whether it holds any at all (`acts`), whether they start held
     (the profile's endpoint flag, `starts_held`), and whether it changes that while playing
-    (`adapts`, through `decide`). One instance a policy, by name in POLICY_TYPES."""
+    (`adapts`, through `decide`). One instance a policy; each class registers itself by name
+    in POLICY_TYPES (`@POLICY_TYPES.register`): adding a policy is adding its class."""
 
     name: ClassVar[str]
     summary: ClassVar[str]
@@ -78,6 +80,11 @@ class PathPolicy:
         return hash(type(self))
 
 
+POLICY_TYPES: Registry[type[PathPolicy]] = Registry.of_module("path policy",
+                                                            lambda cls: cls.name)
+
+
+@POLICY_TYPES.register
 class Always(PathPolicy):
     name = "always"
     summary = "every path carries data as the transport's scheduler likes (off-the-shelf multipath)"
@@ -88,11 +95,13 @@ class Always(PathPolicy):
         return []
 
 
+@POLICY_TYPES.register
 class Backup(PathPolicy):
     name = "backup"
     summary = "the metered paths are backup paths: they carry data only when the others fail"
 
 
+@POLICY_TYPES.register
 class Deadline(PathPolicy):
     name = "deadline"
     summary = ("MP-DASH: a metered path joins when the player's buffer falls below a low mark "
@@ -115,6 +124,7 @@ class _SlowerPaths(PathPolicy):
         return [i for i in profile.slower_paths() if not profile.paths[i].backup]
 
 
+@POLICY_TYPES.register
 class FastStart(_SlowerPaths):
     """The first segment on the fastest path alone: the kernel's scheduler gives an idle
     subflow a whole burst at the start of a response whatever its rate, so a slow path carries
@@ -132,6 +142,7 @@ class FastStart(_SlowerPaths):
         return None
 
 
+@POLICY_TYPES.register
 class Handover(_SlowerPaths):
     """The fastest path carries the stream and the slower ones stand by, as in Apple's
     `handover` multipath service type. For low-latency live: there a part's tail on a slow path
@@ -144,23 +155,22 @@ class Handover(_SlowerPaths):
                "only while the fastest has failed")
 
 
-POLICY_TYPES: dict[str, type[PathPolicy]] = {
-    cls.name: cls for cls in (Always, Backup, Deadline, FastStart, Handover)}
-POLICIES: dict[str, str] = {name: cls.summary for name, cls in POLICY_TYPES.items()}
+# What each policy does, by name, in the order they registered.
+POLICIES: dict[str, str] = {cls.name: cls.summary for cls in POLICY_TYPES.values()}
 DEFAULT_POLICY = Always.name
 
 
 def known_policy(name: str | None) -> str | None:
     """`name` (or None) when it is a policy; a ValueError naming the policies, for a model's
     validator (a scenario's condition, a deployment)."""
-    if name is not None and name not in POLICIES:
+    if name is not None and name not in POLICY_TYPES:
         raise ValueError(f"{name!r} is no path policy: choose one of {', '.join(POLICIES)}")
     return name
 
 
 def check_policy(name: str) -> str:
     """`name` when it is a policy; else an error naming the policies there are."""
-    if name not in POLICIES:
+    if name not in POLICY_TYPES:
         raise UserError(f"path policy {name!r}: choose one of {', '.join(POLICIES)} "
                         "(docs/cellular.md)")
     return name
@@ -168,7 +178,7 @@ def check_policy(name: str) -> str:
 
 def policy_named(name: str | None) -> PathPolicy:
     """The policy of that name (None: the default), or an error naming the policies."""
-    return POLICY_TYPES[check_policy(name or DEFAULT_POLICY)]()
+    return POLICY_TYPES.get(check_policy(name or DEFAULT_POLICY))()
 
 
 def refusal(policy: PathPolicy, transport_name: str, carried_out: Sequence[str],

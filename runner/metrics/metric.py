@@ -12,18 +12,20 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from mpstream.metric import Metric
+from mpstream.registry import Registry
 from mpstream.runner.workloads import workload_kinds
 
-_TRIAL: dict[str, Metric] = {}
-_PER_PATH: dict[str, Metric] = {}
+_TRIAL: Registry[Metric] = Registry.of_module("figure", lambda m: m.name)
+_PER_PATH: Registry[Metric] = Registry.of_module("per-path figure", lambda m: m.name)
 
 
 def declare(*metrics: Metric) -> tuple[Metric, ...]:
     for metric in metrics:
         table = _PER_PATH if metric.per_path else _TRIAL
-        if metric.name in table and table[metric.name] != metric:
+        if metric.name not in table:
+            table.register(metric)
+        elif table.get(metric.name) != metric:
             raise ValueError(f"figure {metric.name!r} is declared twice, differently")
-        table[metric.name] = metric
     return metrics
 
 
@@ -37,11 +39,11 @@ def metric_label(name: str) -> tuple[str, str]:
     """A figure's label and unit (per path: "…, path 1"); an undeclared one: its name."""
     _declared()
     if name in _TRIAL:
-        return _TRIAL[name].label, _TRIAL[name].unit
+        return _TRIAL.get(name).label, _TRIAL.get(name).unit
     if name.startswith("path") and "_" in name:
         head, rest = name.split("_", 1)
         if rest in _PER_PATH:
-            return f"{_PER_PATH[rest].label}, path {head[4:]}", _PER_PATH[rest].unit
+            return f"{_PER_PATH.get(rest).label}, path {head[4:]}", _PER_PATH.get(rest).unit
         return f"{rest}, path {head[4:]}", ""
     return name, ""
 
@@ -57,7 +59,7 @@ def is_declared(name: str) -> bool:
 
 def declared_names() -> list[str]:
     _declared()
-    return sorted(_TRIAL)
+    return sorted(_TRIAL.names())
 
 
 def declared_metrics() -> list[Metric]:

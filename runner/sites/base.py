@@ -63,12 +63,12 @@ class Site(ABC):
         return resolution(cond, get_transport(cond.transport or "mptcp").scheduled(cond.scheduler))
 
     @classmethod
-    def needs(cls) -> list[str]:
+    def machine_refusals(cls) -> list[str]:
         """What this machine lacks for any condition of this kind, each with its fix."""
         return []
 
     @classmethod
-    def problems(cls, resolved: ResolvedCondition) -> list[str]:
+    def refusals(cls, resolved: ResolvedCondition) -> list[str]:
         """Why the resolved condition cannot run here (empty: it can)."""
         return []
 

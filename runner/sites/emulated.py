@@ -93,7 +93,7 @@ class EmulatedSite(Site):
                              "server runs its own")
 
     @classmethod
-    def needs(cls) -> list[str]:
+    def machine_refusals(cls) -> list[str]:
         from mpstream.netem.teardown import EMULATOR
 
         if not EMULATOR.exists():
@@ -101,7 +101,7 @@ class EmulatedSite(Site):
         return []
 
     @classmethod
-    def problems(cls, resolved: ResolvedCondition) -> list[str]:
+    def refusals(cls, resolved: ResolvedCondition) -> list[str]:
         from mpstream.netem import coupled
         from mpstream.netem.competitors import with_transports
         from mpstream.netem.system import require_cc
@@ -113,7 +113,7 @@ class EmulatedSite(Site):
             pathpolicy.check_for(resolved.path_policy, transport, profile)
         except UserError as exc:
             problems.append(str(exc))
-        refusal = transport.refuses_cc(profile.cc)
+        refusal = transport.cc_refusal(profile.cc)
         if refusal:
             problems.append(refusal)
         elif not coupled.is_coupled(profile.cc):
@@ -134,7 +134,7 @@ class EmulatedSite(Site):
                                 f"bulk download, which {speaks.name} cannot carry (it carries "
                                 "a player's HTTP only): give it mptcp or tcp")
             problems += [f"competitor {user.name or user.transport}: {refused}"
-                         for refused in [speaks.refuses_cc(profile.cc)] if refused]
+                         for refused in [speaks.cc_refusal(profile.cc)] if refused]
         return problems
 
     @classmethod

@@ -65,7 +65,7 @@ class RealSite(Site):
             raise UserError(str(exc)) from None
 
     @classmethod
-    def problems(cls, resolved: ResolvedCondition) -> list[str]:
+    def refusals(cls, resolved: ResolvedCondition) -> list[str]:
         problems = []
         transport = resolved.transport
         if transport.scheduler is not None and transport.kernel_mptcp:

@@ -101,11 +101,11 @@ class Workload(ABC):
         """UserError when an input the scenario names is unusable (before its run folder)."""
         return None
 
-    def preflight(self, scenario: Scenario) -> list[str]:
+    def machine_refusals(self, scenario: Scenario) -> list[str]:
         """What this machine lacks for the scenario's trials, each with its fix."""
         return []
 
-    def refuses(self, scenario: Scenario, resolved: ResolvedCondition) -> str | None:
+    def refusal(self, scenario: Scenario, resolved: ResolvedCondition) -> str | None:
         """Why this workload cannot run a condition of `scenario` as it resolved (its transport,
         its path policy, its network) (None: it can)."""
         return None

@@ -32,7 +32,7 @@ class BulkTransfer(Workload):
         Metric("iperf_retransmits", "iperf3 retransmits", "count"),
     )
 
-    def refuses(self, scenario: Scenario, resolved: ResolvedCondition) -> str | None:
+    def refusal(self, scenario: Scenario, resolved: ResolvedCondition) -> str | None:
         transport = resolved.transport
         if resolved.path_policy.adapts:
             return (f"path policy {resolved.path_policy.name} follows a player's buffer, and an "

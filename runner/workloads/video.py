@@ -141,7 +141,7 @@ class VideoSession(Workload):
         if scenario.media is not None:
             existing_tree(scenario.media, scenario.base_dir)
 
-    def refuses(self, scenario: Scenario, resolved: ResolvedCondition) -> str | None:
+    def refusal(self, scenario: Scenario, resolved: ResolvedCondition) -> str | None:
         """A low-latency live stream over a transport that cannot carry one (mphttp), the
         condition's own or a competing player's; a condition that plays a server of its own
         (a real network's URL) does not play the run's stream."""
@@ -154,13 +154,13 @@ class VideoSession(Workload):
         competing = with_transports(network) if network is not None else []
         players = [transport, *(speaks for user, speaks in competing if user.traffic == "same")]
         for speaks in players:
-            refusal = speaks.refuses_low_latency()
+            refusal = speaks.low_latency_refusal()
             if refusal:
                 who = "" if speaks is transport else "a competing player's "
                 return f"{stream}: {who}{refusal}"
         return None
 
-    def preflight(self, scenario: Scenario) -> list[str]:
+    def machine_refusals(self, scenario: Scenario) -> list[str]:
         from mpstream.player.browsers import check_browser
         from mpstream.player.session import DIST_DIR
 

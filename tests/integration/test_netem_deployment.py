@@ -150,7 +150,7 @@ def test_the_servers_caps_hold_the_slower_path_and_go_with_the_topology():
     from mpstream.netem import pathcaps
     from mpstream.netem.pathcaps import PathCap
 
-    assert pathcaps.missing() is None  # `make test-deployments` builds the program
+    assert pathcaps.machine_refusal() is None  # `make test-deployments` builds the program
     mounts_before = sorted(Path("/proc/mounts").read_text().splitlines())
     dep = deployment_from_dict({"server": {"cwnd_clamp_bdp": 2.0, "sndbuf_bdp": 2.0,
                                            "pacing_cap": 1.0}})

@@ -31,11 +31,11 @@ def test_a_coupled_cc_with_more_paths_than_it_couples_is_refused(cc):
 
 def test_an_unbuilt_coupled_cc_is_named_with_the_build_command(tmp_path, monkeypatch):
     monkeypatch.setattr(coupled, "OBJECT_DIR", tmp_path)
-    reason = coupled.missing("olia")
+    reason = coupled.machine_refusal("olia")
     assert reason is not None
     assert "'olia' is not built" in reason and "make coupled-cc" in reason
     (tmp_path / "olia.bpf.o").write_bytes(b"")
-    assert coupled.missing("olia") is None or "bpftool" in coupled.missing("olia")
+    assert coupled.machine_refusal("olia") is None or "bpftool" in coupled.machine_refusal("olia")
 
 
 def test_the_sampler_reads_a_coupled_cc_from_ss():

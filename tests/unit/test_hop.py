@@ -113,10 +113,10 @@ def test_hop_transports_are_registered_with_their_network_modes():
              for name in ("mpquic", "quic", "mptcp-hop", "tcp-hop")}
     assert modes == {"mpquic": ("mptcp", False), "quic": ("tcp", False),
                      "mptcp-hop": ("mptcp", False), "tcp-hop": ("tcp", False)}
-    assert get_transport("mptcp").refuses_cc("lia") is None
-    assert "noq" in str(get_transport("mpquic").refuses_cc("lia"))
-    assert get_transport("quic").refuses_cc("bbr") is None
-    assert get_transport("mptcp-hop").refuses_cc("lia") is None  # the kernel runs it
+    assert get_transport("mptcp").cc_refusal("lia") is None
+    assert "noq" in str(get_transport("mpquic").cc_refusal("lia"))
+    assert get_transport("quic").cc_refusal("bbr") is None
+    assert get_transport("mptcp-hop").cc_refusal("lia") is None  # the kernel runs it
 
 
 def test_the_implementation_the_hop_reports_is_the_library_cargo_pins():

@@ -115,7 +115,7 @@ def test_check_reports_codel_settings(tmp_path):
     assert resolved["a_to_b"]["aqm"] == "none"  # off unless asked for, per direction
 
 
-@pytest.mark.parametrize("aqm", sorted(AQMS))
+@pytest.mark.parametrize("aqm", sorted(AQMS.names()))
 def test_the_emulator_knows_each_discipline_a_profile_may_name(tmp_path, aqm):
     r = check(tmp_path, BASE | {"a_to_b": {"rate_bps": 5_000_000, "aqm": aqm}})
     assert r.returncode == 0, r.stderr
@@ -129,7 +129,7 @@ def test_the_profiles_disciplines_are_the_emulators():
                                        text=True, check=True, timeout=30).stdout)
     assert {name: {key: spec["default"] for key, spec in params.items()}
             for name, params in listed.items()} \
-        == {name: dict(aqm.params) for name, aqm in AQMS.items()}
+        == {aqm.name: dict(aqm.params) for aqm in AQMS.values()}
     for params in listed.values():
         for spec in params.values():
             assert 0 < spec["min"] <= 0.001 and spec["max"] == MAX_MS

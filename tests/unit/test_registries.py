@@ -122,10 +122,10 @@ def test_two_users_with_a_gateway_on_the_one_server_are_refused(tmp_path):
         {"label": "kernel", "profile": "p.toml"}]), base_dir=tmp_path)
     site = site_class("emulated")
     hop, kernel = scenario.all_conditions()
-    assert site.problems(scenario.resolved(hop)) == [
+    assert site.refusals(scenario.resolved(hop)) == [
         "2 users speak transports that run a gateway on the server host (mpquic, quic): one "
         "user at most may"]
-    assert site.problems(scenario.resolved(kernel)) == []
+    assert site.refusals(scenario.resolved(kernel)) == []
 
 
 def _docs_example() -> str:
@@ -154,7 +154,7 @@ def ping_plugin(tmp_path: Path):
         workloads.__path__.remove(str(tmp_path))
         registry.path.remove(str(tmp_path))
         registry.items.pop("ping", None)
-        metric._TRIAL.pop("ping_rtt_ms", None)
+        metric._TRIAL.unregister("ping_rtt_ms")
         sys.modules.pop("mpstream.runner.workloads.ping", None)
 
 
@@ -264,7 +264,7 @@ def test_an_mphttp_scheduler_is_one_class_and_its_register_call():
         assert parse_args(["--scheduler", "halves", "--path", "0,10.1.0.2"]).scheduler \
             == "halves"
     finally:
-        del schedulers.SCHEDULERS["halves"]
+        schedulers.SCHEDULERS.unregister("halves")
 
 
 @pytest.mark.parametrize("check_s", [0, 1])

@@ -275,7 +275,7 @@ via = 0
 
 @pytest.mark.parametrize("name", ["mptcp", "tcp", "mpquic", "quic", "mptcp-hop", "tcp-hop"])
 def test_every_transport_but_mphttp_carries_a_low_latency_stream(name):
-    assert get_transport(name).refuses_low_latency() is None
+    assert get_transport(name).low_latency_refusal() is None
 
 
 def test_mphttp_is_refused_for_a_low_latency_stream_before_any_trial_says_why(base):
@@ -298,7 +298,7 @@ def test_mphttp_is_refused_for_a_low_latency_stream_before_any_trial_says_why(ba
 
     def refusals(live):
         sc = parse_scenario(_raw(media=None, live=live, conditions=conditions), base_dir=base)
-        return {c.label: video.refuses(sc, sc.resolved(c)) for c in sc.all_conditions()}
+        return {c.label: video.refusal(sc, sc.resolved(c)) for c in sc.all_conditions()}
 
     low = refusals(LOW_LATENCY)
     assert {label for label, r in low.items() if r} == {"own", "player", "tcp-user"}, low
@@ -313,7 +313,7 @@ def test_mphttp_is_refused_for_a_low_latency_stream_before_any_trial_says_why(ba
     assert not any(refusals(plain).values())
     iperf = parse_scenario(_raw(kind="iperf", media=None, conditions=conditions[:1]),
                            base_dir=base)
-    bulk = workload_for("iperf").refuses(iperf, iperf.resolved(iperf.conditions[0]))
+    bulk = workload_for("iperf").refusal(iperf, iperf.resolved(iperf.conditions[0]))
     assert "carries a player's HTTP only" in (bulk or "")
 
 
@@ -332,12 +332,12 @@ def test_a_media_tree_written_by_a_low_latency_stream_refuses_mphttp_too(tmp_pat
                              conditions=[{"label": "own", "profile": "p.toml",
                                           "transport": "mphttp"}]), base_dir=base)
     video, mphttp = workload_for("video"), sc.resolved(sc.conditions[0])
-    assert video.refuses(sc, mphttp) is None  # no live.json: no live tree
+    assert video.refusal(sc, mphttp) is None  # no live.json: no live tree
     (media / LIVE_JSON).write_text(json.dumps({"state": "running",
                                                "extra": {LOW_LATENCY_KEY: tree.model_dump()}}))
     mptcp = mphttp.model_copy(update={"transport": get_transport("mptcp")})
-    assert video.refuses(sc, mptcp) is None
-    refusal = video.refuses(sc, mphttp) or ""
+    assert video.refusal(sc, mptcp) is None
+    refusal = video.refusal(sc, mphttp) or ""
     assert refusal.startswith(f"the media {media} is a low-latency live stream: transport "
                               "mphttp cannot carry")
     assert "unknown length" in refusal

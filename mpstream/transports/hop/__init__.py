@@ -46,7 +46,7 @@ class HopTransport(Transport):
         """The congestion control the hop's connection runs for a profile's `cc`."""
         raise NotImplementedError
 
-    def missing(self) -> list[str]:
+    def machine_refusals(self) -> list[str]:
         return hop_missing()
 
     @contextlib.contextmanager
@@ -68,7 +68,7 @@ class QuicHopTransport(HopTransport):
     def hop_cc(self, cc: str | None) -> str:
         return quic_cc(cc)
 
-    def refuses_cc(self, cc: str | None) -> str | None:
+    def cc_refusal(self, cc: str | None) -> str | None:
         try:
             quic_cc(cc)
         except UserError as exc:
@@ -91,8 +91,8 @@ class KernelHopTransport(HopTransport):
     def prove(self, network: Network, before: dict[str, int], who: str) -> Proof:
         return self.kernel.prove(network, before, f"{who} through the hop's proxy")
 
-    def missing(self) -> list[str]:
-        return super().missing() + self.kernel.missing()
+    def machine_refusals(self) -> list[str]:
+        return super().machine_refusals() + self.kernel.machine_refusals()
 
 
 class MPQUIC(QuicHopTransport):
@@ -102,7 +102,7 @@ class MPQUIC(QuicHopTransport):
                "client, a gateway in front of nginx)")
     # The gateway's path hold (its packet scheduler keeps data off a held path) holds a metered
     # path back; its control channel lifts and sets it while playing.
-    path_policies = tuple(pathpolicy.POLICY_TYPES)  # every one
+    path_policies = tuple(pathpolicy.POLICY_TYPES.names())  # every one
     network_mode = "mptcp"  # every path up, each pinned by its source address
     hop_mode = "mpquic"
 

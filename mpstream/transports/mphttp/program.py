@@ -57,7 +57,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="the origin a request without one goes to, e.g. http://10.2.0.2:8080")
     ap.add_argument("--path", dest="paths", type=parse_path, action="append", required=True,
                     help="a client path: INDEX,ADDRESS[,IFNAME][,backup] (repeat per path)")
-    ap.add_argument("--scheduler", choices=list(SCHEDULERS), default=DEFAULT_SCHEDULER)
+    ap.add_argument("--scheduler", choices=SCHEDULERS.names(), default=DEFAULT_SCHEDULER)
     ap.add_argument("--stats", default=None, help="append JSON-lines statistics to this file")
     ap.add_argument("--stats-interval-ms", type=int, default=100)
     ap.add_argument("--stall-timeout", type=float, default=2.0,
@@ -98,7 +98,7 @@ async def main_async(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, proxy.stopping.set)
     parent = os.getppid()
-    serving = Server(proxy, SCHEDULERS[args.scheduler])
+    serving = Server(proxy, SCHEDULERS.get(args.scheduler))
     server = await asyncio.start_server(serving.serve_client, host.strip("[]") or "127.0.0.1",
                                         int(port or 0), limit=HEAD_LIMIT)
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
+from mpstream.registry import Registry
 from mpstream.transports.mphttp.part import Part
 from mpstream.transports.mphttp.rangeplan import (
     PathEstimate,
@@ -88,12 +89,8 @@ class Even(Scheduler):
         return [piece for a, b in gaps for piece in even_split(a, b, paths)]
 
 
-SCHEDULERS: dict[str, Scheduler] = {}
-
-
-def register(scheduler: Scheduler) -> Scheduler:
-    SCHEDULERS[scheduler.name] = scheduler
-    return scheduler
+SCHEDULERS: Registry[Scheduler] = Registry.of_module("scheduler", lambda s: s.name)
+register = SCHEDULERS.register
 
 
 register(FinishTogether())
@@ -103,4 +100,4 @@ DEFAULT_SCHEDULER = FinishTogether.name
 
 def summaries() -> dict[str, str]:
     """What each scheduler does, by name, the default first."""
-    return {name: s.summary for name, s in SCHEDULERS.items()}
+    return {s.name: s.summary for s in SCHEDULERS.values()}

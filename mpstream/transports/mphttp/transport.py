@@ -57,7 +57,7 @@ class MPHTTP(Transport):
     def schedulers(self) -> dict[str, str]:
         return summaries()
 
-    def refuses_low_latency(self) -> str | None:
+    def low_latency_refusal(self) -> str | None:
         return LOW_LATENCY_REFUSAL
 
     @contextlib.contextmanager
