@@ -223,11 +223,13 @@ test-quic: setup
 # The second browser (about a minute): hls.js in Firefox over both paths, dash.js playing the HEVC
 # set, a codec the browser lacks refused, Firefox killed mid-session (docs/firefox-hevc.md).
 .PHONY: test-firefox
-# A run whose trial fails (about 90 seconds): paths too slow for the player page, so `run` exits
-# 1, keeps the trial's record and says what happened in a person's words (docs/commands.md).
+# A run whose trial fails and a run killed mid-way (about two minutes): paths too slow for the
+# player page, so `run` exits 1, keeps the trial's record and says what happened in a person's
+# words (docs/commands.md); a run that stops when sure, killed with -9 and resumed with its
+# stopping rule (docs/runs-and-report.md).
 .PHONY: test-failed-run
 test-failed-run: setup-core
-	@scripts/pytest.sh -m long tests/e2e/test_runner_failed_trial.py
+	@scripts/pytest.sh -m long tests/e2e/test_runner_failed_trial.py tests/e2e/test_runner_until.py
 
 test-firefox: setup-core
 	@scripts/pytest.sh -m long tests/e2e/test_player_firefox.py
@@ -239,11 +241,13 @@ test-api: setup-core
 	@scripts/pytest.sh -m long tests/integration/test_server_stack.py
 
 # Path policies and multipath HTTP's slower proofs (about 2 minutes): dash.js over a free and a
-# metered path under the deadline and always policies (docs/cellular.md), and an mphttp download
-# that a path's failure mid-transfer does not hang (docs/mphttp.md).
+# metered path under the deadline and always policies (docs/cellular.md), an mphttp download
+# that a path's failure mid-transfer does not hang (docs/mphttp.md), and a trial over a WiFi x
+# cellular trace pair (docs/mobile.md).
 .PHONY: test-paths
 test-paths: setup-core
-	@scripts/pytest.sh -m long tests/e2e/test_player_path_policy.py tests/integration/test_mphttp.py
+	@scripts/pytest.sh -m long tests/e2e/test_player_path_policy.py tests/integration/test_mphttp.py \
+		tests/integration/test_trace_pairs.py
 
 # Deployments (about 2 minutes): the two path managers through an outage, the server's per-path
 # caps, dash.js over a deployment (fast-start's release on unbalanced paths), and a SIGKILLed

@@ -173,7 +173,9 @@ def library_shortfall(access_log: Path, received_bytes: int) -> str | None:
     at_most = max(0, received_bytes - (sum(asked.values()) - size))
     if not library or at_most >= size:
         return None
-    return (f"at most {at_most / 1000:.0f} KB of its {size / 1000:.0f} KB script "
+    # The bundler splits what the two players share into chunks of their own.
+    scripts = "script" if len(library) == 1 else "scripts"
+    return (f"at most {at_most / 1000:.0f} KB of its {size / 1000:.0f} KB {scripts} "
             f"{', '.join(library)} arrived, the client's paths receiving "
             f"{received_bytes / 1000:.0f} KB in all")
 

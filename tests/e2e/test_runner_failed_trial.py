@@ -46,7 +46,8 @@ def test_a_run_whose_trial_failed_exits_1_and_says_why(tiny_media, tmp_path):
     # The reason says what happened: how much of the page's player library could have arrived.
     said_why = re.fullmatch(
         r"player: the player page did not load its player library within 45 s: at most (\d+) "
-        r"KB of its (\d+) KB script /player/chunks/dashjs-\S+\.js arrived, the client's paths "
+        r"KB of its (\d+) KB scripts? (?:/player/chunks/\S+\.js, )*/player/chunks/dashjs-\S+\.js"
+        r"(?:, /player/chunks/\S+\.js)* arrived, the client's paths "
         r"receiving (\d+) KB in all", record["reason"])
     assert said_why, record["reason"]
     arrived, size, received = map(int, said_why.groups())

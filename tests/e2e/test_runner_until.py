@@ -12,7 +12,7 @@ import pytest
 from mpstream.runner.layout import finished_keys
 from tests.runs import kill_when, leftover_namespaces
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.long, pytest.mark.timeout(600)]  # make test-failed-run
 
 MPSTREAM = str(Path(sys.executable).parent / "mpstream")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.long, pytest.mark.timeout(300)]  # make test-paths
 
 PHONE = """
 mode = "mptcp"
