@@ -50,14 +50,14 @@ def one_line(text: str) -> str:
 def scenarios() -> list[Row]:
     from mpstream.runner.cost import Cost, machine_time
     from mpstream.runner.scenario import expand_trials, load_scenario, scenario_names
-    from mpstream.runner.trial import pair_problems
+    from mpstream.runner.trial import pair_refusals
     from mpstream.runner.workloads import workload_for
 
     rows: list[Row] = []
     for name in scenario_names():
         try:
             scenario = load_scenario(name)
-            unavailable = "; ".join(pair_problems(scenario)) or None  # its pairs' traces
+            unavailable = "; ".join(pair_refusals(scenario)) or None  # its pairs' traces
         except UserError as exc:  # listed all the same, with what it lacks here (a trace)
             scenario, unavailable = load_scenario(name, check=False), str(exc)
         # A scenario that stops when sure may take up to max_trials rounds: say the most.

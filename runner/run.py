@@ -50,7 +50,7 @@ from mpstream.runner.process import LocalTrials, TrialRunner
 from mpstream.runner.record import TrialRecord
 from mpstream.runner.scenario import Scenario, Trial, expand_trials
 from mpstream.runner.sites import site_class
-from mpstream.runner.trial import pair_problems, plan_json, plan_pairs_json
+from mpstream.runner.trial import pair_refusals, plan_json, plan_pairs_json
 from mpstream.runner.until import ConditionState, Until, states_of
 from mpstream.runner.workloads import workload_for
 
@@ -196,7 +196,7 @@ def preflight(scenario: Scenario) -> None:
     for kind in dict.fromkeys(c.kind for c in conditions):
         problems += site_class(kind).machine_refusals()
     problems += workload.machine_refusals(scenario)
-    problems += pair_problems(scenario)
+    problems += pair_refusals(scenario)
     transports = set()
     for cond in conditions:
         site, resolved = site_class(cond.kind), scenario.resolved(cond)

@@ -252,7 +252,7 @@ def pairs_of_run(run: dict[str, Any]) -> tuple[TracePair, ...] | None:
     return None if found is None else tuple(TracePair.model_validate(p) for p in found)
 
 
-def pair_problems(scenario: Scenario) -> list[str]:
+def pair_refusals(scenario: Scenario) -> list[str]:
     """What the pairs need that this machine lacks: their cellular traces."""
     missing = sorted({p.cellular.trace for p in scenario.pair_list()
                       if traces.find(p.cellular.trace, "down") is None

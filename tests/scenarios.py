@@ -35,3 +35,19 @@ def balanced_and_single(name: str, *, kind: str = "iperf", trials: int = 1, seed
     head = scenario_head(name, kind=kind, trials=trials, seed=seed, duration_s=duration_s,
                          media_dir=media_dir)
     return head + BALANCED_AND_SINGLE.format(multipath=multipath, single=single)
+
+
+# A phone's two paths, as a profile: a free WiFi one and a metered cellular one (the trace
+# pairs' tests replace their rates with a pair's traces).
+PHONE = """
+mode = "mptcp"
+[[paths]]
+name = "wifi"
+rate = "12mbit"
+delay_ms = 5.0
+[[paths]]
+name = "cellular"
+rate = "5mbit"
+delay_ms = 20.0
+metered = true
+"""

@@ -133,7 +133,7 @@ def summary_files(refs: list[str], every: bool) -> list[Path]:
     return out
 
 
-def _seconds(run: dict[str, Any]) -> float | None:
+def run_seconds(run: dict[str, Any]) -> float | None:
     if not run.get("started") or not run.get("finished"):
         return None
     return (datetime.fromisoformat(run["finished"])
@@ -145,7 +145,7 @@ def reproduction_cost(path: Path, trials: int | None, until: Until | None) -> Co
     trial, over the trials that run took (or those `trials`, or `until`'s cap, take); None for
     a summary with no run to repeat."""
     run = json.loads(path.read_text())["run"]
-    span, n = _seconds(run), run.get("trials")
+    span, n = run_seconds(run), run.get("trials")
     if RunCommand.parse(run.get("command") or "") is None or run.get("of_run") or not span \
             or not n:
         return None
@@ -184,7 +184,7 @@ def reproduce_one(path: Path, out_dir: Path, *, trials: int | None, until: Until
 
     published = json.loads(path.read_text())
     command = published["run"].get("of_run") or published["run"].get("command") or ""
-    rep = Reproduction(path.stem, command, published_seconds=_seconds(published["run"]))
+    rep = Reproduction(path.stem, command, published_seconds=run_seconds(published["run"]))
     parsed = RunCommand.parse(command)
     if parsed is None or published["run"].get("of_run"):
         rep.skipped = (f"made by `{published['run'].get('command')}`, not by a run alone: run "

@@ -29,7 +29,7 @@ from mpstream import provenance
 from mpstream.errors import UserError
 from mpstream.runner.agreement import Agreement, Band, FigureCheck, Verdict, collect
 from mpstream.runner.cost import Cost, machine_time
-from mpstream.runner.reproduce import DATA_DIR, RunCommand, figure
+from mpstream.runner.reproduce import DATA_DIR, RunCommand, figure, run_seconds
 
 HEADLINE_SET = DATA_DIR / "headline.toml"
 
@@ -74,8 +74,7 @@ class HeadlineRun:
     def cost(self) -> Cost:
         """Its cap's machine time, at the published run's own time a trial."""
         run = self.published["run"]
-        span = (datetime.fromisoformat(run["finished"])
-                - datetime.fromisoformat(run["started"])).total_seconds()
+        span = run_seconds(run) or 0.0
         # A condition run for each player is as many trials a round as it has groups.
         groups = [c for c in self.published["conditions"] if c["label"] in self.conditions]
         trials = len(groups) * self.max_trials
@@ -195,8 +194,7 @@ def _reproduce_run(run: HeadlineRun, out_dir: Path, cluster: str | None,
     finished = StopWatch(run_dir, scenario, run.conditions, run.rule).finished()
     verdicts = run.rule.verdicts(*collect((group, row) for _, group, row in finished))
     return {"summary": run.summary.stem, "run_dir": str(run_dir), "new_summary": str(new),
-            "seconds": round((datetime.fromisoformat(made["finished"])
-                              - datetime.fromisoformat(made["started"])).total_seconds(), 1),
+            "seconds": round(run_seconds(made) or 0.0, 1),
             "load_avg_1m": made.get("load_avg_1m"), "environment": made.get("environment"),
             "conditions": run.conditions, "trials": len(finished),
             # The fixed count it replaces: the published run's trials of those conditions.

@@ -10,20 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.scenarios import PHONE
+
 pytestmark = [pytest.mark.long, pytest.mark.timeout(300)]  # make test-paths
 
-PHONE = """
-mode = "mptcp"
-[[paths]]
-name = "wifi"
-rate = "12mbit"
-delay_ms = 5.0
-[[paths]]
-name = "cellular"
-rate = "5mbit"
-delay_ms = 20.0
-metered = true
-"""
 PAIRS = """
 seed = 1
 window_s = 12

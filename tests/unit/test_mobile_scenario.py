@@ -14,27 +14,16 @@ from mpstream.runner.run import plan_run
 from mpstream.runner.scenario import expand_trials, load_scenario, parse_scenario
 from mpstream.runner.trial import (
     load_plan,
-    pair_problems,
+    pair_refusals,
     plan_json,
     plan_pairs_json,
     session_id_for,
     trial_condition,
 )
+from tests.scenarios import PHONE
 
 pytestmark = pytest.mark.unit
 
-PHONE = """
-mode = "mptcp"
-[[paths]]
-name = "wifi"
-rate = "12mbit"
-delay_ms = 5.0
-[[paths]]
-name = "cellular"
-rate = "5mbit"
-delay_ms = 20.0
-metered = true
-"""
 PAIRS = """
 seed = 3
 window_s = 30
@@ -182,14 +171,14 @@ def test_a_trial_plays_its_pair_on_its_conditions_network(base, trace_store):
     both = ["wifi.down", "cellular.down"]
     assert by_label == {"mp": both, "best": both, "cell": both,
                         "sum": ["sum.down", "cellular.down"]}
-    assert pair_problems(sc) == []
+    assert pair_refusals(sc) == []
 
 
 def test_the_pairs_cellular_traces_are_checked_before_the_first_trial(base, tmp_path,
                                                                        monkeypatch):
     monkeypatch.setenv("MPSTREAM_TRACES", str(tmp_path / "empty"))
     sc = parse_scenario(_raw(), base_dir=base)
-    assert "mpstream traces fetch TMobile-LTE-short Verizon-LTE-short" in pair_problems(sc)[0]
+    assert "mpstream traces fetch TMobile-LTE-short Verizon-LTE-short" in pair_refusals(sc)[0]
 
 
 def test_a_long_session_id_stays_within_64_characters_and_apart_from_its_neighbours(base):
