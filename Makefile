@@ -240,13 +240,15 @@ test-firefox: setup-core
 test-api: setup-core
 	@scripts/pytest.sh -m long tests/integration/test_server_stack.py
 
-# Path policies and multipath HTTP's slower proofs (about 2 minutes): dash.js over a free and a
-# metered path under the deadline and always policies (docs/cellular.md), an mphttp download
-# that a path's failure mid-transfer does not hang (docs/mphttp.md), and a trial over a WiFi x
-# cellular trace pair (docs/mobile.md).
+# Path policies and multipath HTTP's slower proofs (about 4 minutes): dash.js over a free and a
+# metered path under the deadline and always policies (docs/cellular.md), the multipath-aware
+# rule of both players taking a higher rung when a second path comes up (docs/abr.md), an
+# mphttp download that a path's failure mid-transfer does not hang (docs/mphttp.md), and a
+# trial over a WiFi x cellular trace pair (docs/mobile.md).
 .PHONY: test-paths
 test-paths: setup-core
-	@scripts/pytest.sh -m long tests/e2e/test_player_path_policy.py tests/integration/test_mphttp.py \
+	@scripts/pytest.sh -m long tests/e2e/test_player_path_policy.py tests/e2e/test_player_abr_multipath.py \
+		tests/integration/test_mphttp.py \
 		tests/integration/test_trace_pairs.py
 
 # Deployments (about 2 minutes): the two path managers through an outage, the server's per-path

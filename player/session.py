@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol, TypedDict
@@ -22,7 +23,7 @@ from mpstream import phases
 from mpstream.errors import UserError
 from mpstream.jsonlines import read_json_lines
 from mpstream.netem.receivestall import receive_stall
-from mpstream.network import Network, PathCounters
+from mpstream.network import Network, PathCounters, PathInfo
 from mpstream.player.abr import parse_abr_params, resolve_abr
 from mpstream.player.browsers import (
     BROWSERS,
@@ -126,9 +127,11 @@ class PlayRequest:
         return self.manifest_path or MANIFESTS.get(self.player, "")
 
 
-def page_url(base_url: str, request: PlayRequest, manifest: str | None = None) -> str:
+def page_url(base_url: str, request: PlayRequest, manifest: str | None = None,
+             spared: Sequence[str] = ()) -> str:
     """The player page's URL for one session (query parameters: see docs/player.md);
-    `manifest` in place of the request's own (a carrier's address of it)."""
+    `manifest` in place of the request's own (a carrier's address of it); `spared` the client's
+    addresses of the paths the path policy spares (`spared_addresses`)."""
     r = request
     params: dict[str, Any] = {
         "src": r.manifest if manifest is None else manifest,
@@ -140,11 +143,22 @@ def page_url(base_url: str, request: PlayRequest, manifest: str | None = None) -
     }
     if r.transport.carries_http_only:
         params["seen_by"] = "carrier"  # the server sees only the carrier's own connections
+    if spared:
+        params["spared"] = ",".join(spared)
     for f in fields(r):
         value = getattr(r, f.name)
         if PAGE_PARAMETER in f.metadata and value != f.default:
             params[f.metadata[PAGE_PARAMETER]] = _query_value(value)
     return f"{base_url.rstrip('/')}/player/index.html?{urlencode(params, doseq=True)}"
+
+
+def spared_addresses(paths: Sequence[PathInfo], request: PlayRequest) -> list[str]:
+    """The client's addresses of the paths the request's path policy spares for the whole
+    session (a metered path under backup or deadline): the multipath rule never lets them lift
+    the rung (docs/abr.md#multipath). None for a policy that lets its held paths go."""
+    if not request.path_policy.spares:
+        return []
+    return [p.client_addr for p in paths if p.index in request.held_paths]
 
 
 def _query_value(value: object) -> str | list[str]:
@@ -400,7 +414,8 @@ def _play(network: Network, server: PageServer, r: PlayRequest, carried: Carrier
     # A carrier that carries media from a server other than the page's (mphttp with --url)
     # gives the manifest's address through itself.
     media_url = getattr(carried, "media_url", None)
-    url = page_url(carried.base_url, r, media_url(r.manifest) if media_url is not None else None)
+    url = page_url(carried.base_url, r, media_url(r.manifest) if media_url is not None else None,
+                   spared_addresses(network.paths, r))
     before = network.path_bytes()
     proof_before = r.transport.before(network)
     policy = _policy_controller(network, server, r, carried)

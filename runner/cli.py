@@ -248,13 +248,13 @@ def _reproduce_set(path: Path | None, out_dir: Path, cluster: str | None, dry_ru
     )
 
     console = console_for(as_json)
-    runs = load_set(path or HEADLINE_SET)
-    planned = print_plan(runs, console)
+    chosen = load_set(path or HEADLINE_SET)
+    planned = print_plan(chosen, console)
     if dry_run:
         if as_json:
             print_json({**planned, "dry_run": True})
         return
-    said = reproduce_headline(runs, out_dir, cluster=cluster, console=console)
+    said = reproduce_headline(chosen, out_dir, cluster=cluster, console=console)
     if as_json:
         print_json({**said, "dry_run": False, "planned": planned,
                     "out_dir": out_dir.resolve()})

@@ -7,8 +7,8 @@ import csv
 import io
 import json
 import re
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context
@@ -258,6 +258,8 @@ def post_events(session_id: str) -> Any:
     return jsonify(stored=stored, duplicates=duplicates)
 
 
+T = TypeVar("T")
+
 # What nginx says of the connection a request came on (nginx.conf.j2, location /api/).
 CONNECTION_HEADERS = ("X-Forwarded-For", "X-Client-Port", "X-Server-Addr", "X-Server-Port")
 
@@ -275,6 +277,20 @@ def _connection() -> tuple[tuple[str, int], tuple[str, int]] | str:
     return (server, int(server_port)), (client.split(",")[0].strip(), int(client_port))
 
 
+def _looked_up(session_id: str, look: Callable[[tuple[str, int], tuple[str, int]], T]
+               ) -> T | Response:
+    """`look` (server/seen.py) of the connection this request came on, given as (server,
+    client) addresses, or the answer that says why it could not be looked up."""
+    _checked_id(session_id)
+    found = _connection()
+    if isinstance(found, str):
+        return jsonify(measured=False, reason=found)
+    try:
+        return look(*found)
+    except (seen.NotFound, ValueError, OSError) as exc:
+        return jsonify(measured=False, reason=str(exc))
+
+
 @api.post("/sessions/<session_id>/transport")
 @operation(
     "Measure the transport of the connection this request came on (MPTCP with its subflows, "
@@ -284,18 +300,30 @@ def _connection() -> tuple[tuple[str, int], tuple[str, int]] | str:
                400: BAD_ID},
 )
 def measure_transport(session_id: str) -> Any:
-    _checked_id(session_id)
-    found = _connection()
-    if isinstance(found, str):
-        return jsonify(measured=False, reason=found)
-    server, client = found
-    try:
-        result = seen.connection(server, client)
-    except (seen.NotFound, ValueError, OSError) as exc:
-        return jsonify(measured=False, reason=str(exc))
+    found = _looked_up(session_id, lambda server, client: (seen.connection(server, client), client))
+    if isinstance(found, Response):
+        return found
+    result, client = found
     storage.record_measured(engine(), session_id, result.transport, result.subflows)
     return jsonify(measured=True, transport=result.transport, subflows=result.subflows,
                    label=result.describe(), client=f"{client[0]}:{client[1]}")
+
+
+@api.get("/sessions/<session_id>/paths")
+@operation(
+    "What each path of the asking client's connections carries, as the server's sender sees "
+    "it (server/seen.py: PathFigure), for the page's multipath-aware adaptation rule; nothing "
+    "is kept",
+    path=SESSION_PATH,
+    responses={200: ok("{measured, paths: [{path, subflows, delivery_bps, app_limited, rtt_ms, "
+                       "bytes_acked, backup, waiting_ms}]} or {measured: false, reason}"),
+               400: BAD_ID},
+)
+def path_figures(session_id: str) -> Any:
+    found = _looked_up(session_id, seen.paths)
+    if isinstance(found, Response):
+        return found
+    return jsonify(measured=True, paths=[f.as_json() for f in found])
 
 
 @api.get("/sessions/<session_id>/summary")

@@ -15,7 +15,8 @@ import os
 import socket
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 NETLINK_SOCK_DIAG = 4
 SOCK_DIAG_BY_FAMILY = 20
@@ -30,6 +31,9 @@ INET_DIAG_ULP_INFO = 19
 ULP_INFO_NAME = 1
 ULP_INFO_MPTCP = 3
 MPTCP_SUBFLOW_ATTR_TOKEN_LOC = 2
+MPTCP_SUBFLOW_ATTR_FLAGS = 8
+MPTCP_SUBFLOW_FLAG_BKUP_REM = 1 << 4
+MPTCP_SUBFLOW_FLAG_BKUP_LOC = 1 << 5
 NLA_TYPE_MASK = 0x3FFF
 NOCOOKIE = 0xFFFFFFFF
 
@@ -94,21 +98,38 @@ def _attrs(data: bytes) -> Iterator[tuple[int, bytes]]:
         off += (length + 3) & ~3
 
 
-def _token(attrs: bytes) -> int | None:
-    """The MPTCP local token of a TCP socket's ULP info, None when it is plain TCP."""
+def _subflow(attrs: bytes) -> dict[int, bytes] | None:
+    """The MPTCP subflow attributes of a TCP socket's ULP info, None when it is plain TCP."""
     for kind, value in _attrs(attrs):
         if kind != INET_DIAG_ULP_INFO:
             continue
         ulp = dict(_attrs(value))
         if ulp.get(ULP_INFO_NAME, b"").rstrip(b"\0") != b"mptcp":
             return None
-        token = dict(_attrs(ulp.get(ULP_INFO_MPTCP, b""))).get(MPTCP_SUBFLOW_ATTR_TOKEN_LOC)
-        return struct.unpack("=I", token[:4])[0] if token else None
+        return dict(_attrs(ulp.get(ULP_INFO_MPTCP, b"")))
     return None
 
 
-def _ask(message: bytes, dump: bool) -> Iterator[tuple[int, int, bytes]]:
-    """(state, remote port, attributes) of each socket the kernel answers `message` with."""
+def _token(attrs: bytes) -> int | None:
+    """The MPTCP local token of a TCP socket's ULP info, None when it is plain TCP."""
+    token = (_subflow(attrs) or {}).get(MPTCP_SUBFLOW_ATTR_TOKEN_LOC)
+    return struct.unpack("=I", token[:4])[0] if token else None
+
+
+@dataclass(frozen=True)
+class _Socket:
+    """One socket of the kernel's answer: its TCP state, family, addresses (packed, 16 bytes)
+    and ports, and its attributes."""
+
+    state: int
+    family: int
+    local: tuple[bytes, int]
+    remote: tuple[bytes, int]
+    attrs: bytes
+
+
+def _ask(message: bytes, dump: bool) -> Iterator[_Socket]:
+    """Each socket the kernel answers `message` with."""
     with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG) as nl:
         nl.sendto(message, (0, 0))
         while True:
@@ -125,8 +146,9 @@ def _ask(message: bytes, dump: bool) -> Iterator[tuple[int, int, bytes]]:
                         return
                     raise OSError(error, os.strerror(error))
                 if kind == SOCK_DIAG_BY_FAMILY:
-                    _sport, dport, _src, _dst = _SOCKID.unpack_from(payload, 4)
-                    yield payload[1], dport, payload[_MSG_LEN:]
+                    sport, dport, src, dst = _SOCKID.unpack_from(payload, 4)
+                    yield _Socket(payload[1], payload[0], (src, sport), (dst, dport),
+                                  payload[_MSG_LEN:])
                 off += (length + 3) & ~3
             if not dump:
                 return  # one socket asked for: one answer
@@ -144,9 +166,9 @@ def _find(server: tuple[str, int], client: tuple[str, int]) -> bytes:
             try:
                 # The kernel looks the pair up as a packet from the client would be: where no
                 # connection matches, it answers with the listener, not the one asked for.
-                for state, dport, attrs in _ask(request, dump=False):
-                    if state != TCP_LISTEN and dport == client[1]:
-                        return attrs
+                for sock in _ask(request, dump=False):
+                    if sock.state != TCP_LISTEN and sock.remote[1] == client[1]:
+                        return sock.attrs
             except FileNotFoundError:
                 continue
     raise NotFound(f"no TCP connection from {client[0]}:{client[1]} to {server[0]}:{server[1]} "
@@ -159,9 +181,125 @@ def connection(server: tuple[str, int], client: tuple[str, int]) -> Seen:
     token = _token(_find(server, client))
     if token is None:
         return Seen("tcp", 1)
-    ext = 1 << (INET_DIAG_INFO - 1)
-    subflows = sum(1 for f in (socket.AF_INET, socket.AF_INET6)
-                   for _state, _port, attrs in _ask(
-                       _request(f, ext, 1 << TCP_ESTABLISHED, None, None, NLM_F_DUMP), dump=True)
-                   if _token(attrs) == token)
+    subflows = sum(1 for sock in _established() if _token(sock.attrs) == token)
     return Seen("mptcp", max(subflows, 1))
+
+
+def _established() -> Iterator[_Socket]:
+    """Every established TCP socket of this namespace, with its info and its ULP's."""
+    ext = 1 << (INET_DIAG_INFO - 1)
+    for family in (socket.AF_INET, socket.AF_INET6):
+        yield from _ask(_request(family, ext, 1 << TCP_ESTABLISHED, None, None, NLM_F_DUMP),
+                        dump=True)
+
+
+# struct tcp_info (linux/tcp.h): the byte offsets of the fields a path's figures read. Byte 7
+# holds tcpi_delivery_rate_app_limited in its lowest bit.
+_TCPI_BACKOFF, _TCPI_FLAGS, _TCPI_UNACKED, _TCPI_LAST_ACK_RECV = 4, 7, 24, 56
+_TCPI_RTT, _TCPI_BYTES_ACKED, _TCPI_DELIVERY_RATE = 68, 120, 160
+_TCPI_NEEDED = _TCPI_DELIVERY_RATE + 8
+
+
+@dataclass(frozen=True)
+class PathFigure:
+    """One path of a client's connections as the server's sender sees it: what the page's
+    multipath-aware adaptation rule reads (docs/abr.md). A path is the client's address its
+    subflows come from (`address`: one per path, each path's interface has its own);
+    `delivery_bps` the kernel's latest delivery-rate sample of the path's subflow that last
+    had data acknowledged, `app_limited` whether the sender had too little to send during it
+    (a sample of the application, not of the path); `bytes_acked` the path's bytes delivered
+    over all its subflows; `backup` whether either end marked a subflow backup (a path policy
+    holding it back); `waiting_ms` how long data in flight on it has waited for an ACK, the
+    least over its subflows that have some (0 when none is in flight): a path that failed
+    shows it growing."""
+
+    address: str
+    subflows: int
+    delivery_bps: float
+    app_limited: bool
+    rtt_ms: float
+    bytes_acked: int
+    backup: bool
+    waiting_ms: int
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class _Sample:
+    info: bytes
+    backup: bool
+
+    def u32(self, offset: int) -> int:
+        return int(struct.unpack_from("=I", self.info, offset)[0])
+
+    def u64(self, offset: int) -> int:
+        return int(struct.unpack_from("=Q", self.info, offset)[0])
+
+
+def _sample(sock: _Socket) -> _Sample | None:
+    """The tcp_info and backup mark of a TCP socket (an MPTCP subflow, or a plain connection)."""
+    info = next((v for k, v in _attrs(sock.attrs) if k == INET_DIAG_INFO), b"")
+    if len(info) < _TCPI_NEEDED:
+        return None  # a kernel older than tcp_info's delivery rate (4.18)
+    sub = _subflow(sock.attrs) or {}
+    flags = struct.unpack("=I", sub[MPTCP_SUBFLOW_ATTR_FLAGS][:4])[0] \
+        if MPTCP_SUBFLOW_ATTR_FLAGS in sub else 0
+    return _Sample(info, bool(flags & (MPTCP_SUBFLOW_FLAG_BKUP_REM | MPTCP_SUBFLOW_FLAG_BKUP_LOC)))
+
+
+def _address(sock: _Socket) -> str:
+    """The peer's address as text; an IPv4 client of a dual-stack socket as IPv4."""
+    packed = sock.remote[0]
+    return _text(ipaddress.ip_address(packed[:4] if sock.family == socket.AF_INET else packed))
+
+
+def _text(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ip)
+
+
+def _figure(address: str, samples: list[_Sample]) -> PathFigure:
+    """A path's figure from its subflows' samples: the rate of the one whose last ACK came most
+    recently (an idle subflow keeps its last sample from whenever it last sent)."""
+    latest = min(samples, key=lambda s: s.u32(_TCPI_LAST_ACK_RECV))
+    in_flight = [s.u32(_TCPI_LAST_ACK_RECV) for s in samples if s.u32(_TCPI_UNACKED) > 0]
+    return PathFigure(
+        address=address, subflows=len(samples),
+        delivery_bps=latest.u64(_TCPI_DELIVERY_RATE) * 8.0,
+        app_limited=bool(latest.info[_TCPI_FLAGS] & 1),
+        rtt_ms=latest.u32(_TCPI_RTT) / 1000.0,
+        bytes_acked=sum(s.u64(_TCPI_BYTES_ACKED) for s in samples),
+        backup=any(s.backup for s in samples),
+        # A path that failed holds every subflow's data; one stuck connection on a path that
+        # others still cross does not make the path failed.
+        waiting_ms=min(in_flight, default=0),
+    )
+
+
+def paths(server: tuple[str, int], client: tuple[str, int]) -> list[PathFigure]:
+    """The paths of every connection to `server` from the client whose connection from
+    `client` (address, port) asks, one figure a path: the asking address's first, then the
+    others by address. Each connection of a browser starts from the same address (its first
+    path's), so its connections are the ones with a subflow from there, whichever of them
+    asked; a plain TCP client's are its TCP connections from that address, one path. NotFound
+    when this namespace has no such connection."""
+    mptcp = _token(_find(server, client)) is not None
+    socks = [s for s in _established() if s.local[1] == server[1]]
+    first = {form for _family, form in _forms(client[0])}
+    tokens = {_token(s.attrs) for s in socks if s.remote[0] in first}
+    by_address: dict[str, list[_Sample]] = {}
+    for sock in socks:
+        token = _token(sock.attrs)
+        if mptcp:
+            mine = token is not None and token in tokens
+        else:
+            mine = token is None and sock.remote[0] in first
+        sample = _sample(sock) if mine else None
+        if sample is not None:
+            by_address.setdefault(_address(sock), []).append(sample)
+    asking = _text(ipaddress.ip_address(client[0]))
+    return [_figure(address, by_address[address])
+            for address in sorted(by_address, key=lambda a: (a != asking, a))]

@@ -54,3 +54,20 @@ def stack_of(pid: int, media: Path) -> Any:
     workdirs = [workdir for folder in session_folders("play", pid)
                 for workdir in folder.glob("trials/*/server")]
     return ServerStack(media, workdir=workdirs[0]) if workdirs else None
+
+
+def replay_abr(events: list[dict[str, Any]], folder: Path) -> tuple[int, dict[str, Any]]:
+    """The exit status and the answer of player/replay-abr.mjs, which recomputes every recorded
+    decision of a rule of ours from its inputs (docs/abr.md), on `events` (written to `folder`)."""
+    import json
+    import subprocess
+
+    from mpstream.paths import program
+
+    path = folder / "events.json"
+    path.write_text(json.dumps(events))
+    replay = Path(__file__).resolve().parents[1] / "player" / "replay-abr.mjs"
+    done = subprocess.run([program("node") or "node", str(replay), str(path)],
+                          capture_output=True, text=True, check=False)
+    assert done.stdout, done.stderr
+    return done.returncode, json.loads(done.stdout)

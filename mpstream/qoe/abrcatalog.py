@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from functools import cache
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
@@ -32,6 +32,9 @@ class _Entry(BaseModel):
 class RuleEntry(_Entry):
     about: str
     params: Annotated[tuple[ParamName, ...], Field(max_length=16)] = ()
+    # What the rule reads beyond a decision's usual inputs: "paths", the transport's per-path
+    # figures, which the page asks the collector for (docs/abr.md#multipath).
+    inputs: tuple[Literal["paths"], ...] = ()
 
 
 class PlayerEntry(_Entry):

@@ -166,12 +166,24 @@ class PastDownload(Strict):
     predicted_bps: Bitrate | None  # RobustMPC's prediction for this download, if it made one
 
 
+class PathInput(Strict):
+    # One path as a rule that reads the paths was given it (player/src/abr/paths.js): its rate,
+    # whether the path policy holds it back now or spares it, and whether it delivers.
+    address: Annotated[str, Field(min_length=2, max_length=45)]  # the client's, on the path
+    bps: Bitrate
+    held: bool
+    spared: bool
+    live: bool
+
+
 class AbrInputs(Strict):
     ladder_bps: Annotated[list[Bitrate], Field(min_length=1, max_length=64)]
     buffer_s: Seconds
     segment_s: Seconds
     previous: Annotated[int, Field(ge=0, le=63)] | None
     past: Annotated[list[PastDownload], Field(max_length=10)]
+    # Only for a rule that reads the paths (catalog.json "inputs"); null before any is measured.
+    paths: Annotated[list[PathInput], Field(max_length=16)] | None = None
 
 
 if TYPE_CHECKING:

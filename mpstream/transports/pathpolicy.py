@@ -52,6 +52,10 @@ class PathPolicy:
     # A network without a path for it to hold is refused (a policy for metered paths on a
     # network that marks none is a mistake); False: such a network just plays as `always`.
     needs_held: ClassVar[bool] = True
+    # Whether it means to spare the paths it holds for the whole session, letting them carry
+    # data only when the others cannot: a rule that reads the paths (docs/abr.md#multipath)
+    # then never lets them lift the rung (the page's `spared` parameter).
+    spares: ClassVar[bool] = False
 
     def held_paths(self, profile: Any) -> list[int]:
         """The paths it holds back on this network (a netem Profile)."""
@@ -99,6 +103,7 @@ class Always(PathPolicy):
 class Backup(PathPolicy):
     name = "backup"
     summary = "the metered paths are backup paths: they carry data only when the others fail"
+    spares = True
 
 
 @POLICY_TYPES.register
@@ -108,6 +113,7 @@ class Deadline(PathPolicy):
                "or the next segment would miss its deadline at the unmetered paths' rate, and "
                "leaves above a high mark")
     adapts = True
+    spares = True
 
     def decide(self, using: bool, obs: Observation, marks: DeadlineMarks) -> Decision | None:
         return deadline_decision(using, obs, marks)

@@ -3,6 +3,7 @@
 //                             and the collector's sender; `window.mpstream` reports from here on
 //   play  (session/play.js)   follow the media element: first frame, stalls, periodic samples;
 //         (session/transport.js) and what carries the requests, as the server measures it
+//         (session/paths.js) and, for a rule that reads them, what each path carries
 //   ready                     the collector's session record and the first transport answer
 //                             are in before the play request, so that the page's own requests
 //                             to the collector (same origin, same connections) never compete
@@ -15,6 +16,7 @@ import { showProblem } from './problem.js';
 import { loadSession } from './session/load.js';
 import { watchPlayback } from './session/play.js';
 import { collectorReady, startPlayback } from './session/start.js';
+import { watchPaths } from './session/paths.js';
 import { watchTransport } from './session/transport.js';
 import { watchPageClose } from './session/end.js';
 
@@ -23,7 +25,7 @@ async function main() {
   if (!session) return; // bad page parameters: shown on the page and in window.mpstream
   watchPlayback(session);
   watchPageClose(session);
-  await collectorReady(session, watchTransport(session));
+  await collectorReady(session, Promise.all([watchTransport(session), watchPaths(session)]));
   if (session.finishing) return; // the page was closed meanwhile
   startPlayback(session);
 }

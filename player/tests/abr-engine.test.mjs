@@ -2,7 +2,7 @@
 // the players themselves run them in the e2e tests (tests/e2e/test_player_abr.py).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ABR_DIR, currentRulesModule, rulesModule } from '../abr-rules.mjs';
@@ -46,11 +46,15 @@ test('a rule of the catalog without its module, or a module the catalog does not
     /import \{ decide as rule_rate_based \} from '\.\/rules\/rate-based\.js';[^]*'rate-based': rule_rate_based,/);
   // the same from a folder: a catalog naming a rule whose module is missing
   const dir = mkdtempSync(join(tmpdir(), 'abr-'));
-  mkdirSync(join(dir, 'rules'));
-  writeFileSync(join(dir, 'catalog.json'), JSON.stringify({ players: {}, ours: { scratch: { about: 'x' } } }));
-  assert.throws(() => currentRulesModule(dir), /has no scratch\.js/);
-  writeFileSync(join(dir, 'rules', 'scratch.js'), 'export function decide() {}\n');
-  assert.match(currentRulesModule(dir), /'scratch': rule_scratch/);
+  try {
+    mkdirSync(join(dir, 'rules'));
+    writeFileSync(join(dir, 'catalog.json'), JSON.stringify({ players: {}, ours: { scratch: { about: 'x' } } }));
+    assert.throws(() => currentRulesModule(dir), /has no scratch\.js/);
+    writeFileSync(join(dir, 'rules', 'scratch.js'), 'export function decide() {}\n');
+    assert.match(currentRulesModule(dir), /'scratch': rule_scratch/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('one decision per downloaded segment: asked again before the next download, the same answer and no event', () => {

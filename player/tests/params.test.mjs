@@ -10,7 +10,7 @@ test('all parameters are read', () => {
   assert.equal(parseParams('?report_timeout=2.5').config.reportTimeout, 2.5);
   assert.deepEqual(parseParams('?report_timeout=0').errors.length, 1);
   assert.deepEqual(errors, []);
-  assert.deepEqual(config, { src: '/media/dash/manifest.mpd', player: 'dashjs', session: 's_1', scenario: 'bal', trial: 2, transport: 'mptcp', seenBy: 'server', codec: 'auto', collector: '/api/v1', duration: 25, startupTimeout: 30, reportTimeout: 15, buffer: null, targetLatency: null, catchupMaxRate: null, catchupMinRate: null, maxDrift: null, abr: 'dynamic', abrParams: {} });
+  assert.deepEqual(config, { src: '/media/dash/manifest.mpd', player: 'dashjs', session: 's_1', scenario: 'bal', trial: 2, transport: 'mptcp', seenBy: 'server', codec: 'auto', collector: '/api/v1', duration: 25, startupTimeout: 30, reportTimeout: 15, buffer: null, targetLatency: null, catchupMaxRate: null, catchupMinRate: null, maxDrift: null, abr: 'dynamic', abrParams: {}, spared: [] });
 });
 
 test('the player follows the manifest when not given, and defaults fill in', () => {
@@ -27,6 +27,13 @@ test('the server tells the transport unless a carrier beside the browser does', 
   const seenBy = (query) => parseParams(query).config.seenBy;
   assert.deepEqual([seenBy(''), seenBy('?transport=mpquic&seen_by=carrier'), seenBy('?seen_by=x')], ['server', 'carrier', 'server']);
   assert.deepEqual(parseParams('?seen_by=x').errors, ['seen_by=x: must be one of server, carrier']);
+});
+
+test('the paths a policy spares are the client\'s addresses on them', () => {
+  assert.deepEqual(parseParams('?spared=10.1.1.2').config.spared, ['10.1.1.2']);
+  assert.deepEqual(parseParams('?spared=10.1.1.2,fd00::2').config.spared, ['10.1.1.2', 'fd00::2']);
+  assert.deepEqual(parseParams('?spared=10.1.1.2,x,y').errors,
+    ["spared=10.1.1.2,x,y: must be the client's addresses of the paths, separated by commas (e.g. 10.1.1.2)"]);
 });
 
 test('the HUD shows what the server measured, never the unknown label', () => {

@@ -7,7 +7,10 @@ the same run), a tolerance either side of the published value (a fraction of it,
 `absolute = true` in the metric's unit) and why that width. Each summary's run is repeated for
 the conditions its figures name only, under the agreement rule (runner/agreement.py): every
 condition takes trials until each figure it carries agrees or disagrees, at most the summary's
-`max_trials`. The set's planned time is its caps' machine time, printed before the first trial.
+`max_trials`. With `budget_h` the set may take that much machine time: the time its early
+decisions leave under the budget goes, after the first pass, to the runs whose figures are still
+undecided, more rounds each while the budget holds (cheapest round first). The planned time,
+printed before the first trial, is the budget, or the caps' machine time without one.
 
 OUT/headline.json holds every figure's published value, band, new mean and interval, decision
 and trials, each summary's machine time beside its published run's fixed count, and the
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -71,17 +74,29 @@ class HeadlineRun:
     def rule(self) -> Agreement:
         return Agreement(tuple(f.check for f in self.figures), self.max_trials)
 
-    def cost(self) -> Cost:
-        """Its cap's machine time, at the published run's own time a trial."""
+    def cost(self, rounds: int | None = None) -> Cost:
+        """The machine time of `rounds` rounds (its cap's by default), at the published run's
+        own time a trial."""
         run = self.published["run"]
         span = run_seconds(run) or 0.0
         # A condition run for each player is as many trials a round as it has groups.
         groups = [c for c in self.published["conditions"] if c["label"] in self.conditions]
-        trials = len(groups) * self.max_trials
+        trials = len(groups) * (self.max_trials if rounds is None else rounds)
         return Cost(trials, span / run["trials"], "the published run's own time a trial")
 
 
-def load_set(path: Path = HEADLINE_SET) -> list[HeadlineRun]:
+@dataclass(frozen=True)
+class HeadlineSet:
+    """The runs of a set, and the machine time it may take (None: its caps')."""
+
+    runs: tuple[HeadlineRun, ...]
+    budget_s: float | None = None
+
+    def caps_seconds(self) -> float:
+        return sum(r.cost().seconds for r in self.runs)
+
+
+def load_set(path: Path = HEADLINE_SET) -> HeadlineSet:
     """The headline set at `path`; a UserError that names the entry and what is wrong."""
     if not path.is_file():
         raise UserError(f"no headline set {path}: give a TOML file of [[run]] entries "
@@ -90,10 +105,17 @@ def load_set(path: Path = HEADLINE_SET) -> list[HeadlineRun]:
         spec = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: {exc}") from None
-    runs = [_run_of(entry, path) for entry in spec.get("run", [])]
+    runs = tuple(_run_of(entry, path) for entry in spec.get("run", []))
     if not runs:
         raise UserError(f"{path} names no [[run]]: nothing to reproduce")
-    return runs
+    budget = spec.get("budget_h")
+    caps = HeadlineSet(runs).caps_seconds()
+    if budget is None:
+        return HeadlineSet(runs)
+    if isinstance(budget, bool) or not isinstance(budget, int | float) or budget * 3600 < caps:
+        raise UserError(f"{path}: budget_h {budget!r}: give the hours the set may take, at least "
+                        f"its caps' {caps / 3600:.2f} h")
+    return HeadlineSet(runs, float(budget) * 3600)
 
 
 def _run_of(entry: dict[str, Any], path: Path) -> HeadlineRun:
@@ -132,32 +154,38 @@ def _figure_of(f: dict[str, Any], entry: dict[str, Any], published: dict[str, An
                           float(f["tolerance"]), absolute, f["why"])
 
 
-def print_plan(runs: list[HeadlineRun], console: Console) -> dict[str, Any]:
+def print_plan(chosen: HeadlineSet, console: Console) -> dict[str, Any]:
     """Each run's conditions, cap and machine time, and the set's; returns them as JSON."""
-    total = 0.0
-    for run in runs:
-        cost = run.cost()
-        total += cost.seconds
+    for run in chosen.runs:
         console.print(f"{run.summary.stem}: {len(run.figures)} figure(s) of "
                       f"{', '.join(run.conditions)}, at most {run.max_trials} trials a "
-                      f"condition: {cost}", highlight=False, soft_wrap=True)
-    console.print(f"planned: {sum(len(r.figures) for r in runs)} figures, at most about "
+                      f"condition: {run.cost()}", highlight=False, soft_wrap=True)
+    caps = chosen.caps_seconds()
+    total = chosen.budget_s if chosen.budget_s is not None else caps
+    rest = ("" if chosen.budget_s is None else
+            f"; what that leaves of the caps' {caps / 3600:.2f} h goes to the figures still "
+            "undecided after them")
+    console.print(f"planned: {sum(len(r.figures) for r in chosen.runs)} figures, at most about "
                   f"{machine_time(total)} of machine time ({total / 3600:.2f} h); each condition "
-                  "stops once its figures are decided", highlight=False, soft_wrap=True)
-    return {"runs": {r.summary.stem: r.cost().as_json() for r in runs},
-            "machine_seconds": round(total)}
+                  f"stops once its figures are decided{rest}", highlight=False, soft_wrap=True)
+    return {"runs": {r.summary.stem: r.cost().as_json() for r in chosen.runs},
+            "caps_seconds": round(caps), "machine_seconds": round(total)}
 
 
-def reproduce_headline(runs: list[HeadlineRun], out_dir: Path, *, cluster: str | None,
+def reproduce_headline(chosen: HeadlineSet, out_dir: Path, *, cluster: str | None,
                        console: Console) -> dict[str, Any]:
-    """Runs each summary's conditions until their figures are decided; writes and returns
-    OUT/headline.json. A folder reproduced before resumes where it stopped."""
+    """Runs each summary's conditions until their figures are decided, then spends what the
+    budget has left on the undecided ones; writes and returns OUT/headline.json. A folder
+    reproduced before resumes where it stopped."""
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
+    runs = list(chosen.runs)
     done: list[dict[str, Any]] = []
     for run in runs:
         done.append(_reproduce_run(run, out_dir, cluster, console))
         said = _write(done, out_dir)  # after each: a long set shows how far it got
+    if chosen.budget_s is not None:
+        said = _spend_the_rest(runs, done, chosen.budget_s, out_dir, cluster, console)
     for row in said["figures"]:
         if row["decision"] != "agrees":
             console.print(f"[red]{row['decision']}:[/] {row['summary']} {row['figure']}: "
@@ -168,6 +196,53 @@ def reproduce_headline(runs: list[HeadlineRun], out_dir: Path, *, cluster: str |
                   f"{said['disagree']} disagree, {said['undecided']} undecided: "
                   f"{out_dir / 'headline.json'}")
     return said
+
+
+def extensions(runs: list[HeadlineRun], done: list[dict[str, Any]], budget_s: float
+               ) -> dict[int, int]:
+    """The rounds each run still undecided gets from what the budget has left: runs by the
+    cost of a round, cheapest first, each as many rounds as it had (doubling its cap) or as the
+    rest allows. A run stops taking them once its figures are decided, so a round given is a
+    round at most."""
+    left = budget_s - sum(d["seconds"] for d in done)
+    undecided = [i for i, d in enumerate(done)
+                 if any(f["decision"] == "undecided" for f in d["figures"])]
+    per_round = {i: _round_seconds(runs[i], done[i]) for i in undecided}
+    given: dict[int, int] = {}
+    for i in sorted(undecided, key=per_round.__getitem__):
+        rounds = min(runs[i].max_trials, int(left // per_round[i])) if per_round[i] > 0 else 0
+        if rounds > 0:
+            given[i] = rounds
+            left -= rounds * per_round[i]
+    return given
+
+
+def _round_seconds(run: HeadlineRun, done: dict[str, Any]) -> float:
+    """A round's machine time: its trials, each at the published run's time a trial or at what
+    this run's trials took, whichever is longer, so that the budget holds."""
+    cost = run.cost(1)
+    took = done["seconds"] / done["trials"] if done.get("trials") else 0.0
+    return cost.trials * max(cost.seconds_a_trial, took)
+
+
+def _spend_the_rest(runs: list[HeadlineRun], done: list[dict[str, Any]], budget_s: float,
+                    out_dir: Path, cluster: str | None, console: Console) -> dict[str, Any]:
+    """The first pass's undecided runs, each resumed once with the rounds `extensions` gives
+    it, the first in its order first; what a run leaves unspent (it decided before its new cap)
+    is counted again for the next."""
+    said = _write(done, out_dir)
+    extended: set[int] = set()
+    while True:
+        given = [(i, n) for i, n in extensions(runs, done, budget_s).items() if i not in extended]
+        if not given:
+            return said
+        i, rounds = given[0]
+        extended.add(i)
+        runs[i] = replace(runs[i], max_trials=runs[i].max_trials + rounds)
+        console.print(f"[bold]{runs[i].summary.stem}[/]: undecided; up to {rounds} more "
+                      f"round(s) from the budget", highlight=False)
+        done[i] = _reproduce_run(runs[i], out_dir, cluster, console)
+        said = _write(done, out_dir)
 
 
 def _reproduce_run(run: HeadlineRun, out_dir: Path, cluster: str | None,
@@ -194,7 +269,7 @@ def _reproduce_run(run: HeadlineRun, out_dir: Path, cluster: str | None,
     finished = StopWatch(run_dir, scenario, run.conditions, run.rule).finished()
     verdicts = run.rule.verdicts(*collect((group, row) for _, group, row in finished))
     return {"summary": run.summary.stem, "run_dir": str(run_dir), "new_summary": str(new),
-            "seconds": round(run_seconds(made) or 0.0, 1),
+            "seconds": round(trial_seconds(run_dir), 1),
             "load_avg_1m": made.get("load_avg_1m"), "environment": made.get("environment"),
             "conditions": run.conditions, "trials": len(finished),
             # The fixed count it replaces: the published run's trials of those conditions.
@@ -203,6 +278,19 @@ def _reproduce_run(run: HeadlineRun, out_dir: Path, cluster: str | None,
                                 if c["label"] in run.conditions),
             "failed_trials": failed_trials(run_dir, statuses),
             "figures": [_row(run, f, v) for f, v in zip(run.figures, verdicts, strict=True)]}
+
+
+def trial_seconds(run_dir: Path) -> float:
+    """The machine time a run's trials took, each from its start to its end: a run resumed later
+    (the budget's rounds after the first pass) counts its trials, not the wait between them."""
+    from mpstream.runner.layout import load_trials
+
+    def took(started: str | None, finished: str | None) -> float:
+        if not started or not finished:
+            return 0.0
+        return (datetime.fromisoformat(finished) - datetime.fromisoformat(started)).total_seconds()
+
+    return sum(took(t.record.started_at, t.record.finished_at) for t in load_trials(run_dir))
 
 
 def _row(run: HeadlineRun, f: HeadlineFigure, v: Verdict) -> dict[str, Any]:

@@ -3,26 +3,18 @@ name, is the one the player reports back after configuration; a session with a r
 records one decision event per segment, and each recorded choice is what the same function
 gives for the recorded inputs (replayed offline by player/replay-abr.mjs)."""
 
-import json
 import os
-import subprocess
-from pathlib import Path
 
 import pytest
 
 from mpstream.netem.topology import Topology
-from mpstream.paths import program
 from mpstream.player.abr import abr_names, catalog, default_abr
 from mpstream.player.session import MANIFESTS
 from mpstream.server.stack import ServerStack
-from tests.sessions import play, session_events
-
-# The system's node, else the one scripts/install-node.sh put into .venv.
-NODE = program("node") or "node"
+from tests.sessions import play, replay_abr, session_events
 
 pytestmark = pytest.mark.timeout(900)
 
-REPLAY = Path(__file__).resolve().parents[2] / "player" / "replay-abr.mjs"
 # The rule is reported as the player is configured, and a rule of ours decides the first
 # segments within a second of the play request: a session no longer than that.
 RULE_S = 2.0
@@ -99,17 +91,9 @@ def test_recorded_decisions_replay_to_the_same_choices(unbalanced, tmp_path, pla
     fetched = {e["data"]["bitrate"] for e in events if e["type"] == "segment"
                and e["data"]["kind"] in ("video", "muxed")}
     assert fetched <= set(ladder)
-    path = tmp_path / "events.json"
-    path.write_text(json.dumps(events))
-    replay = subprocess.run([NODE, str(REPLAY), str(path)], capture_output=True, text=True,
-                            check=False)
-    assert replay.returncode == 0, replay.stdout + replay.stderr
-    assert json.loads(replay.stdout) == {"decisions": len(decisions), "mismatches": []}
+    assert replay_abr(events, tmp_path) == (0, {"decisions": len(decisions), "mismatches": []})
     # A recorded choice the function would not make is caught.
     tampered = [dict(e, data={**e["data"], "index": (e["data"]["index"] + 1) % len(ladder)})
                 if e["type"] == "abr_decision" else e for e in events]
-    path.write_text(json.dumps(tampered))
-    caught = subprocess.run([NODE, str(REPLAY), str(path)], capture_output=True, text=True,
-                            check=False)
-    assert caught.returncode == 1
-    assert len(json.loads(caught.stdout)["mismatches"]) == len(decisions)
+    status, caught = replay_abr(tampered, tmp_path)
+    assert status == 1 and len(caught["mismatches"]) == len(decisions)

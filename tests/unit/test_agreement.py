@@ -4,6 +4,7 @@ and the headline set that feeds it (runner/reproduce/headline.py)."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,8 @@ from rich.console import Console
 from mpstream.errors import UserError
 from mpstream.qoe.stats import anytime_summary
 from mpstream.runner.agreement import Agreement, Band, FigureCheck, collect, decide
-from mpstream.runner.reproduce.headline import HEADLINE_SET, load_set, print_plan
+from mpstream.runner.cost import Cost
+from mpstream.runner.reproduce.headline import HEADLINE_SET, extensions, load_set, print_plan
 
 TIGHT = [10.0, 10.1, 9.9, 10.0, 10.05, 9.95]  # mean 10.0, sd 0.071
 
@@ -103,12 +105,55 @@ def test_a_failed_trial_counts_toward_the_cap_and_gives_no_figure():
 
 
 def test_the_checked_in_headline_set_loads_and_fits_two_hours():
-    runs = load_set()
-    said = print_plan(runs, Console(file=open("/dev/null", "w")))  # noqa: SIM115
-    assert said["machine_seconds"] <= 2 * 3600
-    seeds = {f.seed for r in runs for f in r.figures}
+    chosen = load_set()
+    said = print_plan(chosen, Console(file=open("/dev/null", "w")))  # noqa: SIM115
+    assert said["caps_seconds"] <= said["machine_seconds"] <= 2 * 3600
+    seeds = {f.seed for r in chosen.runs for f in r.figures}
     assert {"thesis", "NP03", "MPCC", "ECE4400", "CS244", "README"} <= seeds
-    assert sum(len(r.figures) for r in runs) >= 8
+    assert sum(len(r.figures) for r in chosen.runs) >= 8
+
+
+@dataclass(frozen=True)
+class _Run:
+    # What `extensions` reads of a headline run: its cap and the cost of a round.
+    max_trials: int
+    round_s: float
+
+    def cost(self, rounds: int | None = None) -> Cost:
+        return Cost(rounds or self.max_trials, self.round_s, "a round")
+
+
+def _done(seconds: float, trials: int, *decisions: str) -> dict:
+    return {"seconds": seconds, "trials": trials, "figures": [{"decision": d} for d in decisions]}
+
+
+def test_what_the_budget_leaves_goes_to_undecided_runs_cheapest_round_first():
+    runs = [_Run(5, 100.0), _Run(3, 50.0), _Run(4, 10.0)]
+    done = [_done(300, 5, "undecided", "agrees"), _done(150, 3, "undecided"),
+            _done(50, 4, "agrees")]
+    # 1000 s less the 500 spent: the 50 s run first, its cap again (3 rounds: 150 s), then
+    # the 100 s run, as many as the 350 s left allow (3 of its 5).
+    assert extensions(runs, done, 1000.0) == {1: 3, 0: 3}
+    # Nothing left, or nothing undecided: nothing given.
+    assert extensions(runs, done, 500.0) == {}
+    assert extensions(runs, [_done(1, 1, "agrees")] * 3, 10_000.0) == {}
+
+
+def test_a_round_costs_what_the_runs_own_trials_took_when_that_is_longer():
+    # Its trials took 80 s each, not the published 50: 350 s left buy 4 rounds, not 7.
+    runs = [_Run(10, 50.0)]
+    assert extensions(runs, [_done(800, 10, "undecided")], 1150.0) == {0: 4}
+    assert extensions(runs, [_done(300, 10, "undecided")], 650.0) == {0: 7}
+
+
+def test_a_budget_below_the_caps_or_not_hours_is_refused(tmp_path):
+    first_run = "[[run]]\n" + HEADLINE_SET.read_text().split("\n[[run]]\n")[1]
+    for budget in ("0.01", '"two"', "true"):
+        with pytest.raises(UserError, match=r"budget_h .*: give the hours the set may take"):
+            load_set(_set(tmp_path, f"budget_h = {budget}\n{first_run}"))
+    fine = load_set(_set(tmp_path, f"budget_h = 2\n{first_run}"))
+    assert fine.budget_s == 7200.0 and 0 < fine.caps_seconds() < 7200.0
+    assert load_set(_set(tmp_path, first_run)).budget_s is None
 
 
 def _set(tmp_path: Path, text: str) -> Path:

@@ -14,6 +14,7 @@ import pytest
 from mpstream.errors import UserError
 from mpstream.network import Network, PathInfo
 from mpstream.player import browsers, session
+from mpstream.transports import pathpolicy
 from mpstream.transports.base import get_transport
 
 
@@ -53,6 +54,19 @@ def test_a_transport_carried_beside_the_browser_is_told_to_the_page(transport, s
     # The server sees only the hop's or the proxy's connections: the page must not show them.
     url = session.page_url("http://10.2.0.2:8080/", _request(transport))
     assert parse_qs(urlsplit(url).query).get("seen_by", [None])[0] == seen_by
+
+
+@pytest.mark.parametrize(("policy", "held", "spared"), [
+    ("deadline", (1,), ["10.1.1.2"]), ("backup", (2, 1), ["10.1.1.2", "10.1.2.2"]),
+    ("always", (), []), ("fast-start", (1,), []), ("handover", (1,), [])])
+def test_the_page_is_told_the_paths_a_policy_spares(policy, held, spared):
+    # Only the policies that keep their paths for when the others cannot carry the video: a
+    # path fast-start or handover holds counts for the multipath rule once it is let go.
+    paths = [PathInfo(i, f"p{i}", f"10.1.{i}.2", f"p{i}") for i in range(3)]
+    request = _request(path_policy=pathpolicy.policy_named(policy), held_paths=held)
+    assert session.spared_addresses(paths, request) == spared
+    url = session.page_url("http://h:8080", request, spared=spared)
+    assert parse_qs(urlsplit(url).query).get("spared", [None])[0] == (",".join(spared) or None)
 
 
 def test_of_several_failures_the_session_reports_the_first_in_order():

@@ -336,3 +336,26 @@ def test_payload_copy_is_not_mutated():
     before = copy.deepcopy(VALID_DATA)
     schemas.parse_batch({"events": [event(i, t) for i, t in enumerate(VALID_DATA)]})
     assert before == VALID_DATA
+
+
+def test_a_multipath_decision_keeps_the_paths_it_was_given(client, session):
+    paths = [{"address": "10.1.0.2", "bps": 1.9e6, "held": False, "spared": False, "live": True},
+             {"address": "10.1.1.2", "bps": 0.0, "held": True, "spared": True, "live": False}]
+    inputs = {**VALID_DATA["abr_decision"]["inputs"], "paths": paths}
+    ok = post_events(client, session, [event(0, "abr_decision", rule="multipath", inputs=inputs),
+                                       event(1, "abr_decision", rule="multipath",
+                                             inputs={**inputs, "paths": None})])
+    assert ok.status_code == 200, ok.json
+    stored = client.get(f"/api/v1/sessions/{session}").json["events"]
+    assert stored[0]["data"]["inputs"]["paths"] == paths
+    bad = [{**paths[0], "bps": -1.0}]
+    r = post_events(client, session, [event(2, "abr_decision", rule="multipath",
+                                            inputs={**inputs, "paths": bad})])
+    assert r.status_code == 422 and r.json["field"] == "events[0].data.inputs.paths[0].bps"
+
+
+def test_the_paths_of_a_request_not_through_nginx_say_why_they_are_unknown(client, session):
+    r = client.get(f"/api/v1/sessions/{session}/paths")
+    assert r.status_code == 200
+    assert r.json["measured"] is False and "X-Forwarded-For" in r.json["reason"]
+    assert client.get("/api/v1/sessions/bad id/paths").status_code == 400

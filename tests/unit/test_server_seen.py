@@ -5,6 +5,7 @@ addresses with no connection."""
 from __future__ import annotations
 
 import socket
+import struct
 from collections.abc import Iterator
 
 import pytest
@@ -126,3 +127,79 @@ def test_the_collector_says_why_it_measured_nothing(listener, tmp_path):
     assert answer["measured"] is False and "no TCP connection from 127.0.0.1:1" in \
         answer["reason"]
     assert app.post("/api/v1/sessions/bad%20id/transport").status_code == 400
+
+
+def _served(sender: socket.socket, receiver: socket.socket, nbytes: int) -> None:
+    """`nbytes` sent from `sender` and read to the end by `receiver` (acknowledged by then)."""
+    sender.sendall(b"x" * nbytes)
+    got = 0
+    while got < nbytes:
+        got += len(receiver.recv(1 << 20))
+
+
+def test_the_paths_of_an_mptcp_client_count_every_connection_of_it(listener):
+    first, first_accepted = _connect(listener, IPPROTO_MPTCP)
+    second, second_accepted = _connect(listener, IPPROTO_MPTCP)
+    with first, first_accepted, second, second_accepted:
+        _served(first_accepted, first, 1 << 20)
+        _served(second_accepted, second, 1 << 18)
+        # Asked on the second connection: the first connection's bytes count too.
+        figures = seen.paths(listener.getsockname(), second.getsockname())
+    assert [f.address for f in figures] == ["127.0.0.1"]
+    path = figures[0]
+    assert path.subflows == 2
+    assert path.bytes_acked == (1 << 20) + (1 << 18)
+    assert path.delivery_bps > 0 and path.rtt_ms > 0
+    assert not path.backup and path.waiting_ms == 0
+    assert path.as_json()["bytes_acked"] == path.bytes_acked
+
+
+def test_the_paths_of_a_tcp_client_are_its_tcp_connections_on_path_0(listener):
+    mp, mp_accepted = _connect(listener, IPPROTO_MPTCP)
+    tcp, tcp_accepted = _connect(listener, socket.IPPROTO_TCP)
+    with mp, mp_accepted, tcp, tcp_accepted:
+        _served(mp_accepted, mp, 1 << 20)
+        _served(tcp_accepted, tcp, 1 << 16)
+        figures = seen.paths(listener.getsockname(), tcp.getsockname())
+    # The MPTCP connection from the same address is not the TCP client's.
+    assert [(f.address, f.subflows, f.bytes_acked) for f in figures] == [("127.0.0.1", 1, 1 << 16)]
+
+
+def test_the_paths_of_no_such_connection_are_not_found(listener):
+    with pytest.raises(seen.NotFound, match=r"no TCP connection from 127\.0\.0\.1:1 to"):
+        seen.paths(listener.getsockname(), ("127.0.0.1", 1))
+
+
+def _info(*, last_ack_recv: int, unacked: int = 0, rate: int = 0, acked: int = 0,
+          app_limited: bool = False, rtt_us: int = 1000) -> bytes:
+    """A struct tcp_info with the fields a path's figure reads (linux/tcp.h offsets)."""
+    raw = bytearray(232)
+    raw[7] = 1 if app_limited else 0
+    struct.pack_into("=I", raw, 24, unacked)
+    struct.pack_into("=I", raw, 56, last_ack_recv)
+    struct.pack_into("=I", raw, 68, rtt_us)
+    struct.pack_into("=Q", raw, 120, acked)
+    struct.pack_into("=Q", raw, 160, rate)
+    return bytes(raw)
+
+
+def test_a_paths_rate_is_its_most_recently_acknowledged_subflows():
+    idle = seen._Sample(_info(last_ack_recv=5000, rate=1_000_000, acked=10), False)
+    busy = seen._Sample(_info(last_ack_recv=20, rate=250_000, acked=5, app_limited=True,
+                              rtt_us=40_000), True)
+    figure = seen._figure("10.1.1.2", [idle, busy])
+    assert figure.address == "10.1.1.2"
+    assert figure.delivery_bps == 2_000_000.0  # bytes/s to bit/s
+    assert figure.app_limited and figure.rtt_ms == 40.0
+    assert figure.bytes_acked == 15 and figure.subflows == 2
+    assert figure.backup  # one subflow held is the path held
+    assert figure.waiting_ms == 0  # nothing in flight
+
+
+def test_a_failed_path_shows_how_long_its_data_in_flight_has_waited():
+    stuck = seen._Sample(_info(last_ack_recv=3200, unacked=12, rate=500_000), False)
+    figure = seen._figure("10.1.1.2", [stuck])
+    assert figure.waiting_ms == 3200 and not figure.backup
+    # Another connection's subflow still acknowledged on the path: the path works.
+    flowing = seen._Sample(_info(last_ack_recv=15, unacked=4, rate=500_000), False)
+    assert seen._figure("10.1.1.2", [stuck, flowing]).waiting_ms == 15

@@ -12,3 +12,8 @@ export function playerRules(player) {
 export function defaultRule(player) {
   return CATALOG.players[player].default;
 }
+
+/** What a rule of ours reads beyond the decision's usual inputs (catalog.json: "inputs"). */
+export function ruleInputs(name) {
+  return CATALOG.ours[name]?.inputs ?? [];
+}

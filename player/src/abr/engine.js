@@ -5,6 +5,8 @@
 // exact inputs it was given, so a session replays offline (`replayDecision`, docs/abr.md).
 // Each rule is asked through its module's decide(inputs, params) (rules/NAME.js), by the name
 // the catalog gives it (rules.js, written from catalog.json when the bundle is built).
+import { ruleInputs } from './catalog.js';
+import { PathWatch } from './paths.js';
 import { RULES } from './rules.js';
 
 export const OUR_RULES = Object.keys(RULES);
@@ -46,6 +48,19 @@ export class AbrEngine {
     this.downloads = 0;
     this.last = null; // { key, decision }: one decision per downloaded segment
     this.decisions = 0;
+    // A rule that reads the paths (catalog.json: "inputs": ["paths"]) is given them as the
+    // page last heard them from the collector (session/paths.js).
+    this.watch = ruleInputs(name).includes('paths') ? new PathWatch() : null;
+  }
+
+  /** Whether the rule reads the transport's per-path figures (the page then asks for them). */
+  get wantsPaths() {
+    return this.watch !== null;
+  }
+
+  /** The collector's answer of the paths (GET .../paths) at `tMs`; `spared` (paths.js). */
+  pathsSeen(answer, tMs = performance.now(), spared = []) {
+    if (this.watch) this.watch.seen(answer, tMs, spared);
   }
 
   /** A media segment arrived (the probe's segment record). */
@@ -67,7 +82,7 @@ export class AbrEngine {
    * The rung to fetch next, from `ladderBps` (bit/s, lowest first) and `bufferS` (seconds
    * buffered ahead). Asked again before the next download, it answers the same.
    */
-  decide({ ladderBps, bufferS, segmentS = null }) {
+  decide({ ladderBps, bufferS, segmentS = null, nowMs = performance.now() }) {
     const key = `${this.downloads}|${ladderBps.join(',')}`;
     if (this.last && this.last.key === key) return this.last.decision;
     const inputs = {
@@ -76,6 +91,7 @@ export class AbrEngine {
       segment_s: finiteOrNull(segmentS) ?? this.segmentS ?? FALLBACK_SEGMENT_S,
       previous: this.previous !== null && this.previous < ladderBps.length ? this.previous : null,
       past: this.past.map((d) => ({ ...d })),
+      ...(this.watch ? { paths: this.watch.snapshot(nowMs) } : {}),
     };
     const data = { rule: this.name, inputs, params: { ...this.params } };
     const decision = replayDecision(data);

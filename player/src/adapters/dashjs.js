@@ -166,6 +166,7 @@ export function createAdapter({ video, config, probe, fail, bufferAhead }) {
 
   return {
     name: 'dashjs',
+    abrEngine: abr.engine, // a rule of ours, or null (session/paths.js feeds it the paths)
     protocol: 'dash',
     version: player.getVersion(),
     codecSupport: () => offered,

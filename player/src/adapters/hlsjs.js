@@ -130,6 +130,7 @@ export function createAdapter({ video, config, probe, fail, bufferAhead }) {
 
   return {
     name: 'hlsjs',
+    abrEngine: abr.engine, // a rule of ours, or null (session/paths.js feeds it the paths)
     protocol: 'hls',
     version: Hls.version,
     start() {

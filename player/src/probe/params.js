@@ -163,9 +163,20 @@ export function parseParams(search) {
   const catchupMinRate = rateWithin(params, 'catchup_min_rate', 0, 1, errors);
   const maxDrift = positiveNumber(params, 'max_drift', errors);
   const { abr, abrParams } = abrOf(params, player, errors);
+  // The paths the session's path policy spares (metered ones under backup or deadline), by the
+  // client's address on each: a rule that reads the paths does not let them lift the rung
+  // (abr/rules/multipath.js).
+  const spared = [];
+  for (const raw of (params.get('spared') || '').split(',').filter((s) => s !== '')) {
+    if (!/^[0-9A-Fa-f.:]{2,45}$/.test(raw)) {
+      errors.push(`spared=${params.get('spared')}: must be the client's addresses of the paths, separated by commas (e.g. 10.1.1.2)`);
+      break;
+    }
+    spared.push(raw);
+  }
 
   return {
-    config: { src, player, session, scenario, trial, transport, seenBy, codec, collector, duration, startupTimeout, reportTimeout, buffer, targetLatency, catchupMaxRate, catchupMinRate, maxDrift, abr, abrParams },
+    config: { src, player, session, scenario, trial, transport, seenBy, codec, collector, duration, startupTimeout, reportTimeout, buffer, targetLatency, catchupMaxRate, catchupMinRate, maxDrift, abr, abrParams, spared },
     errors,
   };
 }

@@ -19,6 +19,7 @@ async function finish(session, reason) {
   clearInterval(timers.watch);
   clearInterval(timers.sampler);
   clearInterval(timers.transport);
+  clearInterval(timers.paths);
   clearTimeout(timers.duration);
   clearTimeout(timers.startup);
   if (probe.started) probe.sample(sample);

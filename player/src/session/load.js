@@ -104,7 +104,7 @@ export async function loadSession(search) {
     adapter: null,
     sender: null, // needs the adapter's version; the probe emits nothing before the play request
     probe: null,
-    timers: { duration: null, startup: null, watch: null, sampler: null, transport: null },
+    timers: { duration: null, startup: null, watch: null, sampler: null, transport: null, paths: null },
     failed: null, // the first fatal failure's message
     finishing: null, // the end step's promise, once it has begun
   };
