@@ -155,7 +155,7 @@ def page_url(base_url: str, request: PlayRequest, manifest: str | None = None,
 def spared_addresses(paths: Sequence[PathInfo], request: PlayRequest) -> list[str]:
     """The client's addresses of the paths the request's path policy spares for the whole
     session (a metered path under backup or deadline): the multipath rule never lets them lift
-    the rung (docs/abr.md#multipath). None for a policy that lets its held paths go."""
+    the rung (docs/abr.md#multipath); none for a policy that lets its held paths go."""
     if not request.path_policy.spares:
         return []
     return [p.client_addr for p in paths if p.index in request.held_paths]

@@ -258,8 +258,6 @@ def post_events(session_id: str) -> Any:
     return jsonify(stored=stored, duplicates=duplicates)
 
 
-T = TypeVar("T")
-
 # What nginx says of the connection a request came on (nginx.conf.j2, location /api/).
 CONNECTION_HEADERS = ("X-Forwarded-For", "X-Client-Port", "X-Server-Addr", "X-Server-Port")
 
@@ -275,6 +273,9 @@ def _connection() -> tuple[tuple[str, int], tuple[str, int]] | str:
     if not (client_port.isdigit() and server_port.isdigit()):
         return "nginx passed no port numbers for the connection"
     return (server, int(server_port)), (client.split(",")[0].strip(), int(client_port))
+
+
+T = TypeVar("T")
 
 
 def _looked_up(session_id: str, look: Callable[[tuple[str, int], tuple[str, int]], T]
@@ -315,8 +316,8 @@ def measure_transport(session_id: str) -> Any:
     "it (server/seen.py: PathFigure), for the page's multipath-aware adaptation rule; nothing "
     "is kept",
     path=SESSION_PATH,
-    responses={200: ok("{measured, paths: [{path, subflows, delivery_bps, app_limited, rtt_ms, "
-                       "bytes_acked, backup, waiting_ms}]} or {measured: false, reason}"),
+    responses={200: ok("{measured, paths: [{address, subflows, delivery_bps, app_limited, "
+                       "rtt_ms, bytes_acked, backup, waiting_ms}]} or {measured: false, reason}"),
                400: BAD_ID},
 )
 def path_figures(session_id: str) -> Any:

@@ -66,12 +66,18 @@ class NotFound(LookupError):
     """No connection with those addresses in this namespace (a proxy between, another host)."""
 
 
+def _unmapped(ip: ipaddress.IPv4Address | ipaddress.IPv6Address
+              ) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """An IPv4-mapped IPv6 address as the IPv4 address it maps; any other as it is."""
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
 def _forms(text: str) -> list[tuple[int, bytes]]:
     """The (family, packed address) forms a socket of this address may have: an IPv4 client of
     a dual-stack listener is an IPv6 socket with the IPv4-mapped address."""
-    ip = ipaddress.ip_address(text)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    ip = _unmapped(ipaddress.ip_address(text))
     if ip.version == 6:
         return [(socket.AF_INET6, ip.packed)]
     mapped = ipaddress.IPv6Address(f"::ffff:{ip}")
@@ -195,7 +201,7 @@ def _established() -> Iterator[_Socket]:
 
 # struct tcp_info (linux/tcp.h): the byte offsets of the fields a path's figures read. Byte 7
 # holds tcpi_delivery_rate_app_limited in its lowest bit.
-_TCPI_BACKOFF, _TCPI_FLAGS, _TCPI_UNACKED, _TCPI_LAST_ACK_RECV = 4, 7, 24, 56
+_TCPI_FLAGS, _TCPI_UNACKED, _TCPI_LAST_ACK_RECV = 7, 24, 56
 _TCPI_RTT, _TCPI_BYTES_ACKED, _TCPI_DELIVERY_RATE = 68, 120, 160
 _TCPI_NEEDED = _TCPI_DELIVERY_RATE + 8
 
@@ -252,13 +258,8 @@ def _sample(sock: _Socket) -> _Sample | None:
 def _address(sock: _Socket) -> str:
     """The peer's address as text; an IPv4 client of a dual-stack socket as IPv4."""
     packed = sock.remote[0]
-    return _text(ipaddress.ip_address(packed[:4] if sock.family == socket.AF_INET else packed))
-
-
-def _text(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return str(ip.ipv4_mapped)
-    return str(ip)
+    return str(_unmapped(ipaddress.ip_address(packed[:4] if sock.family == socket.AF_INET
+                                             else packed)))
 
 
 def _figure(address: str, samples: list[_Sample]) -> PathFigure:
@@ -300,6 +301,6 @@ def paths(server: tuple[str, int], client: tuple[str, int]) -> list[PathFigure]:
         sample = _sample(sock) if mine else None
         if sample is not None:
             by_address.setdefault(_address(sock), []).append(sample)
-    asking = _text(ipaddress.ip_address(client[0]))
+    asking = str(_unmapped(ipaddress.ip_address(client[0])))
     return [_figure(address, by_address[address])
             for address in sorted(by_address, key=lambda a: (a != asking, a))]

@@ -183,9 +183,10 @@ def reproduce_headline(chosen: HeadlineSet, out_dir: Path, *, cluster: str | Non
     done: list[dict[str, Any]] = []
     for run in runs:
         done.append(_reproduce_run(run, out_dir, cluster, console))
-        said = _write(done, out_dir)  # after each: a long set shows how far it got
+        _write(done, out_dir)  # after each: a long set shows how far it got
     if chosen.budget_s is not None:
-        said = _spend_the_rest(runs, done, chosen.budget_s, out_dir, cluster, console)
+        _spend_the_rest(runs, done, chosen.budget_s, out_dir, cluster, console)
+    said = _write(done, out_dir)
     for row in said["figures"]:
         if row["decision"] != "agrees":
             console.print(f"[red]{row['decision']}:[/] {row['summary']} {row['figure']}: "
@@ -226,23 +227,22 @@ def _round_seconds(run: HeadlineRun, done: dict[str, Any]) -> float:
 
 
 def _spend_the_rest(runs: list[HeadlineRun], done: list[dict[str, Any]], budget_s: float,
-                    out_dir: Path, cluster: str | None, console: Console) -> dict[str, Any]:
+                    out_dir: Path, cluster: str | None, console: Console) -> None:
     """The first pass's undecided runs, each resumed once with the rounds `extensions` gives
     it, the first in its order first; what a run leaves unspent (it decided before its new cap)
     is counted again for the next."""
-    said = _write(done, out_dir)
     extended: set[int] = set()
     while True:
         given = [(i, n) for i, n in extensions(runs, done, budget_s).items() if i not in extended]
         if not given:
-            return said
+            return
         i, rounds = given[0]
         extended.add(i)
         runs[i] = replace(runs[i], max_trials=runs[i].max_trials + rounds)
         console.print(f"[bold]{runs[i].summary.stem}[/]: undecided; up to {rounds} more "
                       f"round(s) from the budget", highlight=False)
         done[i] = _reproduce_run(runs[i], out_dir, cluster, console)
-        said = _write(done, out_dir)
+        _write(done, out_dir)
 
 
 def _reproduce_run(run: HeadlineRun, out_dir: Path, cluster: str | None,

@@ -176,3 +176,22 @@ def test_a_headline_set_with_a_wrong_entry_is_refused_by_name(tmp_path):
     with pytest.raises(UserError, match="no headline set"):
         load_set(tmp_path / "missing.toml")
     assert HEADLINE_SET.name == "headline.toml"
+
+
+def test_a_runs_time_is_its_trials_own_not_the_wait_between_them(tmp_path):
+    from mpstream.runner.layout import TRIAL_JSON, write_json
+    from mpstream.runner.reproduce.headline import trial_seconds
+    from mpstream.runner.scenario import expand_trials, load_scenario
+    from mpstream.runner.trial import failed_record
+
+    scenario = load_scenario("demo")
+    # A first trial of 60 s, and one of 30 s resumed an hour later: 90 s, not the hour's span.
+    for trial, (start, end) in zip(expand_trials(scenario, 1),
+                                   [("10:00:00", "10:01:00"), ("11:00:00", "11:00:30")],
+                                   strict=False):
+        record = failed_record(scenario.kind, trial, "")
+        record.started_at = f"2026-12-02T{start}+00:00"
+        record.finished_at = f"2026-12-02T{end}+00:00"
+        (tmp_path / "trials" / trial.key).mkdir(parents=True)
+        write_json(tmp_path / "trials" / trial.key / TRIAL_JSON, record.model_dump(mode="json"))
+    assert trial_seconds(tmp_path) == 90.0

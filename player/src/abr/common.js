@@ -2,6 +2,10 @@
 // Nothing here touches a player or a browser API, so the page bundle and node's tests import the
 // same code (docs/abr.md).
 
+// A player's buffer target when it is not set: hls.js's maxBufferLength and dash.js's
+// bufferTimeAtTopQuality both default to 30 s.
+export const DEFAULT_BUFFER_TARGET_S = 30;
+
 // How many recent downloads the throughput estimates look at (the last five segments, as in the
 // rate-based and RobustMPC rules of Yin et al., SIGCOMM 2015).
 export const DEFAULT_WINDOW = 5;

@@ -6,15 +6,13 @@
 // Each rule is asked through its module's decide(inputs, params) (rules/NAME.js), by the name
 // the catalog gives it (rules.js, written from catalog.json when the bundle is built).
 import { ruleInputs } from './catalog.js';
+import { DEFAULT_BUFFER_TARGET_S } from './common.js';
 import { PathWatch } from './paths.js';
 import { RULES } from './rules.js';
 
 export const OUR_RULES = Object.keys(RULES);
 // Past downloads a decision is given and records: the rules look at the last 5 at most.
 export const PAST_KEPT = 10;
-// When the player's buffer target is not set: hls.js's maxBufferLength and dash.js's
-// bufferTimeAtTopQuality both default to 30 s.
-export const DEFAULT_BUFFER_TARGET_S = 30;
 // Before any segment has told its duration.
 const FALLBACK_SEGMENT_S = 4;
 

@@ -4,8 +4,8 @@
 // this keeps the answers and says, at a decision, each path's rate, whether a path policy holds
 // it back now, whether the policy spares it (a metered path under `backup` or `deadline`: the
 // page's `spared` parameter names its addresses), and whether it still delivers. A path is the
-// client's address its subflows come from. Nothing here touches a
-// browser API, so node's tests run the same code.
+// client's address its subflows come from. Nothing here touches a browser API, so node's tests
+// run the same code.
 
 // How long a path's samples count: a few segment downloads, so the app-limited sample at the end
 // of a download (the sender ran out of data, not the path out of room) does not hide the rate

@@ -1,7 +1,9 @@
 // BBA-0: the rate is a function of the buffer alone (Huang, Johari, McKeown, Trunnell and Watson,
 // "A Buffer-Based Approach to Rate Adaptation: Evidence from a Large Video Streaming Service",
 // SIGCOMM 2014). Written from the paper's definition; see docs/abr.md.
-import { checkIndex, checkLadder, checkSeconds, recordedLadder } from '../common.js';
+import {
+  checkIndex, checkLadder, checkSeconds, DEFAULT_BUFFER_TARGET_S, recordedLadder,
+} from '../common.js';
 
 // The paper's client held 240 s of video, with a 90 s reservoir and a 126 s cushion above it
 // (the top 24 s, a tenth of the buffer, maps to the top rate). A player here buffers far less, so
@@ -9,8 +11,6 @@ import { checkIndex, checkLadder, checkSeconds, recordedLadder } from '../common
 export const BBA0_PAPER_BUFFER_S = 240;
 export const BBA0_PAPER_RESERVOIR_S = 90;
 export const BBA0_PAPER_CUSHION_S = 126;
-// hls.js's maxBufferLength and dash.js's bufferTimeAtTopQuality both default to 30 s.
-export const DEFAULT_BUFFER_TARGET_S = 30;
 
 // The rate map f(B): R_min up to the reservoir, R_max from the end of the cushion, a straight
 // line between.

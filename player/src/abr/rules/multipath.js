@@ -5,13 +5,13 @@
 // cannot tell a path a policy holds back (a metered cellular path) from one it may use. See
 // docs/abr.md#multipath.
 import {
-  checkLadder, checkSeconds, harmonicMean, highestAtMost, recentDownloads, recordedLadder, recordedPast,
+  checkLadder, checkSeconds, DEFAULT_BUFFER_TARGET_S, harmonicMean, highestAtMost, recentDownloads,
+  recordedLadder, recordedPast,
 } from '../common.js';
 
 // The share of the estimate the chosen rung may take once the buffer is past its reservoir:
 // room for the estimate's error and the audio beside the video.
 export const DEFAULT_SAFETY = 0.85;
-export const DEFAULT_BUFFER_TARGET_S = 30;
 
 // Input: { ladder, bufferS, segmentS, past (downloads), paths ([{ address, bps, held, spared,
 // live }] or null when the transport's paths are not measured), bufferTargetS, safety,
@@ -21,8 +21,8 @@ export const DEFAULT_BUFFER_TARGET_S = 30;
 // nor spares: a spared path (metered, under `backup` or `deadline`) serves the buffer when the
 // policy lets it, never the rung, so the player does not come to need it; a held one (the
 // slower path under `handover`, or before the first frame under `fast-start`) counts once the
-// policy lets it carry data. Without path figures it is
-// the harmonic mean of the last five download rates (the rate-based rule). Below the reservoir
+// policy lets it carry data. Without path figures it is the harmonic mean of the last five
+// download rates (the rate-based rule). Below the reservoir
 // (two segments, or a quarter of the buffer target if less) the rung is chosen against the lower
 // of the paths' estimate and the downloads' and with half the room at an empty buffer, rising
 // to `safety` at the reservoir: a rung that stalls costs more than one that is low a while.
@@ -46,7 +46,7 @@ export function multipath({ ladder, bufferS, segmentS, past = [], paths = null,
   let room = safety;
   if (bufferS < reservoir) {
     if (measured && downloadsBps !== null) estimateBps = Math.min(freeBps, downloadsBps);
-    room = safety * (0.5 + (0.5 * bufferS) / (reservoir || 1));
+    room = safety * (0.5 + (0.5 * bufferS) / reservoir); // bufferS < reservoir: not 0
   }
   const index = estimateBps === null ? 0 : highestAtMost(ladder, room * estimateBps);
   return {
