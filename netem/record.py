@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import socket
 import socketserver
-import struct
 import threading
 import time
 from collections.abc import Callable
@@ -26,21 +25,20 @@ from typing import Any
 
 import click
 
+from mpstream import tcpinfo
 from mpstream.errors import UserError
 from mpstream.netem import traces
 from mpstream.progress import working
 
 CHUNK = 1 << 16
-# struct tcp_info (linux/tcp.h): byte offsets of the fields read here
-_TCPI_SND_MSS, _TCPI_RCV_MSS, _TCPI_RTT, _TCPI_TOTAL_RETRANS = 16, 20, 68, 100
-_TCPI_LEN = 104
+_TCPI_READ = ("snd_mss", "rcv_mss", "rtt", "total_retrans")
 
 
 def tcp_info(sock: socket.socket) -> dict[str, int]:
-    raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCPI_LEN)
-    get = lambda off: struct.unpack_from("I", raw, off)[0]  # noqa: E731
-    return {"snd_mss": get(_TCPI_SND_MSS), "rcv_mss": get(_TCPI_RCV_MSS),
-            "rtt_us": get(_TCPI_RTT), "total_retrans": get(_TCPI_TOTAL_RETRANS)}
+    raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, tcpinfo.length(*_TCPI_READ))
+    info = tcpinfo.read(raw, *_TCPI_READ)
+    return {"snd_mss": info["snd_mss"], "rcv_mss": info["rcv_mss"], "rtt_us": info["rtt"],
+            "total_retrans": info["total_retrans"]}
 
 
 class _Stamps:

@@ -31,6 +31,11 @@ A measurement in README.md or docs/ is written in one of two ways, both tied to 
   `columns` (the factors' values), `label` (how they name a condition, "{row}-{column}"),
   `metric`, `show` and `digits`; `[names]` names the rows and columns; `[grid.data]` gives a
   column its own summary (a sweep run a column at a time).
+  A run over trace pairs has its figures over pairs (the summary's `paired` section) laid out
+  with `[[paired]]` columns in place of `[[columns]]`: each a `metric` and its `statistic` over
+  pairs (mean, p50, p95, ...), `show` one of value, difference (condition less baseline, with
+  its bootstrap interval) and ratio (value over the baseline's over the same pairs), `digits`
+  and `scale` as above; the baseline's own row shows its values.
 - a paragraph generated from summaries (a page whose prose must carry no comments, as the
   README's verdict): a spec with `text` in place of the columns, each figure in it written
   `{RUN CONDITION METRIC WHAT DIGITS}` (WHAT as for a number in a sentence, below):
@@ -49,6 +54,8 @@ A measurement in README.md or docs/ is written in one of two ways, both tied to 
   condition `run`: its `minutes` (from its first trial's start to its last's end), its
   `seconds_a_trial` (that time over its trials), as `<!--fig RUN run minutes mean-->`, and the
   `load` average sampled while it ran (`<!--fig RUN run load max-->`, or min or median).
+  A figure over trace pairs is `paired:STAT`, `paired-ratio:STAT` (over the baseline's over the
+  same pairs), `paired-diff:STAT`, `paired-lo:STAT` or `paired-hi:STAT` (its interval).
 
 Anything else shaped like a measurement (a number with an interval `[a, b]` beside it, or a
 ratio `1.20×`) is an error, unless it stands in a region that says why it is not checked yet:
@@ -168,12 +175,39 @@ class Summary:
             return seconds / 60
         return seconds / run["trials"] if run.get("trials") else None  # a benchmark has rounds
 
+    def paired(self, label: str, metric: str, statistic: str) -> dict:
+        """The figure over trace pairs of condition `label` (the summary's `paired` section)."""
+        self.condition(label)  # an unknown condition is named as such
+        for f in self.data.get("paired") or ():
+            if f["condition"] == label and f["metric"] == metric and f["statistic"] == statistic:
+                return f
+        raise FigureError(f"{self.path.name} has no figure over pairs {label} {metric} "
+                          f"{statistic} (a run over trace pairs has them: `paired`)")
+
+    def paired_value(self, label: str, metric: str, what: str) -> float | None:
+        """paired:STAT, paired-ratio:STAT, paired-diff:STAT, paired-lo:STAT, paired-hi:STAT."""
+        kind, statistic = what.split(":", 1)
+        f = self.paired(label, metric, statistic)
+        if kind == "paired":
+            return f["value"]
+        if kind == "paired-ratio":
+            base = f.get("baseline_value")
+            return None if not base or f["value"] is None else f["value"] / base
+        field = {"paired-diff": "difference", "paired-lo": "ci95_low",
+                 "paired-hi": "ci95_high"}.get(kind)
+        if field is None:
+            raise FigureError(f"unknown figure over pairs {what!r}: paired, paired-ratio, "
+                              "paired-diff, paired-lo or paired-hi, then :STAT")
+        return f.get(field)
+
     def value(self, label: str, metric: str, what: str) -> float | None:
         """One figure of the summary: mean, lo, hi, pct (the mean as a percentage), min or max
         (over the condition's trials, for the figures the summary keeps per trial) or
         ratio:BASE (the mean over condition BASE's); of the condition `run`, the run's own."""
         if self.is_run(label):
             return self.run_value(metric, what)
+        if what.startswith("paired"):
+            return self.paired_value(label, metric, what)
         if what in ("min", "max"):  # over the condition's trials
             values = [t[metric] for t in self.condition(label).get("trials", [])
                       if t.get(metric) is not None]
@@ -278,6 +312,8 @@ def render(spec_text: str, page: Path, data_dir: Path = DATA_DIR) -> str:
     s = load_summary((page.parent / spec["data"]).resolve())
     if "grid" in spec:
         return render_grid(s, spec, page)
+    if "paired" in spec:
+        return render_paired(s, spec)
     # A column may read another run of the same conditions (here against on a cluster).
     col_data = {c["data"]: load_summary((page.parent / c["data"]).resolve())
                 for c in spec["columns"] if "data" in c}
@@ -372,6 +408,37 @@ def _part_line(data: dict) -> str:
             f"{str(env.get('commit'))[:10]}, {data['date']}, kernel {env.get('kernel')}, "
             f"{env.get('cpus')} cores; the machine's 1-minute load while each run ran, median "
             f"(max): {_loads(data['runs'])}.")
+
+
+def paired_cell(s: Summary, label: str, col: dict) -> str:
+    """One figure over pairs: the condition's value, its difference from the baseline with the
+    bootstrap interval, or its ratio to the baseline's value (blank for the baseline itself)."""
+    show, d, k = col.get("show", "value"), int(col.get("digits", 2)), float(col.get("scale", 1))
+    f = s.paired(label, col["metric"], col["statistic"])
+    if show == "value":
+        return _fmt(None if f["value"] is None else f["value"] * k, d)
+    if f.get("baseline") is None:
+        return "–"
+    if show == "ratio":
+        return _fmt(s.paired_value(label, col["metric"], f"paired-ratio:{col['statistic']}"), d)
+    if show == "difference":
+        diff, lo, hi = (None if v is None else v * k
+                        for v in (f["difference"], f["ci95_low"], f["ci95_high"]))
+        return f"{_fmt(diff, d)} [{_fmt(lo, d)}, {_fmt(hi, d)}]"
+    raise FigureError(f"column {col.get('head')!r}: unknown show {show!r} over pairs "
+                      "(value, difference, ratio)")
+
+
+def render_paired(s: Summary, spec: dict) -> str:
+    """Figures over trace pairs: a row a condition, a column a figure of `[[paired]]`."""
+    names, cols = spec.get("names", {}), spec["paired"]
+    rows = spec.get("rows") or [c["group"] for c in s.data["conditions"]]
+    lines = ["| " + " | ".join([spec.get("first", "condition")] + [c["head"] for c in cols])
+             + " |", "|" + "---|" * (len(cols) + 1)]
+    for label in rows:
+        lines.append("| " + " | ".join([names.get(label, label)]
+                                       + [paired_cell(s, label, c) for c in cols]) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def render_grid(s: Summary, spec: dict, page: Path) -> str:

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from mpstream import tcpinfo
+
 NETLINK_SOCK_DIAG = 4
 SOCK_DIAG_BY_FAMILY = 20
 NLM_F_REQUEST = 0x01
@@ -199,11 +201,9 @@ def _established() -> Iterator[_Socket]:
                         dump=True)
 
 
-# struct tcp_info (linux/tcp.h): the byte offsets of the fields a path's figures read. Byte 7
-# holds tcpi_delivery_rate_app_limited in its lowest bit.
-_TCPI_FLAGS, _TCPI_UNACKED, _TCPI_LAST_ACK_RECV = 7, 24, 56
-_TCPI_RTT, _TCPI_BYTES_ACKED, _TCPI_DELIVERY_RATE = 68, 120, 160
-_TCPI_NEEDED = _TCPI_DELIVERY_RATE + 8
+# The fields of struct tcp_info a path's figure reads (mpstream/tcpinfo.py).
+_TCPI_READ = ("delivery_rate_app_limited", "unacked", "last_ack_recv", "rtt", "bytes_acked",
+              "delivery_rate")
 
 
 @dataclass(frozen=True)
@@ -234,25 +234,20 @@ class PathFigure:
 
 @dataclass(frozen=True)
 class _Sample:
-    info: bytes
+    info: dict[str, int]  # the tcp_info fields of _TCPI_READ
     backup: bool
-
-    def u32(self, offset: int) -> int:
-        return int(struct.unpack_from("=I", self.info, offset)[0])
-
-    def u64(self, offset: int) -> int:
-        return int(struct.unpack_from("=Q", self.info, offset)[0])
 
 
 def _sample(sock: _Socket) -> _Sample | None:
     """The tcp_info and backup mark of a TCP socket (an MPTCP subflow, or a plain connection)."""
     info = next((v for k, v in _attrs(sock.attrs) if k == INET_DIAG_INFO), b"")
-    if len(info) < _TCPI_NEEDED:
+    if len(info) < tcpinfo.length(*_TCPI_READ):
         return None  # a kernel older than tcp_info's delivery rate (4.18)
     sub = _subflow(sock.attrs) or {}
     flags = struct.unpack("=I", sub[MPTCP_SUBFLOW_ATTR_FLAGS][:4])[0] \
         if MPTCP_SUBFLOW_ATTR_FLAGS in sub else 0
-    return _Sample(info, bool(flags & (MPTCP_SUBFLOW_FLAG_BKUP_REM | MPTCP_SUBFLOW_FLAG_BKUP_LOC)))
+    held = bool(flags & (MPTCP_SUBFLOW_FLAG_BKUP_REM | MPTCP_SUBFLOW_FLAG_BKUP_LOC))
+    return _Sample(tcpinfo.read(info, *_TCPI_READ), held)
 
 
 def _address(sock: _Socket) -> str:
@@ -265,14 +260,14 @@ def _address(sock: _Socket) -> str:
 def _figure(address: str, samples: list[_Sample]) -> PathFigure:
     """A path's figure from its subflows' samples: the rate of the one whose last ACK came most
     recently (an idle subflow keeps its last sample from whenever it last sent)."""
-    latest = min(samples, key=lambda s: s.u32(_TCPI_LAST_ACK_RECV))
-    in_flight = [s.u32(_TCPI_LAST_ACK_RECV) for s in samples if s.u32(_TCPI_UNACKED) > 0]
+    latest = min(samples, key=lambda s: s.info["last_ack_recv"])
+    in_flight = [s.info["last_ack_recv"] for s in samples if s.info["unacked"] > 0]
     return PathFigure(
         address=address, subflows=len(samples),
-        delivery_bps=latest.u64(_TCPI_DELIVERY_RATE) * 8.0,
-        app_limited=bool(latest.info[_TCPI_FLAGS] & 1),
-        rtt_ms=latest.u32(_TCPI_RTT) / 1000.0,
-        bytes_acked=sum(s.u64(_TCPI_BYTES_ACKED) for s in samples),
+        delivery_bps=latest.info["delivery_rate"] * 8.0,
+        app_limited=bool(latest.info["delivery_rate_app_limited"]),
+        rtt_ms=latest.info["rtt"] / 1000.0,
+        bytes_acked=sum(s.info["bytes_acked"] for s in samples),
         backup=any(s.backup for s in samples),
         # A path that failed holds every subflow's data; one stuck connection on a path that
         # others still cross does not make the path failed.

@@ -393,3 +393,63 @@ def test_a_set_run_in_parts_is_one_table(tmp_path):
     body = figs.render('reproduction = ["headline.json", "part2.json"]\n', tmp_path / "page.md")
     assert body.count("| agrees |") == 2
     assert "- run-a: 1 of 1" in body and "- run-b: 1 of 1" in body
+
+
+def _paired_summary(data_dir):
+    def f(cond, base, stat, value, base_value=None, lo=None, hi=None):
+        diff = None if base is None else value - base_value
+        return {"condition": cond, "baseline": base, "metric": "rebuffer_ratio",
+                "statistic": stat, "pairs": 24, "value": value, "baseline_value": base_value,
+                "difference": diff, "ci95_low": lo, "ci95_high": hi}
+    conds = [{"group": g, "label": g, "metrics": {}} for g in ("wifi", "mptcp")]
+    (data_dir / "pairs.json").write_text(json.dumps({"format": 1, "run": {"id": "pairs"},
+                                                     "conditions": conds, "paired": [
+        f("wifi", None, "p95", 0.2), f("mptcp", "wifi", "p95", 0.05, 0.2, -0.18, -0.1)]}))
+
+
+PAIRED_SPEC = """<!-- figures
+data = "data/pairs.json"
+[names]
+wifi = "TCP on the WiFi"
+[[paired]]
+head = "p95 stall ratio"
+metric = "rebuffer_ratio"
+statistic = "p95"
+digits = 3
+[[paired]]
+head = "less the WiFi's"
+metric = "rebuffer_ratio"
+statistic = "p95"
+show = "difference"
+digits = 3
+[[paired]]
+head = "× WiFi's"
+metric = "rebuffer_ratio"
+statistic = "p95"
+show = "ratio"
+digits = 2
+-->
+"""
+
+
+def test_figures_over_trace_pairs_are_a_table_beside_the_baseline(tmp_path, data_dir):
+    _paired_summary(data_dir)
+    res = figs.check_page(_page(tmp_path, PAIRED_SPEC + "x\n<!-- /figures -->\n"), write=True,
+                          data_dir=data_dir)
+    assert res.errors == []
+    assert ("| condition | p95 stall ratio | less the WiFi's | × WiFi's |\n|---|---|---|---|\n"
+            "| TCP on the WiFi | 0.200 | – | – |\n"
+            "| mptcp | 0.050 | -0.150 [-0.180, -0.100] | 0.25 |\n") in res.text
+    # A statistic the summary does not have is named, not left blank.
+    res = figs.check_page(_page(tmp_path, PAIRED_SPEC.replace('"p95"', '"p99"', 1)
+                                + "x\n<!-- /figures -->\n"), write=True, data_dir=data_dir)
+    assert any("no figure over pairs wifi rebuffer_ratio p99" in e for e in res.errors)
+
+
+def test_a_figure_over_pairs_in_a_sentence_is_checked(tmp_path, data_dir):
+    _paired_summary(data_dir)
+    ok = ("its p95 stall ratio was 0.25× <!--fig pairs mptcp rebuffer_ratio paired-ratio:p95-->"
+          " the WiFi's, [-0.18 <!--fig pairs mptcp rebuffer_ratio paired-lo:p95-->]\n")
+    assert figs.check_page(_page(tmp_path, ok), data_dir=data_dir).errors == []
+    bad = ok.replace("0.25×", "0.30×")
+    assert len(figs.check_page(_page(tmp_path, bad), data_dir=data_dir).errors) == 1

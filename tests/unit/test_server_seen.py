@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from mpstream import tcpinfo
 from mpstream.server import seen
 
 pytestmark = pytest.mark.unit
@@ -174,7 +175,8 @@ def _info(*, last_ack_recv: int, unacked: int = 0, rate: int = 0, acked: int = 0
           app_limited: bool = False, rtt_us: int = 1000) -> bytes:
     """A struct tcp_info with the fields a path's figure reads (linux/tcp.h offsets)."""
     raw = bytearray(232)
-    raw[7] = 1 if app_limited else 0
+    # bit 0 of byte 7; bits 1-2 (fastopen_client_fail) set too, which must not read as it
+    raw[7] = 0b111 if app_limited else 0b110
     struct.pack_into("=I", raw, 24, unacked)
     struct.pack_into("=I", raw, 56, last_ack_recv)
     struct.pack_into("=I", raw, 68, rtt_us)
@@ -183,9 +185,13 @@ def _info(*, last_ack_recv: int, unacked: int = 0, rate: int = 0, acked: int = 0
     return bytes(raw)
 
 
+def _sample(raw: bytes, backup: bool) -> seen._Sample:
+    return seen._Sample(tcpinfo.read(raw, *seen._TCPI_READ), backup)
+
+
 def test_a_paths_rate_is_its_most_recently_acknowledged_subflows():
-    idle = seen._Sample(_info(last_ack_recv=5000, rate=1_000_000, acked=10), False)
-    busy = seen._Sample(_info(last_ack_recv=20, rate=250_000, acked=5, app_limited=True,
+    idle = _sample(_info(last_ack_recv=5000, rate=1_000_000, acked=10), False)
+    busy = _sample(_info(last_ack_recv=20, rate=250_000, acked=5, app_limited=True,
                               rtt_us=40_000), True)
     figure = seen._figure("10.1.1.2", [idle, busy])
     assert figure.address == "10.1.1.2"
@@ -197,9 +203,9 @@ def test_a_paths_rate_is_its_most_recently_acknowledged_subflows():
 
 
 def test_a_failed_path_shows_how_long_its_data_in_flight_has_waited():
-    stuck = seen._Sample(_info(last_ack_recv=3200, unacked=12, rate=500_000), False)
+    stuck = _sample(_info(last_ack_recv=3200, unacked=12, rate=500_000), False)
     figure = seen._figure("10.1.1.2", [stuck])
     assert figure.waiting_ms == 3200 and not figure.backup
     # Another connection's subflow still acknowledged on the path: the path works.
-    flowing = seen._Sample(_info(last_ack_recv=15, unacked=4, rate=500_000), False)
+    flowing = _sample(_info(last_ack_recv=15, unacked=4, rate=500_000), False)
     assert seen._figure("10.1.1.2", [stuck, flowing]).waiting_ms == 15
