@@ -95,6 +95,7 @@ class RunScenario:
     duration_s: float | None
     conditions: list[dict[str, Any]]
     baseline: str | None = None
+    baseline_abr: str | None = None
 
     @classmethod
     def of(cls, run: dict[str, Any]) -> RunScenario:
@@ -104,7 +105,7 @@ class RunScenario:
         return cls(name=spec.get("name"), description=spec.get("description") or "",
                    kind=spec.get("kind") or "video", duration_s=spec.get("duration_s"),
                    conditions=list(spec.get("conditions") or []),
-                   baseline=spec.get("baseline"))
+                   baseline=spec.get("baseline"), baseline_abr=spec.get("baseline_abr"))
 
 
 class TrialData:

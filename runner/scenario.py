@@ -280,6 +280,9 @@ class Scenario(_Strict):
     # The condition the others are compared with (e.g. single-path TCP on the same capacity):
     # `mpstream tune` measures each candidate against it, in the same run.
     baseline: str | None = None
+    # The adaptation rule the others are also set beside, condition by condition, in a run over
+    # trace pairs (the report's figures over pairs): one of `abrs`.
+    baseline_abr: str | None = None
     players: list[Player] = Field(default_factory=lambda: list[Player](["dashjs"]))
     # Crossed with conditions and players like them: every browser plays every codec family.
     browsers: list[Browser] = Field(default_factory=lambda: list[Browser](["chromium"]))
@@ -362,6 +365,11 @@ class Scenario(_Strict):
         if self.baseline is not None and self.baseline not in labels:
             raise ValueError(f"baseline: no condition labelled {self.baseline!r} (conditions: "
                              f"{', '.join(labels)})")
+        if self.baseline_abr is not None and (self.baseline_abr not in self.abrs
+                                              or len(self.abrs) < 2):
+            raise ValueError(f"baseline_abr: {self.baseline_abr!r} is not one of two or more "
+                             f"rules in abrs ({', '.join(self.abrs)}); list it there, beside "
+                             "the rules set against it")
         workload_for(self.kind).check(self)
         if self.pairs is not None:
             self._check_pairs(conds)

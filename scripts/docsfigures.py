@@ -35,7 +35,9 @@ A measurement in README.md or docs/ is written in one of two ways, both tied to 
   with `[[paired]]` columns in place of `[[columns]]`: each a `metric` and its `statistic` over
   pairs (mean, p50, p95, ...), `show` one of value, difference (condition less baseline, with
   its bootstrap interval) and ratio (value over the baseline's over the same pairs), `digits`
-  and `scale` as above; the baseline's own row shows its values.
+  and `scale` as above, `skip` the rows it leaves blank, `baseline` the group it is beside
+  (default: the scenario's baseline condition; another is the run's `baseline_abr`); the
+  baseline's own row shows its values.
 - a paragraph generated from summaries (a page whose prose must carry no comments, as the
   README's verdict): a spec with `text` in place of the columns, each figure in it written
   `{RUN CONDITION METRIC WHAT DIGITS}` (WHAT as for a number in a sentence, below):
@@ -55,7 +57,8 @@ A measurement in README.md or docs/ is written in one of two ways, both tied to 
   `seconds_a_trial` (that time over its trials), as `<!--fig RUN run minutes mean-->`, and the
   `load` average sampled while it ran (`<!--fig RUN run load max-->`, or min or median).
   A figure over trace pairs is `paired:STAT`, `paired-ratio:STAT` (over the baseline's over the
-  same pairs), `paired-diff:STAT`, `paired-lo:STAT` or `paired-hi:STAT` (its interval).
+  same pairs), `paired-diff:STAT`, `paired-lo:STAT` or `paired-hi:STAT` (its interval); STAT@GROUP
+  beside GROUP.
 
 Anything else shaped like a measurement (a number with an interval `[a, b]` beside it, or a
 ratio `1.20×`) is an error, unless it stands in a region that says why it is not checked yet:
@@ -175,19 +178,24 @@ class Summary:
             return seconds / 60
         return seconds / run["trials"] if run.get("trials") else None  # a benchmark has rounds
 
-    def paired(self, label: str, metric: str, statistic: str) -> dict:
-        """The figure over trace pairs of condition `label` (the summary's `paired` section)."""
-        self.condition(label)  # an unknown condition is named as such
+    def paired(self, label: str, metric: str, statistic: str,
+               baseline: str | None = None) -> dict:
+        """The figure over trace pairs of group `label` (the summary's `paired` section) beside
+        `baseline` (default: the first, the scenario's baseline condition)."""
         for f in self.data.get("paired") or ():
-            if f["condition"] == label and f["metric"] == metric and f["statistic"] == statistic:
+            if (f["condition"], f["metric"], f["statistic"]) == (label, metric, statistic) \
+                    and baseline in (None, f["baseline"]):
                 return f
+        beside = f" beside {baseline}" if baseline else ""
         raise FigureError(f"{self.path.name} has no figure over pairs {label} {metric} "
-                          f"{statistic} (a run over trace pairs has them: `paired`)")
+                          f"{statistic}{beside} (a run over trace pairs has them: `paired`)")
 
     def paired_value(self, label: str, metric: str, what: str) -> float | None:
-        """paired:STAT, paired-ratio:STAT, paired-diff:STAT, paired-lo:STAT, paired-hi:STAT."""
+        """paired:STAT, paired-ratio:STAT, paired-diff:STAT, paired-lo:STAT, paired-hi:STAT;
+        @GROUP after STAT: beside that group (a run's other baseline, its `baseline_abr`)."""
         kind, statistic = what.split(":", 1)
-        f = self.paired(label, metric, statistic)
+        statistic, _, baseline = statistic.partition("@")
+        f = self.paired(label, metric, statistic, baseline or None)
         if kind == "paired":
             return f["value"]
         if kind == "paired-ratio":
@@ -414,13 +422,17 @@ def paired_cell(s: Summary, label: str, col: dict) -> str:
     """One figure over pairs: the condition's value, its difference from the baseline with the
     bootstrap interval, or its ratio to the baseline's value (blank for the baseline itself)."""
     show, d, k = col.get("show", "value"), int(col.get("digits", 2)), float(col.get("scale", 1))
-    f = s.paired(label, col["metric"], col["statistic"])
+    if label in col.get("skip", ()):
+        return "–"
+    f = s.paired(label, col["metric"], col["statistic"], col.get("baseline"))
     if show == "value":
         return _fmt(None if f["value"] is None else f["value"] * k, d)
     if f.get("baseline") is None:
         return "–"
     if show == "ratio":
-        return _fmt(s.paired_value(label, col["metric"], f"paired-ratio:{col['statistic']}"), d)
+        beside = f"@{col['baseline']}" if col.get("baseline") else ""
+        return _fmt(s.paired_value(label, col["metric"], f"paired-ratio:{col['statistic']}"
+                                   f"{beside}"), d)
     if show == "difference":
         diff, lo, hi = (None if v is None else v * k
                         for v in (f["difference"], f["ci95_low"], f["ci95_high"]))

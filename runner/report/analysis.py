@@ -22,7 +22,13 @@ from mpstream.runner.metrics.common import binned_by_path, n_paths_of, segment_r
 from mpstream.runner.metrics.evidence import TrialEvidence, trial_evidence
 from mpstream.runner.metrics.metric import metric_label, metric_order
 from mpstream.runner.record import Measurement
-from mpstream.runner.report.paired import FIGURES, PairedFigure, paired_figures, per_pair
+from mpstream.runner.report.paired import (
+    FIGURES,
+    PairedFigure,
+    PairFigures,
+    paired_figures,
+    per_pair,
+)
 from mpstream.runner.report.reference import condition_text, published
 from mpstream.runner.scenario import short_value
 from mpstream.runner.workloads import workload_for
@@ -138,8 +144,9 @@ class Analysis:
     # Per host and condition: trials, ok, failed and the medians of the headline metrics
     host_rows: list[HostRow] = field(default_factory=list)
     sweep: Sweep | None = None  # when the conditions sweep a numeric setting
-    # A run over trace pairs: each group's figures over pairs beside the baseline's
-    # (report/paired.py); None for a run without pairs.
+    # A run over trace pairs: each group's figure of each pair (metric -> pair -> value), and
+    # its figures over pairs beside the baseline's (report/paired.py); None without pairs.
+    pairs: dict[str, PairFigures] | None = None
     paired: list[PairedFigure] | None = None
 
     @property
@@ -229,23 +236,39 @@ def analyze(run_dir: Path, trials: list[TrialData] | None = None) -> Analysis:
     out.path_checks = path_check_rows(records)
     out.host_rows = host_rows(out)
     out.sweep = sweep_of(groups, out.summaries, order, conditions)
+    out.pairs = pairs_of(out)
     out.paired = paired_of(out)
     return out
 
 
-def paired_of(a: Analysis) -> list[PairedFigure] | None:
-    """The run's figures over trace pairs (report/paired.py), each group beside the scenario's
-    baseline condition played with the same factors; None when no trial played a pair."""
+def pairs_of(a: Analysis) -> dict[str, PairFigures] | None:
+    """Each group's figure of each trace pair (the mean over its rounds), for the metrics of
+    the figures over pairs; None when no trial played a pair."""
     pair_of = {rec.key: rec.record.pair for rec in a.trials if rec.record.pair}
     if not pair_of:
         return None
-    baseline = RunScenario.of(a.run).baseline
     metrics = {m for m, _ in FIGURES}
-    groups = {str(g): per_pair(((pair_of[row["key"]], row) for row in a.per_trial.get(g, [])
-                                if row["key"] in pair_of), metrics) for g in a.groups}
-    baseline_of = {str(g): str(Group(baseline, g.factors)) if baseline else None
-                   for g in a.groups}
-    return paired_figures(groups, baseline_of)
+    return {str(g): per_pair(((pair_of[row["key"]], row) for row in a.per_trial.get(g, [])
+                              if row["key"] in pair_of), metrics) for g in a.groups}
+
+
+def paired_of(a: Analysis) -> list[PairedFigure] | None:
+    """The run's figures over trace pairs (report/paired.py), each group beside the scenario's
+    baseline condition played with the same factors, then each group of another adaptation
+    rule beside the scenario's `baseline_abr` under the same condition; None without pairs."""
+    groups = a.pairs
+    if groups is None:
+        return None
+    scenario = RunScenario.of(a.run)
+    baseline_of = {str(g): str(Group(scenario.baseline, g.factors)) if scenario.baseline
+                   else None for g in a.groups}
+    figures = paired_figures(groups, baseline_of)
+    if scenario.baseline_abr and "abr" in a.several:
+        at = [f for f in FACTORS if f in a.several].index("abr")
+        rule_of = {str(g): str(Group(g.condition, (*g.factors[:at], scenario.baseline_abr,
+                                                    *g.factors[at + 1:]))) for g in a.groups}
+        figures += paired_figures(groups, rule_of, alone=False)
+    return figures
 
 
 def _summarizer(run: dict[str, Any]) -> Callable[[Iterable[float | None]], Summary]:

@@ -15,6 +15,8 @@ from mpstream.runner.metrics.metric import metric_label
 from mpstream.runner.report.analysis import Analysis, PathSeries, sweep_tick
 from mpstream.runner.workloads import workload_for
 
+# The metrics of the per-pair figure of a run over trace pairs.
+PER_PAIR_METRICS = ("rebuffer_ratio", "mean_bitrate_mbps", "metered_bytes")
 # The metrics of the bar figure, those of them the run has.
 BAR_METRICS = ("startup_delay_ms", "stall_ms", "mean_bitrate_mbps", "download_rate_mbps",
                "throughput_mbps", "retrans_per_s")
@@ -85,11 +87,20 @@ def write_figures(a: Analysis, out: Path) -> list[Path]:
     if timed:
         made.append(plots.trial_phases(out / "trial-phases.png", [r.key for r in timed],
                                        [r.record.phases for r in timed]))
+    shown = [m for m in PER_PAIR_METRICS if any(by.get(m) for by in (a.pairs or {}).values())]
+    if shown:
+        made.append(plots.per_pair(out / "per-pair.png", groups, a.pairs or {},
+                                   [(m, _axis_label(m)) for m in shown]))
     if a.sweep is not None:
         sw = a.sweep
         made.append(plots.sweep_lines(out / "sweep.png", sw.setting, sw.points, sw.titles,
                                       sweep_tick))
     return made
+
+
+def _axis_label(metric: str) -> str:
+    name, unit = metric_label(metric)
+    return f"{name} ({unit})" if unit else name
 
 
 def timeline_figure(rec: TrialData, evidence: TrialEvidence, n_paths: int,

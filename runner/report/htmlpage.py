@@ -19,6 +19,7 @@ from mpstream.qoe.stats import Summary
 from mpstream.runner.layout import RunScenario, TrialData
 from mpstream.runner.metrics.metric import metric_label
 from mpstream.runner.report.analysis import Analysis, ReferenceRow, sweep_tick
+from mpstream.runner.report.paired import PairedFigure
 from mpstream.runner.report.reference import THESIS
 from mpstream.runner.until import Until
 
@@ -115,6 +116,23 @@ def tune_front(run_dir: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+def paired_table(figures: Sequence[PairedFigure]) -> tuple[list[str], list[list[str]]]:
+    """The figures over trace pairs as a table: a row a group and what it is beside (the
+    baseline condition, or another rule), a column a figure over pairs; a cell its value and,
+    beside a baseline, the difference with its bootstrap interval."""
+    heads = list(dict.fromkeys((f.metric, f.statistic) for f in figures))
+    rows: dict[tuple[str, str | None], dict[tuple[str, str], str]] = defaultdict(dict)
+    for f in figures:
+        text = num(f.value)
+        if f.baseline is not None:
+            text += f" (Δ {num(f.difference)} [{num(f.ci95_low)}, {num(f.ci95_high)}])"
+        rows[(f.condition, f.baseline)][(f.metric, f.statistic)] = text
+    names = [f"{metric_label(m)[0]}, {st}" + (f" ({metric_label(m)[1]})" if metric_label(m)[1]
+                                               else "") for m, st in heads]
+    return names, [[group, beside or "–", *(cells.get(h, "–") for h in heads)]
+                   for (group, beside), cells in rows.items()]
+
+
 def write_html(a: Analysis, path: Path, pngs: list[Path]) -> None:
     env = Environment(loader=FileSystemLoader(TEMPLATES),
                       autoescape=select_autoescape(default=True, default_for_string=True))
@@ -148,6 +166,8 @@ def write_html(a: Analysis, path: Path, pngs: list[Path]) -> None:
         front=tune_front(a.run_dir),
         sweep=a.sweep,
         tick=sweep_tick,
+        paired=paired_table(a.paired) if a.paired else None,
+        n_pairs=max((f.pairs for f in a.paired or ()), default=0),
         until=Until.from_json(a.run["until"]).text() if a.run.get("until") else None,
         pcap=bool(a.run.get("pcap")),
     )

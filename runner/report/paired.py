@@ -4,8 +4,10 @@ pairs, not repeated rounds, carry them.
 Each group (a condition, and the factors that vary in the run) has one figure a pair: its
 trial's, or the mean of its trials of that pair over rounds. Over the pairs it gives the tails a
 user feels (`FIGURES`: the stall ratio at the median, 95th and 99th percentile, the 5th
-percentile of bitrate, the 95th of startup, the cellular bytes), each beside the scenario's
-baseline condition's over the same pairs (those both played to the end): the difference, and its
+percentile of bitrate, the 95th of startup, the cellular bytes, Yin's QoE), each beside the
+scenario's baseline condition's over the same pairs (those both played to the end), and in a run
+of several adaptation rules with a `baseline_abr` each rule beside that one under the same
+condition too: the difference, and its
 95% interval from a percentile bootstrap over pairs (scipy.stats.bootstrap, `paired=True`: a
 resample draws whole pairs, the condition's and the baseline's figure of each together),
 seeded, so that the report of the same trials is the same file. A percentile is numpy's (linear
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -28,6 +30,7 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("rebuffer_ratio", "mean"), ("rebuffer_ratio", "p50"), ("rebuffer_ratio", "p95"),
     ("rebuffer_ratio", "p99"), ("mean_bitrate_mbps", "mean"), ("mean_bitrate_mbps", "p5"),
     ("startup_delay_ms", "mean"), ("startup_delay_ms", "p95"), ("metered_bytes", "mean"),
+    ("qoe_yin", "mean"),
 )
 RESAMPLES = 9999
 CONFIDENCE = 0.95
@@ -119,14 +122,18 @@ def figure(condition: str, baseline: str | None, mine: dict[str, float],
                         value - base_value, low, high)
 
 
-def paired_figures(groups: dict[str, PairFigures], baseline_of: dict[str, str | None],
-                   figures: Iterable[tuple[str, str]] = FIGURES) -> list[PairedFigure]:
+def paired_figures(groups: dict[str, PairFigures], baseline_of: Mapping[str, str | None],
+                   figures: Iterable[tuple[str, str]] = FIGURES,
+                   alone: bool = True) -> list[PairedFigure]:
     """Each group's figures over pairs, in the groups' order and FIGURES' order; a group is set
-    beside `baseline_of[group]` (itself and None: alone)."""
+    beside `baseline_of[group]` (itself and None: alone, unless `alone` is False: then it has
+    none)."""
     out = []
     for group, mine in groups.items():
         baseline = baseline_of.get(group)
         base = groups.get(baseline) if baseline is not None and baseline != group else None
+        if base is None and not alone:
+            continue
         for metric, statistic in figures:
             if metric not in mine:
                 continue

@@ -281,3 +281,27 @@ def trial_phases(path: Path, keys: list[str], phases: list[dict[str, float]]) ->
     ax.invert_yaxis()
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(fig, path)
+
+
+def per_pair(path: Path, groups: list[str], pairs: dict[str, dict[str, dict[str, float]]],
+             metrics: list[tuple[str, str]]) -> Path:
+    """A run over trace pairs, pair by pair: one panel a metric (name, axis label), a marker a
+    group at each pair, the pairs in their names' order (p01, p02, ...), so that a pair whose
+    figures stand out shows which one to run again alone (`mpstream run --pair`)."""
+    names = sorted({p for by_metric in pairs.values() for m, _ in metrics
+                    for p in by_metric.get(m, {})})
+    width = max(9.0, 0.42 * len(names))
+    fig, axes = plt.subplots(len(metrics), 1, figsize=(width, 2.8 * len(metrics)), sharex=True,
+                             squeeze=False)
+    x = {p: i for i, p in enumerate(names)}
+    for ax, (metric, ylabel) in zip(axes[:, 0], metrics, strict=True):
+        for k, g in enumerate(groups):
+            values = pairs.get(g, {}).get(metric, {})
+            ax.plot([x[p] for p in sorted(values)], [values[p] for p in sorted(values)],
+                    linestyle="none", marker="os^vDP*X"[k % 8], ms=5, alpha=0.8, label=g)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7)
+    axes[0, 0].set_title("Each trace pair, each condition (the mean over its rounds)")
+    _legend(axes[0, 0])
+    return _save(fig, path)

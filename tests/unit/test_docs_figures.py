@@ -453,3 +453,19 @@ def test_a_figure_over_pairs_in_a_sentence_is_checked(tmp_path, data_dir):
     assert figs.check_page(_page(tmp_path, ok), data_dir=data_dir).errors == []
     bad = ok.replace("0.25×", "0.30×")
     assert len(figs.check_page(_page(tmp_path, bad), data_dir=data_dir).errors) == 1
+
+
+def test_a_figure_over_pairs_may_be_beside_another_group(tmp_path, data_dir):
+    _paired_summary(data_dir)
+    path = data_dir / "pairs.json"
+    data = json.loads(path.read_text())
+    data["paired"].append({**data["paired"][1], "baseline": "mptcp/default",
+                           "baseline_value": 0.1, "difference": -0.05})
+    path.write_text(json.dumps(data))
+    text = ("0.25× <!--fig pairs mptcp rebuffer_ratio paired-ratio:p95--> the WiFi's, "
+            "0.50× <!--fig pairs mptcp rebuffer_ratio paired-ratio:p95@mptcp/default--> "
+            "the default rule's\n")
+    assert figs.check_page(_page(tmp_path, text), data_dir=data_dir).errors == []
+    res = figs.check_page(_page(tmp_path, text.replace("@mptcp/default", "@bola")),
+                          data_dir=data_dir)
+    assert any("beside bola" in e for e in res.errors)

@@ -100,10 +100,19 @@ def test_the_shipped_mobile_scenario_plans_24_pairs_a_condition_in_about_two_hou
                       "transport": "mptcp"}]}, "give a one-path transport"),
     ({"conditions": [{"label": "a", "profile": "phone.toml", "single_path": "best",
                       "set": {"tcp_path": 1}}]}, "leave tcp_path out"),
+    ({"baseline_abr": "bola"}, r"baseline_abr: 'bola' is not one of two or more rules in abrs "
+                               r"\(default\); list it there"),
+    ({"abrs": ["default", "multipath"], "baseline_abr": "throughput"},
+     "'throughput' is not one of two or more rules in abrs"),
 ])
 def test_a_bad_pair_set_or_single_path_is_refused_naming_it(base, change, message):
     with pytest.raises(UserError, match=message):
         parse_scenario(_raw(**change), base_dir=base)
+
+
+def test_the_shipped_mobile_abr_scenario_sets_each_rule_beside_the_players_own():
+    sc = load_scenario("mobile-abr")
+    assert sc.baseline_abr == "default" and sc.abrs == ["default", "multipath"]
 
 
 def test_the_single_paths_are_the_wifi_the_cellular_path_and_their_sum(base):

@@ -111,6 +111,12 @@ def test_the_report_of_a_run_over_pairs_writes_its_paired_figures(tmp_path):
     assert ("balanced", "rebuffer_ratio", "p99") in figures
     assert {(m, s) for _, m, s in figures} <= set(FIGURES)
     assert dumps(RunSummary.model_validate_json(text)) == text
+    # The report's page: the figures over pairs beside the baseline, and each pair drawn.
+    assert (tmp_path / "rep" / "per-pair.png").stat().st_size > 10_000
+    page = (tmp_path / "rep" / "report.html").read_text()
+    assert "<h2>Over trace pairs</h2>" in page
+    p95 = f"{float(startup['value']):.1f} (Δ {diff:.1f} [{diff:.1f}, {diff:.1f}])"
+    assert "<td>unbalanced</td><td>single</td>" in page and p95 in page, p95
 
 
 def test_a_run_without_pairs_has_no_paired_figures(tmp_path):
@@ -119,6 +125,32 @@ def test_a_run_without_pairs_has_no_paired_figures(tmp_path):
     assert CliRunner().invoke(report, [str(run), "--out", str(tmp_path / "rep"),
                                        "--summary", str(out)]).exit_code == 0
     assert not (tmp_path / "rep" / "paired.csv").exists()
+    assert not (tmp_path / "rep" / "per-pair.png").exists()
+    assert "Over trace pairs" not in (tmp_path / "rep" / "report.html").read_text()
     assert "paired" not in json.loads(out.read_text())
     with (tmp_path / "rep" / "trials.csv").open() as fh:
         assert "pair" not in next(csv.reader(fh))
+
+
+def test_each_rule_is_set_beside_the_baseline_rule_under_the_same_condition(tmp_path):
+    """Eight rounds: the four pairs with the players' own rule, then with `multipath`."""
+    run = make_run(tmp_path / "run", rounds=8)
+    meta = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**meta, "baseline": "single",
+                                              "baseline_abr": "default"}))
+    for trial in (run / "trials").glob("*/trial.json"):
+        record = json.loads(trial.read_text())
+        trial.write_text(json.dumps({**record, "pair": f"p{record['round'] % 4 + 1}",
+                                     "abr": "default" if record["round"] < 4 else "multipath"}))
+    out = tmp_path / "mobile-abr-x.json"
+    assert CliRunner().invoke(report, [str(run), "--out", str(tmp_path / "rep"),
+                                       "--summary", str(out)]).exit_code == 0
+    beside = {(f["condition"], f["baseline"]) for f in json.loads(out.read_text())["paired"]
+              if f["metric"] == "qoe_yin"}
+    assert beside == {
+        ("single/default", None), ("single/multipath", None),
+        ("balanced/default", "single/default"), ("balanced/multipath", "single/multipath"),
+        ("unbalanced/default", "single/default"), ("unbalanced/multipath", "single/multipath"),
+        # the rule's own comparison, condition by condition
+        ("single/multipath", "single/default"), ("balanced/multipath", "balanced/default"),
+        ("unbalanced/multipath", "unbalanced/default")}
