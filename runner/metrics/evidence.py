@@ -97,7 +97,8 @@ class TrialEvidence:
     server: list[dict]  # the sender's sockets on a path, polled (not DESTROYED) rows
     unread: dict[float, int]  # poll time -> bytes the client held unread, all connections
     # A live session's latency to live: (trial time, seconds behind the live edge), per sample
-    live_latency: list[tuple[float, float]] = field(default_factory=list)
+    # a live session's (time, latency to live, playback rate) samples
+    live_latency: list[tuple[float, float, float]] = field(default_factory=list)
 
 
 def trial_evidence(rec: TrialData, n_paths: int) -> TrialEvidence:
@@ -149,7 +150,8 @@ def trial_evidence(rec: TrialData, n_paths: int) -> TrialEvidence:
                 (b for t, b in unread.items() if req < t <= done + SAMPLE_SLACK_S), default=0)
         rows.append(row)
     metrics = _metrics(rec, n_paths, page_s, incs, held, rows)
-    latency = [(t, float(e["data"]["latency_s"])) for e in rec.events
+    latency = [(t, float(e["data"]["latency_s"]), float(e["data"].get("playback_rate", 1.0)))
+               for e in rec.events
                if e.get("type") == "live_latency"
                and (t := page_s(e.get("t_ms"))) is not None]
     return TrialEvidence(rows, metrics,

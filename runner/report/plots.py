@@ -12,6 +12,7 @@ matplotlib.use("Agg")  # no display here; must precede pyplot
 import matplotlib.pyplot as plt
 import numpy as np
 
+from mpstream.qoe.metrics import CATCHUP_RATE_OFF
 from mpstream.qoe.stats import Summary, summarize
 
 DPI = 110
@@ -131,11 +132,21 @@ def metric_bars(path: Path, groups: list[str], summaries: dict, metrics: list[st
     return _save(fig, path)
 
 
-def _latency_axis(fig, ax, samples: list[tuple[float, float]]) -> None:
-    """A live session's latency to live on `ax`'s right axis."""
+def _latency_axis(fig, ax, samples: list[tuple[float, float, float]]) -> None:
+    """A live session's latency to live on `ax`'s right axis, its samples marked where the
+    player caught up (played faster) or fell back (slower)."""
     behind = ax.twinx()
-    behind.plot([t for t, _ in samples], [v for _, v in samples], "-", lw=1.2,
+    behind.plot([t for t, _, _ in samples], [v for _, v, _ in samples], "-", lw=1.2,
                 color="tab:purple", label="latency to live")
+    for faster, color, what in ((True, "tab:red", "catching up (rate > 1)"),
+                                (False, "tab:blue", "falling back (rate < 1)")):
+        marked = [(t, v) for t, v, rate in samples if abs(rate - 1) > CATCHUP_RATE_OFF
+                  and (rate > 1) == faster]
+        if marked:
+            behind.plot(*zip(*marked, strict=True), linestyle="none", marker=".", ms=4,
+                        color=color, label=what)
+    if any(abs(rate - 1) > CATCHUP_RATE_OFF for _, _, rate in samples):
+        behind.legend(fontsize=7, loc="upper left")
     behind.set_ylabel("latency to live (s)", color="tab:purple")
     behind.set_ylim(bottom=0)
     fig.subplots_adjust(right=0.93)  # room for the right axis' label
@@ -146,14 +157,14 @@ def subflow_timeline(path: Path, title: str, series: dict[int, dict[str, list]],
                      unread: dict[float, float] | None = None,
                      held: list[tuple[float, float]] | None = None,
                      toggles: list[tuple[float, str]] | None = None,
-                     live_latency: list[tuple[float, float]] | None = None) -> Path:
+                     live_latency: list[tuple[float, float, float]] | None = None) -> Path:
     """Three panels over the trial clock: bytes in flight (KB) and cwnd (packets) per path, and
     bytes held at the sender unsent (KB, notsent) per path beside the bytes the client held
     unread (KB, all its connections), with each segment's request (dashed) and last byte (solid)
     as vertical lines, and shaded the (poll time, interval) spans in `held`: the sender held
     data back with nothing in flight; `toggles`: the path policy's (time, what) changes of a
     metered path, as labelled green lines; `live_latency`: a live session's (time, latency to
-    live) samples, on the bottom panel's right axis."""
+    live, playback rate) samples, on the bottom panel's right axis, marked where it caught up."""
     fig, (top, middle, bottom) = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
     # Fixed margins (one of these is drawn for every trial, and tight_layout's extra draw was
     # a third of each): room for the y labels' ticks of up to five digits and the x label.

@@ -5,6 +5,7 @@ import csv
 import json
 import math
 
+import numpy as np
 import pytest
 
 from mpstream.runner.layout import TrialData
@@ -91,6 +92,25 @@ def test_timeline_figure_is_written(tmp_path):
     out = timeline_figure(rec, trial_evidence(rec, 2), 2, tmp_path / "t.png")
     assert out is not None and out.stat().st_size > 5_000
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_live_sessions_latency_and_catch_up_are_on_its_timeline(tmp_path):
+    rec = _trial(tmp_path)
+    rec.events.extend({"seq": 3 + i, "t_ms": 1100 + 1000 * i, "type": "live_latency",
+                       "data": {"latency_s": lat, "target_s": 1.0, "playback_rate": rate}}
+                      for i, (lat, rate) in enumerate([(1.4, 1.2), (1.1, 1.05), (1.0, 1.0),
+                                                       (0.8, 0.9)]))
+    evidence = trial_evidence(rec, 2)
+    # on the trial clock, a second apart
+    times = [t for t, _, _ in evidence.live_latency]
+    assert np.diff(times) == pytest.approx([1.0, 1.0, 1.0], abs=1e-3)
+    assert [(lat, rate) for _, lat, rate in evidence.live_latency] == [
+        (1.4, 1.2), (1.1, 1.05), (1.0, 1.0), (0.8, 0.9)]
+    (tmp_path / "plain").mkdir()
+    other = _trial(tmp_path / "plain")
+    plain = timeline_figure(other, trial_evidence(other, 2), 2, tmp_path / "plain.png")
+    live = timeline_figure(rec, evidence, 2, tmp_path / "live.png")
+    assert live.read_bytes() != plain.read_bytes()
 
 
 def _rewrite(path, rows):
