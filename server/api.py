@@ -278,18 +278,27 @@ def _connection() -> tuple[tuple[str, int], tuple[str, int]] | str:
 T = TypeVar("T")
 
 
-def _looked_up(session_id: str, look: Callable[[tuple[str, int], tuple[str, int]], T]
-               ) -> T | Response:
+class NotLookedUp(Exception):
+    """The server's kernel could not be asked about this request's connection: the answer is
+    {measured: false, reason} (200: the page goes on without the figure)."""
+
+
+@api.errorhandler(NotLookedUp)
+def _not_looked_up(exc: NotLookedUp) -> Response:
+    return jsonify(measured=False, reason=str(exc))
+
+
+def _looked_up(session_id: str, look: Callable[[tuple[str, int], tuple[str, int]], T]) -> T:
     """`look` (server/seen.py) of the connection this request came on, given as (server,
-    client) addresses, or the answer that says why it could not be looked up."""
+    client) addresses; NotLookedUp says why it could not be looked up."""
     _checked_id(session_id)
     found = _connection()
     if isinstance(found, str):
-        return jsonify(measured=False, reason=found)
+        raise NotLookedUp(found)
     try:
         return look(*found)
     except (seen.NotFound, ValueError, OSError) as exc:
-        return jsonify(measured=False, reason=str(exc))
+        raise NotLookedUp(str(exc)) from exc
 
 
 @api.post("/sessions/<session_id>/transport")
@@ -301,10 +310,8 @@ def _looked_up(session_id: str, look: Callable[[tuple[str, int], tuple[str, int]
                400: BAD_ID},
 )
 def measure_transport(session_id: str) -> Any:
-    found = _looked_up(session_id, lambda server, client: (seen.connection(server, client), client))
-    if isinstance(found, Response):
-        return found
-    result, client = found
+    result, client = _looked_up(session_id,
+                                lambda server, client: (seen.connection(server, client), client))
     storage.record_measured(engine(), session_id, result.transport, result.subflows)
     return jsonify(measured=True, transport=result.transport, subflows=result.subflows,
                    label=result.describe(), client=f"{client[0]}:{client[1]}")
@@ -322,8 +329,6 @@ def measure_transport(session_id: str) -> Any:
 )
 def path_figures(session_id: str) -> Any:
     found = _looked_up(session_id, seen.paths)
-    if isinstance(found, Response):
-        return found
     return jsonify(measured=True, paths=[f.as_json() for f in found])
 
 

@@ -359,3 +359,15 @@ def test_the_paths_of_a_request_not_through_nginx_say_why_they_are_unknown(clien
     assert r.status_code == 200
     assert r.json["measured"] is False and "X-Forwarded-For" in r.json["reason"]
     assert client.get("/api/v1/sessions/bad id/paths").status_code == 400
+
+
+def test_the_paths_of_a_connection_the_kernel_does_not_have_say_so(client, session):
+    # Named as nginx names it, but no such TCP connection exists in this namespace.
+    headers = {"X-Forwarded-For": "127.0.0.1", "X-Client-Port": "1", "X-Server-Addr": "127.0.0.1",
+               "X-Server-Port": "9"}
+    for path in ("paths", "transport"):
+        call = client.get if path == "paths" else client.post
+        r = call(f"/api/v1/sessions/{session}/{path}", headers=headers)
+        assert r.status_code == 200, (path, r.json)
+        assert r.json["measured"] is False
+        assert "no TCP connection from 127.0.0.1:1" in r.json["reason"]
