@@ -4,8 +4,9 @@ A condition stops taking trials once the anytime-valid interval of its mean of M
 (mpstream.qoe.stats.anytime_summary) is at most WIDTH either side, after at least `floor`
 trials, or once it has `max_trials` (its stop reason: `sure` or `cap`). With a trailing `x`
 (`startup_delay_ms:0.05x`) WIDTH is of the ratio of the condition's mean to the scenario's
-baseline condition's: the ratio's interval comes from the two means' intervals, each at half
-the error rate, and the baseline takes trials as long as a condition compared with it does.
+baseline condition's: the ratio's interval is one confidence sequence over the two conditions'
+trials paired in the order they ran (mpstream.qoe.stats.anytime_ratio), and the baseline takes
+trials as long as a condition compared with it does.
 
 The rule reads only the finished trials, so a run resumed after kill -9 is in the state it
 was in; the conditions stay interleaved round by round (runner/run.py)."""
@@ -18,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from mpstream.qoe.stats import Summary, anytime_summary
+from mpstream.qoe.stats import Summary, anytime_ratio, anytime_summary
 
 FLOOR = 3  # trials a condition takes before it may stop: fewer say little about the spread
 CONFIDENCE = 0.95
@@ -82,15 +83,10 @@ def interval(values: list[float]) -> Summary:
 
 
 def ratio_interval(values: list[float], baseline: list[float]) -> tuple[float, float]:
-    """The interval of mean(values) / mean(baseline) from both means' anytime intervals at
-    half the error rate each (so that both hold at once with the whole confidence); infinite
-    while the baseline's interval reaches 0."""
-    half = 1 - (1 - CONFIDENCE) / 2
-    a, b = anytime_summary(values, half), anytime_summary(baseline, half)
-    if not (math.isfinite(a.ci_low) and math.isfinite(b.ci_low)) or b.ci_low <= 0 \
-            or a.ci_low < 0:
-        return -math.inf, math.inf
-    return a.ci_low / b.ci_high, a.ci_high / b.ci_low
+    """The anytime interval of mean(values) / mean(baseline), each condition's trials in the
+    order they ran paired with the other's (mpstream.qoe.stats.anytime_ratio); infinite while
+    the baseline's mean cannot be told from 0."""
+    return anytime_ratio(values, baseline, CONFIDENCE)
 
 
 def states_of(until: Until, trials: Iterable[tuple[str, float | None]], baseline: str | None,

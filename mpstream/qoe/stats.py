@@ -83,11 +83,52 @@ def anytime_summary(values: Iterable[float | None], confidence: float = 0.95,
         return early
     n, mean = int(x.size), float(x.mean())
     ss = float(((x - mean) ** 2).sum())
-    alpha = 1 - confidence
+    half = math.sqrt(ss * _anytime_scale(n, 1 - confidence, mixing))
+    return Summary(n, mean, math.sqrt(ss / (n - 1)), mean - half, mean + half)
+
+
+def _anytime_scale(n: int, alpha: float, mixing: float) -> float:
+    """K such that the anytime interval's half-width is sqrt(K * S) (S: the sum of squared
+    deviations) after n trials: L_n(mu) < 1/alpha solved for d^2 = (mean - mu)^2. Infinite
+    while too few trials can rule out any mean."""
     k = mixing / (n + mixing)
     r = (math.sqrt((n + mixing) / mixing) / alpha) ** (2 / n)
-    half = math.inf if r * k >= 1 else math.sqrt(ss / n * (r - 1) / (1 - r * k))
-    return Summary(n, mean, math.sqrt(ss / (n - 1)), mean - half, mean + half)
+    return math.inf if r * k >= 1 else (r - 1) / (n * (1 - r * k))
+
+
+def anytime_ratio(values: Iterable[float], baseline: Iterable[float], confidence: float = 0.95,
+                  mixing: float = ANYTIME_MIXING) -> tuple[float, float]:
+    """An anytime-valid interval of mean(values) / mean(baseline), for trials taken side by
+    side: the i-th of each form a pair (runs interleave their conditions round by round), and a
+    condition's extra trials wait for their pair. For a ratio rho, d_i = x_i - rho * y_i has
+    mean 0; the interval is every rho at which 0 lies in d's anytime interval (Fieller's way
+    with a confidence sequence in place of Student's t), which solves a quadratic in rho:
+
+        (mx - rho my)^2 <= K (Sxx - 2 rho Sxy + rho^2 Syy),  K from `_anytime_scale`.
+
+    One sequence at the whole confidence, and the two spreads add in quadrature (less still
+    when the pairs move together), where two means' intervals at half the error rate each add
+    their widths: about a third narrower at the same trials (tests/unit/test_anytime_ratio.py).
+    Infinite while the baseline's mean cannot be told from 0."""
+    import numpy as np
+
+    x, y = np.asarray(list(values), float), np.asarray(list(baseline), float)
+    n = min(x.size, y.size)
+    if n < 2:
+        return -math.inf, math.inf
+    x, y = x[:n], y[:n]
+    scale = _anytime_scale(n, 1 - confidence, mixing)
+    if not math.isfinite(scale):
+        return -math.inf, math.inf
+    mx, my = float(x.mean()), float(y.mean())
+    sxx, syy = float(((x - mx) ** 2).sum()), float(((y - my) ** 2).sum())
+    sxy = float(((x - mx) * (y - my)).sum())
+    a, b, c = my * my - scale * syy, mx * my - scale * sxy, mx * mx - scale * sxx
+    if a <= 0:
+        return -math.inf, math.inf
+    # mx/my itself always satisfies the inequality, so the roots are real
+    root = math.sqrt(max(b * b - a * c, 0.0))
+    return (b - root) / a, (b + root) / a
 
 
 def describe(values: Iterable[float | None]) -> dict[str, float | int | None]:
