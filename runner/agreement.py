@@ -12,8 +12,9 @@ coverage at every number of trials at once, so looking after each round costs no
 
 A ratio of two conditions (MPTCP's startup over TCP's) is decided within the new run: its
 interval is one confidence sequence over the two conditions' trials paired in the order they ran
-(runner/until.py's `ratio_interval`), never from another day's absolute figure. A condition stops taking trials once every figure it carries
-(as the condition, or as a ratio's base) is decided, or at the cap."""
+(runner/until.py's `ratio_interval`), never from another day's absolute figure. A condition
+stops taking trials once every figure it carries (as the condition, or as a ratio's base) is
+decided, or at the cap."""
 
 from __future__ import annotations
 
