@@ -201,12 +201,12 @@ class Summary:
         if kind == "paired-ratio":
             base = f.get("baseline_value")
             return None if not base or f["value"] is None else f["value"] / base
-        field = {"paired-diff": "difference", "paired-lo": "ci95_low",
-                 "paired-hi": "ci95_high"}.get(kind)
-        if field is None:
-            raise FigureError(f"unknown figure over pairs {what!r}: paired, paired-ratio, "
-                              "paired-diff, paired-lo or paired-hi, then :STAT")
-        return f.get(field)
+        if kind == "paired-diff":
+            return f.get("difference")
+        if kind in ("paired-lo", "paired-hi"):
+            return (f.get("ci95") or [None, None])[kind == "paired-hi"]
+        raise FigureError(f"unknown figure over pairs {what!r}: paired, paired-ratio, "
+                          "paired-diff, paired-lo or paired-hi, then :STAT")
 
     def value(self, label: str, metric: str, what: str) -> float | None:
         """One figure of the summary: mean, lo, hi, pct (the mean as a percentage), min or max
@@ -435,7 +435,7 @@ def paired_cell(s: Summary, label: str, col: dict) -> str:
                                    f"{beside}"), d)
     if show == "difference":
         diff, lo, hi = (None if v is None else v * k
-                        for v in (f["difference"], f["ci95_low"], f["ci95_high"]))
+                        for v in (f["difference"], *(f.get("ci95") or [None, None])))
         return f"{_fmt(diff, d)} [{_fmt(lo, d)}, {_fmt(hi, d)}]"
     raise FigureError(f"column {col.get('head')!r}: unknown show {show!r} over pairs "
                       "(value, difference, ratio)")

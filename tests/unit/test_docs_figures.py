@@ -398,9 +398,10 @@ def test_a_set_run_in_parts_is_one_table(tmp_path):
 def _paired_summary(data_dir):
     def f(cond, base, stat, value, base_value=None, lo=None, hi=None):
         diff = None if base is None else value - base_value
-        return {"condition": cond, "baseline": base, "metric": "rebuffer_ratio",
+        # as `report --summary` writes a figure over pairs
+        return {"condition": cond, "baseline": base, "metric": "rebuffer_ratio", "unit": "",
                 "statistic": stat, "pairs": 24, "value": value, "baseline_value": base_value,
-                "difference": diff, "ci95_low": lo, "ci95_high": hi}
+                "difference": diff, "ci95": [lo, hi]}
     conds = [{"group": g, "label": g, "metrics": {}} for g in ("wifi", "mptcp")]
     (data_dir / "pairs.json").write_text(json.dumps({"format": 1, "run": {"id": "pairs"},
                                                      "conditions": conds, "paired": [
