@@ -5,10 +5,11 @@ plays, and how it catches up when it drifted (docs/live.md). A trial decides it 
 keeps it in its record.
 
 - `target_s`: hls.js `liveSyncDuration`, dash.js `delay.liveDelay`.
-- `catchup_max_rate`: the fastest playback rate while behind the target: hls.js
-  `maxLiveSyncPlaybackRate`, dash.js `liveCatchup.playbackRate.max` (as rate - 1).
-- `catchup_min_rate`: the slowest while ahead of it: dash.js `liveCatchup.playbackRate.min`
-  (hls.js never plays slower to fall back).
+- `catchup_max_rate`: the fastest playback rate while behind the target: dash.js
+  `liveCatchup.playbackRate.max` (as rate - 1); for hls.js the page's own catch-up
+  (player/src/adapters/live.js: hls.js's controller speeds up only above a second of buffer).
+- `catchup_min_rate`: the slowest while ahead of it: dash.js `liveCatchup.playbackRate.min`,
+  the page's catch-up for hls.js.
 - `max_drift_s`: how far past the target the player jumps to the live edge instead of catching
   up: dash.js `liveCatchup.maxDrift`, hls.js `liveMaxLatencyDuration` = target + this.
 

@@ -604,6 +604,8 @@ def _cells(spec: dict, page: Path, run: str) -> list[tuple[str, dict, str | None
         return path is not None and Path(path).stem == run
 
     out = []
+    if "paired" in spec:
+        return []  # figures over trace pairs: reproduce sets means beside means, not these
     if "grid" in spec:
         g = spec["grid"]
         for row in g["rows"]:

@@ -3,7 +3,7 @@
 import Hls from 'hls.js';
 import { codecFamily, codecProblem, ladderOf, stripCmcd } from './common.js';
 import { abrConfig } from './hlsjs-abr.js';
-import { hlsLiveSettings } from './live.js';
+import { catchupBufferFloor, catchupRate, hlsCatchup, hlsLiveSettings } from './live.js';
 
 // Not errors of the session: hls.js reports the first three while it works around a stall
 // (the probe records stalls itself from the media element), and `aborted` when its own ABR
@@ -40,6 +40,22 @@ export function createAdapter({ video, config, probe, fail, bufferAhead }) {
     ...hlsLiveSettings(config),
   });
   let mediaRecoveries = 0;
+
+  // The page holds the live target (live.js says why hls.js's own controller is off): the
+  // page's, as dash.js does, where hls.js would sit a second further back after each stall
+  // (its liveSyncOnStallIncrease); without one, hls.js's (the playlist's PART-HOLD-BACK). The
+  // latency is the one hls.js computed at the previous tick of the media clock.
+  const catchup = hlsCatchup(config);
+  const heldTarget = () => config.targetLatency || hls.targetLatency;
+  const holdTarget = () => {
+    const details = hls.latestLevelDetails;
+    const target = heldTarget();
+    if (!details || !details.live || video.paused || !(hls.latency > 0) || !target) return;
+    const ends = video.buffered;
+    const ahead = ends.length ? ends.end(ends.length - 1) - video.currentTime : 0;
+    const rate = catchupRate({ latency: hls.latency, target, ahead, floor: catchupBufferFloor(details), ...catchup });
+    if (video.playbackRate !== rate) video.playbackRate = rate;
+  };
 
   const manifestLoaded = (url, stats) => {
     probe.manifestLoaded({ url: stripCmcd(url), t_request: stats.loading.start, t_done: stats.loading.end, bytes: stats.loaded });
@@ -134,6 +150,7 @@ export function createAdapter({ video, config, probe, fail, bufferAhead }) {
     protocol: 'hls',
     version: Hls.version,
     start() {
+      if (catchup) video.addEventListener('timeupdate', holdTarget);
       hls.attachMedia(video);
       hls.loadSource(config.src);
     },
@@ -146,10 +163,11 @@ export function createAdapter({ video, config, probe, fail, bufferAhead }) {
     liveLatency() {
       const details = hls.latestLevelDetails || (hls.levels[hls.currentLevel] || {}).details;
       if (!details || !details.live || !Number.isFinite(hls.latency)) return null;
-      return { latency_s: hls.latency, target_s: hls.targetLatency ?? null, playback_rate: video.playbackRate };
+      return { latency_s: hls.latency, target_s: heldTarget() ?? null, playback_rate: video.playbackRate };
     },
     // Stops the network; the last frame stays on screen.
     stop() {
+      video.removeEventListener('timeupdate', holdTarget);
       hls.stopLoad();
     },
   };
