@@ -48,6 +48,12 @@ def metric_label(name: str) -> tuple[str, str]:
     return name, ""
 
 
+def metric_heading(name: str) -> str:
+    """A figure's label with its unit in brackets, as tables and axes head it."""
+    label, unit = metric_label(name)
+    return f"{label} ({unit})" if unit else label
+
+
 def is_declared(name: str) -> bool:
     """A figure some module computes (per path: `path<i>_` and a declared per-path name)."""
     _declared()

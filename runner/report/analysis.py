@@ -20,7 +20,7 @@ from mpstream.qoe.stats import Summary, anytime_summary, summarize
 from mpstream.runner.layout import RUN_JSON, RunScenario, TrialData, load_trials, read_json
 from mpstream.runner.metrics.common import binned_by_path, n_paths_of, segment_rates, trial_metrics
 from mpstream.runner.metrics.evidence import TrialEvidence, trial_evidence
-from mpstream.runner.metrics.metric import metric_label, metric_order
+from mpstream.runner.metrics.metric import metric_heading, metric_label, metric_order
 from mpstream.runner.record import Measurement
 from mpstream.runner.report.paired import (
     FIGURES,
@@ -411,8 +411,4 @@ def sweep_of(groups: list[Group], summaries: dict[Group, dict[str, Summary]],
         line = lines[g.condition] + "".join(f"/{f}" for f in g.factors)
         for m in metrics:
             points[m].setdefault(line, {})[xs[g.condition]] = summaries[g][m]
-    titles = []
-    for m in metrics:
-        name, unit = metric_label(m)
-        titles.append((m, name + (f" ({unit})" if unit else "")))
-    return Sweep(key, titles, points)
+    return Sweep(key, [(m, metric_heading(m)) for m in metrics], points)

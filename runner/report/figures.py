@@ -11,7 +11,7 @@ from pathlib import Path
 
 from mpstream.runner.layout import QUEUE_DELAY_DIR, TrialData
 from mpstream.runner.metrics.evidence import TrialEvidence
-from mpstream.runner.metrics.metric import metric_label
+from mpstream.runner.metrics.metric import metric_heading, metric_label
 from mpstream.runner.report.analysis import Analysis, PathSeries, sweep_tick
 from mpstream.runner.workloads import workload_for
 
@@ -90,17 +90,12 @@ def write_figures(a: Analysis, out: Path) -> list[Path]:
     shown = [m for m in PER_PAIR_METRICS if any(by.get(m) for by in (a.pairs or {}).values())]
     if shown:
         made.append(plots.per_pair(out / "per-pair.png", groups, a.pairs or {},
-                                   [(m, _axis_label(m)) for m in shown]))
+                                   [(m, metric_heading(m)) for m in shown]))
     if a.sweep is not None:
         sw = a.sweep
         made.append(plots.sweep_lines(out / "sweep.png", sw.setting, sw.points, sw.titles,
                                       sweep_tick))
     return made
-
-
-def _axis_label(metric: str) -> str:
-    name, unit = metric_label(metric)
-    return f"{name} ({unit})" if unit else name
 
 
 def timeline_figure(rec: TrialData, evidence: TrialEvidence, n_paths: int,

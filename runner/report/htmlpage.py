@@ -17,7 +17,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from mpstream.qoe.stats import Summary
 from mpstream.runner.layout import RunScenario, TrialData
-from mpstream.runner.metrics.metric import metric_label
+from mpstream.runner.metrics.metric import metric_heading, metric_label
 from mpstream.runner.report.analysis import Analysis, ReferenceRow, sweep_tick
 from mpstream.runner.report.paired import PairedFigure
 from mpstream.runner.report.reference import THESIS
@@ -127,8 +127,7 @@ def paired_table(figures: Sequence[PairedFigure]) -> tuple[list[str], list[list[
         if f.baseline is not None:
             text += f" (Δ {num(f.difference)} [{num(f.ci95_low)}, {num(f.ci95_high)}])"
         rows[(f.condition, f.baseline)][(f.metric, f.statistic)] = text
-    names = [f"{metric_label(m)[0]}, {st}" + (f" ({metric_label(m)[1]})" if metric_label(m)[1]
-                                               else "") for m, st in heads]
+    names = [f"{metric_heading(m)}, {st}" for m, st in heads]
     return names, [[group, beside or "–", *(cells.get(h, "–") for h in heads)]
                    for (group, beside), cells in rows.items()]
 

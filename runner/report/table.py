@@ -9,8 +9,9 @@ from rich.console import Console
 from rich.table import Table
 
 from mpstream.qoe.stats import Summary
+from mpstream.runner.metrics.metric import metric_heading
 from mpstream.runner.report.analysis import interval_name
-from mpstream.runner.report.build import Report, Sweep, metric_label, num, sweep_tick
+from mpstream.runner.report.build import Report, Sweep, num, sweep_tick
 
 # The terminal shows the headline metrics; the HTML and CSV files have all of them.
 HEADLINE = (
@@ -73,8 +74,7 @@ def _print_condition_table(rep: Report, console: Console) -> None:
     for m in rep.metric_order:
         if m not in HEADLINE:
             continue
-        name, unit = metric_label(m)
-        t.add_row(f"{name}" + (f" ({unit})" if unit else ""),
+        t.add_row(metric_heading(m),
                   *[short_cell(rep.summaries[g][m], n_ok[g]) for g in rep.groups])
     console.print(t)
 
