@@ -177,8 +177,9 @@ test: setup-core lint docs-check
 	scripts/pytest.sh -m "(integration or e2e) and not long" --durations=25 || rc=$$?; \
 	exit $$rc
 
+# Every unit test, the long ones too, on every core (they measure nothing).
 test-unit: venv
-	@scripts/pytest.sh -m unit
+	@scripts/pytest.sh -m unit -n auto
 
 test-integration: setup-core
 	@scripts/pytest.sh -m integration

@@ -254,8 +254,10 @@ def pairs_of(a: Analysis) -> dict[str, PairFigures] | None:
 
 def paired_of(a: Analysis) -> list[PairedFigure] | None:
     """The run's figures over trace pairs (report/paired.py), each group beside the scenario's
-    baseline condition played with the same factors, then each group of another adaptation
-    rule beside the scenario's `baseline_abr` under the same condition; None without pairs."""
+    baseline condition played with the same factors; then, with a `baseline_abr`, each group of
+    another adaptation rule beside that rule under the same condition (the rule's share), and
+    beside the baseline condition under that rule (the whole against what a user has: TCP on
+    the WiFi with the player's own rule); None without pairs."""
     groups = a.pairs
     if groups is None:
         return None
@@ -265,9 +267,18 @@ def paired_of(a: Analysis) -> list[PairedFigure] | None:
     figures = paired_figures(groups, baseline_of)
     if scenario.baseline_abr and "abr" in a.several:
         at = [f for f in FACTORS if f in a.several].index("abr")
-        rule_of = {str(g): str(Group(g.condition, (*g.factors[:at], scenario.baseline_abr,
-                                                    *g.factors[at + 1:]))) for g in a.groups}
+
+        def under_baseline_rule(condition: str, g: Group) -> str:
+            return str(Group(condition, (*g.factors[:at], scenario.baseline_abr,
+                                         *g.factors[at + 1:])))
+
+        rule_of = {str(g): under_baseline_rule(g.condition, g) for g in a.groups}
         figures += paired_figures(groups, rule_of, alone=False)
+        if scenario.baseline:
+            has_of = {str(g): under_baseline_rule(scenario.baseline, g) for g in a.groups
+                      if g.condition != scenario.baseline
+                      and g.factors[at] != scenario.baseline_abr}
+            figures += paired_figures(groups, has_of, alone=False)
     return figures
 
 

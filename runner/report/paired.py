@@ -7,7 +7,8 @@ user feels (`FIGURES`: the stall ratio at the median, 95th and 99th percentile, 
 percentile of bitrate, the 95th of startup, the cellular bytes, Yin's QoE), each beside the
 scenario's baseline condition's over the same pairs (those both played to the end), and in a run
 of several adaptation rules with a `baseline_abr` each rule beside that one under the same
-condition too: the difference, and its
+condition too, and beside the baseline condition under that rule (what a user has): the
+difference, and its
 95% interval from a percentile bootstrap over pairs (scipy.stats.bootstrap, `paired=True`: a
 resample draws whole pairs, the condition's and the baseline's figure of each together),
 seeded, so that the report of the same trials is the same file. A percentile is numpy's (linear

@@ -153,4 +153,6 @@ def test_each_rule_is_set_beside_the_baseline_rule_under_the_same_condition(tmp_
         ("unbalanced/default", "single/default"), ("unbalanced/multipath", "single/multipath"),
         # the rule's own comparison, condition by condition
         ("single/multipath", "single/default"), ("balanced/multipath", "balanced/default"),
-        ("unbalanced/multipath", "unbalanced/default")}
+        ("unbalanced/multipath", "unbalanced/default"),
+        # the whole against what a user has: the baseline condition with the baseline rule
+        ("balanced/multipath", "single/default"), ("unbalanced/multipath", "single/default")}
