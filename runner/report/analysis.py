@@ -265,19 +265,19 @@ def paired_of(a: Analysis) -> list[PairedFigure] | None:
     baseline_of = {str(g): str(Group(scenario.baseline, g.factors)) if scenario.baseline
                    else None for g in a.groups}
     figures = paired_figures(groups, baseline_of)
-    if scenario.baseline_abr and "abr" in a.several:
+    rule = scenario.baseline_abr
+    if rule and "abr" in a.several:
         at = [f for f in FACTORS if f in a.several].index("abr")
 
         def under_baseline_rule(condition: str, g: Group) -> str:
-            return str(Group(condition, (*g.factors[:at], scenario.baseline_abr,
-                                         *g.factors[at + 1:])))
+            return str(Group(condition, (*g.factors[:at], rule, *g.factors[at + 1:])))
 
         rule_of = {str(g): under_baseline_rule(g.condition, g) for g in a.groups}
         figures += paired_figures(groups, rule_of, alone=False)
         if scenario.baseline:
             has_of = {str(g): under_baseline_rule(scenario.baseline, g) for g in a.groups
                       if g.condition != scenario.baseline
-                      and g.factors[at] != scenario.baseline_abr}
+                      and g.factors[at] != rule}
             figures += paired_figures(groups, has_of, alone=False)
     return figures
 
