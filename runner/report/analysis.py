@@ -256,8 +256,8 @@ def paired_of(a: Analysis) -> list[PairedFigure] | None:
     """The run's figures over trace pairs (report/paired.py), each group beside the scenario's
     baseline condition played with the same factors; then, with a `baseline_abr`, each group of
     another adaptation rule beside that rule under the same condition (the rule's share), and
-    beside the baseline condition under that rule (the whole against what a user has: TCP on
-    the WiFi with the player's own rule); None without pairs."""
+    beside the baseline condition under that rule (the whole against what a user has, e.g. TCP
+    on the WiFi with the player's own rule); None without pairs."""
     groups = a.pairs
     if groups is None:
         return None
