@@ -1,7 +1,7 @@
 /* A deployment's server caps per path (`server.cwnd_clamp_bdp`, `server.pacing_cap`,
  * `server.sndbuf_bdp`), a sock_ops program: when a TCP connection or an MPTCP subflow is
  * established, the caps of its (network namespace, remote /24) in `caps` become its window
- * clamp, its maximum pacing rate and its send buffer.
+ * clamp (and its initial window, where lower), its maximum pacing rate and its send buffer.
  * A topology fills the map for its server's namespace, an entry a path (netem/pathcaps.py), and
  * empties it on the way down. A route's locked `cwnd` metric would cap the window without BPF,
  * but the kernel reads it through its TCP metrics cache, which holds no entry for a destination
@@ -16,6 +16,7 @@
 #define SOL_TCP 6
 #define SO_SNDBUF 7
 #define SO_MAX_PACING_RATE 47
+#define TCP_BPF_IW 1001
 #define TCP_BPF_SNDCWND_CLAMP 1002
 
 struct cap_key {
@@ -56,6 +57,15 @@ int path_caps(struct bpf_sock_ops *skops)
 	if (cap->cwnd) {
 		value = cap->cwnd;
 		bpf_setsockopt(skops, SOL_TCP, TCP_BPF_SNDCWND_CLAMP, &value, sizeof(value));
+		/* The clamp bounds the window's growth, not where it starts: a connection starts at
+		 * the initial window (10 packets) and is cut to the clamp only once it is
+		 * cwnd-limited, which a live stream's small responses never make it. On a path of a
+		 * few hundred kbit/s ten packets are a third of a second of queue, and a player that
+		 * opens a connection every few seconds kept that queue standing. So the initial
+		 * window is the cap too, where that is lower (the kernel takes it only before any
+		 * data was sent: at establishment). */
+		if (value < skops->snd_cwnd)
+			bpf_setsockopt(skops, SOL_TCP, TCP_BPF_IW, &value, sizeof(value));
 	}
 	if (cap->pacing) {
 		/* Also turns on TCP's own pacing for the socket (sk_pacing_status), and the MPTCP

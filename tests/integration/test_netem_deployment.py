@@ -117,8 +117,8 @@ def test_the_userspace_path_manager_adds_a_closed_subflow_again_once_its_path_is
 
 def _server_sockets(topo: Topology) -> dict[str, dict[str, str]]:
     """What `ss -tinm` says of the server's socket towards each client path address: that of
-    the subflow that carried the most there (iperf3's data; its control connection's stay idle
-    at the initial window, which a cap does not lower until the window moves). Its fields, plus
+    the subflow that carried the most there (iperf3's data, not its idle control connection).
+    Its fields, plus
     `tb` (the send buffer) and `pacing_max` (the pacing cap, when set)."""
     out = topo.run("server", ["ss", "-tinmH", "state", "established", "sport", "=", str(PORT)],
                    capture_output=True, text=True).stdout
@@ -183,6 +183,52 @@ def test_the_servers_caps_hold_the_slower_path_and_go_with_the_topology():
     # runs beside this test).
     assert not pathcaps.attached()
     assert sorted(Path("/proc/mounts").read_text().splitlines()) == mounts_before
+
+
+# A server that answers each line with a small response, as a live origin answers a part's
+# request: the sender is never limited by its window, so the window never moves from where it
+# started; the client asks again at once (an idle pause longer than the retransmission timeout
+# would restart the window, at the capped initial window, and hide what this test is after).
+SMALL_ANSWERS = """
+import socket, sys
+srv = socket.create_server(("", int(sys.argv[1])))
+conn, _ = srv.accept()
+while conn.recv(100):
+    conn.sendall(b"x" * 3000)
+"""
+
+
+@pytest.mark.long
+def test_a_connection_starts_within_its_paths_window_cap():
+    """mptcp-live's caps on 400 kbit/s paths of 10 ms are four packets: a TCP connection that
+    carries only small responses starts at that window, not at the kernel's initial ten
+    packets, which on such a path are a third of a second of queue (before the cap set the
+    initial window, its window stayed at ten: the clamp only bounds growth)."""
+    profile = load_profile("thesis-bandwidth-balanced", {"paths.*.rate": "400kbit"},
+                           deployment="mptcp-live")
+    with Topology.up(profile, f"iw{os.getpid()}") as topo:
+        assert {cap.cwnd_packets for cap in topo.path_caps().values()} == {4}
+        server = topo.popen("server", [sys.executable, "-c", SMALL_ANSWERS, str(PORT)])
+        try:
+            topo.wait_listening("server", PORT)
+            client = topo.popen("client", [sys.executable, "-c", (
+                "import socket, sys, time\n"
+                f"c = socket.create_connection(('{topo.server_addr}', {PORT}))\n"
+                "for _ in range(10):\n"
+                "    c.sendall(b'next\\n'); got = 0\n"
+                "    while got < 3000: got += len(c.recv(4000))\n"
+                "print('done', flush=True)\n"
+                "time.sleep(30)\n")], stdout=subprocess.PIPE, text=True)
+            try:
+                assert client.stdout.readline() == "done\n"
+                sockets = _server_sockets(topo)  # while the connection is open
+            finally:
+                client.kill()
+                client.wait()
+        finally:
+            server.kill()
+            server.wait()
+    assert sockets.get(topo.paths[0].client_addr, {}).get("cwnd") == "4", sockets
 
 
 @pytest.mark.long
