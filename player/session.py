@@ -128,10 +128,11 @@ class PlayRequest:
 
 
 def page_url(base_url: str, request: PlayRequest, manifest: str | None = None,
-             spared: Sequence[str] = ()) -> str:
+             spared: Sequence[str] = (), paths_url: str | None = None) -> str:
     """The player page's URL for one session (query parameters: see docs/player.md);
     `manifest` in place of the request's own (a carrier's address of it); `spared` the client's
-    addresses of the paths the path policy spares (`spared_addresses`)."""
+    addresses of the paths the path policy spares (`spared_addresses`); `paths_url` where the
+    carrier answers with its own per-path figures (Carrier.paths_url)."""
     r = request
     params: dict[str, Any] = {
         "src": r.manifest if manifest is None else manifest,
@@ -145,6 +146,8 @@ def page_url(base_url: str, request: PlayRequest, manifest: str | None = None,
         params["seen_by"] = "carrier"  # the server sees only the carrier's own connections
     if spared:
         params["spared"] = ",".join(spared)
+    if paths_url:
+        params["paths_url"] = paths_url
     for f in fields(r):
         value = getattr(r, f.name)
         if PAGE_PARAMETER in f.metadata and value != f.default:
@@ -414,8 +417,10 @@ def _play(network: Network, server: PageServer, r: PlayRequest, carried: Carrier
     # A carrier that carries media from a server other than the page's (mphttp with --url)
     # gives the manifest's address through itself.
     media_url = getattr(carried, "media_url", None)
-    url = page_url(carried.base_url, r, media_url(r.manifest) if media_url is not None else None,
-                   spared_addresses(network.paths, r))
+    manifest = media_url(r.manifest) if media_url is not None else None
+    # After the manifest's address: mphttp with --url starts its proxy for it.
+    url = page_url(carried.base_url, r, manifest, spared_addresses(network.paths, r),
+                   carried.paths_url)
     before = network.path_bytes()
     proof_before = r.transport.before(network)
     policy = _policy_controller(network, server, r, carried)

@@ -39,6 +39,12 @@ class Carrier(Protocol):
 
     def problem(self) -> str | None: ...
 
+    @property
+    def paths_url(self) -> str | None:
+        """Where the page asks for the paths' figures when the carrier measures its own paths
+        (the server sees only its connections); None: from the collector, if at all."""
+        ...
+
     def proof(self) -> Proof | None: ...
 
     def redundant_bytes(self) -> int | None:
@@ -53,6 +59,7 @@ class Direct:
 
     base_url: str
     implementation: str | None = None
+    paths_url: str | None = None
 
     def problem(self) -> str | None:
         return None

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { OUR_RULES } from '../src/abr/engine.js';
 import { parseParams } from '../src/probe/params.js';
+import { pathsUrlOf } from '../src/session/paths.js';
 import { transportText } from '../src/session/transport.js';
 
 test('all parameters are read', () => {
@@ -10,7 +11,7 @@ test('all parameters are read', () => {
   assert.equal(parseParams('?report_timeout=2.5').config.reportTimeout, 2.5);
   assert.deepEqual(parseParams('?report_timeout=0').errors.length, 1);
   assert.deepEqual(errors, []);
-  assert.deepEqual(config, { src: '/media/dash/manifest.mpd', player: 'dashjs', session: 's_1', scenario: 'bal', trial: 2, transport: 'mptcp', seenBy: 'server', codec: 'auto', collector: '/api/v1', duration: 25, startupTimeout: 30, reportTimeout: 15, buffer: null, targetLatency: null, catchupMaxRate: null, catchupMinRate: null, maxDrift: null, abr: 'dynamic', abrParams: {}, spared: [] });
+  assert.deepEqual(config, { src: '/media/dash/manifest.mpd', player: 'dashjs', session: 's_1', scenario: 'bal', trial: 2, transport: 'mptcp', seenBy: 'server', codec: 'auto', collector: '/api/v1', duration: 25, startupTimeout: 30, reportTimeout: 15, buffer: null, targetLatency: null, catchupMaxRate: null, catchupMinRate: null, maxDrift: null, abr: 'dynamic', abrParams: {}, spared: [], pathsUrl: null });
 });
 
 test('the player follows the manifest when not given, and defaults fill in', () => {
@@ -34,6 +35,16 @@ test('the paths a policy spares are the client\'s addresses on them', () => {
   assert.deepEqual(parseParams('?spared=10.1.1.2,fd00::2').config.spared, ['10.1.1.2', 'fd00::2']);
   assert.deepEqual(parseParams('?spared=10.1.1.2,x,y').errors,
     ["spared=10.1.1.2,x,y: must be the client's addresses of the paths, separated by commas (e.g. 10.1.1.2)"]);
+});
+
+test('the paths come from the collector, from a carrier that has them, or from nowhere', () => {
+  const from = (query) => pathsUrlOf(parseParams(query).config);
+  assert.equal(from('?session=s1'), '/api/v1/sessions/s1/paths');
+  assert.equal(from('?session=s1&seen_by=carrier'), null);
+  const carrier = 'http://127.0.0.1:8081/.well-known/mpstream/paths';
+  assert.equal(from(`?session=s1&seen_by=carrier&paths_url=${encodeURIComponent(carrier)}`), carrier);
+  assert.deepEqual(parseParams('?paths_url=javascript:x').errors,
+    ["paths_url=javascript:x: must be an http(s) URL or a path on the page's server (e.g. http://127.0.0.1:8081/.well-known/mpstream/paths)"]);
 });
 
 test('the HUD shows what the server measured, never the unknown label', () => {

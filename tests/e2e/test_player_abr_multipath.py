@@ -3,7 +3,9 @@ a session starts on one path, whose rate carries the middle rung of the ladder a
 second path comes up part-way (the client gains its address: its MPTCP endpoint is added, and
 the kernel opens a subflow on it for the open connections, as a phone does when it joins a
 network). The rule learns the second path from the server's per-path figures and chooses the
-top rung, which the first path alone cannot carry; every decision replays offline."""
+top rung, which the first path alone cannot carry; every decision replays offline. Over mphttp,
+whose paths the server cannot tell apart from other connections, the rule reads the proxy's own
+per-path figures instead."""
 
 import os
 import subprocess
@@ -102,4 +104,27 @@ def test_the_rule_takes_a_higher_rung_once_the_second_path_comes_up(tiny_media, 
                and e["data"]["kind"] in ("video", "muxed")]
     assert ladder[top] in fetched, fetched
     # Every decision, the paths it was given included, replays to the same choice.
+    assert replay_abr(events, tmp_path) == (0, {"decisions": len(decisions), "mismatches": []})
+
+
+def test_over_mphttp_the_rule_reads_each_path_from_the_proxy(tiny_media, tmp_path):
+    """Both paths up from the start: the page asks the proxy beside the browser (paths_url),
+    and the rule, given both paths' rates, takes the top rung neither path alone carries."""
+    (tmp_path / "two.toml").write_text(PROFILE)
+    name = f"mh{os.getpid() % 100000}"
+    with Topology.up(load_profile(tmp_path / "two.toml"), name=name) as topo, \
+            ServerStack(tiny_media, netns=topo.server_ns, host=topo.server_addr) as stack:
+        result = play(topo, stack, transport="mphttp", player="dashjs",
+                      manifest_path=MANIFESTS["dashjs"], duration_s=16.0, buffer_s=6.0,
+                      abr="multipath", session_id=f"e2e-abr-mphttp-{os.getpid()}")
+        events = session_events(stack, result["session"])
+    assert result["failure"] is None, result
+    decisions = [e for e in events if e["type"] == "abr_decision"]
+    top = len(decisions[-1]["data"]["inputs"]["ladder_bps"]) - 1
+    both = [d for d in decisions
+            if {p["address"] for p in d["data"]["inputs"]["paths"] or [] if p["bps"] > 0}
+            == {path.client_addr for path in topo.paths}]
+    assert both, [d["data"]["inputs"]["paths"] for d in decisions]
+    assert max(d["data"]["index"] for d in both) == top, \
+        [(d["data"]["index"], d["data"]["inputs"]["paths"]) for d in both]
     assert replay_abr(events, tmp_path) == (0, {"decisions": len(decisions), "mismatches": []})

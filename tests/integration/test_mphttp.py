@@ -2,8 +2,9 @@
 the client namespace fetches files from nginx in the server namespace through it, over the thesis's
 unbalanced paths (25 and 5 Mbit/s). Both paths carry each large file, which arrives byte for
 byte; nginx logs the Range requests from both client addresses; a request with a Range of its
-own passes through as it is; a path taken down mid-transfer does not hang the download; the
-proxy stops on SIGTERM and leaves nothing, and ends by itself when its parent is killed."""
+own passes through as it is; the proxy says what each path carries; a path taken down
+mid-transfer does not hang the download; the proxy stops on SIGTERM and leaves nothing, and ends
+by itself when its parent is killed."""
 
 import hashlib
 import json
@@ -105,6 +106,29 @@ def test_a_request_with_its_own_range_passes_through(unbalanced, media, tmp_path
     assert missing.startswith("404 ")
     lines = access_lines(stack)[logged:]
     assert [x["range"] for x in lines if x["uri"] == "/media/dash/big.m4s"] == ["bytes=1000-1099"]
+
+
+def test_the_proxy_tells_the_page_what_each_path_carries(unbalanced, tmp_path):
+    """The multipath rule's input with this transport (the server sees only connections): after
+    a download, each client path with the rate its parts got, the 25 Mbit/s path's above the
+    5 Mbit/s one's, and the bytes it received; to a page of another origin too."""
+    topo, stack = unbalanced
+    with MultipathHTTPProxy(topo, stack.base_url, tmp_path) as proxy:
+        fetch(topo, f"{proxy.base_url}/media/dash/big.m4s", tmp_path / "big")
+        assert proxy.paths_url == f"{proxy.base_url}/.well-known/mpstream/paths"
+        done = topo.run("client", ["curl", "-s", "-D", "-", proxy.paths_url],
+                        capture_output=True, text=True, timeout=10)
+    last = [x for x in stats(proxy) if "event" not in x and "path" in x][-2:]  # once stopped
+    head, _, body = done.stdout.partition("\n\n")  # text mode: CRLF read as LF
+    assert head.startswith("HTTP/1.1 200") and "Access-Control-Allow-Origin: *" in head, head
+    found = json.loads(body)
+    assert found["measured"] is True
+    by_address = {p["address"]: p for p in found["paths"]}
+    fast, slow = (by_address[p.client_addr] for p in topo.paths)
+    assert 8e6 < fast["delivery_bps"] < 30e6 and 1e6 < slow["delivery_bps"] < 6e6, found
+    assert [fast["bytes_acked"], slow["bytes_acked"]] == [x["rx_bytes"] for x in last]
+    assert fast["waiting_ms"] == slow["waiting_ms"] == 0  # nothing in flight
+    assert not fast["backup"] and not slow["backup"]
 
 
 @pytest.mark.long  # make test-paths

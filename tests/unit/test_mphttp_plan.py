@@ -278,3 +278,21 @@ def test_with_a_page_elsewhere_only_the_servers_media_go_through_the_proxy(tmp_p
         assert proxy.media_url("http://localhost:9999/x.mpd") == "http://localhost:9999/x.mpd"
         assert proxy.media_url("http://192.0.2.1/x.mpd") == "http://192.0.2.1/x.mpd"
         proxy._proc = None  # nothing to stop
+
+
+def test_the_proxys_paths_answer_holds_a_backup_only_while_another_path_is_up():
+    from mpstream.transports.mphttp.connection import PathState
+    from mpstream.transports.mphttp.proxy import Proxy
+
+    wifi, cell = PathState(0, "10.1.0.2"), PathState(1, "10.1.1.2", backup=True)
+    wifi.rate.update(1_000_000)  # bytes/s
+    wifi.rx_bytes, cell.rx_bytes = 5000, 0
+    proxy = Proxy([wifi, cell], None)
+    found = proxy.paths_answer()
+    assert found["measured"] is True
+    assert [(p["address"], p["delivery_bps"], p["bytes_acked"], p["backup"])
+            for p in found["paths"]] == [("10.1.0.2", 8_000_000, 5000, False),
+                                         ("10.1.1.2", None, 0, True)]
+    wifi.up = False  # the WiFi is gone: the backup carries, and the WiFi is left out
+    assert [(p["address"], p["backup"]) for p in proxy.paths_answer()["paths"]] == [
+        ("10.1.1.2", False)]

@@ -155,6 +155,7 @@ class QuicHop(Started):
     paths_opened: list[int] = field(init=False, default_factory=list)
     # The QUIC library and multipath draft the proxy runs (None in the TCP and MPTCP modes).
     implementation: str | None = field(init=False, default=None)
+    paths_url: str | None = field(init=False, default=None)  # the hop does not say (yet)
     _gateway: subprocess.Popen[str] | None = field(init=False, default=None)
     _proxy: subprocess.Popen[str] | None = field(init=False, default=None)
     _control: threading.Lock = field(init=False, default_factory=threading.Lock)

@@ -35,6 +35,8 @@ class Planned(Protocol):
 
     def remaining(self) -> int: ...
 
+    def waiting(self, t: float) -> float: ...
+
     def stalled(self, t: float, latency_s: float) -> bool: ...
 
 
@@ -60,6 +62,13 @@ class PathState:
 
     def backlog(self) -> int:
         return sum(p.remaining() for p in self.parts)
+
+    def waiting(self, t: float) -> float:
+        """How long the part whose turn it is has waited for its next bytes (s), the least
+        over the path's connections that wait (0 when none does): as the server's figure
+        of a subflow, a path that failed shows it growing."""
+        waits = [w for w in (p.waiting(t) for p in self.parts) if w > 0]
+        return min(waits, default=0.0)
 
     def stalled(self, t: float) -> bool:
         """A part whose turn it is on its connection has received nothing for long (it may be

@@ -77,11 +77,17 @@ class Part:
     def live(self) -> bool:
         return self.state in ("new", "sent")
 
+    def waiting(self, t: float) -> float:
+        """How long it has waited for its next bytes (s) since its turn on its connection
+        came; 0 while it is not its turn."""
+        if (self.state == "sent" and self.conn is not None and bool(self.conn.queue)
+                and self.conn.queue[0] is self):
+            return t - self.conn.seen(self.last_activity)
+        return 0.0
+
     def stalled(self, t: float, latency_s: float) -> bool:
         """Its turn on its connection has come, and nothing has arrived for long."""
-        return (self.state == "sent" and self.conn is not None and bool(self.conn.queue)
-                and self.conn.queue[0] is self
-                and stalled(t - self.conn.seen(self.last_activity), latency_s))
+        return stalled(self.waiting(t), latency_s)
 
     async def read_response(self, conn: Conn) -> None:
         await self.fetch.read_response(conn, self)

@@ -291,6 +291,26 @@ class Proxy:
                  "connections": sum(1 for c in self.conns if c.path is p)}
                 for p in self.paths]
 
+    def paths_answer(self) -> dict[str, Any]:
+        """Each path as the proxy sees it now, in the shape of the collector's per-path figures
+        (GET /api/v1/sessions/ID/paths, server/seen.py), for the page's multipath-aware rule:
+        with this transport the server sees the proxy's connections, one a path, but only the
+        proxy knows they are one session's paths. `delivery_bps` is the rate its parts got
+        lately, `bytes_acked` its body bytes received, `backup` whether it is held back now (a
+        backup path while another is up), `waiting_ms` how long its part whose turn it is has
+        waited for bytes. A path that is down is left out, as the server leaves out a path
+        with no subflow."""
+        t = now()
+        other_up = any(p.up and not p.backup for p in self.paths)
+        return {"measured": True, "label": "mphttp", "paths": [
+            {"address": p.local, "subflows": sum(1 for c in self.conns if c.path is p),
+             "delivery_bps": None if p.rate.value is None else round(8 * p.rate.value),
+             "app_limited": False,
+             "rtt_ms": None if p.latency.value is None else round(1000 * p.latency.value, 2),
+             "bytes_acked": p.rx_bytes, "backup": p.backup and other_up,
+             "waiting_ms": round(1000 * p.waiting(t))}
+            for p in self.paths if p.up]}
+
     async def watchdog(self) -> None:
         """Closes a connection whose response (or the wait for it) has been silent for its
         timeout: a dead path's parts then fail and are asked of the others."""

@@ -1,16 +1,19 @@
 """The browser's side of the proxy: each connection's requests in turn, a GET of a whole object
-split over the paths (fetch.py), anything else passed through on one path (relay.py)."""
+split over the paths (fetch.py), anything else passed through on one path (relay.py), and the
+proxy's own per-path figures at PATHS_TARGET (for the page's multipath-aware rule)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+from typing import Any
 from urllib.parse import urlsplit
 
 from mpstream.transports.mphttp.browser import BadRequest, Browser
 from mpstream.transports.mphttp.errors import ProxyError
 from mpstream.transports.mphttp.fetch import Fetch
-from mpstream.transports.mphttp.messages import Head, parse_origin
+from mpstream.transports.mphttp.messages import PATHS_TARGET, Head, parse_origin
 from mpstream.transports.mphttp.proxy import Proxy
 from mpstream.transports.mphttp.relay import passthrough
 from mpstream.transports.mphttp.schedulers import Scheduler
@@ -48,6 +51,9 @@ class Server:
             await answer(browser, 400, f"not an HTTP/1.x request: HTTP/{head.version}", False)
             return
         target, origin = head.target, self.proxy.upstream
+        if head.method == "GET" and urlsplit(target).path == PATHS_TARGET:
+            await answer_json(browser, self.proxy.paths_answer())
+            return
         if target.startswith(("http://", "https://")):
             # A browser that uses the proxy as its HTTP proxy names the origin in the target.
             try:
@@ -71,6 +77,20 @@ class Server:
                 browser.abort()  # an answer is half sent: only ending it is left
                 return
             await answer(browser, 502, str(exc))
+
+
+async def answer_json(browser: Browser, found: dict[str, Any]) -> None:
+    """The proxy's own figures as JSON, to a page of any origin (with `play --url` the page is
+    on this host's loopback, the proxy another origin)."""
+    body = json.dumps(found, separators=(",", ":")).encode()
+    browser.respond(200, "OK", [("Content-Type", "application/json"),
+                                ("Content-Length", str(len(body))),
+                                ("Cache-Control", "no-store"),
+                                ("Access-Control-Allow-Origin", "*")])
+    browser.send(body)
+    browser.end()
+    with contextlib.suppress(ConnectionError, OSError):
+        await browser.drain()
 
 
 async def answer(browser: Browser, status: int, text: str, keep: bool = True) -> None:

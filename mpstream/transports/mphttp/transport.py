@@ -27,6 +27,7 @@ from mpstream.network import Network
 from mpstream.proc import Started, await_ready, stop
 from mpstream.proof import Proof
 from mpstream.transports.base import Carrier, Transport, register
+from mpstream.transports.mphttp.messages import PATHS_TARGET
 from mpstream.transports.mphttp.program import IMPLEMENTATION
 from mpstream.transports.mphttp.schedulers import DEFAULT_SCHEDULER, summaries
 
@@ -142,6 +143,11 @@ class MultipathHTTPProxy(Started):
         self.origin, self.listen = origin, str(ready["listen"])
         if self._through_paths(self.server_url):
             self.base_url = f"http://{self.listen}"
+
+    @property
+    def paths_url(self) -> str | None:
+        """The proxy's own per-path figures (serve.py), once it runs."""
+        return f"http://{self.listen}{PATHS_TARGET}" if self.listen else None
 
     def problem(self) -> str | None:
         """Why the proxy no longer carries anything (it exited), or None."""

@@ -175,8 +175,16 @@ export function parseParams(search) {
     spared.push(raw);
   }
 
+  // Where a carrier beside the browser answers with its own per-path figures (mphttp's proxy),
+  // for the multipath rule; absent: the collector's, when the server sees the paths.
+  let pathsUrl = params.get('paths_url') || null;
+  if (pathsUrl !== null && !/^(https?:\/\/[^\s/]+)?\/\S*$/.test(pathsUrl)) {
+    errors.push(`paths_url=${pathsUrl}: must be an http(s) URL or a path on the page's server (e.g. http://127.0.0.1:8081/.well-known/mpstream/paths)`);
+    pathsUrl = null;
+  }
+
   return {
-    config: { src, player, session, scenario, trial, transport, seenBy, codec, collector, duration, startupTimeout, reportTimeout, buffer, targetLatency, catchupMaxRate, catchupMinRate, maxDrift, abr, abrParams, spared },
+    config: { src, player, session, scenario, trial, transport, seenBy, codec, collector, duration, startupTimeout, reportTimeout, buffer, targetLatency, catchupMaxRate, catchupMinRate, maxDrift, abr, abrParams, spared, pathsUrl },
     errors,
   };
 }
