@@ -26,6 +26,11 @@ from mpstream.proof import Proof
 from mpstream.registry import Registry
 from mpstream.transports import pathpolicy
 
+# Where a carrier beside the browser answers the page with its own per-path figures, in the
+# collector's shape (mphttp's proxy, the QUIC hop's proxy): a name under /.well-known/ that no
+# origin's media or collector uses.
+PATHS_TARGET = "/.well-known/mpstream/paths"
+
 
 class Carrier(Protocol):
     """How the client reaches the server for one session: `base_url` is what it asks instead of

@@ -6,6 +6,7 @@
 //! connection to it, streaming the response back as it arrives. The bytes are HTTP/1.1 end to
 //! end: nginx, its access log and the player page see the same requests whatever the hop.
 
+mod figures;
 mod gateway;
 mod holds;
 mod options;

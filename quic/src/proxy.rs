@@ -20,7 +20,7 @@ use crate::gateway::SERVER_NAME;
 use crate::holds::Holds;
 use crate::options::QuicOptions;
 use crate::stats::{KnownPaths, StatsLog, follow_paths, path_number, sample};
-use crate::{QUIC_IMPLEMENTATION, announce_ready, pipe, sockets, stop_signal};
+use crate::{QUIC_IMPLEMENTATION, announce_ready, figures, pipe, sockets, stop_signal};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
@@ -62,6 +62,10 @@ pub struct Args {
     /// pause that grew to 8 s kept a returning path unused for up to 8 s.
     #[arg(long, default_value_t = 1000)]
     reopen_ms: u64,
+    /// Where the page may ask for each path's figures (figures.rs), in the quic and mpquic
+    /// modes; the ready line names the address bound.
+    #[arg(long)]
+    paths_listen: Option<SocketAddr>,
     #[command(flatten)]
     quic: QuicOptions,
 }
@@ -123,11 +127,16 @@ async fn serve_quic(args: Args, listener: TcpListener) -> Result<()> {
         Vec::new()
     };
     let established = established_paths(opened).await;
+    let paths_listen = match args.paths_listen {
+        Some(addr) => Some(answer_paths(addr, &conn, &paths, multipath)?),
+        None => None,
+    };
     announce_ready(json!({
         "listen": listener.local_addr()?.to_string(),
         "mode": format!("{:?}", args.mode).to_lowercase(),
         "paths": established,
         "implementation": QUIC_IMPLEMENTATION,
+        "paths_listen": paths_listen,
     }));
     let result = tokio::select! {
         () = relay_browsers(&listener, &conn) => Ok(()),
@@ -137,6 +146,33 @@ async fn serve_quic(args: Args, listener: TcpListener) -> Result<()> {
     conn.close(0u32.into(), b"proxy stopping");
     let _ = tokio::time::timeout(Duration::from_secs(2), endpoint.wait_idle()).await;
     result
+}
+
+/// Samples what each path receives and answers the page's requests for it on `addr`; the
+/// address bound.
+fn answer_paths(
+    addr: SocketAddr,
+    conn: &Connection,
+    paths: &KnownPaths,
+    multipath: bool,
+) -> Result<String> {
+    let listener = sockets::listen(addr, false)?;
+    let bound = listener.local_addr()?.to_string();
+    let received = figures::Received::default();
+    tokio::spawn(figures::sample_received(
+        conn.clone(),
+        paths.clone(),
+        received.clone(),
+    ));
+    let label = if multipath { "mpquic" } else { "quic" };
+    tokio::spawn(figures::serve(
+        listener,
+        conn.clone(),
+        paths.clone(),
+        received,
+        label,
+    ));
+    Ok(bound)
 }
 
 /// Multipath QUIC needs room for a second path; one-path QUIC must not offer the extension.

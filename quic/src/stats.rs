@@ -81,7 +81,7 @@ impl KnownPaths {
             .collect()
     }
 
-    fn snapshot(&self) -> Vec<(PathId, Option<String>)> {
+    pub fn snapshot(&self) -> Vec<(PathId, Option<String>)> {
         self.0
             .lock()
             .expect("the path set lock")

@@ -5,7 +5,7 @@ the kernel opens a subflow on it for the open connections, as a phone does when 
 network). The rule learns the second path from the server's per-path figures and chooses the
 top rung, which the first path alone cannot carry; every decision replays offline. Over mphttp,
 whose paths the server cannot tell apart from other connections, the rule reads the proxy's own
-per-path figures instead."""
+per-path figures instead (and over the QUIC hop: tests/e2e/test_player_quic.py)."""
 
 import os
 import subprocess
@@ -107,16 +107,17 @@ def test_the_rule_takes_a_higher_rung_once_the_second_path_comes_up(tiny_media, 
     assert replay_abr(events, tmp_path) == (0, {"decisions": len(decisions), "mismatches": []})
 
 
-def test_over_mphttp_the_rule_reads_each_path_from_the_proxy(tiny_media, tmp_path):
-    """Both paths up from the start: the page asks the proxy beside the browser (paths_url),
-    and the rule, given both paths' rates, takes the top rung neither path alone carries."""
+def rule_reads_each_path_from_the_carrier(tiny_media, tmp_path, transport: str) -> None:
+    """Both paths up from the start: the page asks the program beside the browser that carries
+    the session (paths_url), and the rule, given both paths' rates, takes the top rung neither
+    path alone carries. Also run over the QUIC hop, by tests/e2e/test_player_quic.py."""
     (tmp_path / "two.toml").write_text(PROFILE)
     name = f"mh{os.getpid() % 100000}"
     with Topology.up(load_profile(tmp_path / "two.toml"), name=name) as topo, \
             ServerStack(tiny_media, netns=topo.server_ns, host=topo.server_addr) as stack:
-        result = play(topo, stack, transport="mphttp", player="dashjs",
+        result = play(topo, stack, transport=transport, player="dashjs",
                       manifest_path=MANIFESTS["dashjs"], duration_s=16.0, buffer_s=6.0,
-                      abr="multipath", session_id=f"e2e-abr-mphttp-{os.getpid()}")
+                      abr="multipath", session_id=f"e2e-abr-{transport}-{os.getpid()}")
         events = session_events(stack, result["session"])
     assert result["failure"] is None, result
     decisions = [e for e in events if e["type"] == "abr_decision"]
@@ -128,3 +129,7 @@ def test_over_mphttp_the_rule_reads_each_path_from_the_proxy(tiny_media, tmp_pat
     assert max(d["data"]["index"] for d in both) == top, \
         [(d["data"]["index"], d["data"]["inputs"]["paths"]) for d in both]
     assert replay_abr(events, tmp_path) == (0, {"decisions": len(decisions), "mismatches": []})
+
+
+def test_over_mphttp_the_rule_reads_each_path_from_the_proxy(tiny_media, tmp_path):
+    rule_reads_each_path_from_the_carrier(tiny_media, tmp_path, "mphttp")

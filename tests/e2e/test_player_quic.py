@@ -1,6 +1,7 @@
 """dash.js in Chromium plays over the QUIC hop: `mpstream play --transport mpquic` carries the
 media over both emulated paths and `--transport quic` over one, proven by the gateway's own
-count of QUIC connections and paths; nothing of the hop is left running afterwards; a congestion
+count of QUIC connections and paths; the multipath rule reads each path from the hop's proxy;
+nothing of the hop is left running afterwards; a congestion
 control the QUIC library lacks is refused before any topology; Ctrl-C stops the hop, and after
 kill -9 `mpstream clean` does."""
 
@@ -17,6 +18,7 @@ import pytest
 
 from mpstream.netem.teardown import netns_pids
 from mpstream.proc import pid_alive
+from tests.e2e.test_player_abr_multipath import rule_reads_each_path_from_the_carrier
 from tests.waiting import command_lines, ctrl_c, namespaces_of, wait_until
 
 pytestmark = [pytest.mark.long, pytest.mark.timeout(300)]  # make test-quic
@@ -51,6 +53,11 @@ def test_dashjs_plays_over_the_quic_hop(tiny_media, transport, paths):
                    for host in ("client", "server") for line in command_lines(f"mps-{name}-{host}"))
     left = subprocess.run(["pgrep", "-f", "mpstream-quic"], capture_output=True, text=True)
     assert left.stdout == "", left.stdout
+
+
+def test_over_mpquic_the_multipath_rule_reads_each_path_from_the_hops_proxy(tiny_media,
+                                                                           tmp_path):
+    rule_reads_each_path_from_the_carrier(tiny_media, tmp_path, "mpquic")
 
 
 def test_a_cc_the_quic_library_lacks_is_refused_before_any_topology(tiny_media, tmp_path):

@@ -4,6 +4,7 @@ it over both emulated paths, QUIC over one; the TCP and MPTCP arms of the same h
 transports do; a path taken down mid-transfer does not hang the download, and a dead gateway
 ends the proxy with the reason. Over paths of unequal delay, each packet scheduler carries a
 download whole, and minrtt keeps a download on the low-RTT path that noq's own order splits.
+The proxy tells the page what each path carries.
 A response that grows while it is sent (chunked, as the low-latency origin's segment being
 written) reaches the client chunk by chunk, each as it was written, in every mode.
 The gateway's path hold (the path policies' lever for mpquic) moves a running download off a
@@ -114,8 +115,19 @@ def test_mpquic_carries_a_download_over_both_paths(mptcp_net, tmp_path):
         # Idle for longer than a path may stay silent (1 s): the gateway's pings keep both.
         time.sleep(2.5)
         size, per_path = fetch(mptcp_net, hop)
+        # What the page's multipath rule reads: the proxy's own figures of each path, fresh
+        # from the download (its fastest tenth of a second within the last second).
+        asked = mptcp_net.run("client", ["curl", "-sf", str(hop.paths_url)],
+                              capture_output=True, text=True, timeout=10)
     assert size == FILE_BYTES
     assert all(b > FILE_BYTES * 0.2 for b in per_path), per_path
+    figures = json.loads(asked.stdout)
+    assert figures["measured"] and figures["label"] == "mpquic", figures
+    by_address = {p["address"]: p for p in figures["paths"]}
+    assert set(by_address) == {p.client_addr for p in mptcp_net.paths}, figures
+    for figure in by_address.values():
+        assert 1e6 < figure["delivery_bps"] < 15e6 and figure["rtt_ms"] >= 10, figures
+        assert figure["bytes_acked"] > FILE_BYTES * 0.2 and not figure["backup"], figures
     events = [line["event"] for line in lines(hop.proxy_stats) if "event" in line]
     assert "abandoned" not in events, events
     # The sender's (gateway's) samples of both paths, with the figures the trial records.

@@ -31,6 +31,7 @@ from mpstream.network import Network
 from mpstream.paths import BUILD_DIR
 from mpstream.proc import Started, await_ready, keyed_line, stop
 from mpstream.proof import Proof
+from mpstream.transports.base import PATHS_TARGET
 
 HOP_BINARY = BUILD_DIR / "mpstream-quic"
 BUILD_COMMAND = "make quic"
@@ -155,7 +156,8 @@ class QuicHop(Started):
     paths_opened: list[int] = field(init=False, default_factory=list)
     # The QUIC library and multipath draft the proxy runs (None in the TCP and MPTCP modes).
     implementation: str | None = field(init=False, default=None)
-    paths_url: str | None = field(init=False, default=None)  # the hop does not say (yet)
+    # The proxy's own per-path figures (quic/src/figures.rs), in the QUIC modes.
+    paths_url: str | None = field(init=False, default=None)
     _gateway: subprocess.Popen[str] | None = field(init=False, default=None)
     _proxy: subprocess.Popen[str] | None = field(init=False, default=None)
     _control: threading.Lock = field(init=False, default_factory=threading.Lock)
@@ -215,7 +217,7 @@ class QuicHop(Started):
         argv = [str(self.binary), "proxy", "--mode", mode, "--gateway",
                 f"{net.server_addr}:{port}", *locals_, *backups]
         if mode in ("mpquic", "quic"):
-            argv += ["--cert", str(cert),
+            argv += ["--cert", str(cert), "--paths-listen", "127.0.0.1:0",
                      *self._quic_args(self.proxy_stats, mode == "mpquic", judges_paths=True)]
         self._proxy = net.popen("client", argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, start_new_session=True)
@@ -223,6 +225,8 @@ class QuicHop(Started):
         self.base_url = f"http://{ready['listen']}"
         self.paths_opened = [int(p) for p in ready.get("paths", [])]
         self.implementation = ready.get("implementation")
+        if ready.get("paths_listen"):
+            self.paths_url = f"http://{ready['paths_listen']}{PATHS_TARGET}"
 
     def problem(self) -> str | None:
         """Why the hop no longer carries anything (a program of it exited), or None."""

@@ -13,9 +13,6 @@ import h11
 HEAD_LIMIT = 256 * 1024  # the longest response or request head accepted
 READ_CHUNK = 64 * 1024
 MAX_BODY = 64 * 1024 * 1024  # the largest request body taken (the collector's beacons are KBs)
-# The proxy answers this path itself, with its per-path figures (proxy.py: paths_answer); a
-# name under /.well-known/ no origin's media or collector uses.
-PATHS_TARGET = "/.well-known/mpstream/paths"
 
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "te", "trailer",
               "transfer-encoding", "upgrade", "proxy-authorization", "proxy-authenticate"}

@@ -10,10 +10,11 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
+from mpstream.transports.base import PATHS_TARGET
 from mpstream.transports.mphttp.browser import BadRequest, Browser
 from mpstream.transports.mphttp.errors import ProxyError
 from mpstream.transports.mphttp.fetch import Fetch
-from mpstream.transports.mphttp.messages import PATHS_TARGET, Head, parse_origin
+from mpstream.transports.mphttp.messages import Head, parse_origin
 from mpstream.transports.mphttp.proxy import Proxy
 from mpstream.transports.mphttp.relay import passthrough
 from mpstream.transports.mphttp.schedulers import Scheduler

@@ -26,8 +26,7 @@ from mpstream.jsonlines import read_json_lines
 from mpstream.network import Network
 from mpstream.proc import Started, await_ready, stop
 from mpstream.proof import Proof
-from mpstream.transports.base import Carrier, Transport, register
-from mpstream.transports.mphttp.messages import PATHS_TARGET
+from mpstream.transports.base import PATHS_TARGET, Carrier, Transport, register
 from mpstream.transports.mphttp.program import IMPLEMENTATION
 from mpstream.transports.mphttp.schedulers import DEFAULT_SCHEDULER, summaries
 
