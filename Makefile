@@ -245,9 +245,10 @@ test-api: setup-core
 # metered path under the deadline and always policies (docs/cellular.md), the multipath-aware
 # rule of both players taking a higher rung when a second path comes up (docs/abr.md), an
 # mphttp download that a path's failure mid-transfer does not hang (docs/mphttp.md), and a
-# trial over a WiFi x cellular trace pair (docs/mobile.md).
+# trial over a WiFi x cellular trace pair (docs/mobile.md). It plays over mpquic too, so the
+# hop is built first (from the cache when it is there), not in the middle of a session.
 .PHONY: test-paths
-test-paths: setup-core
+test-paths: setup-core quic
 	@scripts/pytest.sh -m long tests/e2e/test_player_path_policy.py tests/e2e/test_player_abr_multipath.py \
 		tests/integration/test_mphttp.py \
 		tests/integration/test_trace_pairs.py
