@@ -96,9 +96,15 @@ def _register(cc: str, folder: Path, proc_sys: Path) -> None:
             "reports what this kernel has)")
 
 
-def _unregister(cc: str, folder: Path) -> None:
-    sh(["bpftool", "struct_ops", "unregister", "name", kernel_name(cc)], check=False)
+def _unregister(cc: str, folder: Path, proc_sys: Path = PROC_SYS) -> str | None:
+    """Unregisters `cc` and drops its `.loaded` record; None once the kernel no longer lists
+    it, else what bpftool said, and the record stays: a CC left registered without its record
+    would look like someone else's, and `mpstream clean` would never take it away."""
+    done = sh(["bpftool", "struct_ops", "unregister", "name", kernel_name(cc)], check=False)
+    if kernel_name(cc) in registered(proc_sys):
+        return (done.stderr or done.stdout).strip() or f"exit {done.returncode}"
     (folder / f"{cc}.loaded").unlink(missing_ok=True)
+    return None
 
 
 def _allow(cc: str, proc_sys: Path) -> None:
@@ -146,24 +152,28 @@ def _users(folder: Path, cc: str) -> list[str]:
     return users
 
 
-def _unload_unused(folder: Path) -> list[str]:
+def _unload_unused(folder: Path, proc_sys: Path = PROC_SYS) -> list[tuple[str, str | None]]:
+    """Each CC mpstream loaded that no topology uses, unregistered: (cc, None), or (cc, why
+    not) when the kernel still lists it (its record kept for the next try)."""
     unloaded = []
     for marker in sorted(folder.glob("*.loaded")):
         cc = marker.name.removesuffix(".loaded")
         if cc in COUPLED and not _users(folder, cc):
-            _unregister(cc, folder)
-            unloaded.append(cc)
+            unloaded.append((cc, _unregister(cc, folder, proc_sys)))
     return unloaded
 
 
-def clean_stale() -> list[str]:
+def clean_stale(proc_sys: Path = PROC_SYS) -> list[str]:
     """Unregisters the coupled CCs mpstream loaded that no existing topology uses (after a
     kill -9); returns a line per CC."""
     if not records_dir().exists():
         return []
     with _locked() as folder:
         return [f"unregistered congestion control {kernel_name(cc)} (no topology uses it)"
-                for cc in _unload_unused(folder)]
+                if why is None else
+                f"could not unregister congestion control {kernel_name(cc)}: {why}; its record "
+                "is kept, so `mpstream clean` tries again"
+                for cc, why in _unload_unused(folder, proc_sys)]
 
 
 def awaiting_kernel(proc_sys: Path = PROC_SYS) -> list[str]:
@@ -199,5 +209,7 @@ def probe(cc: str, proc_sys: Path = PROC_SYS) -> tuple[bool, str]:
             _register(cc, folder, proc_sys)
         except UserError as refused:
             return False, str(refused)
-        _unregister(cc, folder)
+        why = _unregister(cc, folder, proc_sys)
+        if why is not None:
+            return False, f"{kernel_name(cc)} loaded but could not be unregistered: {why}"
     return True, f"{kernel_name(cc)} loads (registered and unregistered again)"
