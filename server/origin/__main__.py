@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import signal
 import sys
 from pathlib import Path
@@ -40,6 +41,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tree", type=Path, required=True)
     parser.add_argument("--socket", type=Path, required=True)
     args = parser.parse_args(argv)
+    # To origin.log (the stack sends stderr there): what the origin decided, such as its clock.
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(name)s: %(message)s")
     asyncio.run(serve(args.tree.resolve(), args.socket))
     sys.exit(0)
 

@@ -12,6 +12,8 @@ file under /media/ comes here.
   if complete.
 - `GET /media/dash/<segment>.p<K>.m4s`: part K of a segment, once it is written (held until
   then).
+- `GET /api/time`: the stream's clock for the MPD's UTCTiming: the wall clock, held back by as
+  far as the encoder has drifted behind it (clock.py), which `X-Encoder-Drift` says in seconds.
 
 Each held request waits on the index's change event, so one viewer never holds up another. The
 index is brought up to date when inotify says the tree changed (watch.py), never on a timer:
@@ -37,6 +39,8 @@ PLAYLIST_TYPE = "application/vnd.apple.mpegurl"
 SEGMENT_TYPE = "video/iso.segment"
 NO_CACHE = {"Cache-Control": "no-cache"}
 IMMUTABLE = {"Cache-Control": "public, max-age=31536000, immutable"}
+# With the stream's clock: how far (s) it is held back behind the wall clock.
+DRIFT_HEADER = "X-Encoder-Drift"
 
 
 class Origin:
@@ -120,6 +124,12 @@ class Origin:
         if current is None:
             raise web.HTTPNotFound(text="the stream has no segment yet")
         return web.Response(text=current[1], content_type=PLAYLIST_TYPE, headers=NO_CACHE)
+
+    async def time(self, request: web.Request) -> web.Response:
+        clock = self.index.clock
+        return web.Response(text=clock.xsdate(), content_type="text/plain",
+                            headers={"Cache-Control": "no-store",
+                                     DRIFT_HEADER: f"{clock.drift_s:.3f}"})
 
     # --- segments and parts ----------------------------------------------------------------
 
@@ -248,6 +258,7 @@ def create_app(root: Path, tree: LowLatencyTree) -> web.Application:
     app = web.Application()
     app.router.add_get("/media/hls/{rendition}/index.m3u8", origin.playlist)
     app.router.add_get(r"/media/dash/{name:[^/]+\.m4s}", origin.media)
+    app.router.add_get("/api/time", origin.time)
 
     async def watching(app: web.Application) -> AsyncIterator[None]:
         # The watch exists before the first look: a write between the two is not missed.

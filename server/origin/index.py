@@ -17,6 +17,7 @@ from mpstream.manifests.dash import availability_start
 from mpstream.manifests.isobmff import BoxError
 from mpstream.manifests.llhls import MediaPlaylist, Part, Segment
 from mpstream.manifests.lltree import LowLatencyTree, Rendition
+from mpstream.server.origin.clock import StreamClock
 
 # The HLS specification's limits for a blocking reload: a request more than this many segments
 # past the last one, or this many parts past the last part, is answered 400 at once.
@@ -58,6 +59,7 @@ class StreamIndex:
         self.reps: dict[str, RepState] = {r.rep: RepState(r.rep) for r in tree.renditions}
         self.start: datetime | None = None  # availabilityStartTime: segment 1 begins then
         self.ended = False
+        self.clock = StreamClock(tree.part_target, 2 * tree.segment_duration)
 
     # --- scanning --------------------------------------------------------------------------
 
@@ -136,6 +138,8 @@ class StreamIndex:
                 chunks, rest = read_chunks(data)
                 seg.chunks += [Chunk(c.offset + seg.parsed, c.size, c.ticks) for c in chunks]
                 seg.parsed += rest
+                if chunks:
+                    self._chunk_seen(rep, seg)
         except (FileNotFoundError, BoxError):
             return new  # renamed or removed meanwhile: the next scan sees it
         grew = size != seg.size
@@ -143,6 +147,14 @@ class StreamIndex:
         if not writing:
             seg.complete = True
         return new or grew or not writing
+
+    def _chunk_seen(self, rep: RepState, seg: SegmentState) -> None:
+        """Tells the clock when the segment's last chunk was due: its last frame's time."""
+        if self.start is None or rep.timescale is None:
+            return
+        media_s = ((seg.number - 1) * self.tree.segment_duration
+                   + sum(c.ticks for c in seg.chunks) / rep.timescale)
+        self.clock.chunk_written(self.start.timestamp() + media_s)
 
     # --- what it holds ---------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,19 @@ def test_a_blocking_reload_returns_once_its_part_exists_and_lists_it(served):
         waited = time.monotonic() - t0
         assert reply.status_code == 200 and _lists(reply.text, msn, part), reply.text[-300:]
         assert waited < PART_S + 0.4, f"held {waited:.2f} s for the next part"
+
+
+def test_the_mpds_clock_is_the_streams_own(served):
+    _, out, stack, _ = served
+    mpd = (out / "dash" / "manifest.mpd").read_text()
+    assert 'value="/api/time"' in mpd
+    reply = requests.get(f"{stack.base_url}/api/time", timeout=5)
+    assert reply.status_code == 200 and reply.headers["Cache-Control"] == "no-store"
+    # The origin answers it (nginx alone has no drift to tell): the wall clock, held back by
+    # the encoder's drift (none while it keeps up: tests/unit/test_origin_clock.py).
+    drift = float(reply.headers["X-Encoder-Drift"])
+    assert drift >= 0.0
+    assert abs(datetime.fromisoformat(reply.text).timestamp() - (time.time() - drift)) < 1.0
 
 
 def test_a_playlist_is_compressed_for_a_player_that_takes_it(served):

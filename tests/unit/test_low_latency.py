@@ -17,6 +17,7 @@ from mpstream.manifests.cmaf import read_chunks, track_timescale
 from mpstream.manifests.llhls import MediaPlaylist, Part, Segment
 from mpstream.manifests.lltree import LowLatencyTree, Rendition
 from mpstream.server.origin.app import Origin
+from mpstream.server.origin.clock import StreamClock
 from mpstream.server.origin.index import StreamIndex, reload_answer
 
 TIMESCALE = 12800
@@ -266,6 +267,26 @@ def test_index_follows_a_segment_as_it_is_written_and_renamed(tmp_path):
     assert playlist.segments[0].duration == pytest.approx(2.0)
     assert reload_answer(playlist, 1, 3) == "ready"
     assert playlist.preload_hint.endswith("T-0-00002.p0.m4s")
+
+
+def test_index_times_each_chunk_against_the_clock_it_was_due_by(tmp_path):
+    index, tree = _tree(tmp_path)
+    start = datetime(2026, 11, 29, 12, tzinfo=UTC).timestamp()
+    now = [0.0]
+    index.clock = StreamClock(tree.part_target, 2 * tree.segment_duration, wall=lambda: now[0])
+    dash = tmp_path / "dash"
+    for number in range(1, 11):
+        late = 0.1 if number <= 5 else 2.6  # the encoder falls 2.5 s behind at segment 6
+        growing = dash / f"{tree.segment_name('0', number)}.tmp"
+        body = STYP
+        for k in range(1, 5):  # four parts of 0.5 s
+            body += chunk(12) if k < 4 else chunk(14)
+            growing.write_bytes(body)
+            now[0] = start + (number - 1) * 2.0 + k * 0.5 + late
+            index.update([growing.name])
+        growing.rename(dash / tree.segment_name("0", number))
+    assert index.clock.least_lag == pytest.approx(0.1)
+    assert index.clock.drift_s == pytest.approx(2.5)
 
 
 def test_index_reports_a_segment_begun_before_its_first_bytes(tmp_path):

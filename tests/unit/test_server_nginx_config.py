@@ -83,6 +83,19 @@ def test_a_low_latency_origin_is_reached_for_what_is_no_file_and_compresses_play
     assert origin.write().is_file()  # nginx -t accepts it
 
 
+def test_a_low_latency_stream_answers_its_own_clock(config):
+    def time_block(text: str) -> set[str]:
+        block = text[text.index("location = /api/time"):]
+        return directives(block[:block.index("\n        }\n")])
+
+    origin = NginxConfig(**{**config.__dict__, "origin_socket": config.workdir / "origin.sock"})
+    assert f"proxy_pass http://unix:{config.workdir / 'origin.sock'}:;" in time_block(
+        origin.render())
+    plain = time_block(config.render())
+    assert not any(d.startswith("proxy_pass") for d in plain)
+    assert any(d.startswith("return 200") for d in plain)
+
+
 def test_the_multipath_probe_says_whether_nginx_takes_our_multipath_listen(config):
     # The probe (a throwaway configuration) decides whether `serve` writes `listen ...
     # multipath` or wraps nginx in mptcpize; whichever nginx is installed, the project's own
