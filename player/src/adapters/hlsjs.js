@@ -3,6 +3,7 @@
 import Hls from 'hls.js';
 import { codecFamily, codecProblem, ladderOf, stripCmcd } from './common.js';
 import { abrConfig } from './hlsjs-abr.js';
+import { partKeepingLoader } from './hlsjs-loader.js';
 import { catchupBufferFloor, catchupRate, hlsCatchup, hlsLiveSettings } from './live.js';
 
 // Not errors of the session: hls.js reports the first three while it works around a stall
@@ -30,8 +31,11 @@ export function createAdapter({ video, config, probe, fail, bufferAhead }) {
     throw new Error('this browser has no Media Source Extensions: hls.js cannot play here');
   }
   const abr = abrConfig({ abr: config.abr, params: config.abrParams, bufferTargetS: config.buffer, bufferAhead, probe });
+  let detachedParts = 0;
   const hls = new Hls({
     ...abr.config,
+    // Parts hls.js abandons finish on their own and keep their connection (hlsjs-loader.js).
+    fLoader: partKeepingLoader(Hls.DefaultConfig.loader, () => { detachedParts += 1; }),
     // CMCD as query arguments: no CORS preflight, and nginx's access log carries it.
     cmcd: { sessionId: config.session, contentId: config.src, useHeaders: false },
     enableWorker: true,
@@ -149,6 +153,7 @@ export function createAdapter({ video, config, probe, fail, bufferAhead }) {
     abrEngine: abr.engine, // a rule of ours, or null (session/paths.js feeds it the paths)
     protocol: 'hls',
     version: Hls.version,
+    segmentLoader: () => ({ xhr: 'parts finish when abandoned', detached_parts: detachedParts }),
     start() {
       if (catchup) video.addEventListener('timeupdate', holdTarget);
       hls.attachMedia(video);
